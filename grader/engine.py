@@ -1,0 +1,163 @@
+"""Grading: run a lesson's hidden tests against a submission and total the points."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .notebook import cells_to_run, lesson_of, read_notebook
+from .plugin import CollectPoints, ExerciseResult
+from .remote import RemoteSubmission
+from .runtime.errors import GradingError
+from .submission import InProcessSubmission, Submission
+
+HIDDEN_DIR = Path(__file__).resolve().parent / "hidden"
+
+
+def known_lessons() -> list[str]:
+    return sorted(p.stem.removeprefix("test_") for p in HIDDEN_DIR.glob("test_*.py"))
+
+
+def hidden_test_file(lesson: str) -> Path:
+    path = HIDDEN_DIR / f"test_{lesson}.py"
+    if not path.exists():
+        raise KeyError(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
+    return path
+
+
+@contextlib.contextmanager
+def quiet() -> Any:
+    """No warnings, no prints: nbgrader scores a cell 0 for any stderr output."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload() -> Any:
+    """Third-party pytest plugins have no business in grading (and scanning for them is slow)."""
+    old = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = old
+
+
+def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None) -> list[ExerciseResult]:
+    """Run the hidden pytest graders of ``lesson`` (optionally only some exercises)."""
+    plugin = CollectPoints(sub, only)
+    args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
+            "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
+    with quiet(), _no_plugin_autoload():
+        pytest.main(args, plugins=[plugin])
+    if plugin.errors:
+        raise RuntimeError("; ".join(plugin.errors))
+    return list(plugin.results.values())
+
+
+@dataclass
+class Report:
+    notebook: str
+    lesson: str
+    exercises: list[ExerciseResult]
+    status: str = "ok"
+    message: str = ""
+    cell_errors: list[dict[str, Any]] = field(default_factory=list)
+    output_excerpt: str = ""
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return round(sum(e.points for e in self.exercises), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(e.max_points for e in self.exercises), 4)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``grader check --format json`` object of the spec."""
+        return {"notebook": self.notebook, "lesson": self.lesson, "score": self.score,
+                "max_score": self.max_score, "exercises": [e.as_dict() for e in self.exercises]}
+
+
+def in_process_submission(nb: dict[str, Any]) -> InProcessSubmission:
+    sub = InProcessSubmission()
+    with quiet():
+        sub.load(cells_to_run(nb))
+    return sub
+
+
+def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "") -> Report:
+    """Grade in this process: fast, for the course's own tests. Not safe for untrusted code."""
+    start = time.perf_counter()
+    results = run_hidden_tests(in_process_submission(nb), lesson)
+    return Report(notebook, lesson, results, seconds=time.perf_counter() - start)
+
+
+def resolve_lesson(path: str | Path, lesson: str | None) -> str:
+    if lesson:
+        hidden_test_file(lesson)
+        return lesson
+    found = lesson_of(path, known_lessons())
+    if found is None:
+        raise KeyError(f"cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson "
+                       f"(known: {', '.join(known_lessons())})")
+    return found
+
+
+def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
+                      load_timeout: float = 120.0, call_timeout: float = 20.0) -> Report:
+    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one)."""
+    start = time.perf_counter()
+    sub = RemoteSubmission(worker.sock, call_timeout)
+    cell_errors: list[dict[str, Any]] = []
+    try:
+        try:
+            loaded = sub.load(cells_to_run(nb), timeout=load_timeout)
+            cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
+        except GradingError:
+            pass  # recorded in sub.broken; every check then fails with its reason
+        results = run_hidden_tests(sub, lesson)
+    finally:
+        if sub.broken is not None:
+            worker.kill()
+        sub.close()
+        status = worker.finish()
+    report = Report(notebook, lesson, results, status="ok", cell_errors=cell_errors,
+                    output_excerpt=worker.output_excerpt())
+    if sub.broken is not None:
+        report.status = status if status != "ok" else "crashed"
+        report.message = _status_message(report.status)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _status_message(status: str) -> str:
+    return {
+        "timeout": "The notebook ran out of time (an infinite loop or a very slow cell?).",
+        "memory": "The notebook ran out of memory.",
+        "crashed": "The notebook's process stopped before grading finished.",
+    }.get(status, f"Grading stopped: {status}.")
+
+
+def check_notebook(path: str | Path, lesson: str | None = None, **kwargs: Any) -> Report:
+    """``grader check``: read, run in a local worker process, grade. Raises NotebookError
+    (unreadable notebook) or KeyError (unknown lesson)."""
+    from .launch import LocalWorker
+
+    nb = read_notebook(path)
+    lesson = resolve_lesson(path, lesson)
+    return grade_with_worker(nb, lesson, LocalWorker(), notebook=str(path), **kwargs)

@@ -1,0 +1,1 @@
+"""Hidden graders: one pytest module per lesson, ``test_<lesson>.py``."""

@@ -1,0 +1,33 @@
+"""Fixtures of the hidden graders.
+
+Run by the engine (``python -m grader check``), or directly with pytest for debugging:
+``pytest grader/hidden/test_01_attention_by_hand.py --notebook path/to/notebook.ipynb``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.plugin import SUBMISSION_KEY
+from grader.submission import Submission
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--notebook", default=None, help="notebook to grade (direct pytest runs)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "exercise(name, points): exercise and points of a check")
+
+
+@pytest.fixture(scope="session")
+def sub(request: pytest.FixtureRequest) -> Submission:
+    if SUBMISSION_KEY in request.config.stash:
+        return request.config.stash[SUBMISSION_KEY]
+    path = request.config.getoption("--notebook")
+    if not path:
+        pytest.skip("hidden graders need --notebook (or run them through python -m grader)")
+    from grader.engine import in_process_submission
+    from grader.notebook import read_notebook
+
+    return in_process_submission(read_notebook(path))

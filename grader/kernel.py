@@ -1,0 +1,41 @@
+"""Grading inside a notebook kernel, for nbgrader's hidden test cells.
+
+A hidden test cell of the reference notebook ends with::
+
+    ### BEGIN HIDDEN TESTS
+    from grader.kernel import grade
+    grade("01_attention_by_hand", "softmax", globals())
+    ### END HIDDEN TESTS
+
+``grade`` runs the hidden checks of one exercise against the kernel's namespace, prints
+what it earned with hints (nbgrader shows that in the feedback), writes nothing to stderr
+(nbgrader scores a cell 0 if it does), and returns the points as a plain float, which
+nbgrader takes as partial credit. The student's code shares this process, so these scores
+are advisory; ``python -m grader grade`` is the authoritative, sandboxed grader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+from .engine import run_hidden_tests
+from .submission import InProcessSubmission
+
+
+def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
+    sub = InProcessSubmission(namespace, prepare=False)
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            results = run_hidden_tests(sub, lesson, only={exercise})
+        except Exception as exc:  # noqa: BLE001 - never write to stderr from a grade cell
+            print(f"{exercise}: the grader could not run ({type(exc).__name__}: {exc})")
+            return 0.0
+    points = float(sum(r.points for r in results))
+    max_points = float(sum(r.max_points for r in results))
+    print(f"{exercise}: {points:g} / {max_points:g} points")
+    for result in results:
+        for failure in dict.fromkeys(result.failures):
+            print(f"  hint: {failure}")
+    return points

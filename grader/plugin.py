@@ -1,0 +1,88 @@
+"""A pytest plugin that runs hidden tests against one submission and collects points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from . import messages
+from .submission import Submission
+
+SUBMISSION_KEY = pytest.StashKey[Submission]()
+
+
+@dataclass
+class ExerciseResult:
+    name: str
+    points: float = 0.0
+    max_points: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and self.points >= self.max_points
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "points": round(self.points, 4),
+            "max_points": round(self.max_points, 4),
+            "passed": self.passed,
+            "message": "; ".join(dict.fromkeys(self.failures)),
+        }
+
+
+def _exercise_of(item: pytest.Item) -> tuple[str, float] | None:
+    mark = item.get_closest_marker("exercise")
+    if mark is None:
+        return None
+    return str(mark.args[0]), float(mark.kwargs.get("points", 1.0))
+
+
+class CollectPoints:
+    """Registered with ``pytest.main(plugins=[...])``; see :func:`grader.engine.run_hidden_tests`."""
+
+    def __init__(self, submission: Submission, only: set[str] | None = None):
+        self.submission = submission
+        self.only = only
+        self.results: dict[str, ExerciseResult] = {}
+        self._points: dict[str, tuple[str, float]] = {}
+        self.errors: list[str] = []
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[SUBMISSION_KEY] = self.submission
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep = []
+        for item in items:
+            found = _exercise_of(item)
+            if found is None:
+                continue
+            name, points = found
+            if self.only is not None and name not in self.only:
+                continue
+            result = self.results.setdefault(name, ExerciseResult(name))
+            result.max_points += points
+            self._points[item.nodeid] = (name, points)
+            keep.append(item)
+        items[:] = keep
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(f"could not collect {report.nodeid}")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        outcome = yield
+        report = outcome.get_result()
+        if item.nodeid not in self._points or report.when != "call" and not report.failed:
+            return
+        name, points = self._points[item.nodeid]
+        result = self.results[name]
+        if report.when == "call" and report.passed:
+            result.points += points
+        elif report.failed:
+            exc = call.excinfo.value if call.excinfo else None
+            result.failures.append(messages.explain(exc, name))

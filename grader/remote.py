@@ -1,0 +1,76 @@
+"""A submission running in a worker process, reached over a socket."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from .runtime import protocol
+from .runtime.errors import (
+    BadValue,
+    MissingName,
+    ProtocolError,
+    SubmissionError,
+    WorkerDied,
+    WorkerTimeout,
+)
+from .submission import Submission
+
+
+class RemoteSubmission(Submission):
+    """Talks to ``grader.runtime.worker.serve`` on the other end of ``sock``.
+
+    Once the worker times out, dies or sends garbage, every later request fails at once
+    with the same error, so the remaining checks fail fast instead of waiting.
+    """
+
+    def __init__(self, sock: socket.socket, call_timeout: float = 10.0):
+        self.sock = sock
+        self.call_timeout = call_timeout
+        self.broken: Exception | None = None
+
+    def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
+        return self._request("load", {}, {"cells": [list(c) for c in cells]}, timeout=timeout)
+
+    def _request(self, op: str, header: dict[str, Any], value: Any = None,
+                 timeout: float | None = None) -> Any:
+        if self.broken is not None:
+            raise self.broken
+        try:
+            self.sock.settimeout(timeout or self.call_timeout)
+            protocol.send(self.sock, dict(header, op=op), value)
+            reply, result = protocol.recv(self.sock)
+        except TimeoutError:
+            self.broken = WorkerTimeout(f"no answer within {timeout or self.call_timeout:g} s")
+            raise self.broken from None
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            self.broken = WorkerDied("the notebook's process stopped")
+            raise self.broken from None
+        except ProtocolError as exc:
+            self.broken = exc
+            raise
+        if reply.get("ok") is True:
+            return result
+        raise _error_from(reply.get("error"))
+
+    def close(self) -> None:
+        if self.broken is None:
+            try:
+                self._request("shutdown", {}, timeout=2.0)
+            except Exception:  # noqa: BLE001 - the worker is killed afterwards anyway
+                pass
+        self.sock.close()
+
+
+def _error_from(error: Any) -> Exception:
+    if not isinstance(error, dict):
+        return ProtocolError("malformed error reply")
+    kind = error.get("kind")
+    if kind == "missing":
+        return MissingName(str(error.get("name", "")))
+    if kind == "submission":
+        return SubmissionError(str(error.get("target", "")), str(error.get("type", "")),
+                               str(error.get("message", ""))[:500], str(error.get("where", ""))[:2000])
+    if kind == "bad_value":
+        return BadValue(str(error.get("message", ""))[:300])
+    return ProtocolError(f"the worker failed: {str(error.get('message', ''))[:300]}")

@@ -1,0 +1,48 @@
+"""Exceptions shared by the trusted side and the code that runs next to the submission."""
+
+
+class GradingError(Exception):
+    """Base class: something about the submission made a check impossible."""
+
+
+class MissingName(GradingError):
+    """The notebook does not define a name the grader needs."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+class SubmissionError(GradingError):
+    """The student's code raised an exception while the grader called it."""
+
+    def __init__(self, target: str, exc_type: str, message: str, where: str = ""):
+        super().__init__(f"{exc_type}: {message}")
+        self.target = target
+        self.exc_type = exc_type
+        self.message = message
+        self.where = where
+
+
+class ForbiddenCall(Exception):
+    """Raised inside student code when it calls a library function the exercise teaches."""
+
+    def __init__(self, name: str):
+        super().__init__(f"uses {name}")
+        self.name = name
+
+
+class BadValue(GradingError):
+    """The submission returned something that is not an array, tensor or plain value."""
+
+
+class WorkerDied(GradingError):
+    """The process running the submission stopped (crash, exit, out of memory)."""
+
+
+class WorkerTimeout(GradingError):
+    """The submission did not answer within its time budget."""
+
+
+class ProtocolError(GradingError):
+    """A malformed message came back from the worker."""

@@ -1,0 +1,190 @@
+"""The submission side of the grading interface: runs operations on the student's namespace.
+
+The same ``Target`` serves the in-process submission (inside a notebook kernel) and the
+worker process (out of process, sandboxed). Every operation takes and returns normalized
+values (see ``values``); objects that are not plain data stay here behind handle ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from . import values
+from .errors import ForbiddenCall, MissingName, SubmissionError
+from .execute import prepare_namespace, run_cells, student_frames
+from .values import HandleRef
+
+
+def _resolve_dotted(path: str) -> Any:
+    module_name, _, attr = path.rpartition(".")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@contextlib.contextmanager
+def forbidding(names: list[str]) -> Iterator[None]:
+    """Make calls to the named torch functions raise ``ForbiddenCall``, however they are
+    reached (``F.gelu``, ``torch._C._nn.gelu``, ``nn.GELU``, an alias imported earlier)."""
+    if not names:
+        yield
+        return
+    import torch  # noqa: F401 - forbidden names are torch functions
+    from torch.overrides import TorchFunctionMode
+
+    funcs = {}
+    for name in names:
+        try:
+            funcs[_resolve_dotted(name)] = name
+        except (ImportError, AttributeError):
+            continue
+
+    class Forbid(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            if func in funcs:
+                raise ForbiddenCall(funcs[func])
+            return func(*args, **(kwargs or {}))
+
+    with Forbid():
+        yield
+
+
+class Target:
+    """Operations on a submission's namespace, addressed by name or by handle id."""
+
+    def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True):
+        self.namespace = prepare_namespace(namespace) if prepare else namespace
+        self.handles: dict[int, Any] = {}
+
+    # --- handles -------------------------------------------------------------------
+    def register(self, obj: Any) -> HandleRef:
+        hid = len(self.handles) + 1
+        self.handles[hid] = obj
+        return HandleRef(hid, values.type_name(obj))
+
+    def _deref(self, value: Any) -> Any:
+        if isinstance(value, HandleRef):
+            return self.handles[value.id]
+        if isinstance(value, list):
+            return [self._deref(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._deref(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._deref(v) for k, v in value.items()}
+        return value
+
+    def _out(self, value: Any) -> Any:
+        return values.normalize(value, self.register)
+
+    def _lookup(self, target: str | int) -> Any:
+        if isinstance(target, int):
+            return self.handles[target]
+        if target not in self.namespace:
+            raise MissingName(target)
+        return self.namespace[target]
+
+    # --- operations ----------------------------------------------------------------
+    def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
+        return run_cells(cells, self.namespace).as_dict()
+
+    def has(self, name: str) -> bool:
+        return name in self.namespace
+
+    def call(self, target: str | int, method: str | None, args: list, kwargs: dict,
+             forbid: list[str] | None = None) -> Any:
+        fn = self._lookup(target)
+        label = target if isinstance(target, str) else values.type_name(fn)
+        if method:
+            label = f"{label}.{method}"
+            fn = getattr(fn, method)
+        with self._student_code(label), forbidding(forbid or []):
+            result = fn(*self._deref(args), **self._deref(kwargs))
+        return self._out(result)
+
+    def getattr(self, target: str | int, attr: str) -> Any:
+        obj = self._lookup(target)
+        with self._student_code(f"reading {attr}"):
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        return self._out(obj)
+
+    def inspect(self, target: str | int) -> dict[str, Any]:
+        """Parameters, buffers and submodule types of a module."""
+        module = self._lookup(target)
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(module, torch.nn.Module):
+            return {"type": values.type_name(module), "is_module": False}
+        with self._student_code("inspecting the module"):
+            return {
+                "type": values.type_name(module),
+                "is_module": True,
+                "parameters": {k: self._out(v) for k, v in module.named_parameters()},
+                "buffers": {k: self._out(v) for k, v in module.named_buffers()},
+                "modules": {k: values.type_name(m) for k, m in module.named_modules() if k},
+                "training": bool(module.training),
+            }
+
+    def grad(self, target: str | int, method: str | None, args: list, kwargs: dict,
+             grad_output: Any, forbid: list[str] | None = None) -> dict[str, Any]:
+        """Call, then backpropagate ``grad_output``; returns output and gradients of the
+        floating-point tensor arguments and of the module's parameters."""
+        import torch
+
+        obj = self._lookup(target)
+        fn = getattr(obj, method) if method else obj
+        args = [
+            a.detach().clone().requires_grad_(True)
+            if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in self._deref(args)
+        ]
+        params = dict(obj.named_parameters()) if isinstance(obj, torch.nn.Module) else {}
+        for p in params.values():
+            p.grad = None
+        label = target if isinstance(target, str) else values.type_name(obj)
+        with self._student_code(label), forbidding(forbid or []), torch.enable_grad():
+            output = fn(*args, **self._deref(kwargs))
+            output.backward(grad_output)
+        return self._out({
+            "output": output,
+            "input_grads": [a.grad if isinstance(a, torch.Tensor) else None for a in args],
+            "param_grads": {k: p.grad for k, p in params.items()},
+        })
+
+    def fixture(self, name: str, args: list, kwargs: dict) -> Any:
+        from . import fixtures
+
+        factory = fixtures.FIXTURES[name]
+        return self._out(factory(*self._deref(args), **self._deref(kwargs)))
+
+    # --- helpers -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _student_code(self, label: str) -> Iterator[None]:
+        try:
+            yield
+        except ForbiddenCall as exc:
+            raise SubmissionError(label, "ForbiddenCall", exc.name) from None
+        except (MissingName, SubmissionError):
+            raise
+        except SystemExit as exc:
+            raise SubmissionError(label, "SystemExit", f"called exit({exc.code!r})") from None
+        except BaseException as exc:  # noqa: BLE001 - any student error becomes a report
+            forbidden = _forbidden_in_chain(exc)
+            if forbidden:
+                raise SubmissionError(label, "ForbiddenCall", forbidden) from None
+            where = student_frames(exc.__traceback__)
+            raise SubmissionError(label, type(exc).__name__, str(exc)[:500], where) from None
+
+
+def _forbidden_in_chain(exc: BaseException) -> str | None:
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ForbiddenCall):
+            return exc.name
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -1,0 +1,97 @@
+"""The worker: runs one student's notebook and answers the grader's requests.
+
+Started by the trusted grader (a plain subprocess for ``grader check``, a sandboxed fork
+for ``grader grade``) with one end of a stream socket. It returns only plain values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from typing import Any
+
+from . import protocol
+from .errors import BadValue, MissingName, SubmissionError
+from .target import Target
+
+
+def _dispatch(target: Target, header: dict[str, Any], value: Any) -> Any:
+    op = header.get("op")
+    value = value if isinstance(value, dict) else {}
+    args, kwargs = value.get("args", []), value.get("kwargs", {})
+    where = header.get("target")
+    if op == "load":
+        return target.load([(int(i), str(src)) for i, src in value["cells"]])
+    if op == "has":
+        return target.has(str(header["name"]))
+    if op == "call":
+        return target.call(where, header.get("method"), args, kwargs, header.get("forbid"))
+    if op == "getattr":
+        return target.getattr(where, str(header["attr"]))
+    if op == "inspect":
+        return target.inspect(where)
+    if op == "grad":
+        return target.grad(where, header.get("method"), args, kwargs,
+                           value.get("grad_output"), header.get("forbid"))
+    if op == "fixture":
+        return target.fixture(str(header["name"]), args, kwargs)
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, MissingName):
+        return {"kind": "missing", "name": exc.name}
+    if isinstance(exc, SubmissionError):
+        return {"kind": "submission", "target": exc.target, "type": exc.exc_type,
+                "message": exc.message, "where": exc.where}
+    if isinstance(exc, BadValue):
+        return {"kind": "bad_value", "message": str(exc)}
+    return {"kind": "internal", "type": type(exc).__name__, "message": str(exc)[:500]}
+
+
+def _one_thread() -> None:
+    """Grading runs one thread per worker (torch is only imported if the notebook did)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer requests until the grader says shutdown or closes the connection."""
+    target = Target()
+    while True:
+        try:
+            header, value = protocol.recv(sock)
+        except (EOFError, OSError):
+            return
+        if header.get("op") == "shutdown":
+            protocol.send(sock, {"ok": True})
+            return
+        try:
+            result = _dispatch(target, header, value)
+            _one_thread()
+            reply: dict[str, Any] = {"ok": True}
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a reply
+            result, reply = None, {"ok": False, "error": _error(exc)}
+        try:
+            protocol.send(sock, reply, result)
+        except BadValue as exc:
+            protocol.send(sock, {"ok": False, "error": _error(exc)})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="grading worker (started by the grader)")
+    parser.add_argument("--fd", type=int, required=True)
+    args = parser.parse_args()
+    sock = socket.socket(fileno=args.fd)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - a notebook must not read the grader's input
+    serve(sock)
+    sock.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

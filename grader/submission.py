@@ -1,0 +1,161 @@
+"""The narrow interface through which hidden tests reach a submission.
+
+Tests only ever: ask whether a name exists, call a named function, build a named class,
+call methods of what they built, load and read weights, and read values back. Everything
+that crosses is plain data (numpy arrays, torch tensors, numbers, strings, containers);
+other objects stay with the submission as :class:`Handle` s. Two implementations:
+
+- :class:`InProcessSubmission`: the student's namespace in this process (nbgrader kernel);
+- :class:`grader.remote.RemoteSubmission`: a worker process, possibly sandboxed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from .runtime import values
+from .runtime.errors import ProtocolError
+from .runtime.target import Target
+from .runtime.values import HandleRef
+
+
+class Submission(ABC):
+    """What a hidden test may do with a submission."""
+
+    @abstractmethod
+    def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
+        """Run one operation on the submission side and return its (plain) result."""
+
+    def has(self, name: str) -> bool:
+        return bool(self._request("has", {"name": name}))
+
+    def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        """Call the notebook's function ``name``."""
+        return self._wrap(self._call(name, None, args, kwargs, forbid))
+
+    def new(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Handle:
+        """Build an instance of the notebook's class ``name``."""
+        result = self._wrap(self._call(name, None, args, kwargs, forbid))
+        if not isinstance(result, Handle):
+            raise ProtocolError(f"{name}(...) did not build an object")
+        return result
+
+    def fixture(self, name: str, *args: Any, **kwargs: Any) -> Handle:
+        """Build a trusted helper object next to the submission (see runtime.fixtures)."""
+        value = {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
+        return self._wrap(self._request("fixture", {"name": name}, value))
+
+    def _call(self, target: str | int, method: str | None, args: tuple, kwargs: dict,
+              forbid: tuple[str, ...]) -> Any:
+        header = {"target": target, "method": method, "forbid": list(forbid)}
+        value = {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
+        return self._request("call", header, value)
+
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, HandleRef):
+            return Handle(self, value)
+        if isinstance(value, list):
+            return [self._wrap(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._wrap(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._wrap(v) for k, v in value.items()}
+        return value
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Release the submission (stop its worker, if any)."""
+
+
+class Handle:
+    """An object (module, optimizer, ...) that lives with the submission."""
+
+    def __init__(self, sub: Submission, ref: HandleRef):
+        self._sub = sub
+        self.ref = ref
+
+    @property
+    def type_name(self) -> str:
+        return self.ref.type_name
+
+    def __call__(self, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        return self.method("__call__", *args, forbid=forbid, **kwargs)
+
+    def method(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        return self._sub._wrap(self._sub._call(self.ref.id, name, args, kwargs, forbid))
+
+    def get(self, attr: str) -> Any:
+        """Read an attribute (dotted paths allowed, e.g. ``"q_proj.weight"``)."""
+        return self._sub._wrap(self._sub._request("getattr", {"target": self.ref.id, "attr": attr}))
+
+    def inspect(self) -> dict[str, Any]:
+        """``{"type", "is_module", "parameters", "buffers", "modules", "training"}``."""
+        return self._sub._request("inspect", {"target": self.ref.id})
+
+    def grad(self, *args: Any, grad_output: Any, method: str | None = None,
+             forbid: tuple[str, ...] = (), **kwargs: Any) -> dict[str, Any]:
+        """Forward, then backward of ``grad_output``: output, input and parameter grads."""
+        header = {"target": self.ref.id, "method": method, "forbid": list(forbid)}
+        value = {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs), "grad_output": grad_output}
+        return self._sub._request("grad", header, value)
+
+    # conveniences for nn.Module
+    def state_dict(self) -> dict[str, Any]:
+        return self.method("state_dict")
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> Any:
+        return self.method("load_state_dict", state, strict=strict)
+
+    def eval(self) -> Handle:
+        self.method("eval")
+        return self
+
+    def train(self, mode: bool = True) -> Handle:
+        self.method("train", mode)
+        return self
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, Handle):
+        return value.ref
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_unwrap(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    return value
+
+
+class InProcessSubmission(Submission):
+    """The student's namespace in this very process (e.g. the nbgrader kernel).
+
+    Values are copied both ways exactly as over the wire, so a test sees the same thing
+    whichever implementation runs it; but student code shares this process, so scores
+    computed this way are advisory.
+    """
+
+    def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True):
+        self.target = Target(namespace, prepare)
+
+    def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
+        return self.target.load(cells)
+
+    def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
+        value = values.normalize(value) if value is not None else {}
+        t = self.target
+        args, kwargs = value.get("args", []), value.get("kwargs", {})
+        if op == "has":
+            return t.has(header["name"])
+        if op == "call":
+            return t.call(header["target"], header["method"], args, kwargs, header["forbid"])
+        if op == "getattr":
+            return t.getattr(header["target"], header["attr"])
+        if op == "inspect":
+            return t.inspect(header["target"])
+        if op == "grad":
+            return t.grad(header["target"], header["method"], args, kwargs,
+                          value["grad_output"], header["forbid"])
+        if op == "fixture":
+            return t.fixture(header["name"], args, kwargs)
+        raise ValueError(op)
