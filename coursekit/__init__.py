@@ -1,0 +1,1 @@
+"""Public helpers the lessons import: datasets, reference building blocks, plotting."""

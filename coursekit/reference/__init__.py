@@ -1,0 +1,1 @@
+"""Generated reference building blocks of earlier lessons (see coursekit.export)."""

@@ -1,0 +1,61 @@
+"""Planted mistakes in lesson 01 (numpy attention by hand)."""
+
+from planted import Variant, bug
+
+LESSON = "01_attention_by_hand"
+
+BUGS = [
+    bug("dot_scores", "transposed scores K @ Q.T", ("Q @ K.T", "K @ Q.T")),
+    bug("dot_scores", "elementwise product summed over the wrong axis",
+        ("return Q @ K.T", "return (Q[:, None, :] * K[None, :, :]).sum(0)")),
+    bug("softmax", "no max subtraction (overflows)",
+        ("x - np.max(x, axis=axis, keepdims=True)", "x")),
+    bug("softmax", "softmax over axis 0 whatever `axis` says",
+        ("axis=axis, keepdims=True)\n    e", "axis=0, keepdims=True)\n    e"),
+        ("np.sum(e, axis=axis", "np.sum(e, axis=0")),
+    bug("softmax", "global instead of per-row maximum",
+        ("np.max(x, axis=axis, keepdims=True)", "np.max(x)")),
+    bug("softmax", "sum over the wrong axis (no keepdims)",
+        ("np.sum(e, axis=axis, keepdims=True)", "np.sum(e)")),
+    bug("softmax", "NaN for -inf entries (subtracting the max lost, nan_to_num on the inputs)",
+        ("x = np.asarray(x, dtype=np.float64)",
+         "x = np.nan_to_num(np.asarray(x, dtype=np.float64), neginf=0.0)")),
+    bug("attention", "scaled by d_k instead of sqrt(d_k)",
+        ("np.sqrt(K.shape[-1])", "K.shape[-1]")),
+    bug("attention", "scale flag ignored (always scaled)",
+        ("if scale:\n        scores", "if True:\n        scores")),
+    bug("attention", "never scaled", ("if scale:\n        scores", "if False:\n        scores")),
+    bug("attention", "softmax over the query axis", ("softmax(scores, axis=-1)", "softmax(scores, axis=0)")),
+    bug("attention", "returns weights then output", ("return weights @ V, weights", "return weights, weights @ V")),
+    bug("attention", "weights applied to the keys", ("weights @ V", "weights @ K")),
+    bug("attention", "scores transposed", ("scores = dot_scores(Q, K)", "scores = dot_scores(K, Q)")),
+]
+
+ALTERNATIVES = [
+    Variant("dot_scores", "einsum", source="""
+def dot_scores(Q, K):
+    return np.einsum("nd,md->nm", Q, K)
+"""),
+    Variant("softmax", "log-sum-exp", source="""
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    m = np.max(x, axis=axis, keepdims=True)
+    lse = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    return np.exp(x - lse)
+"""),
+    Variant("softmax", "moveaxis to the end and back", source="""
+def softmax(x, axis=-1):
+    z = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+    z = np.exp(z - z.max(-1)[..., None])
+    return np.moveaxis(z / z.sum(-1)[..., None], -1, axis)
+"""),
+    Variant("attention", "einsum and explicit math.sqrt", source="""
+import math
+def attention(Q, K, V, scale=True):
+    s = np.einsum("nd,md->nm", Q, K)
+    if scale:
+        s = s / math.sqrt(Q.shape[1])
+    w = softmax(s)
+    return (np.einsum("nm,mv->nv", w, V), w)
+"""),
+]
