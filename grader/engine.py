@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from . import runner
 from .notebook import cells_to_run, lesson_of, read_notebook
 from .plugin import CollectPoints, ExerciseResult
 from .remote import RemoteSubmission
@@ -56,8 +57,14 @@ def _no_plugin_autoload() -> Any:
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = old
 
 
-def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None) -> list[ExerciseResult]:
-    """Run the hidden pytest graders of ``lesson`` (optionally only some exercises)."""
+def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
+                     use_pytest: bool = False) -> list[ExerciseResult]:
+    """Run the hidden graders of ``lesson`` (optionally only some exercises), with the
+    fast thread-safe runner (default) or with pytest itself."""
+    hidden_test_file(lesson)
+    if not use_pytest:
+        with quiet():
+            return runner.run(sub, lesson, only)
     plugin = CollectPoints(sub, only)
     args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
             "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
