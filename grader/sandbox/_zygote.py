@@ -116,8 +116,9 @@ def _enter_scratch(scratch: str, notebook: bytes) -> None:
         os.environ["GRADER_NOTEBOOK"] = path
 
 
-def _child(ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any],
-           flt: Any) -> None:
+def _child(
+    ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any
+) -> None:
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
@@ -154,8 +155,14 @@ def _child(ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[s
         os._exit(code)
 
 
-def _spawn(ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any],
-           flt: Any, children: dict[int, int]) -> None:
+def _spawn(
+    ctrl: socket.socket,
+    req: dict[str, Any],
+    fds: list[int],
+    cfg: dict[str, Any],
+    flt: Any,
+    children: dict[int, int],
+) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()

@@ -20,8 +20,9 @@ def _python_dirs() -> list[str]:
         dirs.append(site.getusersitepackages())
     real = [os.path.realpath(d) for d in dirs if os.path.isdir(d)]
     unique = sorted(set(real), key=len)
-    return [d for i, d in enumerate(unique)
-            if not any(d.startswith(p + os.sep) for p in unique[:i])]
+    return [
+        d for i, d in enumerate(unique) if not any(d.startswith(p + os.sep) for p in unique[:i])
+    ]
 
 
 def _system_binds() -> list[str]:
@@ -51,15 +52,41 @@ def _hide_installed_course(dirs: list[str]) -> list[str]:
 
 def bwrap_command(bwrap: str, code_dir: Path, inner: list[str]) -> list[str]:
     dirs = _python_dirs()
-    args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup", "--die-with-parent", "--new-session",
-            "--hostname", "sandbox", "--cap-drop", "ALL"]
+    args = [
+        bwrap,
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--cap-drop",
+        "ALL",
+    ]
     for cap in ZYGOTE_CAPS:
         args += ["--cap-add", cap]
     args += _system_binds()
     for d in dirs:
         args += ["--ro-bind", d, d]
     args += _hide_installed_course(dirs)
-    args += ["--ro-bind", str(code_dir), SANDBOX_CODE, "--proc", "/proc", "--dev", "/dev",
-             "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/", "--", *inner]
+    args += [
+        "--ro-bind",
+        str(code_dir),
+        SANDBOX_CODE,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/",
+        "--",
+        *inner,
+    ]
     return args

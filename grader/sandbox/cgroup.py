@@ -92,8 +92,7 @@ class PoolCgroups:
             self.dirs[controller] = path
 
     def submission(self, name: str, memory_bytes: int, max_pids: int) -> SubmissionCgroup:
-        return SubmissionCgroup({c: d / name for c, d in self.dirs.items()}, memory_bytes,
-                                max_pids)
+        return SubmissionCgroup({c: d / name for c, d in self.dirs.items()}, memory_bytes, max_pids)
 
     def remove(self) -> None:
         for path in self.dirs.values():

@@ -16,8 +16,7 @@ class OutputTap:
         self._tail = bytearray()
         self.total = 0
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=f"sandbox-output-{fd}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"sandbox-output-{fd}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

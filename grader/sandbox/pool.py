@@ -83,28 +83,47 @@ def _zygote_env() -> dict[str, str]:
 class _Zygote:
     """One warm parent process and its control socket."""
 
-    def __init__(self, cfg: dict[str, Any], code_dir: Path, use_bwrap: bool,
-                 startup_timeout: float, launcher: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        code_dir: Path,
+        use_bwrap: bool,
+        startup_timeout: float,
+        launcher: ThreadPoolExecutor,
+    ) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.ctrl = ours
         code_root = bwrap.SANDBOX_CODE if use_bwrap else str(code_dir)
-        cfg = dict(cfg, ctrl_fd=theirs.fileno(),
-                   code_paths=[f"{code_root}/_sbx", f"{code_root}/code"])
-        inner = [os.path.realpath(sys.executable), "-I", "-B",
-                 f"{code_root}/_sbx/_zygote.py", json.dumps(cfg)]
+        cfg = dict(
+            cfg, ctrl_fd=theirs.fileno(), code_paths=[f"{code_root}/_sbx", f"{code_root}/code"]
+        )
+        inner = [
+            os.path.realpath(sys.executable),
+            "-I",
+            "-B",
+            f"{code_root}/_sbx/_zygote.py",
+            json.dumps(cfg),
+        ]
         path = probe.bwrap_path() if use_bwrap else None
         cmd = bwrap.bwrap_command(path, code_dir, inner) if path else inner
         # bwrap --die-with-parent ties the zygote to the *thread* that forked it: fork
         # from the pool's long-lived launcher thread, never from a short-lived one.
         self.proc = launcher.submit(
-            subprocess.Popen, cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            pass_fds=[theirs.fileno()], env=_zygote_env(), start_new_session=True).result()
+            subprocess.Popen,
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            pass_fds=[theirs.fileno()],
+            env=_zygote_env(),
+            start_new_session=True,
+        ).result()
         theirs.close()
         ready = self.recv(startup_timeout)
         if ready is None or ready.get("op") != "ready":
             self.close()
-            raise SandboxError(f"the sandbox zygote did not start (got {ready!r}); "
-                               "see its traceback on stderr")
+            raise SandboxError(
+                f"the sandbox zygote did not start (got {ready!r}); see its traceback on stderr"
+            )
         self.threads = ready.get("threads")
 
     def recv(self, timeout: float | None) -> dict[str, Any] | None:
@@ -132,8 +151,9 @@ class _Zygote:
 class SandboxWorker:
     """A running submission; implements ``WorkerHandle``."""
 
-    def __init__(self, pool: SandboxPool, zygote: _Zygote, sub_id: int, uid: int,
-                 limits: Limits) -> None:
+    def __init__(
+        self, pool: SandboxPool, zygote: _Zygote, sub_id: int, uid: int, limits: Limits
+    ) -> None:
         self._pool = pool
         self._zygote = zygote
         self.id = sub_id
@@ -211,16 +231,24 @@ class SandboxWorker:
 
     def _classify(self) -> str:
         status = self.status
-        clean = status is not None and status >= 0 and os.WIFEXITED(status) \
+        clean = (
+            status is not None
+            and status >= 0
+            and os.WIFEXITED(status)
             and os.WEXITSTATUS(status) == 0
+        )
         if clean and not self._deadline_hit:
             return "ok"
         if self.cgroup is not None and self.cgroup.oom_kills() > 0:
             return "memory"
         if self._deadline_hit:
             return "timeout"
-        if status is not None and status >= 0 and os.WIFSIGNALED(status) \
-                and os.WTERMSIG(status) == signal.SIGXCPU:
+        if (
+            status is not None
+            and status >= 0
+            and os.WIFSIGNALED(status)
+            and os.WTERMSIG(status) == signal.SIGXCPU
+        ):
             return "timeout"
         if self._kill_reason is not None:
             return self._kill_reason
@@ -262,18 +290,26 @@ def _kill_uid(uid: int) -> None:
 class SandboxPool:
     """Warm pool of sandbox zygotes; ``start()`` forks a fresh worker per submission."""
 
-    def __init__(self, jobs: int = 1, limits: Limits | None = None, isolation: str = "full",
-                 preload: tuple[str, ...] = ("numpy", "torch"),
-                 entry: str = "grader.runtime.worker:serve",
-                 worker_files: Mapping[str, Path | bytes] | None = None,
-                 startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        jobs: int = 1,
+        limits: Limits | None = None,
+        isolation: str = "full",
+        preload: tuple[str, ...] = ("numpy", "torch"),
+        entry: str = "grader.runtime.worker:serve",
+        worker_files: Mapping[str, Path | bytes] | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
         self.jobs = max(1, jobs)
         self.limits = limits or Limits()
         self.isolation = isolation
         self.protections: list[str] = probe.select_protections(isolation)
         self.entry = entry
-        self._cfg = {"preload": list(preload), "entry": entry,
-                     "seccomp": "seccomp" in self.protections}
+        self._cfg = {
+            "preload": list(preload),
+            "entry": entry,
+            "seccomp": "seccomp" in self.protections,
+        }
         self._worker_files = default_worker_files() if worker_files is None else worker_files
         self._startup_timeout = startup_timeout
         self._code_dir: Path | None = None
@@ -319,8 +355,13 @@ class SandboxPool:
 
     def _new_zygote(self) -> _Zygote:
         assert self._code_dir is not None
-        return _Zygote(self._cfg, self._code_dir, "bwrap" in self.protections,
-                       self._startup_timeout, self._launcher)
+        return _Zygote(
+            self._cfg,
+            self._code_dir,
+            "bwrap" in self.protections,
+            self._startup_timeout,
+            self._launcher,
+        )
 
     def _add_zygote(self, zygote: _Zygote) -> None:
         with self._lock:
@@ -352,14 +393,21 @@ class SandboxPool:
             shutil.rmtree(self._code_dir, ignore_errors=True)
 
     # -- submissions ----------------------------------------------------------------------
-    def start(self, notebook_bytes: bytes | None = None) -> SandboxWorker:
-        """Fork a fresh confined worker; returns once it is ready to serve."""
+    def start(
+        self, notebook_bytes: bytes | None = None, limits: Limits | None = None
+    ) -> SandboxWorker:
+        """Fork a fresh confined worker; returns once it is ready to serve.
+
+        ``notebook_bytes`` (optional) is written to ``submission.ipynb`` in the worker's
+        scratch folder (its path is in the worker's ``GRADER_NOTEBOOK``); ``limits``
+        overrides the pool's limits for this submission.
+        """
         if self._code_dir is None:
             self.open()
         zygote = self._free.get()
         sub_id = next(self._ids)
         uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
-        worker = SandboxWorker(self, zygote, sub_id, uid, self.limits)
+        worker = SandboxWorker(self, zygote, sub_id, uid, limits or self.limits)
         try:
             self._launch(worker, zygote, notebook_bytes or b"")
         except BaseException:
@@ -376,7 +424,8 @@ class SandboxPool:
         worker._tap = OutputTap(out_r)
         if self._cgroups is not None:
             worker.cgroup = self._cgroups.submission(
-                f"sub-{worker.id}", self.limits.memory_bytes, self.limits.max_pids)
+                f"sub-{worker.id}", worker.limits.memory_bytes, worker.limits.max_pids
+            )
         try:
             req = self._spawn_request(worker)
             socket.send_fds(zygote.ctrl, [json.dumps(req).encode()], [theirs.fileno(), out_w])
@@ -388,7 +437,7 @@ class SandboxPool:
             raise SandboxError(f"the sandbox zygote did not fork a worker (got {msg!r})")
         worker.ns_pid = int(msg["pid"])
         worker.pid = self._join(worker, ours, notebook)
-        worker._timer = threading.Timer(self.limits.wall_s, worker._on_deadline)
+        worker._timer = threading.Timer(worker.limits.wall_s, worker._on_deadline)
         worker._timer.daemon = True
         worker._timer.start()
         self._await_ready(ours)
@@ -401,10 +450,18 @@ class SandboxPool:
         else:
             scratch = tempfile.mkdtemp(prefix=f"grader-sbx-scratch-{worker.id}-")
             worker.host_scratch = scratch
-        return {"op": "spawn", "id": worker.id, "uid": worker.uid, "gid": worker.uid,
-                "scratch": scratch, "tmpfs": tmpfs, "drop_uid": "uid-drop" in prot,
-                "rlimits": "rlimits" in prot, "no_new_privs": "no_new_privs" in prot,
-                "limits": self.limits.as_dict()}
+        return {
+            "op": "spawn",
+            "id": worker.id,
+            "uid": worker.uid,
+            "gid": worker.uid,
+            "scratch": scratch,
+            "tmpfs": tmpfs,
+            "drop_uid": "uid-drop" in prot,
+            "rlimits": "rlimits" in prot,
+            "no_new_privs": "no_new_privs" in prot,
+            "limits": worker.limits.as_dict(),
+        }
 
     def _join(self, worker: SandboxWorker, sock: socket.socket, notebook: bytes) -> int:
         """Receive the child's pid (translated by the kernel), put it in its cgroup, go."""
@@ -432,5 +489,7 @@ class SandboxPool:
         if first == b"e":
             with contextlib.suppress(OSError):
                 detail = sock.recv(4096)
-        raise SandboxError("the worker failed to confine itself: "
-                           + (detail.decode("utf-8", "replace") or "it died"))
+        raise SandboxError(
+            "the worker failed to confine itself: "
+            + (detail.decode("utf-8", "replace") or "it died")
+        )

@@ -40,9 +40,24 @@ def bwrap_path() -> str | None:
 
 @functools.cache
 def _bwrap_works(path: str) -> bool:
-    cmd = [path, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-           "--unshare-cgroup", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
-           "--proc", "/proc", "--dev", "/dev", "true"]
+    cmd = [
+        path,
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "true",
+    ]
     try:
         return subprocess.run(cmd, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
@@ -84,7 +99,8 @@ def missing_reasons() -> dict[str, str]:
     for controller in cgroup.CONTROLLERS:
         if controller not in writable:
             reasons[f"cgroup {controller}"] = (
-                f"no writable cgroup v1 '{controller}' hierarchy under /sys/fs/cgroup")
+                f"no writable cgroup v1 '{controller}' hierarchy under /sys/fs/cgroup"
+            )
     if importlib.util.find_spec("resource") is None:
         reasons["rlimits"] = "no resource module"
     return reasons
@@ -105,10 +121,14 @@ def select_protections(isolation: str) -> list[str]:
     missing = missing_reasons()
     if isolation == "full" and missing:
         lines = "; ".join(f"{p}: {why}" for p, why in missing.items())
-        raise SandboxUnavailable(f"full isolation is not available here. Missing {lines}. "
-                                 "Use isolation='auto' to run with what is available.")
+        raise SandboxUnavailable(
+            f"full isolation is not available here. Missing {lines}. "
+            "Use isolation='auto' to run with what is available."
+        )
     chosen = [p for p in ALL_PROTECTIONS if p not in missing]
     if not chosen:
-        raise SandboxUnavailable("no protection at all is available on this machine; "
-                                 "pass isolation='none' to run student code unconfined")
+        raise SandboxUnavailable(
+            "no protection at all is available on this machine; "
+            "pass isolation='none' to run student code unconfined"
+        )
     return chosen
