@@ -34,8 +34,13 @@ def _send(ctrl: socket.socket, **msg: Any) -> None:
 
 
 def _import_preloads(cfg: dict[str, Any]) -> None:
+    """Import what every worker needs once, here, so each fork starts warm. A module that
+    is not installed is skipped (the worker imports it itself if it must)."""
     for name in cfg["preload"]:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
     module = cfg["entry"].partition(":")[0]
     try:
         importlib.import_module(module)
@@ -124,6 +129,7 @@ def _child(
     os.setsid()
     ctrl.detach()
     sock = _redirect_fds(fds[0], fds[1])
+    sys.stdout.reconfigure(line_buffering=True)  # a killed worker's last lines still show
     try:
         notebook = _handshake(sock)
         scratch = _confine(req, flt)

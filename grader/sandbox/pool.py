@@ -59,9 +59,10 @@ def default_worker_files() -> dict[str, Path | bytes]:
     return files
 
 
-def _build_code_dir(worker_files: Mapping[str, Path | bytes]) -> Path:
-    root = Path(tempfile.mkdtemp(prefix="grader-sbx-code-"))
-    (root / "_sbx").mkdir()
+def _build_code_dir(state: Path, worker_files: Mapping[str, Path | bytes]) -> Path:
+    """The read-only code folder of the sandbox: zygote + worker code, nothing else."""
+    root = state / "sbx"
+    (root / "_sbx").mkdir(parents=True)
     for name in ("_zygote.py", "_confine.py"):
         shutil.copy2(_HERE / name, root / "_sbx" / name)
     for rel, src in worker_files.items():
@@ -73,8 +74,28 @@ def _build_code_dir(worker_files: Mapping[str, Path | bytes]) -> Path:
     return root
 
 
-def _zygote_env() -> dict[str, str]:
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp"}
+# What the worker imports lazily (notebook execution, safetensors replies, plots): loaded
+# once per zygote instead of once per submission. None of them starts a thread.
+DEFAULT_PRELOAD: tuple[str, ...] = (
+    "numpy",
+    "torch",
+    "safetensors.numpy",
+    "safetensors.torch",
+    "IPython.core.inputtransformer2",
+    "matplotlib",
+    "matplotlib.pyplot",
+)
+
+
+def _zygote_env(home: str) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": home,
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
+    }
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = "1"
     return env
@@ -114,7 +135,7 @@ class _Zygote:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             pass_fds=[theirs.fileno()],
-            env=_zygote_env(),
+            env=_zygote_env("/tmp" if use_bwrap else str(code_dir.parent / "home")),
             start_new_session=True,
         ).result()
         theirs.close()
@@ -196,7 +217,12 @@ class SandboxWorker:
         self.kill("timeout")
 
     def output_excerpt(self, max_chars: int = 2000) -> str:
+        """A bounded excerpt of what the worker printed (head and tail)."""
         return self._tap.excerpt(max_chars) if self._tap else ""
+
+    @property
+    def protections(self) -> list[str]:
+        return list(self._pool.protections)
 
     @property
     def output_bytes(self) -> int:
@@ -257,7 +283,7 @@ class SandboxWorker:
     def _cleanup(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, AttributeError):
             self.sock.close()
         if self._tap is not None:
             self._tap.join(2.0)
@@ -295,7 +321,7 @@ class SandboxPool:
         jobs: int = 1,
         limits: Limits | None = None,
         isolation: str = "full",
-        preload: tuple[str, ...] = ("numpy", "torch"),
+        preload: tuple[str, ...] = DEFAULT_PRELOAD,
         entry: str = "grader.runtime.worker:serve",
         worker_files: Mapping[str, Path | bytes] | None = None,
         startup_timeout: float = 120.0,
@@ -332,7 +358,10 @@ class SandboxPool:
     def open(self) -> None:
         if self._code_dir is not None:
             return
-        self._code_dir = _build_code_dir(self._worker_files)
+        state = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
+        state.chmod(0o755)
+        (state / "home").mkdir(mode=0o700)
+        self._code_dir = _build_code_dir(state, self._worker_files)
         controllers = [p.split()[1] for p in self.protections if p.startswith("cgroup ")]
         if controllers:
             self._cgroups = PoolCgroups(controllers)
@@ -390,7 +419,7 @@ class SandboxPool:
         if self._cgroups is not None:
             self._cgroups.remove()
         if self._code_dir is not None:
-            shutil.rmtree(self._code_dir, ignore_errors=True)
+            shutil.rmtree(self._code_dir.parent, ignore_errors=True)
 
     # -- submissions ----------------------------------------------------------------------
     def start(

@@ -75,6 +75,21 @@ def _seccomp_works() -> bool:
     return True
 
 
+def _readable_by_others(path: str) -> bool:
+    """Can an unprivileged uid reach ``path`` (every ancestor searchable by others)?"""
+    current = os.path.realpath(path)
+    while True:
+        try:
+            if not os.stat(current).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(current)
+        if parent == current:
+            return True
+        current = parent
+
+
 def missing_reasons() -> dict[str, str]:
     """Why each unavailable protection is unavailable (empty when all are there)."""
     linux = sys.platform.startswith("linux")
@@ -91,6 +106,12 @@ def missing_reasons() -> dict[str, str]:
     if not linux or os.geteuid() != 0:
         why = "needs root on Linux (to switch to a per-submission uid and mount a tmpfs)"
         reasons.update(dict.fromkeys(("tmpfs-scratch", "uid-drop", "no-caps"), why))
+    elif "bwrap" in reasons and not _readable_by_others(sys.base_prefix):
+        why = (
+            f"without bwrap to bind it, the interpreter under {sys.base_prefix} is not "
+            "readable by an unprivileged uid"
+        )
+        reasons.update(dict.fromkeys(("uid-drop", "no-caps"), why))
     if not linux:
         reasons["no_new_privs"] = "Linux only"
     if not _seccomp_works():
