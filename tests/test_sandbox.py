@@ -26,6 +26,7 @@ from grader.sandbox import (
     SandboxUnavailable,
     SandboxWorker,
     available_protections,
+    default_worker_files,
     missing_reasons,
     select_protections,
 )
@@ -607,3 +608,23 @@ def test_fork_to_ready_latency(pool: SandboxPool) -> None:
         f"\nfork-to-ready over 20 starts: median {statistics.median(times) * 1000:.1f} ms, "
         f"max {max(times) * 1000:.1f} ms"
     )
+
+
+@needs_full
+def test_the_real_worker_runs_in_the_sandbox() -> None:
+    """With the default entry (``grader.runtime.worker:serve``) and worker files."""
+    if "grader/runtime/worker.py" not in default_worker_files():
+        pytest.skip("grader/runtime/worker.py is not in this checkout yet")
+    from grader.runtime import protocol
+
+    cell = "import torch\nx = torch.ones(3) * 2\nprint('hello from the notebook')"
+    with SandboxPool(jobs=1) as p:
+        w = p.start()
+        w.sock.settimeout(60)
+        protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
+        reply, _ = protocol.recv(w.sock)
+        protocol.send(w.sock, {"op": "shutdown"})
+        protocol.recv(w.sock)
+        assert w.finish() == "ok"
+    assert reply["ok"] is True
+    assert "hello from the notebook" in w.output_excerpt()

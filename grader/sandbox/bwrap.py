@@ -33,7 +33,7 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for name in ("/etc/ld.so.cache", "/etc/localtime"):
+    for name in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts"):
         if os.path.exists(name):
             args += ["--ro-bind", name, name]
     return args
@@ -50,7 +50,9 @@ def _hide_installed_course(dirs: list[str]) -> list[str]:
     return args
 
 
-def bwrap_command(bwrap: str, code_dir: Path, inner: list[str]) -> list[str]:
+def bwrap_command(bwrap: str, code_dir: Path, inner: list[str], as_root: bool) -> list[str]:
+    """bwrap + its options + ``inner``; ``as_root`` keeps the zygote the capabilities it
+    needs to confine its children (it runs no student code)."""
     dirs = _python_dirs()
     args = [
         bwrap,
@@ -66,7 +68,7 @@ def bwrap_command(bwrap: str, code_dir: Path, inner: list[str]) -> list[str]:
         "--cap-drop",
         "ALL",
     ]
-    for cap in ZYGOTE_CAPS:
+    for cap in ZYGOTE_CAPS if as_root else ():
         args += ["--cap-add", cap]
     args += _system_binds()
     for d in dirs:

@@ -112,8 +112,13 @@ class _Zygote:
         startup_timeout: float,
         launcher: ThreadPoolExecutor,
     ) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        kind = getattr(socket, "SOCK_SEQPACKET", socket.SOCK_STREAM)
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, kind)
+        except OSError:  # e.g. macOS: no SOCK_SEQPACKET for AF_UNIX
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ctrl = ours
+        self._pending = bytearray()
         code_root = bwrap.SANDBOX_CODE if use_bwrap else str(code_dir)
         cfg = dict(
             cfg, ctrl_fd=theirs.fileno(), code_paths=[f"{code_root}/_sbx", f"{code_root}/code"]
@@ -126,7 +131,7 @@ class _Zygote:
             json.dumps(cfg),
         ]
         path = probe.bwrap_path() if use_bwrap else None
-        cmd = bwrap.bwrap_command(path, code_dir, inner) if path else inner
+        cmd = bwrap.bwrap_command(path, code_dir, inner, os.geteuid() == 0) if path else inner
         # bwrap --die-with-parent ties the zygote to the *thread* that forked it: fork
         # from the pool's long-lived launcher thread, never from a short-lived one.
         self.proc = launcher.submit(
@@ -148,12 +153,21 @@ class _Zygote:
         self.threads = ready.get("threads")
 
     def recv(self, timeout: float | None) -> dict[str, Any] | None:
-        self.ctrl.settimeout(timeout)
-        try:
-            data = self.ctrl.recv(1 << 16)
-        except (TimeoutError, OSError):
-            return None
-        return json.loads(data) if data else None
+        """The next message (one JSON object per line), or None on timeout or EOF."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            self.ctrl.settimeout(left)
+            try:
+                data = self.ctrl.recv(1 << 16)
+            except (TimeoutError, OSError):
+                return None
+            if not data:
+                return None
+            self._pending += data
+        line, _, rest = bytes(self._pending).partition(b"\n")
+        self._pending[:] = rest
+        return json.loads(line)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -209,8 +223,8 @@ class SandboxWorker:
             for target in (-self.pid, self.pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(target, signal.SIGKILL)
-        if "uid-drop" in self._pool.protections:
-            _kill_uid(self.uid)
+        if self.cgroup is None and "uid-drop" in self._pool.protections:
+            _kill_uid(self.uid)  # no cgroup: setsid'd descendants still share our uid
 
     def _on_deadline(self) -> None:
         self._deadline_hit = True
@@ -447,7 +461,8 @@ class SandboxPool:
 
     def _launch(self, worker: SandboxWorker, zygote: _Zygote, notebook: bytes) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        if hasattr(socket, "SO_PASSCRED"):
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         worker.sock = ours
         out_r, out_w = os.pipe()
         worker._tap = OutputTap(out_r)
@@ -457,7 +472,8 @@ class SandboxPool:
             )
         try:
             req = self._spawn_request(worker)
-            socket.send_fds(zygote.ctrl, [json.dumps(req).encode()], [theirs.fileno(), out_w])
+            message = json.dumps(req).encode() + b"\n"
+            socket.send_fds(zygote.ctrl, [message], [theirs.fileno(), out_w])
         finally:
             theirs.close()
             os.close(out_w)
@@ -495,14 +511,15 @@ class SandboxPool:
     def _join(self, worker: SandboxWorker, sock: socket.socket, notebook: bytes) -> int:
         """Receive the child's pid (translated by the kernel), put it in its cgroup, go."""
         sock.settimeout(30.0)
-        data, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(12))
+        data, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(64))
         if data != b"h":
             raise SandboxError("the worker died before its handshake")
         pid = worker.ns_pid
         for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
-                pid = struct.unpack("3i", payload[:12])[0]
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+            if level == socket.SOL_SOCKET and kind == getattr(socket, "SCM_CREDENTIALS", None):
+                pid = struct.unpack("3i", payload[:12])[0]  # the kernel translated it for us
+        if hasattr(socket, "SO_PASSCRED"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
         if worker.cgroup is not None:
             worker.cgroup.add(pid)
         sock.sendall(b"g" + struct.pack("!Q", len(notebook)) + notebook)
