@@ -1,0 +1,1 @@
+"""Shared helpers for the course: Chinese numeral readings and data utilities."""
