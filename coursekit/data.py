@@ -2,7 +2,7 @@
 
 import os
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -63,6 +63,30 @@ def load_numerals(split: str, direction: str = "digits2zh") -> list[tuple[str, s
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     path = dataset_dir("numerals") / f"{split}.tsv"
     return load_parallel_tsv(path, reverse=direction == "zh2digits")
+
+
+def oversample_by_length(
+    pairs: Sequence[tuple[str, str]],
+    min_per_length: int = 2000,
+    key: Callable[[tuple[str, str]], int] | None = None,
+) -> list[tuple[str, str]]:
+    """`pairs`, followed by whole extra copies of every length group under `min_per_length`.
+
+    Lengths are source lengths unless `key` says otherwise (for numerals in the zh2digits
+    direction, `key=lambda pair: len(pair[1])` groups by digit count). The numerals train
+    split holds only 10, 59 and 585 numbers of 1, 2 and 3 digits among 60,254: trained on it
+    as is, a model can score over 99% while reading every 2-digit number as 3 digits.
+    """
+    key = key or (lambda pair: len(pair[0]))
+    groups: dict[int, list[tuple[str, str]]] = {}
+    for pair in pairs:
+        groups.setdefault(key(pair), []).append(pair)
+    extra = []
+    for length in sorted(groups):
+        group = groups[length]
+        copies = -(-min_per_length // len(group))  # ceil
+        extra += group * (copies - 1)
+    return [*pairs, *extra]
 
 
 class CharVocab:

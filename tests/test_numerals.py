@@ -20,6 +20,7 @@ from coursekit.data import (  # noqa: E402
     load_numerals,
     load_parallel_tsv,
     make_batches,
+    oversample_by_length,
 )
 from coursekit.numerals import from_chinese, to_chinese  # noqa: E402
 
@@ -286,3 +287,15 @@ def test_accuracy_by_length():
     assert counts == {1: (1, 1), 2: (1, 2), 3: (1, 1)}
     with pytest.raises(ValueError):
         accuracy_by_length(["1"], [], ["a"])
+
+
+def test_oversample_by_length():
+    pairs = [("1", "一"), ("2", "二"), ("10", "十"), ("123", "一百二十三")] + [("1234", "x")] * 5
+    out = oversample_by_length(pairs, min_per_length=5)
+    assert out[: len(pairs)] == pairs
+    counts = {n: sum(len(s) == n for s, _ in out) for n in (1, 2, 3, 4)}
+    assert counts == {1: 6, 2: 5, 3: 5, 4: 5}
+    by_target = oversample_by_length([("十", "10"), ("一百", "100")], 3, key=lambda p: len(p[1]))
+    assert by_target.count(("十", "10")) == 3 and by_target.count(("一百", "100")) == 3
+    train = oversample_by_length(load_numerals("train"))
+    assert sum(len(s) == 2 for s, _ in train) >= 2000
