@@ -117,21 +117,9 @@ def test_submodules_and_parameter_count(sub):
     check(total == 4 * 24 ** 2 + 4 * 24,
           f"multi-head attention with d_model = 24 should have 4·d² + 4·d = 2400 parameters, "
           f"found {total}")
-
-
-@exercise(EX, points=1)
-def test_bias_false(sub):
-    m = sub.new(EX, 24, 3, bias=False, forbid=FORBID)
-    info = m.inspect()
-    biases = [k for k in info.get("parameters", {}) if k.endswith("bias")]
-    check(not biases, f"with bias=False the projections should have no bias (found {', '.join(biases)}): "
-          f"pass bias=bias to every nn.Linear")
-    total = sum(int(p.numel()) for p in info["parameters"].values())
-    check(total == 4 * 24 ** 2, f"with bias=False there should be 4·d² = 2304 parameters, found {total}")
-    m, w = build(sub, 24, 3, bias=False, seed=7)
-    x = randn(2, 5, 24, seed=103)
-    close(forward(m, x, x, x), run_oracle(oracle(24, 3, w, bias=False), x, x, x)[0],
-          "with bias=False the output differs from nn.MultiheadAttention(bias=False)", atol=1e-5)
+    x = randn(2, 5, 24, seed=109)
+    out = forward(m.eval(), x, x, x)
+    check(shape_of(out) == (2, 5, 24), f"the output should be [B, L, d_model] = [2, 5, 24], got {shape_of(out)}")
 
 
 # --- numbers -------------------------------------------------------------------------------
@@ -178,6 +166,10 @@ def test_cross_attention_equals_torch(sub):
     out = forward(m, q, MEM_K, MEM_V)
     check(shape_of(out) == (2, 3, D), f"cross-attention with 3 queries and 9 keys should give "
           f"[B, Lq, d_model] = [2, 3, {D}], got {shape_of(out)}")
+    w_got = m.get("attn_weights")
+    check(not (isinstance(w_got, torch.Tensor) and shape_of(w_got) == (2, H, 3, 3)),
+          "with 3 queries and 9 keys the weights are [B, H, 3, 3]: keys and values must be "
+          "projected from `key` and `value`, not from `query`")
     attn_weights(m, (2, H, 3, 9))
     ref_out, ref_w = run_oracle(oracle(D, H, w), q, MEM_K, MEM_V)
     close(m.get("attn_weights"), ref_w, "cross-attention weights are wrong: keys must be projected "
@@ -255,3 +247,18 @@ def test_dropout_only_in_training(sub):
     check(not torch.allclose(out_train, out_eval, atol=1e-4),
           "with dropout=0.5 in training mode the attention weights should be dropped out "
           "(pass dropout_p=self.dropout when self.training)")
+
+
+@exercise(EX, points=1)
+def test_bias_false(sub):
+    m = sub.new(EX, 24, 3, bias=False, forbid=FORBID)
+    info = m.inspect()
+    biases = [k for k in info.get("parameters", {}) if k.endswith("bias")]
+    check(not biases, f"with bias=False the projections should have no bias (found {', '.join(biases)}): "
+          f"pass bias=bias to every nn.Linear")
+    total = sum(int(p.numel()) for p in info["parameters"].values())
+    check(total == 4 * 24 ** 2, f"with bias=False there should be 4·d² = 2304 parameters, found {total}")
+    m, w = build(sub, 24, 3, bias=False, seed=7)
+    x = randn(2, 5, 24, seed=103)
+    close(forward(m, x, x, x), run_oracle(oracle(24, 3, w, bias=False), x, x, x)[0],
+          "with bias=False the output differs from nn.MultiheadAttention(bias=False)", atol=1e-5)

@@ -83,17 +83,23 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_head, dropout=0.0, bias=True):
         super().__init__()
         self.n_head = n_head
-        self.mha = nn.MultiheadAttention(d_model, n_head, dropout=dropout, bias=bias, batch_first=True)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = self.mha.out_proj
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self._mha = [nn.MultiheadAttention(d_model, n_head, dropout=dropout, bias=bias, batch_first=True)]
 
     def forward(self, query, key, value, mask=None):
+        mha = self._mha[0]
+        mha.train(self.training)
         with torch.no_grad():
-            self.mha.in_proj_weight.copy_(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
+            mha.in_proj_weight.copy_(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
+            mha.out_proj.weight.copy_(self.out_proj.weight)
+            if self.q_proj.bias is not None:
+                mha.in_proj_bias.copy_(torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]))
+                mha.out_proj.bias.copy_(self.out_proj.bias)
         attn_mask = None if mask is None else ~mask.expand(query.size(0), self.n_head, query.size(1), key.size(1)).flatten(0, 1)
-        out, w = self.mha(query, key, value, attn_mask=attn_mask, average_attn_weights=False)
+        out, w = mha(query, key, value, attn_mask=attn_mask, average_attn_weights=False)
         self.attn_weights = w
         return out
 '''),
