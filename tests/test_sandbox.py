@@ -628,3 +628,24 @@ def test_the_real_worker_runs_in_the_sandbox() -> None:
         assert w.finish() == "ok"
     assert reply["ok"] is True
     assert "hello from the notebook" in w.output_excerpt()
+
+
+@needs_full
+def test_a_dead_zygote_is_replaced() -> None:
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        for zygote in list(p._zygotes):
+            os.killpg(zygote.proc.pid, signal.SIGKILL)
+            zygote.proc.wait()
+        w = p.start()
+        assert run(w, "result = 'fresh'")["result"] == "fresh"
+        w.sock.close()
+        assert w.finish() == "ok"
+
+
+@needs_full
+def test_closing_the_pool_kills_running_workers() -> None:
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        w = p.start()
+        send(w, "while True:\n    pass\n")
+    assert uid_processes(w.uid) == []
+    assert w.reason == "crashed"

@@ -224,7 +224,7 @@ class SandboxWorker:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(target, signal.SIGKILL)
         if self.cgroup is None and "uid-drop" in self._pool.protections:
-            _kill_uid(self.uid)  # no cgroup: setsid'd descendants still share our uid
+            _kill_uid(self.uid, 2.0)  # no cgroup: setsid'd descendants still share our uid
 
     def _on_deadline(self) -> None:
         self._deadline_hit = True
@@ -253,6 +253,8 @@ class SandboxWorker:
                 self.status = self._wait_exit(10.0)
             with self._lock:
                 self._kill_everything()  # daemons left behind by a worker that exited
+            if "uid-drop" in self._pool.protections:
+                _kill_uid(self.uid)  # ...and wait until the last one is reaped
             self.reason = self._classify()
         finally:
             self._cleanup()
@@ -295,36 +297,47 @@ class SandboxWorker:
         return "crashed"
 
     def _cleanup(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        with contextlib.suppress(OSError, AttributeError):
-            self.sock.close()
-        if self._tap is not None:
-            self._tap.join(2.0)
-        if self.cgroup is not None:
+        try:
+            if self._timer is not None:
+                self._timer.cancel()
+            with contextlib.suppress(OSError, AttributeError):
+                self.sock.close()
+            if self._tap is not None:
+                self._tap.join(2.0)
+            if self.cgroup is not None:
+                try:
+                    self.cgroup.remove()
+                except OSError:
+                    self._pool._stale_cgroups.append(self.cgroup)  # retried at close()
+            if self.host_scratch:
+                shutil.rmtree(self.host_scratch, ignore_errors=True)
+        finally:
+            self._pool._release(self, self._zygote, self.status == -1)
+
+
+def _uid_processes(uid: int) -> list[int]:
+    """Pids (zombies included) whose owner is ``uid``, as seen from here."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                self.cgroup.remove()
-        if self.host_scratch:
-            shutil.rmtree(self.host_scratch, ignore_errors=True)
-        self._pool._release(self._zygote, self.status == -1)
-
-
-def _kill_uid(uid: int) -> None:
-    """Fallback sweep: SIGKILL every process running as the submission's own uid."""
-    for _ in range(50):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
                 if entry.stat().st_uid == uid:
-                    found = True
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                continue
-        if not found:
-            return
+                    found.append(int(entry.name))
+    return found
+
+
+def _kill_uid(uid: int, timeout_s: float = 10.0) -> bool:
+    """SIGKILL every process of the submission's own uid until none is left, zombies
+    included (they go once their reaper ran); True when none is left."""
+    deadline = time.monotonic() + timeout_s
+    while pids := _uid_processes(uid):
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
+    return True
 
 
 class SandboxPool:
@@ -359,6 +372,8 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
+        self._active: set[SandboxWorker] = set()
+        self._stale_cgroups: list[SubmissionCgroup] = []
         self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -411,20 +426,50 @@ class SandboxPool:
             self._zygotes.append(zygote)
         self._free.put(zygote)
 
-    def _release(self, zygote: _Zygote, dead: bool) -> None:
+    def _release(self, worker: SandboxWorker, zygote: _Zygote, dead: bool) -> None:
+        with self._lock:
+            self._active.discard(worker)
         if self._closed:
             return
         if dead or not zygote.alive():
-            with self._lock:
-                self._zygotes.remove(zygote)
-            zygote.close()
-            zygote = self._new_zygote()
-            with self._lock:
-                self._zygotes.append(zygote)
+            try:
+                zygote = self._replace(zygote)
+            except SandboxError:
+                return  # this slot is gone; the others keep serving
         self._free.put(zygote)
 
+    def _take_zygote(self) -> _Zygote:
+        while True:
+            try:
+                return self._free.get(timeout=1.0)
+            except queue.Empty:
+                with self._lock:
+                    if not self._zygotes:
+                        raise SandboxError("no sandbox zygote is left in this pool") from None
+
+    def _replace(self, zygote: _Zygote) -> _Zygote:
+        """A fresh zygote in place of one that died."""
+        with self._lock:
+            if zygote in self._zygotes:
+                self._zygotes.remove(zygote)
+        zygote.close()
+        fresh = self._new_zygote()
+        with self._lock:
+            self._zygotes.append(fresh)
+        return fresh
+
     def close(self) -> None:
+        """Kill what still runs, stop the zygotes, remove cgroups and temporary files."""
+        with self._lock:
+            active = list(self._active)
+        for worker in active:
+            worker.kill("crashed")
+            worker.finish(grace_s=1.0)
         self._closed = True
+        for cg in self._stale_cgroups:
+            with contextlib.suppress(OSError):
+                cg.kill_all(2.0)
+                cg.remove()
         with self._lock:
             zygotes, self._zygotes = self._zygotes, []
         for zygote in zygotes:
@@ -447,10 +492,16 @@ class SandboxPool:
         """
         if self._code_dir is None:
             self.open()
-        zygote = self._free.get()
+        if self._closed:
+            raise SandboxError("the pool is closed")
+        zygote = self._take_zygote()
+        if not zygote.alive():
+            zygote = self._replace(zygote)
         sub_id = next(self._ids)
         uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
         worker = SandboxWorker(self, zygote, sub_id, uid, limits or self.limits)
+        with self._lock:
+            self._active.add(worker)
         try:
             self._launch(worker, zygote, notebook_bytes or b"")
         except BaseException:
