@@ -273,28 +273,21 @@ class SandboxWorker:
 
     def _classify(self) -> str:
         status = self.status
-        clean = (
-            status is not None
-            and status >= 0
-            and os.WIFEXITED(status)
-            and os.WEXITSTATUS(status) == 0
-        )
-        if clean and not self._deadline_hit:
-            return "ok"
+        known = status is not None and status >= 0
+        if known and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            return "timeout" if self._deadline_hit else "ok"
         if self.cgroup is not None and self.cgroup.oom_kills() > 0:
             return "memory"
         if self._deadline_hit:
             return "timeout"
-        if (
-            status is not None
-            and status >= 0
-            and os.WIFSIGNALED(status)
-            and os.WTERMSIG(status) == signal.SIGXCPU
-        ):
+        if known and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
             return "timeout"
-        if self._kill_reason is not None:
+        if known and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            # SIGKILL: ours (kill()) or its own doing
+            return self._kill_reason or "crashed"
+        if not known and self._kill_reason is not None:
             return self._kill_reason
-        return "crashed"
+        return "crashed"  # it ended itself: a signal, or a non-zero exit status
 
     def _cleanup(self) -> None:
         try:
