@@ -206,6 +206,7 @@ result = {k: status[k].strip() for k in ("Uid", "CapEff", "CapPrm", "CapBnd", "N
 result["cwd"] = os.getcwd()
 result["home"] = os.environ["HOME"]
 result["root"] = sorted(os.listdir("/"))
+result["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
 """,
     )["result"]
     assert reply["Uid"].split()[0] == str(worker.uid) != "0"
@@ -213,6 +214,7 @@ result["root"] = sorted(os.listdir("/"))
     assert reply["NoNewPrivs"] == "1" and reply["Seccomp"] == "2"
     assert reply["cwd"] == reply["home"] == "/tmp"
     assert "work" not in reply["root"] and "home" not in reply["root"]
+    assert reply["fds"][:4] == [0, 1, 2, 3] and len(reply["fds"]) == 5  # + listdir's own
 
 
 @needs_full
@@ -466,6 +468,16 @@ def test_abrupt_ends_are_crashes(pool: SandboxPool, code: str, expected: str) ->
         recv(w)
     assert w.finish() == expected
     assert uid_processes(w.uid) == []
+
+
+@needs_full
+def test_a_crash_stays_a_crash_when_the_engine_kills_afterwards(pool: SandboxPool) -> None:
+    w = pool.start()
+    send(w, "import ctypes; ctypes.string_at(0)")
+    with pytest.raises((EOFError, ConnectionError)):
+        recv(w)
+    w.kill()  # what the engine does when its socket breaks
+    assert w.finish() == "crashed"
 
 
 @needs_full
