@@ -522,6 +522,8 @@ class SandboxPool:
             theirs.close()
             os.close(out_w)
         msg = zygote.recv(30.0)
+        while msg is not None and msg.get("op") == "exit" and msg.get("id") != worker.id:
+            msg = zygote.recv(30.0)  # a late exit report of an earlier worker
         if msg is None or msg.get("op") != "spawned":
             raise SandboxError(f"the sandbox zygote did not fork a worker (got {msg!r})")
         worker.ns_pid = int(msg["pid"])
