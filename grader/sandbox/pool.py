@@ -81,6 +81,8 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "torch",
     "safetensors.numpy",
     "safetensors.torch",
+    "numpy.ctypeslib",  # safetensors.torch converts tensors through it
+    "torch.fx.experimental.symbolic_shapes",  # imported by the first backward()
     "IPython.core.inputtransformer2",
     "matplotlib",
     "matplotlib.pyplot",
