@@ -59,7 +59,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         return 2
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
-                   isolation=args.isolation, wall_s=args.timeout)
+                   isolation=args.isolation, wall_s=args.timeout,
+                   memory_bytes=int(args.memory * (1 << 30)))
     try:
         summary = grade_class(submitted, opts)
     except Exception as exc:  # noqa: BLE001 - e.g. the sandbox is unavailable: say why, briefly
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="full: every protection or refuse; auto: what this machine allows; "
                             "none: no sandbox (only for trusted notebooks)")
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook")
+    grade.add_argument("--memory", type=float, default=2.0, help="GiB of memory per notebook")
     grade.set_defaults(func=cmd_grade)
     return parser
 

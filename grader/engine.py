@@ -17,7 +17,7 @@ from . import runner
 from .notebook import cells_to_run, lesson_of, read_notebook
 from .plugin import CollectPoints, ExerciseResult
 from .remote import RemoteSubmission
-from .runtime.errors import GradingError
+from .runtime.errors import GradingError, WorkerDied, WorkerTimeout
 from .submission import InProcessSubmission, Submission
 
 HIDDEN_DIR = Path(__file__).resolve().parent / "hidden"
@@ -140,7 +140,9 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
             pass  # recorded in sub.broken; every check then fails with its reason
         results = run_hidden_tests(sub, lesson)
     finally:
-        if sub.broken is not None:
+        if isinstance(sub.broken, WorkerTimeout):
+            worker.kill()  # it may be spinning; a dead worker is only reaped
+        elif sub.broken is not None and not isinstance(sub.broken, WorkerDied):
             worker.kill()
         sub.close()
         status = worker.finish()
@@ -148,6 +150,8 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
                     output_excerpt=worker.output_excerpt())
     if sub.broken is not None:
         report.status = status if status != "ok" else "crashed"
+        if isinstance(sub.broken, WorkerTimeout) and status != "memory":
+            report.status = "timeout"
         report.message = status_message(report.status)
     report.seconds = time.perf_counter() - start
     return report

@@ -206,6 +206,7 @@ result = {k: status[k].strip() for k in ("Uid", "CapEff", "CapPrm", "CapBnd", "N
 result["cwd"] = os.getcwd()
 result["home"] = os.environ["HOME"]
 result["root"] = sorted(os.listdir("/"))
+result["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
 """,
     )["result"]
     assert reply["Uid"].split()[0] == str(worker.uid) != "0"
@@ -213,6 +214,7 @@ result["root"] = sorted(os.listdir("/"))
     assert reply["NoNewPrivs"] == "1" and reply["Seccomp"] == "2"
     assert reply["cwd"] == reply["home"] == "/tmp"
     assert "work" not in reply["root"] and "home" not in reply["root"]
+    assert reply["fds"][:4] == [0, 1, 2, 3] and len(reply["fds"]) == 5  # + listdir's own
 
 
 @needs_full
@@ -469,6 +471,16 @@ def test_abrupt_ends_are_crashes(pool: SandboxPool, code: str, expected: str) ->
 
 
 @needs_full
+def test_a_crash_stays_a_crash_when_the_engine_kills_afterwards(pool: SandboxPool) -> None:
+    w = pool.start()
+    send(w, "import ctypes; ctypes.string_at(0)")
+    with pytest.raises((EOFError, ConnectionError)):
+        recv(w)
+    w.kill()  # what the engine does when its socket breaks
+    assert w.finish() == "crashed"
+
+
+@needs_full
 def test_daemon_grandchild_is_gone_after_finish(pool: SandboxPool) -> None:
     w = pool.start()
     reply = run(
@@ -628,3 +640,24 @@ def test_the_real_worker_runs_in_the_sandbox() -> None:
         assert w.finish() == "ok"
     assert reply["ok"] is True
     assert "hello from the notebook" in w.output_excerpt()
+
+
+@needs_full
+def test_a_dead_zygote_is_replaced() -> None:
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        for zygote in list(p._zygotes):
+            os.killpg(zygote.proc.pid, signal.SIGKILL)
+            zygote.proc.wait()
+        w = p.start()
+        assert run(w, "result = 'fresh'")["result"] == "fresh"
+        w.sock.close()
+        assert w.finish() == "ok"
+
+
+@needs_full
+def test_closing_the_pool_kills_running_workers() -> None:
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        w = p.start()
+        send(w, "while True:\n    pass\n")
+    assert uid_processes(w.uid) == []
+    assert w.reason == "crashed"

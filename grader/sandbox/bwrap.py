@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 SANDBOX_CODE = "/sbx"
+SANDBOX_MPL = "/tmp/.matplotlib"
 # The zygote keeps only what it needs to confine its children; each child drops all.
 ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_ADMIN")
 HIDDEN_PACKAGES = ("grader", "solutions", "tests")
@@ -50,9 +51,12 @@ def _hide_installed_course(dirs: list[str]) -> list[str]:
     return args
 
 
-def bwrap_command(bwrap: str, code_dir: Path, inner: list[str], as_root: bool) -> list[str]:
+def bwrap_command(
+    bwrap: str, code_dir: Path, inner: list[str], as_root: bool, mpl_dir: Path | None = None
+) -> list[str]:
     """bwrap + its options + ``inner``; ``as_root`` keeps the zygote the capabilities it
-    needs to confine its children (it runs no student code)."""
+    needs to confine its children (it runs no student code). ``mpl_dir``: the pool's
+    matplotlib cache, writable by the zygotes; each child's own tmpfs on /tmp hides it."""
     dirs = _python_dirs()
     args = [
         bwrap,
@@ -84,6 +88,7 @@ def bwrap_command(bwrap: str, code_dir: Path, inner: list[str], as_root: bool) -
         "/dev",
         "--tmpfs",
         "/tmp",
+        *(["--bind", str(mpl_dir), SANDBOX_MPL] if mpl_dir is not None else []),
         "--remount-ro",
         "/",
         "--chdir",

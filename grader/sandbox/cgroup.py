@@ -157,5 +157,12 @@ class SubmissionCgroup:
         return 0
 
     def remove(self) -> None:
+        """Remove every controller's group; raises the first failure after trying all."""
+        errors: list[OSError] = []
         for path in self.dirs.values():
-            _rmdir(path)
+            try:
+                _rmdir(path)
+            except OSError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]

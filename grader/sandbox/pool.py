@@ -89,14 +89,28 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
 )
 
 
-def _zygote_env(home: str) -> dict[str, str]:
+def _seed_matplotlib_cache(dest: Path) -> None:
+    """Copy the host's matplotlib font list (if any) so zygotes need not rebuild it (~1 s
+    each). Only ``fontlist-*.json`` is copied, never anything else of the user's home."""
+    candidates = [os.environ.get("MPLCONFIGDIR", "")]
+    candidates.append(os.path.join(os.environ.get("XDG_CACHE_HOME", ""), "matplotlib"))
+    candidates.append(os.path.expanduser("~/.cache/matplotlib"))
+    for folder in filter(None, candidates):
+        with contextlib.suppress(OSError):
+            for src in Path(folder).glob("fontlist-v*.json"):
+                shutil.copyfile(src, dest / src.name)
+            if any(dest.iterdir()):
+                return
+
+
+def _zygote_env(home: str, mpl_dir: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "HOME": home,
         "TMPDIR": home,
         "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
+        "MPLCONFIGDIR": mpl_dir,
     }
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = "1"
@@ -133,7 +147,11 @@ class _Zygote:
             json.dumps(cfg),
         ]
         path = probe.bwrap_path() if use_bwrap else None
-        cmd = bwrap.bwrap_command(path, code_dir, inner, os.geteuid() == 0) if path else inner
+        cmd = (
+            bwrap.bwrap_command(path, code_dir, inner, os.geteuid() == 0, code_dir.parent / "mpl")
+            if path
+            else inner
+        )
         # bwrap --die-with-parent ties the zygote to the *thread* that forked it: fork
         # from the pool's long-lived launcher thread, never from a short-lived one.
         self.proc = launcher.submit(
@@ -142,7 +160,9 @@ class _Zygote:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             pass_fds=[theirs.fileno()],
-            env=_zygote_env("/tmp" if use_bwrap else str(code_dir.parent / "home")),
+            env=_zygote_env("/tmp", bwrap.SANDBOX_MPL)
+            if use_bwrap
+            else _zygote_env(str(code_dir.parent / "home"), str(code_dir.parent / "mpl")),
             start_new_session=True,
         ).result()
         theirs.close()
@@ -226,7 +246,7 @@ class SandboxWorker:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(target, signal.SIGKILL)
         if self.cgroup is None and "uid-drop" in self._pool.protections:
-            _kill_uid(self.uid)  # no cgroup: setsid'd descendants still share our uid
+            _kill_uid(self.uid, 2.0)  # no cgroup: setsid'd descendants still share our uid
 
     def _on_deadline(self) -> None:
         self._deadline_hit = True
@@ -255,6 +275,8 @@ class SandboxWorker:
                 self.status = self._wait_exit(10.0)
             with self._lock:
                 self._kill_everything()  # daemons left behind by a worker that exited
+            if "uid-drop" in self._pool.protections:
+                _kill_uid(self.uid)  # ...and wait until the last one is reaped
             self.reason = self._classify()
         finally:
             self._cleanup()
@@ -273,60 +295,64 @@ class SandboxWorker:
 
     def _classify(self) -> str:
         status = self.status
-        clean = (
-            status is not None
-            and status >= 0
-            and os.WIFEXITED(status)
-            and os.WEXITSTATUS(status) == 0
-        )
-        if clean and not self._deadline_hit:
-            return "ok"
+        known = status is not None and status >= 0
+        if known and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            return "timeout" if self._deadline_hit else "ok"
         if self.cgroup is not None and self.cgroup.oom_kills() > 0:
             return "memory"
         if self._deadline_hit:
             return "timeout"
-        if (
-            status is not None
-            and status >= 0
-            and os.WIFSIGNALED(status)
-            and os.WTERMSIG(status) == signal.SIGXCPU
-        ):
+        if known and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
             return "timeout"
-        if self._kill_reason is not None:
+        if known and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            # SIGKILL: ours (kill()) or its own doing
+            return self._kill_reason or "crashed"
+        if not known and self._kill_reason is not None:
             return self._kill_reason
-        return "crashed"
+        return "crashed"  # it ended itself: a signal, or a non-zero exit status
 
     def _cleanup(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        with contextlib.suppress(OSError, AttributeError):
-            self.sock.close()
-        if self._tap is not None:
-            self._tap.join(2.0)
-        if self.cgroup is not None:
+        try:
+            if self._timer is not None:
+                self._timer.cancel()
+            with contextlib.suppress(OSError, AttributeError):
+                self.sock.close()
+            if self._tap is not None:
+                self._tap.join(2.0)
+            if self.cgroup is not None:
+                try:
+                    self.cgroup.remove()
+                except OSError:
+                    self._pool._stale_cgroups.append(self.cgroup)  # retried at close()
+            if self.host_scratch:
+                shutil.rmtree(self.host_scratch, ignore_errors=True)
+        finally:
+            self._pool._release(self, self._zygote, self.status == -1)
+
+
+def _uid_processes(uid: int) -> list[int]:
+    """Pids (zombies included) whose owner is ``uid``, as seen from here."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                self.cgroup.remove()
-        if self.host_scratch:
-            shutil.rmtree(self.host_scratch, ignore_errors=True)
-        self._pool._release(self._zygote, self.status == -1)
-
-
-def _kill_uid(uid: int) -> None:
-    """Fallback sweep: SIGKILL every process running as the submission's own uid."""
-    for _ in range(50):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
                 if entry.stat().st_uid == uid:
-                    found = True
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                continue
-        if not found:
-            return
+                    found.append(int(entry.name))
+    return found
+
+
+def _kill_uid(uid: int, timeout_s: float = 10.0) -> bool:
+    """SIGKILL every process of the submission's own uid until none is left, zombies
+    included (they go once their reaper ran); True when none is left."""
+    deadline = time.monotonic() + timeout_s
+    while pids := _uid_processes(uid):
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.002)
+    return True
 
 
 class SandboxPool:
@@ -361,6 +387,8 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
+        self._active: set[SandboxWorker] = set()
+        self._stale_cgroups: list[SubmissionCgroup] = []
         self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -377,6 +405,8 @@ class SandboxPool:
         state = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
         state.chmod(0o755)
         (state / "home").mkdir(mode=0o700)
+        (state / "mpl").mkdir(mode=0o700)
+        _seed_matplotlib_cache(state / "mpl")
         self._code_dir = _build_code_dir(state, self._worker_files)
         controllers = [p.split()[1] for p in self.protections if p.startswith("cgroup ")]
         if controllers:
@@ -413,20 +443,50 @@ class SandboxPool:
             self._zygotes.append(zygote)
         self._free.put(zygote)
 
-    def _release(self, zygote: _Zygote, dead: bool) -> None:
+    def _release(self, worker: SandboxWorker, zygote: _Zygote, dead: bool) -> None:
+        with self._lock:
+            self._active.discard(worker)
         if self._closed:
             return
         if dead or not zygote.alive():
-            with self._lock:
-                self._zygotes.remove(zygote)
-            zygote.close()
-            zygote = self._new_zygote()
-            with self._lock:
-                self._zygotes.append(zygote)
+            try:
+                zygote = self._replace(zygote)
+            except SandboxError:
+                return  # this slot is gone; the others keep serving
         self._free.put(zygote)
 
+    def _take_zygote(self) -> _Zygote:
+        while True:
+            try:
+                return self._free.get(timeout=1.0)
+            except queue.Empty:
+                with self._lock:
+                    if not self._zygotes:
+                        raise SandboxError("no sandbox zygote is left in this pool") from None
+
+    def _replace(self, zygote: _Zygote) -> _Zygote:
+        """A fresh zygote in place of one that died."""
+        with self._lock:
+            if zygote in self._zygotes:
+                self._zygotes.remove(zygote)
+        zygote.close()
+        fresh = self._new_zygote()
+        with self._lock:
+            self._zygotes.append(fresh)
+        return fresh
+
     def close(self) -> None:
+        """Kill what still runs, stop the zygotes, remove cgroups and temporary files."""
+        with self._lock:
+            active = list(self._active)
+        for worker in active:
+            worker.kill("crashed")
+            worker.finish(grace_s=1.0)
         self._closed = True
+        for cg in self._stale_cgroups:
+            with contextlib.suppress(OSError):
+                cg.kill_all(2.0)
+                cg.remove()
         with self._lock:
             zygotes, self._zygotes = self._zygotes, []
         for zygote in zygotes:
@@ -449,10 +509,16 @@ class SandboxPool:
         """
         if self._code_dir is None:
             self.open()
-        zygote = self._free.get()
+        if self._closed:
+            raise SandboxError("the pool is closed")
+        zygote = self._take_zygote()
+        if not zygote.alive():
+            zygote = self._replace(zygote)
         sub_id = next(self._ids)
         uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
         worker = SandboxWorker(self, zygote, sub_id, uid, limits or self.limits)
+        with self._lock:
+            self._active.add(worker)
         try:
             self._launch(worker, zygote, notebook_bytes or b"")
         except BaseException:
@@ -480,6 +546,8 @@ class SandboxPool:
             theirs.close()
             os.close(out_w)
         msg = zygote.recv(30.0)
+        while msg is not None and msg.get("op") == "exit" and msg.get("id") != worker.id:
+            msg = zygote.recv(30.0)  # a late exit report of an earlier worker
         if msg is None or msg.get("op") != "spawned":
             raise SandboxError(f"the sandbox zygote did not fork a worker (got {msg!r})")
         worker.ns_pid = int(msg["pid"])

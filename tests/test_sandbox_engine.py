@@ -1,0 +1,101 @@
+"""The grading engine (``grader.engine.grade_with_worker``) on top of the sandbox pool:
+hostile notebooks earn nothing they did not compute, and cannot hurt the grader.
+
+Skipped until this checkout has the engine and lesson 01 (they live on ``main``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader.sandbox import Limits, SandboxPool, default_worker_files, missing_reasons
+
+REPO = Path(__file__).resolve().parents[1]
+LESSON = "01_attention_by_hand"
+SOLUTION = REPO / "solutions" / LESSON / f"{LESSON}.ipynb"
+STUDENT = REPO / "lessons" / LESSON / f"{LESSON}.ipynb"
+
+pytestmark = [
+    pytest.mark.skipif(bool(missing_reasons()), reason="full isolation unavailable here"),
+    pytest.mark.skipif(
+        "grader/runtime/worker.py" not in default_worker_files()
+        or not (REPO / "grader" / "engine.py").exists()
+        or not SOLUTION.exists(),
+        reason="the grading engine and lesson 01 are not in this checkout yet",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    with SandboxPool(jobs=2, limits=Limits(wall_s=30, memory_bytes=1 << 30)) as p:
+        yield p
+
+
+def grade(pool: SandboxPool, nb: dict[str, Any], **kwargs: Any) -> Any:
+    from grader.engine import grade_with_worker
+
+    return grade_with_worker(nb, LESSON, pool.start(), **kwargs)
+
+
+def with_cell(path: Path, source: str) -> dict[str, Any]:
+    from grader.notebook import read_notebook
+
+    nb = copy.deepcopy(read_notebook(path))
+    nb["cells"].append(
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": source,
+            "outputs": [],
+            "execution_count": None,
+        }
+    )
+    return nb
+
+
+def test_solution_full_marks_student_zero(pool: SandboxPool) -> None:
+    from grader.notebook import read_notebook
+
+    good = grade(pool, read_notebook(SOLUTION))
+    blank = grade(pool, read_notebook(STUDENT))
+    assert good.status == blank.status == "ok"
+    assert good.score == good.max_score > 0
+    assert blank.score == 0
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        # patch the comparison functions: the trusted side compares with its own numpy
+        "import numpy as np, torch\nnp.allclose = lambda *a, **k: True\n"
+        "np.testing.assert_allclose = lambda *a, **k: None\ntorch.allclose = lambda *a, **k: True",
+        # read the reference solutions or the hidden tests: they are not there
+        f"src = open({str(SOLUTION)!r}).read()",
+        f"import os; os.listdir({str(REPO / 'grader' / 'hidden')!r})",
+    ],
+)
+def test_hostile_student_earns_nothing(pool: SandboxPool, hostile: str) -> None:
+    report = grade(pool, with_cell(STUDENT, hostile))
+    assert report.score == 0
+
+
+@pytest.mark.parametrize(
+    ("hostile", "status"),
+    [
+        ("import ctypes; ctypes.string_at(0)", "crashed"),
+        ("import numpy as np; x = np.ones(3 << 30, dtype=np.uint8)", "memory"),
+    ],
+)
+def test_hostile_solution_loses_its_marks(pool: SandboxPool, hostile: str, status: str) -> None:
+    """(Each hostile act is shown at the pool level in test_sandbox.py; two suffice here.)"""
+    report = grade(pool, with_cell(SOLUTION, hostile), load_timeout=20.0)
+    assert report.status == status
+    assert report.score == 0
+    assert os.getpid() > 0  # and the grader is still here
