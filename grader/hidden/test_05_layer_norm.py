@@ -65,7 +65,7 @@ def test_layer_norm_biased_variance(sub):
 def test_layer_norm_eps_inside_sqrt(sub):
     close(sub.call("layer_norm", FLAT, np.ones(8), np.zeros(8)), ref_layer_norm(FLAT, np.ones(8), np.zeros(8)),
           "for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps "
-          "goes: divide by sqrt(var + eps), not by sqrt(var) + eps", **TIGHT)
+          "goes: divide by sqrt(var + eps) (biased var), not by sqrt(var) + eps or std + eps", **TIGHT)
     close(sub.call("layer_norm", X2, GAMMA6, BETA6, eps=0.5), ref_layer_norm(X2, GAMMA6, BETA6, eps=0.5),
           "with eps=0.5 the result should change: use the `eps` argument, inside the square root",
           **TIGHT)
@@ -208,7 +208,7 @@ def test_module_eps(sub):
     m.eval()
     close(m(TFLAT, forbid=FORBID), F.layer_norm(TFLAT, (8,)),
           "for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps "
-          "goes: divide by sqrt(var + eps), not by sqrt(var) + eps", **F32)
+          "goes: divide by sqrt(var + eps) (biased var), not by sqrt(var) + eps or std + eps", **F32)
     m2, _ = _layer_norm_module(sub, 8, eps=0.5)
     m2.eval()
     close(m2(T3, forbid=FORBID), F.layer_norm(T3, (8,), eps=0.5),
