@@ -12,7 +12,7 @@ Needs ``/usr/bin/chromium`` (apt) and ``playwright`` (pip): skipped without them
 ``COURSE_REQUIRE_BROWSER=1`` (CI sets it). On failure a screenshot and the page's text are
 kept in ``$COURSE_BROWSER_ARTIFACTS`` (default: the test's tmp dir), and the failure
 message says where. ``COURSE_BROWSER_SCREENSHOT=path.png`` saves the passing lesson's
-screenshot (the README's picture).
+screenshots, ``path.png`` and ``path-validate.png`` (the README's pictures).
 """
 
 from __future__ import annotations
@@ -220,6 +220,7 @@ def test_lesson_01_solved_in_jupyterlab_passes_visible_tests_and_validate(tmp_pa
         expect(dialog).to_contain_text("Success! Your notebook passes all the tests.")
         shot = os.environ.get("COURSE_BROWSER_SCREENSHOT")
         if shot:
+            page.screenshot(path=shot.removesuffix(".png") + "-validate.png")
             page.keyboard.press("Escape")
             expect(dialog).to_have_count(0)
             cell(page, "def attention(").locator(".cm-content").click()
