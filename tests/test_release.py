@@ -326,6 +326,10 @@ def test_lesson_01_opens_and_its_visible_tests_fail_on_blank_exercises(fresh_env
     assert len(tests) == 3
     for cell in tests:
         assert _errors(cell) == ["NotImplementedError"], (cell["source"][:80], cell["outputs"])
+    # nbgrader's Validate, as the student README shows it, from the bundle's folder
+    proc = subprocess.run([str(python), "-m", "nbgrader", "validate", str(notebook.relative_to(out))],
+                          cwd=out, capture_output=True, text=True, timeout=600, env=_clean_env())
+    assert "VALIDATION FAILED ON 3 CELL(S)!" in proc.stdout, proc.stdout + proc.stderr
     others = [c for c in nb["cells"] if c["cell_type"] == "code" and c not in tests]
     for cell in others:  # the setup, data and scratch cells run fine
         if "dot_scores(" not in cell["source"] and "attention(" not in cell["source"]:
@@ -359,6 +363,9 @@ def test_lesson_01_visible_tests_pass_with_the_solution_bodies_pasted_in(fresh_e
         text = "".join(o.get("text", "") for o in cell["outputs"])
         assert "visible tests passed" in text, cell["outputs"]
         assert not [o for o in cell["outputs"] if o.get("name") == "stderr"], cell["outputs"]
+    proc = subprocess.run([str(python), "-m", "nbgrader", "validate", str(answered)],
+                          cwd=out, capture_output=True, text=True, timeout=600, env=_clean_env())
+    assert "Success! Your notebook passes all the tests." in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_the_leak_scan_catches_a_planted_leak(tmp_path) -> None:
