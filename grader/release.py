@@ -142,6 +142,7 @@ def plan(lessons: list[str], root: Path = ROOT) -> Plan:
     datasets: set[str] = set()
     pending = [(lesson, lesson[:2], _lesson_code(root, lesson)) for lesson in lessons]
     refs: dict[str, list[str]] = {}
+    missing: dict[str, set[str]] = {}  # lesson number not in the bundle -> who needs it
     while pending:
         who, own, code = pending.pop(0)
         datasets |= used_datasets(code)
@@ -149,20 +150,26 @@ def plan(lessons: list[str], root: Path = ROOT) -> Plan:
         for number in sorted(referenced_lessons(code)):
             if number == own:
                 continue
-            if number not in bundled:
-                name = by_number.get(number, f"lesson {number}")
-                raise ReleaseError(
-                    f"{who} uses the reference code of {name}, which is that lesson's solution: "
-                    f"add lesson {number} to --lessons (e.g. --lessons "
-                    f"{','.join(sorted({*bundled, number}))})")
             if number not in refs:
                 module = root / "coursekit" / "reference" / f"lesson{number}.py"
                 refs[number] = []
                 if module.is_file():  # a reference module may import another one
                     pending.append((f"coursekit/reference/lesson{number}.py", number,
                                     module.read_text(encoding="utf-8")))
+            if number not in bundled:
+                missing.setdefault(number, set()).add(who)
             if not who.startswith("coursekit/"):
                 refs[number].append(who)
+    if missing:
+        users = sorted({w for ws in missing.values() for w in ws if not w.startswith("coursekit/")})
+        names = ", ".join(by_number.get(n, f"lesson {n}") for n in sorted(missing))
+        add = ",".join(sorted(missing))
+        many = len(missing) > 1
+        whose = "those lessons' solutions" if many else "that lesson's solution"
+        raise ReleaseError(
+            f"{', '.join(users)} import{'' if len(users) > 1 else 's'} the reference code of "
+            f"{names} ({whose}): add lesson{'s' if many else ''} {add} to --lessons "
+            f"(e.g. --lessons {_spec(sorted({*bundled, *missing}))})")
     for name in sorted(datasets):
         if not (root / "datasets" / name).is_dir():
             raise ReleaseError(f"the lessons use datasets/{name}, which is missing")
@@ -170,6 +177,21 @@ def plan(lessons: list[str], root: Path = ROOT) -> Plan:
     result.references = [bundled[n] for n in sorted(refs)]
     result.needed_by = {bundled[n]: sorted(set(who)) for n, who in sorted(refs.items())}
     return result
+
+
+def _spec(numbers: list[str]) -> str:
+    """Lesson numbers as a --lessons value: 03-05,08."""
+    parts, run = [], []
+    for n in map(int, numbers):
+        if run and n == run[-1] + 1:
+            run.append(n)
+        else:
+            if run:
+                parts.append(run)
+            run = [n]
+    if run:
+        parts.append(run)
+    return ",".join(f"{r[0]:02d}-{r[-1]:02d}" if len(r) > 1 else f"{r[0]:02d}" for r in parts)
 
 
 def _copy_tree(src: Path, dst: Path, keep=lambda path: True) -> None:
@@ -313,17 +335,21 @@ def _normal(text: str) -> str:
 
 def secrets(root: Path = ROOT) -> list[tuple[str, str]]:
     """(where, text) of everything a bundle must never contain: every solution and
-    hidden-test region of ``solutions/`` and every line of ``grader/hidden`` longer than
-    30 characters (import lines aside: ``from __future__ import annotations`` is no secret)."""
+    hidden-test region of ``solutions/``, and every line of ``grader/hidden`` longer than
+    30 characters, except import lines (``from __future__ import annotations`` is no secret)
+    and lines that the public student notebooks ``lessons/*/*.ipynb`` show anyway (a
+    visible test may build the same input as a hidden one: ``x = np.array([[1.0, 2.0]])``)."""
     found = []
     for nb in sorted((root / "solutions").glob("*/*.ipynb")):
         for kind, body in _REGION.findall(notebook_code(nb)):
             if _normal(body):
                 found.append((f"{nb.relative_to(root)} ({kind.lower()})", _normal(body)))
+    public = "\n".join(_normal(notebook_code(nb)) for nb in sorted((root / "lessons").glob("*/*.ipynb")))
     for path in sorted((root / "grader" / "hidden").glob("*.py")):
         for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
-            if len(line) > 30 and not re.match(r"(from\s+\S+\s+)?import\s", line):
+            if len(line) > 30 and not re.match(r"(from\s+\S+\s+)?import\s", line) \
+                    and line not in public:
                 found.append((str(path.relative_to(root)), line))
     return found
 

@@ -49,10 +49,15 @@ def secrets() -> list[tuple[str, str]]:
         for cell in cells(nb):
             for kind, body in REGION.findall(cell["source"]):
                 found.append((f"{nb.parent.name} {kind.lower()}", lines(body)))
+    # lines the public student notebooks show anyway are no secret (a visible test may
+    # build the same input as a hidden one)
+    public = "\n".join(lines(c["source"]) for nb in (ROOT / "lessons").glob("*/*.ipynb")
+                       for c in cells(nb))
     for path in sorted((ROOT / "grader" / "hidden").glob("*.py")):
         for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
-            if len(line) > 30 and not re.match(r"(from\s+\S+\s+)?import\s", line):
+            if len(line) > 30 and not re.match(r"(from\s+\S+\s+)?import\s", line) \
+                    and line not in public:
                 found.append((path.name, line))
     return [(where, text) for where, text in found if text]
 
@@ -148,7 +153,7 @@ def test_bundle_pins_equal_the_course_pins(bundle) -> None:
     req = [s for s in (out / "requirements.txt").read_text().splitlines()
            if s and not s.startswith("#") and s != "-e ."]
     assert req == course
-    env = re.findall(r"^\s+- (\S+==\S+)\s*$", (out / "environment.yml").read_text(), re.M)
+    env = re.findall(r"^\s+- (\S+==.+?)\s*$", (out / "environment.yml").read_text(), re.M)
     assert env == course
 
 
@@ -223,14 +228,15 @@ def test_planner_picks_references_and_datasets(course, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("spec, needed", [("04", "03"), ("01,04", "03"), ("03,08", "04"),
-                                          ("04,08", "03")])
+                                          ("04,08", "03"), ("08", "03,04")])
 def test_refuses_reference_code_of_a_lesson_not_in_the_bundle(course, tmp_path, spec, needed) -> None:
     from grader import release as r
 
     with pytest.raises(r.ReleaseError) as refused:
         r.build(tmp_path / "b", spec, root=course)
     assert "\n" not in str(refused.value)
-    assert f"add lesson {needed} to --lessons" in str(refused.value), refused.value
+    plural = "s" if "," in needed else ""
+    assert f"add lesson{plural} {needed} to --lessons" in str(refused.value), refused.value
     assert not (tmp_path / "b").exists()
 
 
