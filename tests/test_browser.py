@@ -54,6 +54,18 @@ if _missing and os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
 pytestmark = pytest.mark.skipif(bool(_missing), reason=_missing or "")
 
 
+class Phases:
+    """Seconds each phase took (printed: ``pytest -s`` shows them, a failure report too)."""
+
+    def __init__(self) -> None:
+        self.t = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        print(f"  {name}: {now - self.t:.1f} s")
+        self.t = now
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -201,11 +213,16 @@ def validate(page):
 def test_lesson_01_solved_in_jupyterlab_passes_visible_tests_and_validate(tmp_path, request) -> None:
     answers = _answers()
     assert set(answers) == {"dot_scores", "softmax", "attention"}
+    phase = Phases()
     with jupyterlab(tmp_path) as (base, token, course), browser_page(tmp_path, request) as page:
+        phase("server and browser started")
         open_lesson(page, base, token)
+        phase("lesson open, kernel idle")
         for grade_id, answer in answers.items():
             type_answer(page, grade_id, answer)
+        phase("answers typed")
         run_all(page)
+        phase("all cells run")
         test_cells = cell(page, "visible tests passed")
         expect(test_cells).to_have_count(3)
         for i, name in enumerate(answers):
@@ -218,6 +235,7 @@ def test_lesson_01_solved_in_jupyterlab_passes_visible_tests_and_validate(tmp_pa
                             has_text=re.compile(r"Traceback|Error:"))).to_have_count(0)
         dialog = validate(page)
         expect(dialog).to_contain_text("Success! Your notebook passes all the tests.")
+        phase("validated")
         shot = os.environ.get("COURSE_BROWSER_SCREENSHOT")
         if shot:
             page.screenshot(path=shot.removesuffix(".png") + "-validate.png")
@@ -234,9 +252,13 @@ def test_lesson_01_solved_in_jupyterlab_passes_visible_tests_and_validate(tmp_pa
 
 
 def test_lesson_01_left_blank_fails_validate(tmp_path, request) -> None:
+    phase = Phases()
     with jupyterlab(tmp_path) as (base, token, _), browser_page(tmp_path, request) as page:
+        phase("server and browser started")
         open_lesson(page, base, token)
+        phase("lesson open, kernel idle")
         dialog = validate(page)
+        phase("validated")
         expect(dialog.locator(".validation-failed")).to_have_count(1)
         expect(dialog).to_contain_text("The following cell failed:")
         expect(dialog).to_contain_text("NotImplementedError")
