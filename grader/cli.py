@@ -75,6 +75,18 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    from .release import ReleaseError, build, summary
+
+    try:
+        plan = build(args.out, args.lessons, force=args.force)
+    except ReleaseError as exc:
+        print(f"grader release: {exc}", file=sys.stderr)
+        return 2
+    print(summary(args.out, plan))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -99,6 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook")
     grade.add_argument("--memory", type=float, default=2.0, help="GiB of memory per notebook")
     grade.set_defaults(func=cmd_grade)
+
+    release = commands.add_parser(
+        "release", help="build the student bundle: lessons, their data and helpers, no secrets")
+    release.add_argument("out", metavar="OUT", help="folder to create")
+    release.add_argument("--lessons", default=None, metavar="LESSONS",
+                         help="which lessons: 01-04, 01,03,05-07 or all (default all)")
+    release.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    release.set_defaults(func=cmd_release)
     return parser
 
 

@@ -1,0 +1,388 @@
+"""``python -m grader release``: the student bundle holds the lessons, their data and public
+helpers, and nothing secret; a lesson opens and runs in a fresh environment made from the
+bundle's own files.
+
+The leak scan here is written independently of ``grader.release`` (which runs its own
+before it releases): every solution region and hidden-test region of ``solutions/`` and
+every line of ``grader/hidden/*.py`` longer than 30 characters (import lines aside) must
+appear in no file of the bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if (p / f"{p.name}.ipynb").exists())
+FIRST = "01_attention_by_hand"
+REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
+
+
+def release(out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", "release", str(out), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def cells(path: Path) -> list[dict]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if isinstance(cell["source"], list):
+            cell["source"] = "".join(cell["source"])
+    return nb["cells"]
+
+
+def lines(text: str) -> str:
+    return "\n".join(s.strip() for s in text.splitlines() if s.strip())
+
+
+def secrets() -> list[tuple[str, str]]:
+    found = []
+    for nb in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        for cell in cells(nb):
+            for kind, body in REGION.findall(cell["source"]):
+                found.append((f"{nb.parent.name} {kind.lower()}", lines(body)))
+    # lines the public student notebooks show anyway are no secret (a visible test may
+    # build the same input as a hidden one)
+    public = "\n".join(lines(c["source"]) for nb in (ROOT / "lessons").glob("*/*.ipynb")
+                       for c in cells(nb))
+    for path in sorted((ROOT / "grader" / "hidden").glob("*.py")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if len(line) > 30 and not re.match(r"(from\s+\S+\s+)?import\s", line) \
+                    and line not in public:
+                found.append((path.name, line))
+    return [(where, text) for where, text in found if text]
+
+
+def exported(lesson: str) -> set[str]:
+    """Solution regions that a reference module carries on purpose."""
+    return {lines(body) for cell in cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+            if "export" in (cell["metadata"].get("tags") or [])
+            for kind, body in REGION.findall(cell["source"]) if kind == "SOLUTION"}
+
+
+def bundle_text(path: Path) -> str:
+    text = path.read_bytes().decode("utf-8", errors="ignore")
+    if path.suffix == ".ipynb":  # the raw JSON escapes quotes and newlines: read the cells too
+        text += "\n" + "\n".join(c["source"] for c in cells(path))
+    return lines(text)
+
+
+RANGES = {"01": [FIRST], "01-04": ["01", "02", "03", "04"], "all": LESSONS}
+
+
+@pytest.fixture(scope="module", params=list(RANGES))
+def bundle(request, tmp_path_factory) -> tuple[Path, list[str]]:
+    spec = request.param
+    want = RANGES[spec]
+    present = {lesson[:2] for lesson in LESSONS}
+    missing = [n[:2] for n in want if n[:2] not in present]
+    if missing:
+        pytest.skip(f"--lessons {spec}: lesson(s) {', '.join(missing)} not in lessons/ on this branch yet")
+    out = tmp_path_factory.mktemp(f"bundle-{spec}") / "course"
+    proc = release(out, *([] if spec == "all" else ["--lessons", spec]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"wrote {out}"), proc.stdout
+    return out, sorted(lesson for lesson in LESSONS if lesson[:2] in {n[:2] for n in want})
+
+
+def test_bundle_holds_the_lessons_and_public_files_only(bundle) -> None:
+    out, lessons = bundle
+    assert sorted(p.name for p in (out / "lessons").iterdir()) == lessons
+    for lesson in lessons:
+        assert (out / "lessons" / lesson / f"{lesson}.ipynb").read_bytes() == \
+            (ROOT / "lessons" / lesson / f"{lesson}.ipynb").read_bytes()
+    top = {p.name for p in out.iterdir()}
+    assert {"README.md", "pyproject.toml", "requirements.txt", "environment.yml", "coursekit"} <= top
+    assert not {"solutions", "grader", "tests", "Makefile", "nbgrader_config.py"} & top
+    assert not list(out.rglob("__pycache__")) and not list(out.rglob("*.pyc"))
+
+
+def test_no_solution_or_hidden_test_text_anywhere(bundle) -> None:
+    out, lessons = bundle
+    needles = secrets()
+    assert any("solution" in where for where, _ in needles)
+    assert any("hidden tests" in where for where, _ in needles)
+    assert any(where.startswith("test_") for where, _ in needles)
+    shipped = {p.stem[len("lesson"):] for p in (out / "coursekit" / "reference").glob("lesson*.py")}
+    allowed = {}
+    for lesson in lessons:
+        if lesson[:2] in shipped:
+            for region in exported(lesson):
+                allowed[region] = f"coursekit/reference/lesson{lesson[:2]}.py"
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        rel = path.relative_to(out).as_posix()
+        text = bundle_text(path)
+        assert "### BEGIN SOLUTION" not in text and "### BEGIN HIDDEN TESTS" not in text, rel
+        assert "grader.kernel" not in text, rel
+        for where, needle in needles:
+            if needle in text:
+                assert allowed.get(needle) == rel, f"{rel} contains text of {where}:\n{needle}"
+
+
+def test_reference_modules_only_for_bundled_lessons(bundle) -> None:
+    out, lessons = bundle
+    shipped = sorted(p.name for p in (out / "coursekit" / "reference").glob("lesson*.py"))
+    assert set(shipped) <= {f"lesson{lesson[:2]}.py" for lesson in lessons}, shipped
+    # and every other public helper ships
+    for path in (ROOT / "coursekit").rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if "__pycache__" in rel.parts or re.fullmatch(r"lesson\d\d\.py", path.name):
+            continue
+        assert (out / rel).read_bytes() == path.read_bytes(), rel
+
+
+def test_bundle_pins_equal_the_course_pins(bundle) -> None:
+    import tomllib
+
+    out, _ = bundle
+    course = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    student = tomllib.loads((out / "pyproject.toml").read_text())["project"]
+    assert student["dependencies"] == course
+    assert student["name"] != "attention-course"  # never shadows the course's own package
+    req = [s for s in (out / "requirements.txt").read_text().splitlines()
+           if s and not s.startswith("#") and s != "-e ."]
+    assert req == course
+    env = re.findall(r"^\s+- (\S+==.+?)\s*$", (out / "environment.yml").read_text(), re.M)
+    assert env == course
+
+
+def test_refuses_bad_selections(tmp_path) -> None:
+    for spec, words in [("99", "no lesson 99"), ("03-01", "empty range"), ("x", "cannot read")]:
+        proc = release(tmp_path / spec, "--lessons", spec)
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and not (tmp_path / spec).exists()
+    out = tmp_path / "used"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    proc = release(out, "--lessons", "01")
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+# ---- the planner on a synthetic course: later lessons, reference code and datasets -------
+
+def _notebook(path: Path, *sources: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+          "cells": [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [],
+                     "execution_count": None} for s in sources]}
+    path.write_text(json.dumps(nb))
+
+
+@pytest.fixture
+def course(tmp_path) -> Path:
+    """Lessons 01, 03, 04 (imports lesson 03's reference), 08 (imports 03's and 04's), 09
+    (loads the numerals); reference modules for 03 and 04; two datasets."""
+    root = tmp_path / "course"
+    (root / "coursekit" / "reference").mkdir(parents=True)
+    (root / "coursekit" / "__init__.py").write_text("")
+    (root / "coursekit" / "data.py").write_text("def load_numerals(split): ...\n")
+    (root / "coursekit" / "reference" / "__init__.py").write_text("")
+    (root / "coursekit" / "reference" / "lesson03.py").write_text("def sdpa(): return 3\n")
+    (root / "coursekit" / "reference" / "lesson04.py").write_text(
+        "from coursekit.reference.lesson03 import sdpa\nclass MHA: pass\n")
+    (root / "pyproject.toml").write_text('[project]\nversion = "1.0"\ndependencies = ["numpy==2.4.6"]\n')
+    _notebook(root / "lessons" / "01_a" / "01_a.ipynb", "x = 1")
+    _notebook(root / "lessons" / "03_c" / "03_c.ipynb", "def sdpa(): raise NotImplementedError()")
+    _notebook(root / "lessons" / "04_d" / "04_d.ipynb", "from coursekit.reference.lesson03 import sdpa")
+    _notebook(root / "lessons" / "08_h" / "08_h.ipynb", "from coursekit.reference import lesson04")
+    _notebook(root / "lessons" / "09_i" / "09_i.ipynb",
+              "from coursekit.data import load_numerals\ntrain = load_numerals('train')")
+    for name in ("numerals", "other"):
+        (root / "datasets" / name).mkdir(parents=True)
+        (root / "datasets" / name / "README.md").write_text(name)
+    return root
+
+
+def test_planner_picks_references_and_datasets(course, tmp_path) -> None:
+    from grader import release as r
+
+    assert r.select_lessons("01,03-04", r.available_lessons(course)) == ["01_a", "03_c", "04_d"]
+    assert r.select_lessons(None, r.available_lessons(course))[-1] == "09_i"
+    p = r.plan(["01_a", "03_c", "04_d"], course)
+    assert p.references == ["03_c"] and p.datasets == []
+    p = r.plan(["03_c", "04_d", "08_h"], course)  # 08 -> lesson04 -> lesson03
+    assert p.references == ["03_c", "04_d"]
+    assert r.plan(["09_i"], course).datasets == ["numerals"]
+    assert r.plan(["01_a"], course).references == []
+
+    out = tmp_path / "b"
+    r.build(out, "01,03-04", root=course)
+    assert sorted(p.name for p in (out / "coursekit" / "reference").iterdir()) == \
+        ["__init__.py", "lesson03.py"]
+    assert not (out / "datasets").exists()
+    r.build(out, "09", root=course, force=True)
+    assert [p.name for p in (out / "datasets").iterdir()] == ["numerals"]
+    assert not (out / "coursekit" / "reference" / "lesson03.py").exists()
+
+
+@pytest.mark.parametrize("spec, needed", [("04", "03"), ("01,04", "03"), ("03,08", "04"),
+                                          ("04,08", "03"), ("08", "03,04")])
+def test_refuses_reference_code_of_a_lesson_not_in_the_bundle(course, tmp_path, spec, needed) -> None:
+    from grader import release as r
+
+    with pytest.raises(r.ReleaseError) as refused:
+        r.build(tmp_path / "b", spec, root=course)
+    assert "\n" not in str(refused.value)
+    plural = "s" if "," in needed else ""
+    assert f"add lesson{plural} {needed} to --lessons" in str(refused.value), refused.value
+    assert not (tmp_path / "b").exists()
+
+
+# ---- a fresh environment made from the bundle's own files --------------------------------
+
+def _venv(bundle: Path, where: Path) -> Path:
+    """A new virtual environment with the bundle installed (``pip install -e .``).
+
+    To avoid downloading torch again, the venv sees the system's packages through one .pth
+    line naming the system site-packages (like ``--system-site-packages``, but the system's
+    own .pth files are not run, so the course repository's editable install of ``grader``
+    and ``coursekit`` stays invisible); pip and setuptools come from there too
+    (``--without-pip``: the venv's bundled setuptools 65 cannot build wheels).
+    ``--no-index``: the bundle's pins are already satisfied; nothing is downloaded.
+    """
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "_system_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--no-build-isolation",
+                           "-e", "."], cwd=bundle, capture_output=True, text=True, timeout=600,
+                          env=_clean_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return python
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+RUN_LESSON = r"""
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+probe = nbformat.v4.new_code_cell("import coursekit, importlib.util, sys\n"
+    "print(sys.executable); print(coursekit.__file__); print(importlib.util.find_spec('grader'))")
+nb.cells.append(probe)
+NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+               resources={"metadata": {"path": sys.argv[2]}}).execute()
+print(json.dumps(nb))
+"""
+
+
+def _run_lesson(python: Path, notebook: Path) -> dict:
+    proc = subprocess.run([str(python), "-c", RUN_LESSON, str(notebook), str(notebook.parent)],
+                          capture_output=True, text=True, timeout=600, cwd=notebook.parent,
+                          env=_clean_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = json.loads(proc.stdout)
+    for cell in nb["cells"]:
+        if isinstance(cell["source"], list):
+            cell["source"] = "".join(cell["source"])
+    return nb
+
+
+def _test_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"
+            and c["metadata"].get("nbgrader", {}).get("grade")
+            and not c["metadata"]["nbgrader"].get("solution")]
+
+
+def _errors(cell: dict) -> list[str]:
+    return [o["ename"] for o in cell.get("outputs", []) if o["output_type"] == "error"]
+
+
+def _probe(nb: dict, venv_python: Path, bundle: Path) -> None:
+    out = "".join(o.get("text", "") for o in nb["cells"][-1]["outputs"]).split("\n")
+    assert Path(out[0]).parent == venv_python.parent, out   # the kernel is the venv's python
+    assert Path(out[1]).is_relative_to(bundle), out          # coursekit comes from the bundle
+    assert out[2] == "None", out                             # and no grader package exists
+
+
+@pytest.fixture(scope="module")
+def fresh_env(tmp_path_factory) -> tuple[Path, Path]:
+    where = tmp_path_factory.mktemp("venv-bundle")
+    out = where / "course"
+    proc = release(out, "--lessons", "01")
+    assert proc.returncode == 0, proc.stderr
+    return _venv(out, where), out
+
+
+def test_lesson_01_opens_and_its_visible_tests_fail_on_blank_exercises(fresh_env) -> None:
+    python, out = fresh_env
+    notebook = out / "lessons" / FIRST / f"{FIRST}.ipynb"
+    nb = _run_lesson(python, notebook)
+    _probe(nb, python, out)
+    tests = _test_cells(nb)
+    assert len(tests) == 3
+    for cell in tests:
+        assert _errors(cell) == ["NotImplementedError"], (cell["source"][:80], cell["outputs"])
+    # nbgrader's Validate, as the student README shows it, from the bundle's folder
+    proc = subprocess.run([str(python), "-m", "nbgrader", "validate", str(notebook.relative_to(out))],
+                          cwd=out, capture_output=True, text=True, timeout=600, env=_clean_env())
+    assert "VALIDATION FAILED ON 3 CELL(S)!" in proc.stdout, proc.stdout + proc.stderr
+    others = [c for c in nb["cells"] if c["cell_type"] == "code" and c not in tests]
+    for cell in others:  # the setup, data and scratch cells run fine
+        if "dot_scores(" not in cell["source"] and "attention(" not in cell["source"]:
+            assert not _errors(cell), cell["source"][:80]
+
+
+def test_lesson_01_visible_tests_pass_with_the_solution_bodies_pasted_in(fresh_env, tmp_path) -> None:
+    python, out = fresh_env
+    solution = {c["metadata"]["nbgrader"]["grade_id"]: c["source"]
+                for c in cells(ROOT / "solutions" / FIRST / f"{FIRST}.ipynb")
+                if c["metadata"].get("nbgrader", {}).get("solution")}
+    notebook = out / "lessons" / FIRST / f"{FIRST}.ipynb"
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    pasted = 0
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if cell["metadata"].get("nbgrader", {}).get("solution"):
+            body = REGION.search(solution[grade_id]).group(2)
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            stub = re.search(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\(\)\n?", src, re.M)
+            assert stub, src
+            cell["source"] = src[:stub.start()] + body + src[stub.end():]
+            pasted += 1
+    assert pasted == 3
+    answered = tmp_path / f"{FIRST}.ipynb"
+    answered.write_text(json.dumps(nb), encoding="utf-8")
+    nb = _run_lesson(python, answered)
+    for cell in nb["cells"]:
+        assert not _errors(cell), (cell["source"][:80], cell["outputs"])
+    for cell in _test_cells(nb):
+        text = "".join(o.get("text", "") for o in cell["outputs"])
+        assert "visible tests passed" in text, cell["outputs"]
+        assert not [o for o in cell["outputs"] if o.get("name") == "stderr"], cell["outputs"]
+    proc = subprocess.run([str(python), "-m", "nbgrader", "validate", str(answered)],
+                          cwd=out, capture_output=True, text=True, timeout=600, env=_clean_env())
+    assert "Success! Your notebook passes all the tests." in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_leak_scan_catches_a_planted_leak(tmp_path) -> None:
+    """The scan of this file and grader.release's own refuse a bundle with a solution in it."""
+    from grader import release as r
+
+    out = tmp_path / "course"
+    assert release(out, "--lessons", "01").returncode == 0
+    body = REGION.search(next(c["source"] for c in cells(ROOT / "solutions" / FIRST / f"{FIRST}.ipynb")
+                              if c["metadata"].get("nbgrader", {}).get("grade_id") == "softmax"))
+    (out / "coursekit" / "helpers.py").write_text("def f(x, axis=-1):\n" + body.group(2))
+    hits = [where for where, needle in secrets() if needle in bundle_text(out / "coursekit" / "helpers.py")]
+    assert f"{FIRST} solution" in hits
+    assert any("helpers.py" in leak for leak in r.scan(out, r.plan([FIRST])))
