@@ -8,8 +8,11 @@ PIP ?= $(PYTHON) -m pip
 setup:
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
 
+# JupyterLab refuses to run as root unless told to (containers, CI machines).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	$(PYTHON) -m jupyter lab lessons/
+	$(PYTHON) -m jupyter lab $(ROOT_FLAG) lessons/
 
 test: setup
 	$(PYTHON) -m pytest
