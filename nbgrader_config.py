@@ -1,7 +1,13 @@
 """nbgrader configuration of the course: reference notebooks in solutions/, student
 notebooks generated into lessons/ (``nbgrader generate_assignment <lesson>``)."""
 
+import os
+
 c = get_config()  # noqa: F821 - provided by nbgrader
+
+# Kernels started by nbgrader (validate, autograde) inherit this: long demonstrations, such
+# as lesson 09's training run, use their small "smoke" preset while a notebook is graded.
+os.environ.setdefault("COURSE_GRADING", "1")
 
 c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.source_directory = "solutions"

@@ -109,3 +109,28 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path), "--lesson", "99_nope",
                            "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "known lessons" in proc.stderr
+
+
+@pytest.mark.parametrize("lesson", __import__("conftest").lessons())
+def test_sandboxed_grade_agrees_with_check_on_every_lesson(tmp_path, lesson: str) -> None:
+    """Every lesson's reference solution gets full marks and its blank notebook zero under
+    full isolation (modules imported lazily inside the sandbox must work too)."""
+    from grader.sandbox import available_protections
+
+    if "bwrap" not in available_protections():
+        pytest.skip("full isolation is not available on this machine")
+    submitted = tmp_path / "submitted"
+    for student, notebook in (("solution", solution_path(lesson)), ("blank", lesson_path(lesson))):
+        folder = submitted / student / lesson
+        folder.mkdir(parents=True)
+        shutil.copy(notebook, folder / f"{lesson}.ipynb")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", lesson,
+                           "--out", str(out), "--jobs", "2"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        table = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert table["solution"]["status"] == "ok", table["solution"]["message"]
+    assert float(table["solution"]["score"]) == float(table["solution"]["max_score"]) > 0
+    assert table["blank"]["status"] == "ok" and float(table["blank"]["score"]) == 0

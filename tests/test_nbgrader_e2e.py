@@ -10,9 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
-
-LESSON = "01_attention_by_hand"
+from conftest import ROOT, lessons
 
 
 def run(args: list[str], cwd) -> subprocess.CompletedProcess:
@@ -21,7 +19,7 @@ def run(args: list[str], cwd) -> subprocess.CompletedProcess:
     return proc
 
 
-@pytest.mark.parametrize("lesson", [LESSON])
+@pytest.mark.parametrize("lesson", lessons())
 def test_nbgrader_autograde_agrees_with_grader_check(tmp_path, lesson: str) -> None:
     course = tmp_path / "course"
     shutil.copytree(ROOT / "solutions", course / "solutions")

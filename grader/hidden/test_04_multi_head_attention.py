@@ -224,7 +224,7 @@ def test_gradients_equal_torch(sub):
     ref = oracle(D, H, w)
     xs = [t.clone().requires_grad_(True) for t in (X, k, v)]
     ref(*xs, need_weights=False)[0].backward(g)
-    for got, want, name in zip(res["input_grads"], xs, ("query", "key", "value")):
+    for got, want, name in zip(res["input_grads"], xs, ("query", "key", "value"), strict=True):
         close(got, want.grad, f"the gradient with respect to `{name}` differs from "
               f"nn.MultiheadAttention's", atol=1e-4)
     grads = res["param_grads"]

@@ -26,6 +26,22 @@ def _python_dirs() -> list[str]:
     ]
 
 
+def _traversable_parents(dirs: list[str]) -> list[str]:
+    """bwrap creates the missing parents of a bind with the host's modes, so a prefix under
+    ``/root`` (mode 700) would stay unreadable once a child drops to an unprivileged uid;
+    create those parents 0755 (only the bound folders themselves are visible below them)."""
+    args: list[str] = []
+    seen: set[str] = set()
+    for d in dirs:
+        for parent in reversed(Path(d).parents):
+            path = str(parent)
+            if path == "/" or path in seen or path == "/usr" or path.startswith("/usr/"):
+                continue
+            seen.add(path)
+            args += ["--perms", "0755", "--dir", path]
+    return args
+
+
 def _system_binds() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -75,6 +91,7 @@ def bwrap_command(
     for cap in ZYGOTE_CAPS if as_root else ():
         args += ["--cap-add", cap]
     args += _system_binds()
+    args += _traversable_parents(dirs)
     for d in dirs:
         args += ["--ro-bind", d, d]
     args += _hide_installed_course(dirs)

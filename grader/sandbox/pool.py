@@ -78,9 +78,9 @@ def _build_code_dir(state: Path, worker_files: Mapping[str, Path | bytes]) -> Pa
 # once per zygote instead of once per submission. None of them starts a thread.
 DEFAULT_PRELOAD: tuple[str, ...] = (
     "numpy",
-    "numpy.ctypeslib",  # safetensors.torch.save needs it to send tensors back
+    "numpy.ctypeslib",  # safetensors.torch converts tensors through it
     "torch",
-    "torch.fx.experimental.symbolic_shapes",  # Tensor.backward under a TorchFunctionMode (grad with forbid=) imports it
+    "torch.fx.experimental.symbolic_shapes",  # imported by the first backward()
     "safetensors.numpy",
     "safetensors.torch",
     "IPython.core.inputtransformer2",
