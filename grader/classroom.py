@@ -18,6 +18,7 @@ import os
 import statistics
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -230,12 +231,28 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True) -> RunSum
     return summary
 
 
+_LOG_LOCK = threading.Lock()
+
+
+def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> None:
+    """The instructor's record of what went wrong in the grader itself (trusted code only)."""
+    text = "".join(traceback.format_exception(exc))
+    with _LOG_LOCK, open(out / "errors.log", "a", encoding="utf-8") as log:
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {student} (attempt {attempt + 1})\n{text}")
+
+
 def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> float:
     began = time.perf_counter()
-    try:
-        report = grade_student(student, opts, submitted, start)
-    except Exception as exc:  # noqa: BLE001 - one submission never costs another its result
-        msg = f"The grader failed on this submission ({type(exc).__name__}); please report it."
+    report, failure = None, "unknown"
+    for attempt in range(2):  # a failure of the machinery (not of the notebook) is retried once
+        try:
+            report = grade_student(student, opts, submitted, start)
+            break
+        except Exception as exc:  # noqa: BLE001 - one submission never costs another its result
+            _log_error(opts.out, student, attempt, exc)
+            failure = type(exc).__name__
+    if report is None:
+        msg = f"The grader failed on this submission ({failure}); see errors.log."
         report = Report(f"{student}/{opts.lesson}", opts.lesson, empty_results(opts.lesson, msg),
                         status="error", message=msg)
     write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html", feedback_html(report, student))

@@ -131,6 +131,8 @@ def test_sandboxed_grade_agrees_with_check_on_every_lesson(tmp_path, lesson: str
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         table = {r["student_id"]: r for r in csv.DictReader(f)}
-    assert table["solution"]["status"] == "ok", table["solution"]["message"]
+    log = out / "errors.log"
+    assert table["solution"]["status"] == "ok", (table["solution"]["message"],
+                                                log.read_text() if log.exists() else "")
     assert float(table["solution"]["score"]) == float(table["solution"]["max_score"]) > 0
     assert table["blank"]["status"] == "ok" and float(table["blank"]["score"]) == 0
