@@ -26,3 +26,63 @@ FIXTURES: dict[str, Callable[..., Any]] = {
     "sgd": sgd,
     "adam": adam,
 }
+
+
+# --- lesson 08: a scripted model for greedy_decode ---------------------------------------
+
+def copy_model(vocab: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, junk_id: int = 3) -> Any:
+    """A stand-in for a trained Transformer whose greedy translation is known exactly: it
+    copies its source, one token per step (bos → src[0], src[0] → src[1], ...).
+
+    It has the lesson-08 interface: ``encode(src, src_mask=None)``, ``decode(tgt, memory,
+    tgt_mask=None, memory_mask=None)``, ``generator`` (the identity: ``decode`` already
+    returns logits), ``forward(src, tgt)``, ``pad_id``. Position i predicts ``src[i]`` only if
+    the target so far is what the model itself predicted (bos, src[0], ...); it predicts
+    ``junk_id`` past the end of the source, after a wrong prefix, and wherever the source's
+    padding is visible through ``memory_mask`` (as a real model's output would be disturbed).
+    """
+    import torch
+    from torch import nn
+
+    class CopyModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad_id = pad_id
+            self.vocab = vocab
+            self.generator = nn.Identity()
+            self.dummy = nn.Parameter(torch.zeros(1))  # so that next(model.parameters()) works
+
+        def encode(self, src: Any, src_mask: Any = None) -> Any:
+            return nn.functional.one_hot(src.long(), vocab).float() + 0.0 * self.dummy
+
+        def decode(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
+            src = memory.argmax(-1)
+            B, Lt = tgt.shape
+            Ls = src.shape[1]
+            if memory_mask is None:
+                visible = torch.ones(B, Lt, Ls, dtype=torch.bool, device=tgt.device)
+            else:
+                try:
+                    visible = torch.broadcast_to(torch.as_tensor(memory_mask).bool(), (B, 1, Lt, Ls))[:, 0]
+                except RuntimeError:
+                    raise ValueError(f"memory_mask of shape {list(memory_mask.shape)} does not "
+                                     f"broadcast to [B, H, Lt, Ls] = [{B}, H, {Lt}, {Ls}]") from None
+            pad_seen = (visible & (src == pad_id)[:, None, :]).any(-1)          # [B, Lt]
+            expected = torch.cat([torch.full((B, 1), bos_id, device=tgt.device), src], 1)
+            width = min(Lt, Ls + 1)
+            prefix_ok = torch.zeros(B, Lt, dtype=torch.bool, device=tgt.device)
+            prefix_ok[:, :width] = (tgt[:, :width] == expected[:, :width]).long().cumprod(1).bool()
+            token = torch.full((B, Lt), junk_id, dtype=torch.long, device=tgt.device)
+            n = min(Lt, Ls)
+            token[:, :n] = src[:, :n]
+            token = torch.where(prefix_ok & ~pad_seen, token, torch.full_like(token, junk_id))
+            return 10.0 * nn.functional.one_hot(token, vocab).float() + 0.0 * self.dummy
+
+        def forward(self, src: Any, tgt: Any) -> Any:
+            mask = (src != pad_id)[:, None, None, :]
+            return self.generator(self.decode(tgt, self.encode(src, mask), memory_mask=mask))
+
+    return CopyModel()
+
+
+FIXTURES["copy_model"] = copy_model
