@@ -86,3 +86,50 @@ def copy_model(vocab: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, ju
 
 
 FIXTURES["copy_model"] = copy_model
+
+
+# --- lesson 09: a small trusted model and a scheduler for train_step -------------------
+
+def _tiny_seq2seq_class() -> Any:
+    import torch
+    from torch import nn
+
+    class TinySeq2Seq(nn.Module):
+        """A deterministic, differentiable seq2seq stand-in with the lesson-08 call
+        ``model(src, tgt) -> logits [B, Lt, V]`` and ``pad_id``. Position i sees the mean of
+        the non-pad source embeddings and target tokens 0..i only (causal), so a shifted
+        or unshifted target changes the loss."""
+
+        def __init__(self, src_vocab: int, tgt_vocab: int, d: int = 8, pad_id: int = 0, seed: int = 0):
+            super().__init__()
+            self.pad_id = pad_id
+            self.src_embed = nn.Embedding(src_vocab, d)
+            self.tgt_embed = nn.Embedding(tgt_vocab, d)
+            self.out = nn.Linear(d, tgt_vocab)
+            g = torch.Generator().manual_seed(seed)
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.7)
+
+        def forward(self, src: Any, tgt: Any) -> Any:
+            keep = (src != self.pad_id).unsqueeze(-1).float()
+            context = (self.src_embed(src) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+            h = torch.tanh(self.tgt_embed(tgt) + context[:, None, :])
+            steps = torch.arange(1, tgt.shape[1] + 1, device=tgt.device, dtype=h.dtype)
+            return self.out(h.cumsum(1) / steps[None, :, None])
+
+    return TinySeq2Seq
+
+
+def tiny_seq2seq(src_vocab: int, tgt_vocab: int, d: int = 8, pad_id: int = 0, seed: int = 0) -> Any:
+    return _tiny_seq2seq_class()(src_vocab, tgt_vocab, d, pad_id, seed)
+
+
+def step_lr(optimizer: Any, step_size: int = 1, gamma: float = 0.5) -> Any:
+    import torch
+
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=step_size, gamma=gamma)
+
+
+FIXTURES["tiny_seq2seq"] = tiny_seq2seq
+FIXTURES["step_lr"] = step_lr
