@@ -364,6 +364,8 @@ CELLS = [
       about masks. `src_mask = padding_mask(src, pad_id)` (`[B, 1, 1, Ls]`) serves the
       encoder's self-attention *and*, as `memory_mask`, the decoder's cross-attention;
       `tgt_mask = causal_mask(Lt) & padding_mask(tgt, pad_id)` broadcasts to `[B, 1, Lt, Lt]`.
+      (Our batches are padded on the right, so the causal mask alone already hides every pad
+      from every real token; the padding part keeps the model right for left-padded input.)
     - With `norm_first=True` the stacks end with `encoder_norm` and `decoder_norm`; in post-LN
       they do not exist (the last layer already ends with a norm). Beware:
       `nn.Transformer` adds both final norms even in post-LN mode, so compare with it layer by
@@ -565,7 +567,7 @@ CELLS = [
     layers = sum(p.numel() for n, p in base.named_parameters() if "layers" in n)
     print(f"layers                          {layers:>12,}")
     print(f"our model (3 separate tables)   {total:>12,}")
-    print(f"with one shared table (paper)   {total - 2 * table - base.generator.bias.numel():>12,}")
+    print(f"with one shared table (paper)   {total - 2 * table:>12,}")
     """),
     markdown(r"""
     ## 7. What attention costs: the complexity table
@@ -600,6 +602,8 @@ CELLS = [
             fn()
         return (time.perf_counter() - start) / repeat
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # a fair comparison (and on a busy machine, 1 thread is often fastest)
     d = 64
     W = torch.randn(d, d)
     rows = []
@@ -612,6 +616,7 @@ CELLS = [
             for t in range(n):
                 h = torch.tanh(x[t] + h @ W)
         rows.append((n, attention_time, seconds(recurrent)))
+    torch.set_num_threads(threads)
     print(" n      attention (1 step)   recurrent (n steps)")
     for n, a, r in rows:
         print(f"{n:<6} {a * 1e3:>10.3f} ms        {r * 1e3:>10.3f} ms")

@@ -95,7 +95,7 @@ CELLS = [
 
     | preset | model | stops at | for |
     |---|---|---|---|
-    | `smoke` | d 32, 2 heads, 1 + 1 layers | 150 steps, 20 s | CI: every cell runs, nothing is learnt |
+    | `smoke` | d 32, 2 heads, 1 + 1 layers | 60 steps, 15 s | CI: every cell runs, nothing is learnt |
     | `cpu` | d 64, 4 heads, 2 + 2 layers, FFN 256, no dropout | 99.5% valid exact match, or 5 min | a laptop: about a minute |
     | `gpu` | d 256, 8 heads, 3 + 3 layers, FFN 1024, dropout 0.1, bf16 | 99.8% valid exact match, or 10 min | a CUDA GPU |
     """),
@@ -105,8 +105,8 @@ CELLS = [
     tagged(readonly(r'''
     PRESETS = {
         "smoke": dict(d_model=32, n_head=2, layers=1, d_ff=64, dropout=0.0, batch_size=64,
-                      warmup=50, lr_factor=2.0, smoothing=0.1, max_steps=150, max_minutes=0.33,
-                      eval_every=75, eval_examples=200, target=1.01, test_examples=300),
+                      warmup=50, lr_factor=2.0, smoothing=0.1, max_steps=60, max_minutes=0.25,
+                      eval_every=30, eval_examples=100, target=1.01, test_examples=200),
         "cpu": dict(d_model=64, n_head=4, layers=2, d_ff=256, dropout=0.0, batch_size=128,
                     warmup=400, lr_factor=2.0, smoothing=0.0, max_steps=20_000, max_minutes=5.0,
                     eval_every=250, eval_examples=1000, target=0.995, test_examples=None),
