@@ -1,0 +1,112 @@
+"""Planted mistakes in lesson 03 (scaled dot-product attention and masks; torch)."""
+
+from planted import Variant, bug
+
+LESSON = "03_scaled_dot_product_attention"
+SDPA = "scaled_dot_product_attention"
+
+BUGS = [
+    # scaled_dot_product_attention
+    bug(SDPA, "mask inverted", ("scores.masked_fill(~allowed", "scores.masked_fill(allowed"),
+        ("weights.masked_fill(~allowed", "weights.masked_fill(allowed")),
+    bug(SDPA, "masked scores filled with 0", ('masked_fill(~allowed, float("-inf"))', "masked_fill(~allowed, 0.0)"),
+        ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
+    bug(SDPA, "mask applied after softmax without renormalising",
+        ('scores = scores.masked_fill(~allowed, float("-inf"))', "pass")),
+    bug(SDPA, "NaN on fully masked rows (-inf fill, no clean-up)",
+        ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
+    bug(SDPA, "fully masked rows uniform (finite fill, no clean-up)",
+        ('float("-inf"))', "-1e9)"), ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
+    bug(SDPA, "scaled by d instead of sqrt(d)", ("/ math.sqrt(d_k)", "/ d_k")),
+    bug(SDPA, "not scaled", ("/ math.sqrt(d_k)", "")),
+    bug(SDPA, "scaled by sqrt of the number of keys", ("math.sqrt(d_k)", "math.sqrt(k.size(-2))")),
+    bug(SDPA, "softmax over the query axis", ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")),
+    bug(SDPA, "weights applied to the keys", ("torch.matmul(weights, v)", "torch.matmul(weights, k)")),
+    bug(SDPA, "k transposed over the wrong axes (only works for 4-D inputs)",
+        ("k.transpose(-2, -1)", "k.transpose(2, 3)")),
+    bug(SDPA, "dropout ignored", ("if dropout_p > 0.0:", "if False:")),
+    bug(SDPA, "dropout without rescaling",
+        ("weights = F.dropout(weights, p=dropout_p)",
+         "weights = weights * (torch.rand_like(weights) > dropout_p)")),
+    bug(SDPA, "calls F.scaled_dot_product_attention", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return out, torch.softmax(scores, -1).nan_to_num(0.0)
+'''),
+    # causal_mask
+    bug("causal_mask", "upper instead of lower triangle", (".tril()", ".triu()")),
+    bug("causal_mask", "a token unable to see itself", (".tril()", ".tril(diagonal=-1)")),
+    bug("causal_mask", "inverted (True = masked)", ("return torch.ones", "return ~torch.ones")),
+    bug("causal_mask", "float mask", ("dtype=torch.bool", "dtype=torch.float32")),
+    bug("causal_mask", "device ignored (no device parameter)",
+        ("def causal_mask(L: int, device=None)", "def causal_mask(L: int)"), ("device=device", "")),
+    # padding_mask
+    bug("padding_mask", "inverted", ("tokens != pad_id", "tokens == pad_id")),
+    bug("padding_mask", "masking queries instead of keys", ("[:, None, None, :]", "[:, None, :, None]")),
+    bug("padding_mask", "missing its broadcast axes", ("[:, None, None, :]", "")),
+    bug("padding_mask", "only one broadcast axis", ("[:, None, None, :]", "[:, None, :]")),
+    bug("padding_mask", "pad_id ignored (always 0)", ("tokens != pad_id", "tokens != 0")),
+]
+
+ALTERNATIVES = [
+    Variant(SDPA, "finite fill -1e9 with renormalisation, torch.where", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    scores = q @ k.transpose(-1, -2) * (1.0 / q.shape[-1] ** 0.5)
+    if mask is not None:
+        scores = torch.where(mask, scores, torch.tensor(-1e9, dtype=scores.dtype))
+    w = scores.softmax(-1)
+    if mask is not None:
+        w = w * mask
+        w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)
+    if dropout_p:
+        w = torch.nn.functional.dropout(w, dropout_p, training=True)
+    return w @ v, w
+'''),
+    Variant(SDPA, "einsum, finfo.min fill, nan_to_num", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    s = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(k.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(mask.logical_not(), torch.finfo(s.dtype).min)
+    w = torch.softmax(s, dim=-1)
+    if mask is not None:
+        w = torch.where(mask, w, torch.zeros_like(w))
+    w = torch.nn.functional.dropout(w, p=dropout_p, training=dropout_p > 0)
+    return torch.einsum("...qk,...kd->...qd", w, v), w
+'''),
+    Variant(SDPA, "-inf fill, nan_to_num after softmax, manual dropout mask", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    if mask is not None:
+        s = s.masked_fill(mask == False, float("-inf"))  # noqa: E712
+    w = torch.nan_to_num(torch.softmax(s, -1), nan=0.0)
+    if dropout_p > 0:
+        keep = (torch.rand_like(w) >= dropout_p).to(w.dtype)
+        w = w * keep / (1 - dropout_p)
+    return w @ v, w
+'''),
+    Variant("causal_mask", "tril of ones, then bool", source='''
+def causal_mask(L, device=None):
+    return torch.tril(torch.ones(L, L, device=device)).bool()
+'''),
+    Variant("causal_mask", "arange comparison", source='''
+def causal_mask(L, device=None):
+    i = torch.arange(L, device=device)
+    return i[:, None] >= i[None, :]
+'''),
+    Variant("causal_mask", "not triu above the diagonal", source='''
+def causal_mask(L, device=None):
+    return ~torch.triu(torch.ones(L, L, dtype=torch.bool, device=device), diagonal=1)
+'''),
+    Variant("padding_mask", "ne and unsqueeze", source='''
+def padding_mask(tokens, pad_id):
+    return tokens.ne(pad_id).unsqueeze(1).unsqueeze(2)
+'''),
+    Variant("padding_mask", "view", source='''
+def padding_mask(tokens, pad_id):
+    B, L = tokens.shape
+    return (tokens != pad_id).view(B, 1, 1, L)
+'''),
+]

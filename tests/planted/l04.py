@@ -1,0 +1,160 @@
+"""Planted mistakes in lesson 04 (MultiHeadAttention; torch)."""
+
+from planted import Variant, bug
+
+LESSON = "04_multi_head_attention"
+MHA = "MultiHeadAttention"
+
+SPLIT = (
+    "        q = self.q_proj(query).view(B, Lq, H, d).transpose(1, 2)       # [B, H, Lq, d]\n"
+    "        k = self.k_proj(key).view(B, Lk, H, d).transpose(1, 2)         # [B, H, Lk, d]\n"
+    "        v = self.v_proj(value).view(B, Lk, H, d).transpose(1, 2)       # [B, H, Lk, d]\n"
+)
+ATTEND = "        out, weights = scaled_dot_product_attention(q, k, v, mask, p)  # [B, H, Lq, d]\n"
+
+INLINE = '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, dropout=0.0, bias=True):
+        super().__init__()
+        self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        B, Lq, D = query.shape
+        Lk, H, d = key.shape[1], self.n_head, self.d_head
+        q = self.q_proj(query).unflatten(-1, (H, d)).permute(0, 2, 1, 3)
+        k = self.k_proj(key).unflatten(-1, (H, d)).permute(0, 2, 1, 3)
+        v = self.v_proj(value).unflatten(-1, (H, d)).permute(0, 2, 1, 3)
+        s = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(SCALE)
+        if mask is not None:
+            s = torch.where(mask, s, torch.full_like(s, -1e9))
+        w = torch.softmax(s, dim=-1)
+        if mask is not None:
+            w = w * mask
+            w = w / w.sum(-1, keepdim=True).clamp_min(1e-20)
+        self.attn_weights = WEIGHTS
+        if self.training and self.dropout > 0:
+            w = torch.nn.functional.dropout(w, self.dropout)
+        out = torch.einsum("bhqk,bhkd->bqhd", w, v).flatten(2)
+        return self.out_proj(out)
+'''
+
+
+def inline(scale="d", weights="w.detach()"):
+    return INLINE.replace("SCALE", scale).replace("WEIGHTS", weights)
+
+
+BUGS = [
+    Variant(MHA, "scaled by sqrt(d_model) instead of sqrt(d_head)", source=inline(scale="D")),
+    bug(MHA, "scaled by sqrt(d_model) (rescaled queries around the lesson 03 call)",
+        (ATTEND, ATTEND.replace("(q, k, v,", "(q * math.sqrt(d / self.d_model), k, v,"))),
+    bug(MHA, "heads split by a reshape without transpose", (SPLIT, SPLIT.replace(
+        "view(B, Lq, H, d).transpose(1, 2)", "reshape(B, H, Lq, d)").replace(
+        "view(B, Lk, H, d).transpose(1, 2)", "reshape(B, H, Lk, d)"))),
+    bug(MHA, "head as the fast axis when splitting", (SPLIT, SPLIT.replace(
+        "view(B, Lq, H, d).transpose(1, 2)", "view(B, Lq, d, H).permute(0, 3, 1, 2)").replace(
+        "view(B, Lk, H, d).transpose(1, 2)", "view(B, Lk, d, H).permute(0, 3, 1, 2)"))),
+    bug(MHA, "heads merged by a reshape without transposing back",
+        ("out = out.transpose(1, 2).reshape(B, Lq, self.d_model)", "out = out.reshape(B, Lq, self.d_model)")),
+    bug(MHA, "heads merged in the wrong order",
+        ("out = out.transpose(1, 2).reshape(B, Lq, self.d_model)",
+         "out = out.permute(0, 2, 3, 1).reshape(B, Lq, self.d_model)")),
+    bug(MHA, "output projection skipped", ("return self.out_proj(out)", "return out")),
+    bug(MHA, "keys and values taken from the query",
+        ("self.k_proj(key).view(B, Lk,", "self.k_proj(query).view(B, Lq,"),
+        ("self.v_proj(value).view(B, Lk,", "self.v_proj(query).view(B, Lq,")),
+    bug(MHA, "values taken from the keys", ("self.v_proj(value)", "self.v_proj(key)")),
+    bug(MHA, "bias=False ignored", ("bias=bias)", "bias=True)")),
+    bug(MHA, "attn_weights averaged over heads", ("self.attn_weights = weights.detach()",
+                                                 "self.attn_weights = weights.mean(1).detach()")),
+    Variant(MHA, "attn_weights averaged over heads (inline attention)", source=inline(weights="w.mean(1)")),
+    bug(MHA, "attn_weights never stored", ("self.attn_weights = weights.detach()", "pass")),
+    bug(MHA, "mask ignored", ("scaled_dot_product_attention(q, k, v, mask, p)",
+                              "scaled_dot_product_attention(q, k, v, None, p)")),
+    bug(MHA, "dropout also in eval mode", ("p = self.dropout if self.training else 0.0", "p = self.dropout")),
+    bug(MHA, "dropout never applied", ("p = self.dropout if self.training else 0.0", "p = 0.0")),
+    bug(MHA, "k_proj used for the values", ("self.v_proj(value)", "self.k_proj(value)")),
+    Variant(MHA, "wraps nn.MultiheadAttention", source='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, dropout=0.0, bias=True):
+        super().__init__()
+        self.n_head = n_head
+        self.mha = nn.MultiheadAttention(d_model, n_head, dropout=dropout, bias=bias, batch_first=True)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = self.mha.out_proj
+
+    def forward(self, query, key, value, mask=None):
+        with torch.no_grad():
+            self.mha.in_proj_weight.copy_(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
+        attn_mask = None if mask is None else ~mask.expand(query.size(0), self.n_head, query.size(1), key.size(1)).flatten(0, 1)
+        out, w = self.mha(query, key, value, attn_mask=attn_mask, average_attn_weights=False)
+        self.attn_weights = w
+        return out
+'''),
+    Variant(MHA, "calls F.scaled_dot_product_attention", source=INLINE.replace(
+        "        s = torch.einsum", "        fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
+        "        s = torch.einsum").replace("SCALE", "d").replace("WEIGHTS", "w.detach()")),
+]
+
+ALTERNATIVES = [
+    Variant(MHA, "inline einsum attention, unflatten/permute, torch.where with -1e9 and renormalisation",
+            source=inline()),
+    Variant(MHA, "split and merge with helper methods, swapaxes, lesson 03 attention", source='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, dropout=0.0, bias=True):
+        super().__init__()
+        assert d_model % n_head == 0
+        self.h = n_head
+        self.p = dropout
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self, name, nn.Linear(d_model, d_model, bias))
+
+    def _split(self, x):
+        B, L, D = x.shape
+        return x.reshape(B, L, self.h, D // self.h).swapaxes(1, 2)
+
+    def _merge(self, x):
+        B, H, L, d = x.shape
+        return x.swapaxes(1, 2).reshape(B, L, H * d)
+
+    def forward(self, query, key, value, mask=None):
+        out, self.attn_weights = scaled_dot_product_attention(
+            self._split(self.q_proj(query)), self._split(self.k_proj(key)),
+            self._split(self.v_proj(value)), mask=mask, dropout_p=self.p if self.training else 0.0)
+        return self.out_proj(self._merge(out))
+'''),
+    Variant(MHA, "scale the queries first, loop-free, masked_fill with finfo.min", source='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, dropout=0.0, bias=True):
+        super().__init__()
+        self.d_model, self.n_head = d_model, n_head
+        self.drop = nn.Dropout(dropout)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        B, Lq, D = query.shape
+        H = self.n_head
+        d = D // H
+        q = (self.q_proj(query) / math.sqrt(d)).view(B, Lq, H, d).permute(0, 2, 1, 3)
+        k = self.k_proj(key).view(B, -1, H, d).permute(0, 2, 3, 1)      # [B, H, d, Lk]
+        v = self.v_proj(value).view(B, -1, H, d).permute(0, 2, 1, 3)
+        s = q @ k
+        if mask is not None:
+            s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+        w = s.softmax(-1)
+        if mask is not None:
+            w = w.masked_fill(~mask, 0.0)
+        self.attn_weights = w
+        out = self.drop(w) @ v
+        return self.out_proj(out.permute(0, 2, 1, 3).reshape(B, Lq, D))
+'''),
+]
