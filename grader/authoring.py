@@ -71,10 +71,10 @@ def notebook(cells: list[nbformat.NotebookNode]) -> nbformat.NotebookNode:
     return nb
 
 
-def graded_cells(nb: nbformat.NotebookNode) -> dict[str, float]:
+def graded_cells(nb: dict[str, Any]) -> dict[str, float]:
     """``{exercise: points}`` of the notebook's autograder cells (``test_<exercise>``)."""
     found = {}
-    for cell in nb.cells:
+    for cell in nb["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("grade") and not meta.get("solution"):
             found[meta["grade_id"].removeprefix("test_")] = float(meta["points"])

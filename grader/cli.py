@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import TextIO
 
 from .notebook import NotebookError
@@ -41,6 +42,38 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grade(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .classroom import Options, grade_class
+    from .engine import hidden_test_file
+
+    submitted = Path(args.submitted)
+    if not submitted.is_dir():
+        print(f"grader: {submitted}: no such folder", file=sys.stderr)
+        return 2
+    try:
+        hidden_test_file(args.lesson)
+    except KeyError as exc:
+        print(f"grader: {exc.args[0]}", file=sys.stderr)
+        return 2
+    warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
+    opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
+                   isolation=args.isolation, wall_s=args.timeout)
+    try:
+        summary = grade_class(submitted, opts)
+    except Exception as exc:  # noqa: BLE001 - e.g. the sandbox is unavailable: say why, briefly
+        if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
+            print(f"grader: {exc}", file=sys.stderr)
+            return 3
+        raise
+    print(f"graded {summary.graded} submission(s), kept {summary.reused} earlier result(s) "
+          f"in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
+    print(f"protections: {', '.join(summary.protections) or 'none'}")
+    print(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=120.0,
                        help="seconds the notebook may take to run (default 120)")
     check.set_defaults(func=cmd_check)
+
+    grade = commands.add_parser("grade", help="grade a class, each notebook in a sandbox")
+    grade.add_argument("submitted", help="SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb")
+    grade.add_argument("--lesson", required=True)
+    grade.add_argument("--out", required=True, help="folder for grades.csv, results/, feedback/")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
+    grade.add_argument("--force", action="store_true", help="regrade students already graded")
+    grade.add_argument("--isolation", choices=["full", "auto", "none"], default="full",
+                       help="full: every protection or refuse; auto: what this machine allows; "
+                            "none: no sandbox (only for trusted notebooks)")
+    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook")
+    grade.set_defaults(func=cmd_grade)
     return parser
 
 

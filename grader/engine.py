@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from . import runner
 from .notebook import cells_to_run, lesson_of, read_notebook
 from .plugin import CollectPoints, ExerciseResult
 from .remote import RemoteSubmission
@@ -56,8 +57,13 @@ def _no_plugin_autoload() -> Any:
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = old
 
 
-def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None) -> list[ExerciseResult]:
-    """Run the hidden pytest graders of ``lesson`` (optionally only some exercises)."""
+def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
+                     use_pytest: bool = False) -> list[ExerciseResult]:
+    """Run the hidden graders of ``lesson`` (optionally only some exercises), with the
+    fast thread-safe runner (default) or with pytest itself."""
+    hidden_test_file(lesson)
+    if not use_pytest:
+        return runner.run(sub, lesson, only)  # thread-safe: callers silence output if needed
     plugin = CollectPoints(sub, only)
     args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
             "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
@@ -103,7 +109,9 @@ def in_process_submission(nb: dict[str, Any]) -> InProcessSubmission:
 def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "") -> Report:
     """Grade in this process: fast, for the course's own tests. Not safe for untrusted code."""
     start = time.perf_counter()
-    results = run_hidden_tests(in_process_submission(nb), lesson)
+    sub = in_process_submission(nb)
+    with quiet():
+        results = run_hidden_tests(sub, lesson)
     return Report(notebook, lesson, results, seconds=time.perf_counter() - start)
 
 
@@ -140,12 +148,12 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
                     output_excerpt=worker.output_excerpt())
     if sub.broken is not None:
         report.status = status if status != "ok" else "crashed"
-        report.message = _status_message(report.status)
+        report.message = status_message(report.status)
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _status_message(status: str) -> str:
+def status_message(status: str) -> str:
     return {
         "timeout": "The notebook ran out of time (an infinite loop or a very slow cell?).",
         "memory": "The notebook ran out of memory.",

@@ -16,22 +16,24 @@ are advisory; ``python -m grader grade`` is the authoritative, sandboxed grader.
 
 from __future__ import annotations
 
-import contextlib
-import io
 from typing import Any
 
-from .engine import run_hidden_tests
+from .engine import quiet, run_hidden_tests
 from .submission import InProcessSubmission
 
 
 def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
     sub = InProcessSubmission(namespace, prepare=False)
-    with contextlib.redirect_stderr(io.StringIO()):
+    with quiet():
         try:
             results = run_hidden_tests(sub, lesson, only={exercise})
         except Exception as exc:  # noqa: BLE001 - never write to stderr from a grade cell
-            print(f"{exercise}: the grader could not run ({type(exc).__name__}: {exc})")
-            return 0.0
+            failure = f"{exercise}: the grader could not run ({type(exc).__name__}: {exc})"
+        else:
+            failure = ""
+    if failure:
+        print(failure)
+        return 0.0
     points = float(sum(r.points for r in results))
     max_points = float(sum(r.max_points for r in results))
     print(f"{exercise}: {points:g} / {max_points:g} points")

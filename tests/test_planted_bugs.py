@@ -23,7 +23,7 @@ def _grade(lesson: str, variant: Variant):
     return {e.name: e for e in report.exercises}
 
 
-@pytest.mark.parametrize(("lesson", "variant"), CASES, ids=[f"{l}:{v.description}" for l, v in CASES])
+@pytest.mark.parametrize(("lesson", "variant"), CASES, ids=[f"{les}:{v.description}" for les, v in CASES])
 def test_planted_bug_loses_points_on_its_exercise(lesson: str, variant: Variant) -> None:
     results = _grade(lesson, variant)
     target = results[variant.exercise]
@@ -34,7 +34,7 @@ def test_planted_bug_loses_points_on_its_exercise(lesson: str, variant: Variant)
 
 
 @pytest.mark.parametrize(("lesson", "variant"), ALTERNATIVES,
-                         ids=[f"{l}:{v.description}" for l, v in ALTERNATIVES])
+                         ids=[f"{les}:{v.description}" for les, v in ALTERNATIVES])
 def test_alternative_solution_keeps_full_marks(lesson: str, variant: Variant) -> None:
     results = _grade(lesson, variant)
     lost = {k: r.failures for k, r in results.items() if r.points < r.max_points}

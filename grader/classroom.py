@@ -1,0 +1,244 @@
+"""``python -m grader grade``: grade a whole class, one sandboxed worker per submission.
+
+``SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb`` in (nbgrader's layout); out:
+``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json``
+(the ``check`` object plus ``status``) and ``feedback/<id>/<lesson>.html``. Each
+student's files are written atomically as soon as they are graded, so an interrupted run
+loses nothing, and a rerun grades only the students without results (``force`` regrades).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import html
+import io
+import json
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .engine import Report, grade_with_worker, run_hidden_tests, status_message
+from .notebook import NotebookError, parse_notebook
+from .plugin import ExerciseResult
+from .submission import InProcessSubmission
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
+MAX_NOTEBOOK_BYTES = 50 << 20
+
+
+@dataclass
+class Options:
+    lesson: str
+    out: Path
+    jobs: int = 1
+    force: bool = False
+    isolation: str = "full"  # "full" | "auto" | "none"
+    wall_s: float = 120.0
+    call_timeout: float = 20.0
+    memory_bytes: int = 2 << 30
+
+
+# --- workers ----------------------------------------------------------------------------
+
+def public_files(lesson: str) -> dict[str, Path]:
+    """Files a submission may see besides the worker's code: the public helpers and data,
+    and the reference modules of *earlier* lessons only (later ones hold solutions)."""
+    files: dict[str, Path] = {}
+    number = int(lesson[:2])
+    for path in sorted((ROOT / "coursekit").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if path.parent.name == "reference" and path.stem.startswith("lesson"):
+            if int(path.stem.removeprefix("lesson")) >= number:
+                continue
+        files[rel] = path
+    for path in sorted((ROOT / "datasets").rglob("*")):
+        if path.is_file() and path.suffix in {".tsv", ".md", ".txt", ".py", ".json"}:
+            files[path.relative_to(ROOT).as_posix()] = path
+    return files
+
+
+@contextlib.contextmanager
+def workers(opts: Options) -> Iterator[tuple[Callable[[bytes], Any], list[str]]]:
+    """Yields ``(start, protections)``: ``start(notebook_bytes)`` returns a fresh worker."""
+    if opts.isolation == "none":
+        from .launch import LocalLimits, LocalWorker
+
+        limits = LocalLimits(memory_bytes=opts.memory_bytes)
+        yield (lambda _nb: LocalWorker(limits)), list(LocalWorker.protections)
+        return
+    from .sandbox import Limits, SandboxPool, default_worker_files
+
+    limits = Limits(wall_s=opts.wall_s, memory_bytes=opts.memory_bytes)
+    files = {**default_worker_files(), **public_files(opts.lesson)}
+    with SandboxPool(jobs=opts.jobs, limits=limits, isolation=opts.isolation,
+                     worker_files=files) as pool:
+        yield pool.start, list(pool.protections)
+
+
+# --- one student ------------------------------------------------------------------------
+
+def empty_results(lesson: str, message: str) -> list[ExerciseResult]:
+    """Every exercise at zero points, with ``message`` (for submissions that never ran)."""
+    results = run_hidden_tests(InProcessSubmission({}, prepare=False), lesson)
+    for result in results:
+        result.points, result.failures = 0.0, [message]
+    return results
+
+
+def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> Report:
+    lesson = opts.lesson
+    path = submitted / student / lesson / f"{lesson}.ipynb"
+    shown = f"{student}/{lesson}/{lesson}.ipynb"
+    if not path.is_file():
+        msg = f"No submission: {shown} was not found."
+        return Report(shown, lesson, empty_results(lesson, msg), status="missing", message=msg)
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+        data = path.read_bytes()
+        nb = parse_notebook(data, shown)
+    except (NotebookError, OSError) as exc:
+        msg = f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}."
+        return Report(shown, lesson, empty_results(lesson, msg), status="unreadable", message=msg)
+    worker = start(data)
+    watchdog = threading.Timer(opts.wall_s, worker.kill)
+    watchdog.start()
+    try:
+        report = grade_with_worker(nb, lesson, worker, notebook=shown, load_timeout=opts.wall_s,
+                                   call_timeout=opts.call_timeout)
+    finally:
+        watchdog.cancel()
+    report.message = status_sentence(result_object(report))
+    return report
+
+
+def result_object(report: Report) -> dict[str, Any]:
+    return dict(report.as_dict(), status=report.status)
+
+
+# --- files ------------------------------------------------------------------------------
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def feedback_html(report: Report, student: str) -> str:
+    e = html.escape
+    rows = "".join(
+        f"<tr class='{'pass' if x.passed else 'fail'}'><td>{'✔' if x.passed else '✘'}</td>"
+        f"<td><code>{e(x.name)}</code></td><td>{x.points:g} / {x.max_points:g}</td>"
+        f"<td>{'<br>'.join(e(f) for f in dict.fromkeys(x.failures))}</td></tr>"
+        for x in report.exercises)
+    errors = "".join(f"<li>cell {e(str(c.get('cell')))}: {e(str(c.get('error'))[:300])}</li>"
+                     for c in report.cell_errors[:10])
+    excerpt = report.output_excerpt[:2000]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Feedback: {e(report.lesson)} · {e(student)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:.3em .6em;vertical-align:top}}.pass td:first-child{{color:green}}
+.fail td:first-child{{color:#b00}}pre{{background:#f6f6f6;padding:.5em;white-space:pre-wrap}}</style></head>
+<body><h1>{e(report.lesson)}</h1><p>Student: <b>{e(student)}</b> · Score: <b>{report.score:g} / {report.max_score:g}</b></p>
+<p>{e(report.message)}</p>
+<table><tr><th></th><th>exercise</th><th>points</th><th>what to look at</th></tr>{rows}</table>
+{f"<h2>Cells that raised an error</h2><ul>{errors}</ul>" if errors else ""}
+{f"<h2>What the notebook printed (excerpt)</h2><pre>{e(excerpt)}</pre>" if excerpt.strip() else ""}
+</body></html>
+"""
+
+
+def status_sentence(result: dict[str, Any]) -> str:
+    """The CSV's ``message``: what happened to a submission, in a sentence."""
+    status = result.get("status")
+    if status == "ok":
+        return f"Graded: {result['score']:g} of {result['max_score']:g} points."
+    if status in ("timeout", "memory", "crashed"):
+        return status_message(status)
+    exercises = result.get("exercises") or [{}]
+    return exercises[0].get("message") or f"Not graded ({status})."
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def write_csv(out: Path, lesson: str, students: list[str], exercises: list[str]) -> None:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_HEADER + exercises)
+    for student in students:
+        result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
+        points = {x["name"]: x["points"] for x in result["exercises"]}
+        writer.writerow([student, lesson, result["score"], result["max_score"], result["status"],
+                         _one_line(status_sentence(result))] + [points.get(x, 0) for x in exercises])
+    write_atomic(out / "grades.csv", buf.getvalue())
+
+
+# --- the class --------------------------------------------------------------------------
+
+@dataclass
+class RunSummary:
+    graded: int
+    reused: int
+    seconds: float
+    per_submission: list[float]
+    protections: list[str]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.per_submission) if self.per_submission else 0.0
+
+
+def student_folders(submitted: Path) -> list[str]:
+    return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def grade_class(submitted: Path, opts: Options, progress: bool = True) -> RunSummary:
+    from tqdm import tqdm
+
+    students = student_folders(submitted)
+    out = opts.out
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    todo = [s for s in students if opts.force or not (out / "results" / f"{s}.json").exists()]
+    started = time.perf_counter()
+    seconds: list[float] = []
+    with workers(opts) as (start, protections), ThreadPoolExecutor(max(1, opts.jobs)) as pool, \
+            tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb", disable=not progress) as bar:
+        futures = {pool.submit(_grade_and_save, s, opts, submitted, start): s for s in todo}
+        for future in as_completed(futures):
+            seconds.append(future.result())
+            bar.update(1)
+    exercises = [x.name for x in empty_results(opts.lesson, "")]
+    write_csv(out, opts.lesson, students, exercises)
+    summary = RunSummary(len(todo), len(students) - len(todo), time.perf_counter() - started,
+                         seconds, protections)
+    write_atomic(out / "run.json", json.dumps({
+        "lesson": opts.lesson, "students": len(students), "graded": summary.graded,
+        "reused": summary.reused, "jobs": opts.jobs, "isolation": opts.isolation,
+        "protections": protections, "seconds": round(summary.seconds, 3),
+        "median_seconds_per_submission": round(summary.median_s, 4)}, indent=2))
+    return summary
+
+
+def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> float:
+    began = time.perf_counter()
+    try:
+        report = grade_student(student, opts, submitted, start)
+    except Exception as exc:  # noqa: BLE001 - one submission never costs another its result
+        msg = f"The grader failed on this submission ({type(exc).__name__}); please report it."
+        report = Report(f"{student}/{opts.lesson}", opts.lesson, empty_results(opts.lesson, msg),
+                        status="error", message=msg)
+    write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html", feedback_html(report, student))
+    write_atomic(opts.out / "results" / f"{student}.json",
+                 json.dumps(result_object(report), ensure_ascii=False))
+    return time.perf_counter() - began

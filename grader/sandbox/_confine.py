@@ -1,0 +1,188 @@
+"""Confinement of one freshly forked submission process (runs inside the sandbox).
+
+This module is copied into the sandbox next to ``_zygote.py``: it imports only the
+standard library (and ``pyseccomp`` when seccomp is enabled), never anything from
+``grader``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNS = 0x00020000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+_CAP_VERSION_3 = 0x20080522
+_LAST_CAP = 63
+
+# Namespace-creating clone flags (CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC,
+# NEWUSER, NEWPID, NEWNET).
+NAMESPACE_FLAGS = (
+    0x00000080,
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)
+DENIED_SYSCALLS = (
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "fspick",
+    "mount_setattr",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "syslog",
+    "quotactl",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "lookup_dcookie",
+    "vhangup",
+)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def build_seccomp_filter() -> Any:
+    """Compile the filter once in the zygote; children only ``load()`` it."""
+    import pyseccomp as sc
+
+    flt = sc.SyscallFilter(defaction=sc.ALLOW)
+    deny = sc.ERRNO(errno.EPERM)
+    flt.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    flt.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    for name in DENIED_SYSCALLS:
+        try:
+            flt.add_rule(deny, name)
+        except (OSError, ValueError, RuntimeError):
+            pass  # syscall unknown on this architecture/libseccomp
+    for flag in NAMESPACE_FLAGS:
+        flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    # clone3 passes its flags in memory, which seccomp cannot inspect: make libc
+    # fall back to clone(2), which the rules above do inspect.
+    flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    return flt
+
+
+def private_tmpfs(path: str, size_bytes: int, uid: int, gid: int) -> None:
+    """A fresh mount namespace with a private, size-capped tmpfs at ``path``.
+
+    The tmpfs disappears with the last process of the submission.
+    """
+    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount private /")
+    opts = f"size={max(size_bytes, 1 << 20)},mode=0700,uid={uid},gid={gid}".encode()
+    _check(
+        _libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts),
+        "mount tmpfs",
+    )
+
+
+def set_rlimits(limits: Mapping[str, int]) -> None:
+    """Lower rlimits (never raise: root here lacks CAP_SYS_RESOURCE)."""
+    table = {
+        "cpu_s": resource.RLIMIT_CPU,
+        "file_size_bytes": resource.RLIMIT_FSIZE,
+        "open_files": resource.RLIMIT_NOFILE,
+        "max_pids": resource.RLIMIT_NPROC,
+    }
+    wanted = {res: int(limits[key]) for key, res in table.items() if key in limits}
+    wanted[resource.RLIMIT_CORE] = 0
+    for res, value in wanted.items():
+        soft, hard = resource.getrlimit(res)
+        new_hard = value + 1 if res == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            new_hard = min(new_hard, hard)
+        resource.setrlimit(res, (min(value, new_hard), new_hard))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _clear_all_caps() -> None:
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Switch to ``uid``/``gid`` for good, with an empty bounding set and no caps."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    for cap in range(_LAST_CAP + 1):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() not in (
+            errno.EINVAL,
+            errno.EPERM,
+        ):
+            _check(-1, "PR_CAPBSET_DROP")
+    os.setresuid(uid, uid, uid)
+    _clear_all_caps()
+    if os.getuid() != uid or os.geteuid() != uid or os.getegid() != gid:
+        raise OSError(errno.EPERM, "privilege drop did not take effect")
+
+
+def set_no_new_privs() -> None:
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+
+
+def capabilities_all_zero() -> bool:
+    with open("/proc/self/status", "rb") as fh:
+        fields = dict(line.split(b":", 1) for line in fh if line.startswith(b"Cap"))
+    return all(int(fields[k], 16) == 0 for k in (b"CapInh", b"CapPrm", b"CapEff", b"CapAmb"))

@@ -1,0 +1,94 @@
+"""The bubblewrap command line that starts a zygote."""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+from pathlib import Path
+
+SANDBOX_CODE = "/sbx"
+# The zygote keeps only what it needs to confine its children; each child drops all.
+ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_ADMIN")
+HIDDEN_PACKAGES = ("grader", "solutions", "tests")
+
+
+def _python_dirs() -> list[str]:
+    """Interpreter prefixes and package folders, outermost first, without duplicates."""
+    dirs = [sys.base_prefix, sys.prefix, *site.getsitepackages()]
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        dirs.append(site.getusersitepackages())
+    real = [os.path.realpath(d) for d in dirs if os.path.isdir(d)]
+    unique = sorted(set(real), key=len)
+    return [
+        d for i, d in enumerate(unique) if not any(d.startswith(p + os.sep) for p in unique[:i])
+    ]
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts"):
+        if os.path.exists(name):
+            args += ["--ro-bind", name, name]
+    return args
+
+
+def _hide_installed_course(dirs: list[str]) -> list[str]:
+    """An installed copy of the course (grader/hidden...) must stay invisible too."""
+    args: list[str] = []
+    for d in site.getsitepackages():
+        for name in HIDDEN_PACKAGES:
+            path = os.path.join(os.path.realpath(d), name)
+            if os.path.isdir(path) and any(path.startswith(p) for p in dirs):
+                args += ["--tmpfs", path]
+    return args
+
+
+def bwrap_command(bwrap: str, code_dir: Path, inner: list[str], as_root: bool) -> list[str]:
+    """bwrap + its options + ``inner``; ``as_root`` keeps the zygote the capabilities it
+    needs to confine its children (it runs no student code)."""
+    dirs = _python_dirs()
+    args = [
+        bwrap,
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--cap-drop",
+        "ALL",
+    ]
+    for cap in ZYGOTE_CAPS if as_root else ():
+        args += ["--cap-add", cap]
+    args += _system_binds()
+    for d in dirs:
+        args += ["--ro-bind", d, d]
+    args += _hide_installed_course(dirs)
+    args += [
+        "--ro-bind",
+        str(code_dir),
+        SANDBOX_CODE,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/",
+        "--",
+        *inner,
+    ]
+    return args

@@ -1,0 +1,541 @@
+"""``SandboxPool``: warm zygotes that fork one confined worker per submission."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import bwrap, probe
+from .cgroup import PoolCgroups, SubmissionCgroup
+from .limits import Limits
+from .output import OutputTap
+
+_HERE = Path(__file__).resolve().parent
+_REPO_GRADER = _HERE.parent
+_UID_BASE = 200_000
+_uids = itertools.count()
+
+
+class SandboxError(RuntimeError):
+    """A worker could not be started."""
+
+
+class WorkerHandle(Protocol):
+    sock: socket.socket
+    pid: int
+
+    def kill(self) -> None: ...
+
+    def finish(self) -> str: ...
+
+    def output_excerpt(self, max_chars: int = 2000) -> str: ...
+
+
+def default_worker_files() -> dict[str, Path | bytes]:
+    """``grader/__init__.py`` and ``grader/runtime/`` (Python files only)."""
+    files: dict[str, Path | bytes] = {"grader/__init__.py": b""}
+    if (_REPO_GRADER / "__init__.py").is_file():
+        files["grader/__init__.py"] = _REPO_GRADER / "__init__.py"
+    runtime = _REPO_GRADER / "runtime"
+    if runtime.is_dir():
+        for path in sorted(runtime.rglob("*.py")):
+            files[f"grader/{path.relative_to(_REPO_GRADER).as_posix()}"] = path
+    return files
+
+
+def _build_code_dir(state: Path, worker_files: Mapping[str, Path | bytes]) -> Path:
+    """The read-only code folder of the sandbox: zygote + worker code, nothing else."""
+    root = state / "sbx"
+    (root / "_sbx").mkdir(parents=True)
+    for name in ("_zygote.py", "_confine.py"):
+        shutil.copy2(_HERE / name, root / "_sbx" / name)
+    for rel, src in worker_files.items():
+        dest = root / "code" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(src if isinstance(src, bytes) else Path(src).read_bytes())
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
+# What the worker imports lazily (notebook execution, safetensors replies, plots): loaded
+# once per zygote instead of once per submission. None of them starts a thread.
+DEFAULT_PRELOAD: tuple[str, ...] = (
+    "numpy",
+    "torch",
+    "safetensors.numpy",
+    "safetensors.torch",
+    "IPython.core.inputtransformer2",
+    "matplotlib",
+    "matplotlib.pyplot",
+)
+
+
+def _zygote_env(home: str) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": home,
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
+    }
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+class _Zygote:
+    """One warm parent process and its control socket."""
+
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        code_dir: Path,
+        use_bwrap: bool,
+        startup_timeout: float,
+        launcher: ThreadPoolExecutor,
+    ) -> None:
+        kind = getattr(socket, "SOCK_SEQPACKET", socket.SOCK_STREAM)
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, kind)
+        except OSError:  # e.g. macOS: no SOCK_SEQPACKET for AF_UNIX
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ctrl = ours
+        self._pending = bytearray()
+        code_root = bwrap.SANDBOX_CODE if use_bwrap else str(code_dir)
+        cfg = dict(
+            cfg, ctrl_fd=theirs.fileno(), code_paths=[f"{code_root}/_sbx", f"{code_root}/code"]
+        )
+        inner = [
+            os.path.realpath(sys.executable),
+            "-I",
+            "-B",
+            f"{code_root}/_sbx/_zygote.py",
+            json.dumps(cfg),
+        ]
+        path = probe.bwrap_path() if use_bwrap else None
+        cmd = bwrap.bwrap_command(path, code_dir, inner, os.geteuid() == 0) if path else inner
+        # bwrap --die-with-parent ties the zygote to the *thread* that forked it: fork
+        # from the pool's long-lived launcher thread, never from a short-lived one.
+        self.proc = launcher.submit(
+            subprocess.Popen,
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            pass_fds=[theirs.fileno()],
+            env=_zygote_env("/tmp" if use_bwrap else str(code_dir.parent / "home")),
+            start_new_session=True,
+        ).result()
+        theirs.close()
+        ready = self.recv(startup_timeout)
+        if ready is None or ready.get("op") != "ready":
+            self.close()
+            raise SandboxError(
+                f"the sandbox zygote did not start (got {ready!r}); see its traceback on stderr"
+            )
+        self.threads = ready.get("threads")
+
+    def recv(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next message (one JSON object per line), or None on timeout or EOF."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            self.ctrl.settimeout(left)
+            try:
+                data = self.ctrl.recv(1 << 16)
+            except (TimeoutError, OSError):
+                return None
+            if not data:
+                return None
+            self._pending += data
+        line, _, rest = bytes(self._pending).partition(b"\n")
+        self._pending[:] = rest
+        return json.loads(line)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ctrl.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+class SandboxWorker:
+    """A running submission; implements ``WorkerHandle``."""
+
+    def __init__(
+        self, pool: SandboxPool, zygote: _Zygote, sub_id: int, uid: int, limits: Limits
+    ) -> None:
+        self._pool = pool
+        self._zygote = zygote
+        self.id = sub_id
+        self.uid = uid
+        self.limits = limits
+        self.pid = 0
+        self.ns_pid = 0
+        self.cgroup: SubmissionCgroup | None = None
+        self.host_scratch: str | None = None
+        self.status: int | None = None
+        self.reason: str | None = None
+        self._kill_reason: str | None = None
+        self._deadline_hit = False
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._tap: OutputTap | None = None
+        self.sock: socket.socket
+        self.started_at = time.monotonic()
+
+    # -- trusted-side controls ------------------------------------------------------------
+    def kill(self, reason: str = "timeout") -> None:
+        """Kill the worker and everything it spawned; idempotent."""
+        with self._lock:
+            if self._kill_reason is None:
+                self._kill_reason = reason
+            self._kill_everything()
+
+    def _kill_everything(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+        if self.pid:
+            for target in (-self.pid, self.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(target, signal.SIGKILL)
+        if self.cgroup is None and "uid-drop" in self._pool.protections:
+            _kill_uid(self.uid)  # no cgroup: setsid'd descendants still share our uid
+
+    def _on_deadline(self) -> None:
+        self._deadline_hit = True
+        self.kill("timeout")
+
+    def output_excerpt(self, max_chars: int = 2000) -> str:
+        """A bounded excerpt of what the worker printed (head and tail)."""
+        return self._tap.excerpt(max_chars) if self._tap else ""
+
+    @property
+    def protections(self) -> list[str]:
+        return list(self._pool.protections)
+
+    @property
+    def output_bytes(self) -> int:
+        return self._tap.total if self._tap else 0
+
+    def finish(self, grace_s: float = 2.0) -> str:
+        """Reap and clean up; returns "ok", "memory", "timeout" or "crashed"."""
+        if self.reason is not None:
+            return self.reason
+        try:
+            self.status = self._wait_exit(grace_s)
+            if self.status is None:
+                self.kill("timeout")
+                self.status = self._wait_exit(10.0)
+            with self._lock:
+                self._kill_everything()  # daemons left behind by a worker that exited
+            self.reason = self._classify()
+        finally:
+            self._cleanup()
+        return self.reason
+
+    def _wait_exit(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self._zygote.recv(max(deadline - time.monotonic(), 0.001))
+            if msg is None:
+                if not self._zygote.alive():
+                    return -1
+                return None
+            if msg.get("op") == "exit" and msg.get("id") == self.id:
+                return int(msg["status"])
+
+    def _classify(self) -> str:
+        status = self.status
+        clean = (
+            status is not None
+            and status >= 0
+            and os.WIFEXITED(status)
+            and os.WEXITSTATUS(status) == 0
+        )
+        if clean and not self._deadline_hit:
+            return "ok"
+        if self.cgroup is not None and self.cgroup.oom_kills() > 0:
+            return "memory"
+        if self._deadline_hit:
+            return "timeout"
+        if (
+            status is not None
+            and status >= 0
+            and os.WIFSIGNALED(status)
+            and os.WTERMSIG(status) == signal.SIGXCPU
+        ):
+            return "timeout"
+        if self._kill_reason is not None:
+            return self._kill_reason
+        return "crashed"
+
+    def _cleanup(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with contextlib.suppress(OSError, AttributeError):
+            self.sock.close()
+        if self._tap is not None:
+            self._tap.join(2.0)
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup.remove()
+        if self.host_scratch:
+            shutil.rmtree(self.host_scratch, ignore_errors=True)
+        self._pool._release(self._zygote, self.status == -1)
+
+
+def _kill_uid(uid: int) -> None:
+    """Fallback sweep: SIGKILL every process running as the submission's own uid."""
+    for _ in range(50):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid == uid:
+                    found = True
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                continue
+        if not found:
+            return
+        time.sleep(0.002)
+
+
+class SandboxPool:
+    """Warm pool of sandbox zygotes; ``start()`` forks a fresh worker per submission."""
+
+    def __init__(
+        self,
+        jobs: int = 1,
+        limits: Limits | None = None,
+        isolation: str = "full",
+        preload: tuple[str, ...] = DEFAULT_PRELOAD,
+        entry: str = "grader.runtime.worker:serve",
+        worker_files: Mapping[str, Path | bytes] | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        self.jobs = max(1, jobs)
+        self.limits = limits or Limits()
+        self.isolation = isolation
+        self.protections: list[str] = probe.select_protections(isolation)
+        self.entry = entry
+        self._cfg = {
+            "preload": list(preload),
+            "entry": entry,
+            "seccomp": "seccomp" in self.protections,
+        }
+        self._worker_files = default_worker_files() if worker_files is None else worker_files
+        self._startup_timeout = startup_timeout
+        self._code_dir: Path | None = None
+        self._cgroups: PoolCgroups | None = None
+        self._free: queue.Queue[_Zygote] = queue.Queue()
+        self._zygotes: list[_Zygote] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> SandboxPool:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self._code_dir is not None:
+            return
+        state = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
+        state.chmod(0o755)
+        (state / "home").mkdir(mode=0o700)
+        self._code_dir = _build_code_dir(state, self._worker_files)
+        controllers = [p.split()[1] for p in self.protections if p.startswith("cgroup ")]
+        if controllers:
+            self._cgroups = PoolCgroups(controllers)
+        errors: list[BaseException] = []
+
+        def boot() -> None:
+            try:
+                self._add_zygote(self._new_zygote())
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=boot) for _ in range(self.jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.close()
+            raise errors[0]
+
+    def _new_zygote(self) -> _Zygote:
+        assert self._code_dir is not None
+        return _Zygote(
+            self._cfg,
+            self._code_dir,
+            "bwrap" in self.protections,
+            self._startup_timeout,
+            self._launcher,
+        )
+
+    def _add_zygote(self, zygote: _Zygote) -> None:
+        with self._lock:
+            self._zygotes.append(zygote)
+        self._free.put(zygote)
+
+    def _release(self, zygote: _Zygote, dead: bool) -> None:
+        if self._closed:
+            return
+        if dead or not zygote.alive():
+            with self._lock:
+                self._zygotes.remove(zygote)
+            zygote.close()
+            zygote = self._new_zygote()
+            with self._lock:
+                self._zygotes.append(zygote)
+        self._free.put(zygote)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            zygotes, self._zygotes = self._zygotes, []
+        for zygote in zygotes:
+            zygote.close()
+        self._launcher.shutdown(wait=False)
+        if self._cgroups is not None:
+            self._cgroups.remove()
+        if self._code_dir is not None:
+            shutil.rmtree(self._code_dir.parent, ignore_errors=True)
+
+    # -- submissions ----------------------------------------------------------------------
+    def start(
+        self, notebook_bytes: bytes | None = None, limits: Limits | None = None
+    ) -> SandboxWorker:
+        """Fork a fresh confined worker; returns once it is ready to serve.
+
+        ``notebook_bytes`` (optional) is written to ``submission.ipynb`` in the worker's
+        scratch folder (its path is in the worker's ``GRADER_NOTEBOOK``); ``limits``
+        overrides the pool's limits for this submission.
+        """
+        if self._code_dir is None:
+            self.open()
+        zygote = self._free.get()
+        sub_id = next(self._ids)
+        uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
+        worker = SandboxWorker(self, zygote, sub_id, uid, limits or self.limits)
+        try:
+            self._launch(worker, zygote, notebook_bytes or b"")
+        except BaseException:
+            worker.kill("crashed")
+            worker.finish(grace_s=0.5)
+            raise
+        return worker
+
+    def _launch(self, worker: SandboxWorker, zygote: _Zygote, notebook: bytes) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        if hasattr(socket, "SO_PASSCRED"):
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        worker.sock = ours
+        out_r, out_w = os.pipe()
+        worker._tap = OutputTap(out_r)
+        if self._cgroups is not None:
+            worker.cgroup = self._cgroups.submission(
+                f"sub-{worker.id}", worker.limits.memory_bytes, worker.limits.max_pids
+            )
+        try:
+            req = self._spawn_request(worker)
+            message = json.dumps(req).encode() + b"\n"
+            socket.send_fds(zygote.ctrl, [message], [theirs.fileno(), out_w])
+        finally:
+            theirs.close()
+            os.close(out_w)
+        msg = zygote.recv(30.0)
+        if msg is None or msg.get("op") != "spawned":
+            raise SandboxError(f"the sandbox zygote did not fork a worker (got {msg!r})")
+        worker.ns_pid = int(msg["pid"])
+        worker.pid = self._join(worker, ours, notebook)
+        worker._timer = threading.Timer(worker.limits.wall_s, worker._on_deadline)
+        worker._timer.daemon = True
+        worker._timer.start()
+        self._await_ready(ours)
+
+    def _spawn_request(self, worker: SandboxWorker) -> dict[str, Any]:
+        prot = self.protections
+        tmpfs = "tmpfs-scratch" in prot
+        if "bwrap" in prot:
+            scratch = "/tmp"
+        else:
+            scratch = tempfile.mkdtemp(prefix=f"grader-sbx-scratch-{worker.id}-")
+            worker.host_scratch = scratch
+        return {
+            "op": "spawn",
+            "id": worker.id,
+            "uid": worker.uid,
+            "gid": worker.uid,
+            "scratch": scratch,
+            "tmpfs": tmpfs,
+            "drop_uid": "uid-drop" in prot,
+            "rlimits": "rlimits" in prot,
+            "no_new_privs": "no_new_privs" in prot,
+            "limits": worker.limits.as_dict(),
+        }
+
+    def _join(self, worker: SandboxWorker, sock: socket.socket, notebook: bytes) -> int:
+        """Receive the child's pid (translated by the kernel), put it in its cgroup, go."""
+        sock.settimeout(30.0)
+        data, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(64))
+        if data != b"h":
+            raise SandboxError("the worker died before its handshake")
+        pid = worker.ns_pid
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == getattr(socket, "SCM_CREDENTIALS", None):
+                pid = struct.unpack("3i", payload[:12])[0]  # the kernel translated it for us
+        if hasattr(socket, "SO_PASSCRED"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
+        if worker.cgroup is not None:
+            worker.cgroup.add(pid)
+        sock.sendall(b"g" + struct.pack("!Q", len(notebook)) + notebook)
+        return pid
+
+    @staticmethod
+    def _await_ready(sock: socket.socket) -> None:
+        first = sock.recv(1)
+        if first == b"r":
+            sock.settimeout(None)
+            return
+        detail = b""
+        if first == b"e":
+            with contextlib.suppress(OSError):
+                detail = sock.recv(4096)
+        raise SandboxError(
+            "the worker failed to confine itself: "
+            + (detail.decode("utf-8", "replace") or "it died")
+        )

@@ -1,0 +1,124 @@
+"""Planted mistakes in lesson 05 (LayerNorm versus BatchNorm, backward pass, torch module)."""
+
+from planted import Variant, bug
+
+LESSON = "05_layer_norm"
+
+LN_VAR = "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased: divide by D"
+LN_DIV = "x_hat = (x - mean) / np.sqrt(var + eps)"
+MOD_VAR = "var = centered.pow(2).mean(dim=-1, keepdim=True)  # biased: divide by D"
+MOD_OUT = "return self.weight * (centered / torch.sqrt(var + self.eps)) + self.bias"
+
+BUGS = [
+    # layer_norm (numpy)
+    bug("layer_norm", "unbiased variance (ddof=1)",
+        (LN_VAR, "var = x.var(axis=-1, ddof=1, keepdims=True)")),
+    bug("layer_norm", "eps outside the square root", (LN_DIV, "x_hat = (x - mean) / (np.sqrt(var) + eps)")),
+    bug("layer_norm", "std + eps", (LN_DIV, "x_hat = (x - mean) / (x.std(axis=-1, keepdims=True) + eps)")),
+    bug("layer_norm", "normalised over the batch axis", ("axis=-1", "axis=0")),
+    bug("layer_norm", "gain and bias ignored", ("return gamma * x_hat + beta", "return x_hat")),
+    bug("layer_norm", "eps argument ignored (1e-5 hard-coded)", ("np.sqrt(var + eps)", "np.sqrt(var + 1e-5)")),
+    # batch_norm
+    bug("batch_norm", "normalised over the last axis (that is layer norm)",
+        ("axes = tuple(range(x.ndim - 1))", "axes = (x.ndim - 1,)")),
+    bug("batch_norm", "over axis 0 only (wrong for [B, L, D])", ("axes = tuple(range(x.ndim - 1))", "axes = (0,)")),
+    bug("batch_norm", "unbiased variance", ("x.var(axis=axes, keepdims=True)", "x.var(axis=axes, ddof=1, keepdims=True)")),
+    # layer_norm_backward
+    bug("layer_norm_backward", "x̂·mean(dx̂·x̂) term dropped",
+        ("\n                    - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True))", ")")),
+    bug("layer_norm_backward", "mean(dx̂) term dropped",
+        ("dx_hat - dx_hat.mean(axis=-1, keepdims=True)", "dx_hat")),
+    bug("layer_norm_backward", "dgamma without x̂", ("dgamma = (dout * x_hat).sum(axis=tokens)", "dgamma = dout.sum(axis=tokens)")),
+    bug("layer_norm_backward", "dgamma, dbeta not summed over the length axis",
+        ("tokens = tuple(range(x.ndim - 1))", "tokens = 0")),
+    bug("layer_norm_backward", "gamma forgotten in dx", ("dx_hat = dout * gamma", "dx_hat = dout")),
+    # LayerNorm (torch)
+    bug("LayerNorm", "torch's default x.var() (unbiased)", (MOD_VAR, "var = x.var(dim=-1, keepdim=True)")),
+    bug("LayerNorm", "eps outside the square root",
+        (MOD_OUT, "return self.weight * (centered / (torch.sqrt(var) + self.eps)) + self.bias")),
+    bug("LayerNorm", "normalised over the batch axis", ("dim=-1", "dim=0")),
+    bug("LayerNorm", "gain and bias ignored", (MOD_OUT, "return centered / torch.sqrt(var + self.eps)")),
+    bug("LayerNorm", "parameters named gamma and beta",
+        ("self.weight = nn.Parameter", "self.gamma = nn.Parameter"),
+        ("self.bias = nn.Parameter", "self.beta = nn.Parameter"),
+        ("self.weight * (", "self.gamma * ("), ("+ self.bias", "+ self.beta")),
+    bug("LayerNorm", "constructor eps ignored", ("torch.sqrt(var + self.eps)", "torch.sqrt(var + 1e-5)")),
+    bug("LayerNorm", "calls F.layer_norm (the operation the exercise teaches)",
+        (MOD_OUT, "return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)")),
+    bug("LayerNorm", "wraps nn.LayerNorm",
+        ("self.weight = nn.Parameter(torch.ones(d_model))\n        self.bias = nn.Parameter(torch.zeros(d_model))",
+         "self.ln = nn.LayerNorm(d_model, eps=eps)"),
+        (MOD_OUT, "return self.ln(x)")),
+]
+
+ALTERNATIVES = [
+    Variant("layer_norm", "mean of squares minus squared mean", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(x * x, axis=-1, keepdims=True) - mu ** 2
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+"""),
+    Variant("layer_norm", "np.var and np.sqrt of the reciprocal", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x = np.asarray(x, dtype=np.float64)
+    inv = 1.0 / np.sqrt(np.var(x, axis=-1, keepdims=True) + eps)
+    return (x - x.mean(-1)[..., None]) * inv * gamma + beta
+"""),
+    Variant("batch_norm", "reshape to 2-D, normalise columns, reshape back", source="""
+def batch_norm(x, gamma, beta, eps=1e-5):
+    flat = x.reshape(-1, x.shape[-1])
+    mu = flat.mean(axis=0)
+    var = ((flat - mu) ** 2).mean(axis=0)
+    return (gamma * (flat - mu) / np.sqrt(var + eps) + beta).reshape(x.shape)
+"""),
+    Variant("layer_norm_backward", "staged chain rule through var and mean", source="""
+def layer_norm_backward(dout, x, gamma, eps=1e-5):
+    D = x.shape[-1]
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    var = (xc ** 2).mean(-1, keepdims=True)
+    std = np.sqrt(var + eps)
+    xhat = xc / std
+    lead = tuple(range(x.ndim - 1))
+    dxhat = dout * gamma
+    dvar = (dxhat * xc * -0.5 * (var + eps) ** -1.5).sum(-1, keepdims=True)
+    dmu = (-dxhat / std).sum(-1, keepdims=True) + dvar * (-2.0 * xc).mean(-1, keepdims=True)
+    dx = dxhat / std + dvar * 2.0 * xc / D + dmu / D
+    return dx, (dout * xhat).sum(axis=lead), dout.sum(axis=lead)
+"""),
+    Variant("layer_norm_backward", "explicit Jacobian per token (einsum)", source="""
+def layer_norm_backward(dout, x, gamma, eps=1e-5):
+    D = x.shape[-1]
+    xhat = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+    s = np.sqrt(x.var(-1, keepdims=True) + eps)[..., None]
+    J = (np.eye(D) - 1.0 / D - xhat[..., :, None] * xhat[..., None, :] / D) / s
+    dx = np.einsum("...i,...ij->...j", dout * gamma, J)
+    axes = tuple(range(x.ndim - 1))
+    return dx, np.sum(dout * xhat, axis=axes), np.sum(dout, axis=axes)
+"""),
+    Variant("LayerNorm", "mean of squares, rsqrt, var(unbiased=False) style", source="""
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+
+    def forward(self, x):
+        mu = x.mean(-1, keepdim=True)
+        var = (x * x).mean(-1, keepdim=True) - mu * mu
+        return (x - mu) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+"""),
+    Variant("LayerNorm", "x.var(unbiased=False)", source="""
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)
+        return self.weight * (x - mean) / (var + self.eps).sqrt() + self.bias
+"""),
+]

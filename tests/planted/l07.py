@@ -1,0 +1,96 @@
+"""Planted mistakes in lesson 07 (sinusoidal table, PositionalEncoding, TokenEmbedding)."""
+
+from planted import Variant, bug
+
+LESSON = "07_positional_encoding"
+
+FILL = "pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])"
+
+BUGS = [
+    bug("sinusoidal_positional_encoding", "concatenated instead of interleaved",
+        (FILL, "pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)")),
+    bug("sinusoidal_positional_encoding", "sin and cos swapped",
+        (FILL, "pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle[:, : d_model // 2])")),
+    bug("sinusoidal_positional_encoding", "every column index instead of 2i in the exponent",
+        ("two_i = torch.arange(0, d_model, 2, dtype=torch.float32)", "j = torch.arange(d_model, dtype=torch.float32)"),
+        ("angle = position / torch.pow(10000.0, two_i / d_model)", "angle = position / torch.pow(10000.0, j / d_model)"),
+        (FILL, "pe[:, 0::2] = torch.sin(angle[:, 0::2])\n    pe[:, 1::2] = torch.cos(angle[:, 1::2])")),
+    bug("sinusoidal_positional_encoding", "positions start at 1",
+        ("torch.arange(max_len, dtype=torch.float32)", "torch.arange(1, max_len + 1, dtype=torch.float32)")),
+    bug("sinusoidal_positional_encoding", "exponent i/D instead of 2i/D",
+        ("torch.pow(10000.0, two_i / d_model)", "torch.pow(10000.0, two_i / 2 / d_model)")),
+    bug("sinusoidal_positional_encoding", "multiplies by 10000^(2i/D) instead of dividing",
+        ("position / torch.pow(10000.0, two_i / d_model)", "position * torch.pow(10000.0, two_i / d_model)")),
+    bug("sinusoidal_positional_encoding", "returns float64", ("return pe", "return pe.double()")),
+    bug("PositionalEncoding", "pe kept as a plain attribute",
+        ('self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))',
+         "self.pe = sinusoidal_positional_encoding(max_len, d_model)")),
+    bug("PositionalEncoding", "pe registered as a parameter",
+        ('self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))',
+         "self.pe = nn.Parameter(sinusoidal_positional_encoding(max_len, d_model), requires_grad=False)")),
+    bug("PositionalEncoding", "scales x by √d_model again",
+        ("self.dropout(x + self.pe[: x.size(1)])", "self.dropout(x * math.sqrt(x.size(-1)) + self.pe[: x.size(1)])")),
+    bug("PositionalEncoding", "dropout forgotten", ("self.dropout(x + self.pe[: x.size(1)])", "x + self.pe[: x.size(1)]")),
+    bug("PositionalEncoding", "dropout before adding the encoding",
+        ("self.dropout(x + self.pe[: x.size(1)])", "self.dropout(x) + self.pe[: x.size(1)]")),
+    bug("PositionalEncoding", "pe stored as [1, max_len, d_model]",
+        ("sinusoidal_positional_encoding(max_len, d_model))", "sinusoidal_positional_encoding(max_len, d_model)[None])"),
+        ("self.pe[: x.size(1)]", "self.pe[:, : x.size(1)]")),
+    bug("TokenEmbedding", "not scaled", ("return self.embedding(tokens) * math.sqrt(self.d_model)",
+                                         "return self.embedding(tokens)")),
+    bug("TokenEmbedding", "divided by √d_model", ("self.embedding(tokens) * math.sqrt", "self.embedding(tokens) / math.sqrt")),
+    bug("TokenEmbedding", "scaled by d_model instead of √d_model",
+        ("* math.sqrt(self.d_model)", "* self.d_model")),
+    bug("TokenEmbedding", "N(0, 1) initialisation kept (drowns the encoding once scaled)",
+        ("nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model ** -0.5)", "pass")),
+    bug("TokenEmbedding", "submodule named emb", ("self.embedding", "self.emb")),
+]
+
+ALTERNATIVES = [
+    Variant("sinusoidal_positional_encoding", "log-space frequencies (the PyTorch tutorial's form)", source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    position = torch.arange(0, max_len).unsqueeze(1).float()
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+"""),
+    Variant("sinusoidal_positional_encoding", "stack sin and cos, then reshape to interleave", source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] / 10000 ** (2 * i / d_model)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model).float()
+"""),
+    Variant("sinusoidal_positional_encoding", "numpy table converted to torch", source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    pe = np.zeros((max_len, d_model))
+    pos = np.arange(max_len)[:, None]
+    for i in range(0, d_model, 2):
+        pe[:, i] = np.sin(pos[:, 0] / 10000 ** (i / d_model))
+        pe[:, i + 1] = np.cos(pos[:, 0] / 10000 ** (i / d_model))
+    return torch.tensor(pe, dtype=torch.float32)
+"""),
+    Variant("PositionalEncoding", "non-persistent buffer, narrow()", source="""
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+        self.drop = nn.Dropout(p=dropout)
+
+    def forward(self, x):
+        return self.drop(x + self.pe.narrow(0, 0, x.shape[1]).unsqueeze(0))
+"""),
+    Variant("TokenEmbedding", "d_model ** 0.5 and init in a helper", source="""
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.scale = d_model ** 0.5
+        with torch.no_grad():
+            self.embedding.weight.normal_(0.0, 1.0 / self.scale)
+
+    def forward(self, tokens):
+        return self.scale * self.embedding(tokens)
+"""),
+]

@@ -1,0 +1,111 @@
+"""``python -m grader grade``: one row per student whatever happened, the same scores as
+``grader check``, atomic per-student results, resumable runs, safe feedback."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, lesson_path, solution_path
+
+LESSON = "01_attention_by_hand"
+
+
+def grade(submitted, out, *extra: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", LESSON,
+                           "--out", str(out), *extra], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def put(submitted, student: str, notebook=None, content: bytes | None = None) -> None:
+    folder = submitted / student / LESSON
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{LESSON}.ipynb"
+    if notebook is not None:
+        shutil.copy(notebook, target)
+    elif content is not None:
+        target.write_bytes(content)
+
+
+def rows(out) -> dict[str, dict]:
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames[:6] == ["student_id", "lesson", "score", "max_score", "status", "message"]
+        assert reader.fieldnames[6:] == ["dot_scores", "softmax", "attention"]
+        return {r["student_id"]: r for r in reader}
+
+
+def check_score(notebook) -> float:
+    proc = subprocess.run([sys.executable, "-m", "grader", "check", str(notebook), "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return json.loads(proc.stdout)["score"]
+
+
+@pytest.fixture
+def classroom(tmp_path):
+    submitted = tmp_path / "submitted"
+    put(submitted, "alice", solution_path(LESSON))
+    put(submitted, "bob", lesson_path(LESSON))
+    nb = json.loads(solution_path(LESSON).read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "softmax":
+            cell["source"] = "".join(cell["source"]).replace("axis=axis, keepdims=True)\n    e", "keepdims=True)\n    e")
+    put(submitted, "carol", content=json.dumps(nb).encode())
+    (submitted / "dave").mkdir()  # no notebook at all
+    put(submitted, "erin", content=b"")
+    put(submitted, "frank", content=b"{broken json")
+    put(submitted, "grace", content=json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": []}).encode())
+    put(submitted, "heidi", content=b"\x00\x01\x02binary\xff\xfe")
+    return submitted
+
+
+def test_every_student_gets_a_row_and_honest_scores_match_check(classroom, tmp_path) -> None:
+    out = tmp_path / "out"
+    proc = grade(classroom, out, "--isolation", "none", "--jobs", "2")
+    assert "protections:" in proc.stdout
+    table = rows(out)
+    assert sorted(table) == ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
+    for student in ("alice", "bob", "carol"):
+        notebook = classroom / student / LESSON / f"{LESSON}.ipynb"
+        assert float(table[student]["score"]) == check_score(notebook), student
+        assert table[student]["status"] == "ok"
+    assert float(table["alice"]["score"]) == 10 and float(table["bob"]["score"]) == 0
+    assert 0 < float(table["carol"]["score"]) < 10 and float(table["carol"]["softmax"]) < 4
+    assert table["dave"]["status"] == "missing"
+    for student in ("erin", "frank", "grace", "heidi"):
+        assert table[student]["status"] == "unreadable" and table[student]["message"], student
+    assert "nbformat 3" in table["grace"]["message"]
+    for student in table:
+        result = json.loads((out / "results" / f"{student}.json").read_text())
+        assert set(result) == {"notebook", "lesson", "score", "max_score", "exercises", "status"}
+        page = (out / "feedback" / student / f"{LESSON}.html").read_text()
+        assert "<html" in page and "def test_" not in page and "sub.call" not in page
+
+
+def test_rerun_grades_only_what_is_missing_and_force_regrades(classroom, tmp_path) -> None:
+    out = tmp_path / "out"
+    grade(classroom, out, "--isolation", "none")
+    alice = out / "results" / "alice.json"
+    stamp = alice.stat().st_mtime_ns
+    (out / "results" / "bob.json").unlink()  # as if the run had been interrupted before bob
+    proc = grade(classroom, out, "--isolation", "none")
+    assert "graded 1 submission(s), kept 7" in proc.stdout
+    assert alice.stat().st_mtime_ns == stamp and (out / "results" / "bob.json").exists()
+    assert len(rows(out)) == 8
+    proc = grade(classroom, out, "--isolation", "none", "--force")
+    assert "graded 8 submission(s)" in proc.stdout and alice.stat().st_mtime_ns != stamp
+
+
+def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "nope"), "--lesson",
+                           LESSON, "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "no such folder" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path), "--lesson", "99_nope",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "known lessons" in proc.stderr

@@ -1,0 +1,47 @@
+"""nbgrader end to end in a temporary copy of the course: generate_assignment, autograde
+a correct and a blank submission, export; nbgrader's scores equal ``grader check``'s."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+LESSON = "01_attention_by_hand"
+
+
+def run(args: list[str], cwd) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("lesson", [LESSON])
+def test_nbgrader_autograde_agrees_with_grader_check(tmp_path, lesson: str) -> None:
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    run(["nbgrader", "generate_assignment", lesson, "--force"], course)
+    submissions = {
+        "alice": course / "solutions" / lesson / f"{lesson}.ipynb",  # correct
+        "bob": course / "lessons" / lesson / f"{lesson}.ipynb",      # blank
+    }
+    for student, notebook in submissions.items():
+        folder = course / "submitted" / student / lesson
+        folder.mkdir(parents=True)
+        shutil.copy(notebook, folder / f"{lesson}.ipynb")
+    run(["nbgrader", "autograde", lesson, "--force"], course)
+    run(["nbgrader", "export", "--to", str(tmp_path / "grades.csv")], course)
+    with open(tmp_path / "grades.csv", newline="") as f:
+        nbgrader_scores = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
+
+    for student in submissions:
+        notebook = course / "submitted" / student / lesson / f"{lesson}.ipynb"
+        proc = run([sys.executable, "-m", "grader", "check", str(notebook), "--format", "json"], ROOT)
+        assert nbgrader_scores[student] == json.loads(proc.stdout)["score"], student
+    assert nbgrader_scores["alice"] > 0 and nbgrader_scores["bob"] == 0

@@ -1,0 +1,44 @@
+"""The engine's fast runner and pytest itself agree on every lesson's hidden graders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import lesson_path, lessons, solution_path
+from planted import modules
+
+from grader.engine import in_process_submission, run_hidden_tests
+from grader.runner import collect
+
+
+def _load(path) -> dict:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    return nb
+
+
+def _summary(results) -> dict:
+    return {r.name: (r.points, r.max_points, tuple(r.failures)) for r in results}
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_fast_runner_agrees_with_pytest(lesson: str) -> None:
+    notebooks = [_load(solution_path(lesson)), _load(lesson_path(lesson))]
+    bugs = [m for m in modules() if m.LESSON == lesson]
+    notebooks += [v.apply(_load(solution_path(lesson))) for m in bugs for v in m.BUGS[:4]]
+    for nb in notebooks:
+        sub = in_process_submission(nb)
+        fast = _summary(run_hidden_tests(sub, lesson))
+        slow = _summary(run_hidden_tests(sub, lesson, use_pytest=True))
+        assert fast == slow
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_hidden_tests_only_use_the_sub_fixture_and_parametrize(lesson: str) -> None:
+    import inspect
+
+    for test_id, _, _, fn, params in collect(lesson):
+        extra = set(inspect.signature(fn).parameters) - {"sub"} - set(params)
+        assert not extra, f"{test_id} asks for fixtures {extra}: hidden tests take only `sub`"

@@ -1,0 +1,34 @@
+"""Every reference notebook runs top to bottom in a real kernel, and its hidden-test
+cells (grader.kernel.grade, as nbgrader runs them) give full points."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from conftest import lessons, solution_path
+from nbclient import NotebookClient
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_solution_notebook_runs_and_scores_full_marks_in_kernel(lesson: str, tmp_path) -> None:
+    nb = nbformat.read(solution_path(lesson), as_version=4)
+    os.environ["COURSE_PRESET"] = "smoke"
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"cell {index} raised {errors[0].ename}: {errors[0].evalue}"
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            stderr = [o for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
+            assert not stderr, f"test cell {meta['grade_id']} wrote to stderr: {stderr[0].text[:300]}"
+            results = [o for o in cell.outputs if o.output_type == "execute_result"]
+            assert results, f"test cell {meta['grade_id']} returned no points"
+            assert float(results[-1].data["text/plain"]) == meta["points"], (
+                f"{meta['grade_id']}: in-kernel grading gave {results[-1].data['text/plain']} "
+                f"of {meta['points']}")
