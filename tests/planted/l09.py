@@ -20,11 +20,11 @@ BUGS = [
         (NOAM, "return d_model ** -0.5 * min(step ** -0.5, warmup ** -1.5)")),
     # label_smoothed_nll
     bug("label_smoothed_nll", "pads counted in the loss mean",
-        ("logp, target = logp[keep], target[keep]\n", ""),
+        ("logp, target = logp[keep], target[keep]\n    ", ""),
         ("nll = -logp.gather(1, target[:, None]).squeeze(1)",
          "nll = -logp.gather(1, target[:, None]).squeeze(1) * keep")),
     bug("label_smoothed_nll", "pads zeroed but still counted in the mean",
-        ("logp, target = logp[keep], target[keep]\n", ""),
+        ("logp, target = logp[keep], target[keep]\n    ", ""),
         (MEAN, "return (((1.0 - smoothing) * nll + smoothing * uniform) * keep).mean()")),
     bug("label_smoothed_nll", "smoothing spread over V-1 classes",
         ("uniform = -logp.mean(dim=-1)",
