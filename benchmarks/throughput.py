@@ -69,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from coursekit.data import CharVocab, load_numerals, make_batches
-    from coursekit.reference.lesson09 import PRESETS, build_model, choose_device, make_optimizer, train_step
+    from coursekit.reference.lesson09 import (
+        PRESETS,
+        build_model,
+        choose_device,
+        make_optimizer,
+        train_step,
+    )
 
     cfg = PRESETS[args.preset]
     device = choose_device()
@@ -138,12 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     med = {n: statistics.median(v) for n, v in rates.items()}
     cells = " | ".join(f"{med[n]:,.0f}" for n in names)
     print(f"| median | {cells} | {med[names[0]] / med[names[1]]:.3f} |")
-    ratios = [x / y for x, y in zip(rates[names[0]], rates[names[1]])]
+    ratios = [x / y for x, y in zip(rates[names[0]], rates[names[1]], strict=False)]
     print()
     print(f"ours / nn.Transformer ({clock}): median of per-round ratios {statistics.median(ratios):.3f} "
           f"(min {min(ratios):.3f}, max {max(ratios):.3f}); target: within 10% (>= 0.90)")
     if args.diagnose:
-        f = [x / y for x, y in zip(rates[names[2]], rates[names[1]])]
+        f = [x / y for x, y in zip(rates[names[2]], rates[names[1]], strict=False)]
         print(f"ours + fused LayerNorm / nn.Transformer: median {statistics.median(f):.3f}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     return 0

@@ -46,8 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from coursekit.data import CharVocab, accuracy_by_length, load_numerals, make_batches
-    from coursekit.reference.lesson09 import (PRESETS, build_model, choose_device, exact_match,
-                                              make_optimizer, train_step)
+    from coursekit.reference.lesson09 import (
+        PRESETS,
+        build_model,
+        choose_device,
+        exact_match,
+        make_optimizer,
+        train_step,
+    )
 
     cfg = dict(PRESETS[args.preset])
     device = choose_device()
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| ---: | ---: | ---: | ---: |")
     for length, (correct, total) in by_length.items():
         print(f"| {length} | {correct} | {total} | {correct / total:.2%} |")
-    wrong = [(s, t, p) for (s, t), p in zip(test, predictions) if p != t]
+    wrong = [(s, t, p) for (s, t), p in zip(test, predictions, strict=False) if p != t]
     if wrong:
         print()
         print(f"{len(wrong)} wrong, e.g.:")

@@ -486,10 +486,10 @@ def _decode(sub, src, max_len):
 def _check_decoded(out, want, message):
     """Compare, saying which rule of greedy decoding was broken."""
     n, m = out.shape[1], want.shape[1]
-    for row, ref in zip(out[:, :min(n, m)].tolist(), want[:, :min(n, m)].tolist()):
+    for row, ref in zip(out[:, :min(n, m)].tolist(), want[:, :min(n, m)].tolist(), strict=False):
         if row == ref:
             continue
-        first = next(i for i, (a, b) in enumerate(zip(row, ref)) if a != b)
+        first = next(i for i, (a, b) in enumerate(zip(row, ref, strict=False)) if a != b)
         if EOS in ref and first > ref.index(EOS):
             check(False, "after a row's eos every later position must be model.pad_id, whatever "
                   "the model predicts there, while the other rows go on")
