@@ -35,9 +35,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="training-time budget (default: the preset's)")
     parser.add_argument("--eval-every", type=int, default=None, help="steps between evaluations")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--oversample", type=int, default=0,
+    parser.add_argument("--oversample", type=int, default=None,
                         help="repeat the training pairs of each digit count up to at least this "
-                             "many (short numbers are rare: 10, 59, 585 of 1, 2, 3 digits)")
+                             "many (short numbers are rare: 10, 59, 585 of 1, 2, 3 digits); "
+                             "default: the preset's; 0: none")
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                         help="which training time the budget counts: wall clock (default) or "
                              "this process's CPU time (fair on a machine other processes load)")
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         choose_device,
         exact_match,
         make_optimizer,
+        oversample_short,
         train_step,
     )
 
@@ -64,13 +66,14 @@ def main(argv: list[str] | None = None) -> int:
 
     train = load_numerals("train", args.direction)
     test = load_numerals("test", args.direction)
-    if args.oversample:
-        by_length: dict[int, list] = {}
-        for pair in train:
-            by_length.setdefault(len(pair[0] if args.direction == "digits2zh" else pair[1]), []).append(pair)
-        extra = [p for group in by_length.values() for p in group * (-(-args.oversample // len(group)) - 1)]
-        print(f"oversampling: {len(extra):,} repeated pairs added to {len(train):,}")
-        train = train + extra
+    oversample = cfg["oversample"] if args.oversample is None else args.oversample
+    if oversample:
+        # by the length of the number, whichever side of the pair it is on
+        key = (lambda p: p) if args.direction == "digits2zh" else (lambda p: (p[1], p[0]))
+        before = len(train)
+        train = [key(p) for p in oversample_short([key(p) for p in train], oversample)]
+        print(f"oversampling short numbers to >= {oversample} per length: {len(train) - before:,} "
+              f"repeated pairs added to {before:,}")
     src_vocab = CharVocab.build(s for s, _ in train)
     tgt_vocab = CharVocab.build(t for _, t in train)
     torch.manual_seed(args.seed)

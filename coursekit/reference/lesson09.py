@@ -19,13 +19,13 @@ from coursekit.reference.lesson08 import Transformer, greedy_decode
 PRESETS = {
     "smoke": dict(d_model=32, n_head=2, layers=1, d_ff=64, dropout=0.0, batch_size=64,
                   warmup=50, lr_factor=2.0, smoothing=0.1, max_steps=60, max_minutes=0.25,
-                  eval_every=30, eval_examples=100, target=1.01, test_examples=200),
+                  eval_every=30, eval_examples=100, target=1.01, test_examples=200, oversample=100),
     "cpu": dict(d_model=64, n_head=4, layers=2, d_ff=256, dropout=0.0, batch_size=128,
                 warmup=300, lr_factor=0.15, smoothing=0.0, max_steps=20_000, max_minutes=5.0,
-                eval_every=250, eval_examples=1000, target=0.995, test_examples=None),
+                eval_every=250, eval_examples=1000, target=0.995, test_examples=None, oversample=2000),
     "gpu": dict(d_model=256, n_head=8, layers=3, d_ff=1024, dropout=0.1, batch_size=512,
                 warmup=1000, lr_factor=0.5, smoothing=0.1, max_steps=20_000, max_minutes=10.0,
-                eval_every=250, eval_examples=2099, target=0.998, test_examples=None),
+                eval_every=250, eval_examples=2099, target=0.998, test_examples=None, oversample=2000),
 }
 
 
@@ -114,6 +114,16 @@ def build_model(cfg: dict, src_vocab: CharVocab, tgt_vocab: CharVocab) -> Transf
     return Transformer(len(src_vocab), len(tgt_vocab), d_model=cfg["d_model"], n_head=cfg["n_head"],
                        num_encoder_layers=cfg["layers"], num_decoder_layers=cfg["layers"],
                        d_ff=cfg["d_ff"], dropout=cfg["dropout"], max_len=64, pad_id=src_vocab.pad_id)
+
+
+def oversample_short(pairs: list[tuple[str, str]], minimum: int) -> list[tuple[str, str]]:
+    """The pairs, plus repeats of every source length that has fewer than `minimum` pairs
+    (the rare short numbers), so that each length is seen at least `minimum` times an epoch."""
+    by_length: dict[int, list[tuple[str, str]]] = {}
+    for pair in pairs:
+        by_length.setdefault(len(pair[0]), []).append(pair)
+    extra = [p for group in by_length.values() for p in group * (-(-minimum // len(group)) - 1)]
+    return list(pairs) + extra
 
 
 def make_optimizer(model: nn.Module, cfg: dict):

