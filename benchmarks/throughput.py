@@ -59,7 +59,9 @@ def torch_transformer(cfg, src_vocab, tgt_vocab):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu", choices=["smoke", "cpu", "gpu"])
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("COURSE_THREADS", "1")))
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: lesson 09's choose_threads(): $COURSE_THREADS, "
+                             "else the cores free now)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=30, help="training steps per model per round")
     parser.add_argument("--diagnose", action="store_true",
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         PRESETS,
         build_model,
         choose_device,
+        choose_threads,
         make_optimizer,
         train_step,
     )
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = PRESETS[args.preset]
     device = choose_device()
     if device.type == "cpu":
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads or choose_threads())
     train = load_numerals("train")
     src_vocab = CharVocab.build(s for s, _ in train)
     tgt_vocab = CharVocab.build(t for _, t in train)

@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu", choices=["smoke", "cpu", "gpu"])
     parser.add_argument("--direction", default="digits2zh", choices=["digits2zh", "zh2digits"])
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("COURSE_THREADS", "1")))
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: lesson 09's choose_threads(): $COURSE_THREADS, "
+                             "else the cores free now)")
     parser.add_argument("--target", type=float, default=0.99, help="test exact match to reach")
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="training-time budget (default: the preset's)")
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         PRESETS,
         build_model,
         choose_device,
+        choose_threads,
         exact_match,
         make_optimizer,
         oversample_short,
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(PRESETS[args.preset])
     device = choose_device()
     if device.type == "cpu":
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads or choose_threads())
     budget = 60 * (args.max_minutes if args.max_minutes is not None else cfg["max_minutes"])
     eval_every = args.eval_every or cfg["eval_every"]
 

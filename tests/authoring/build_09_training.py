@@ -93,6 +93,11 @@ CELLS = [
     `CI=true`, or a kernel started by nbgrader in `autograded/`), else `gpu` when a CUDA GPU
     is present, else `cpu`.
 
+    The device is picked automatically (a CUDA GPU if there is one). On a CPU the number of
+    threads matters more than one would think: `choose_threads()` takes the cores that are
+    free right now (or `$COURSE_THREADS`), because OpenMP threads that have to wait for a busy
+    core spin, and two threads on a loaded 2-core machine were measured 15–25× slower than one.
+
     | preset | model | stops at | for |
     |---|---|---|---|
     | `smoke` | d 32, 2 heads, 1 + 1 layers | 60 steps, 15 s | CI: every cell runs, nothing is learnt |
@@ -134,10 +139,18 @@ CELLS = [
 
 
     def choose_threads() -> int:
-        """CPU threads for training: $COURSE_THREADS, else 1. A model this small gains little
-        from a second thread, and on a busy machine OpenMP threads waiting for each other can
-        make 2 threads many times slower than 1."""
-        return max(1, int(os.environ.get("COURSE_THREADS", "1")))
+        """CPU threads for training: $COURSE_THREADS, else the cores that are free now (CPU
+        count minus the 1-minute load average, at least 1). On an idle 2-core machine two
+        threads train this model about 1.5x faster than one; on a busy one, OpenMP threads
+        waiting for a core made two threads 15-25x SLOWER than one (benchmarks/README.md)."""
+        if os.environ.get("COURSE_THREADS"):
+            return max(1, int(os.environ["COURSE_THREADS"]))
+        cores = os.cpu_count() or 1
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # not available on Windows
+            return 1
+        return max(1, min(cores, round(cores - load)))
     ''', "presets"), "export"),
     code(r"""
     PRESET = choose_preset(PRESET)
