@@ -26,3 +26,110 @@ FIXTURES: dict[str, Callable[..., Any]] = {
     "sgd": sgd,
     "adam": adam,
 }
+
+
+# --- lesson 08: a scripted model for greedy_decode ---------------------------------------
+
+def copy_model(vocab: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, junk_id: int = 3) -> Any:
+    """A stand-in for a trained Transformer whose greedy translation is known exactly: it
+    copies its source, one token per step (bos → src[0], src[0] → src[1], ...).
+
+    It has the lesson-08 interface: ``encode(src, src_mask=None)``, ``decode(tgt, memory,
+    tgt_mask=None, memory_mask=None)``, ``generator`` (the identity: ``decode`` already
+    returns logits), ``forward(src, tgt)``, ``pad_id``. Position i predicts ``src[i]`` only if
+    the target so far is what the model itself predicted (bos, src[0], ...); it predicts
+    ``junk_id`` past the end of the source, after a wrong prefix, and wherever the source's
+    padding is visible through ``memory_mask`` (as a real model's output would be disturbed).
+    """
+    import torch
+    from torch import nn
+
+    class CopyModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad_id = pad_id
+            self.vocab = vocab
+            self.generator = nn.Identity()
+            self.dummy = nn.Parameter(torch.zeros(1))  # so that next(model.parameters()) works
+
+        def encode(self, src: Any, src_mask: Any = None) -> Any:
+            return nn.functional.one_hot(src.long(), vocab).float() + 0.0 * self.dummy
+
+        def decode(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
+            src = memory.argmax(-1)
+            B, Lt = tgt.shape
+            Ls = src.shape[1]
+            if memory_mask is None:
+                visible = torch.ones(B, Lt, Ls, dtype=torch.bool, device=tgt.device)
+            else:
+                try:
+                    visible = torch.broadcast_to(torch.as_tensor(memory_mask).bool(), (B, 1, Lt, Ls))[:, 0]
+                except RuntimeError:
+                    raise ValueError(f"memory_mask of shape {list(memory_mask.shape)} does not "
+                                     f"broadcast to [B, H, Lt, Ls] = [{B}, H, {Lt}, {Ls}]") from None
+            pad_seen = (visible & (src == pad_id)[:, None, :]).any(-1)          # [B, Lt]
+            expected = torch.cat([torch.full((B, 1), bos_id, device=tgt.device), src], 1)
+            width = min(Lt, Ls + 1)
+            prefix_ok = torch.zeros(B, Lt, dtype=torch.bool, device=tgt.device)
+            prefix_ok[:, :width] = (tgt[:, :width] == expected[:, :width]).long().cumprod(1).bool()
+            token = torch.full((B, Lt), junk_id, dtype=torch.long, device=tgt.device)
+            n = min(Lt, Ls)
+            token[:, :n] = src[:, :n]
+            token = torch.where(prefix_ok & ~pad_seen, token, torch.full_like(token, junk_id))
+            return 10.0 * nn.functional.one_hot(token, vocab).float() + 0.0 * self.dummy
+
+        def forward(self, src: Any, tgt: Any) -> Any:
+            mask = (src != pad_id)[:, None, None, :]
+            return self.generator(self.decode(tgt, self.encode(src, mask), memory_mask=mask))
+
+    return CopyModel()
+
+
+FIXTURES["copy_model"] = copy_model
+
+
+# --- lesson 09: a small trusted model and a scheduler for train_step -------------------
+
+def _tiny_seq2seq_class() -> Any:
+    import torch
+    from torch import nn
+
+    class TinySeq2Seq(nn.Module):
+        """A deterministic, differentiable seq2seq stand-in with the lesson-08 call
+        ``model(src, tgt) -> logits [B, Lt, V]`` and ``pad_id``. Position i sees the mean of
+        the non-pad source embeddings and target tokens 0..i only (causal), so a shifted
+        or unshifted target changes the loss."""
+
+        def __init__(self, src_vocab: int, tgt_vocab: int, d: int = 8, pad_id: int = 0, seed: int = 0):
+            super().__init__()
+            self.pad_id = pad_id
+            self.src_embed = nn.Embedding(src_vocab, d)
+            self.tgt_embed = nn.Embedding(tgt_vocab, d)
+            self.out = nn.Linear(d, tgt_vocab)
+            g = torch.Generator().manual_seed(seed)
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.7)
+
+        def forward(self, src: Any, tgt: Any) -> Any:
+            keep = (src != self.pad_id).unsqueeze(-1).float()
+            context = (self.src_embed(src) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+            h = torch.tanh(self.tgt_embed(tgt) + context[:, None, :])
+            steps = torch.arange(1, tgt.shape[1] + 1, device=tgt.device, dtype=h.dtype)
+            return self.out(h.cumsum(1) / steps[None, :, None])
+
+    return TinySeq2Seq
+
+
+def tiny_seq2seq(src_vocab: int, tgt_vocab: int, d: int = 8, pad_id: int = 0, seed: int = 0) -> Any:
+    return _tiny_seq2seq_class()(src_vocab, tgt_vocab, d, pad_id, seed)
+
+
+def step_lr(optimizer: Any, step_size: int = 1, gamma: float = 0.5) -> Any:
+    import torch
+
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=step_size, gamma=gamma)
+
+
+FIXTURES["tiny_seq2seq"] = tiny_seq2seq
+FIXTURES["step_lr"] = step_lr

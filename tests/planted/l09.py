@@ -1,0 +1,106 @@
+"""Planted mistakes in lesson 09 (training) and alternative correct solutions."""
+
+from planted import Variant, bug
+
+LESSON = "09_training"
+
+NOAM = "return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)"
+MEAN = "return ((1.0 - smoothing) * nll + smoothing * uniform).mean()"
+
+BUGS = [
+    # noam_lr
+    bug("noam_lr", "warmup exponent -0.5", (NOAM, "return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)")),
+    bug("noam_lr", "missing d_model factor", (NOAM, "return min(step ** -0.5, step * warmup ** -1.5)")),
+    bug("noam_lr", "d_model factor with the wrong sign (d_model ** 0.5)",
+        (NOAM, "return d_model ** 0.5 * min(step ** -0.5, step * warmup ** -1.5)")),
+    bug("noam_lr", "max instead of min", (NOAM, "return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)")),
+    bug("noam_lr", "steps counted from 0 (step + 1 inside)",
+        (NOAM, "return d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup ** -1.5)")),
+    bug("noam_lr", "warm-up without the step factor",
+        (NOAM, "return d_model ** -0.5 * min(step ** -0.5, warmup ** -1.5)")),
+    # label_smoothed_nll
+    bug("label_smoothed_nll", "pads counted in the loss mean",
+        ("logp, target = logp[keep], target[keep]\n    ", ""),
+        ("nll = -logp.gather(1, target[:, None]).squeeze(1)",
+         "nll = -logp.gather(1, target[:, None]).squeeze(1) * keep")),
+    bug("label_smoothed_nll", "pads zeroed but still counted in the mean",
+        ("logp, target = logp[keep], target[keep]\n    ", ""),
+        (MEAN, "return (((1.0 - smoothing) * nll + smoothing * uniform) * keep).mean()")),
+    bug("label_smoothed_nll", "smoothing spread over V-1 classes",
+        ("uniform = -logp.mean(dim=-1)",
+         "uniform = (-logp.sum(dim=-1) - nll) / (V - 1)")),
+    bug("label_smoothed_nll", "smoothing ignored",
+        (MEAN, "return nll.mean()")),
+    bug("label_smoothed_nll", "sum instead of mean",
+        (MEAN, "return ((1.0 - smoothing) * nll + smoothing * uniform).sum()")),
+    bug("label_smoothed_nll", "softmax over the wrong axis",
+        ("torch.log_softmax(logits.reshape(-1, V).float(), dim=-1)",
+         "torch.log_softmax(logits.reshape(-1, V).float(), dim=0)")),
+    bug("label_smoothed_nll", "calls F.cross_entropy",
+        ("V = logits.size(-1)",
+         "V = logits.size(-1)\n    return F.cross_entropy(logits.reshape(-1, V), target.reshape(-1), "
+         "ignore_index=pad_id, label_smoothing=smoothing)")),
+    bug("label_smoothed_nll", "pad id hard-coded to 0", ("keep = target != pad_id", "keep = target != 0")),
+    # train_step
+    bug("train_step", "no zero_grad", ("optimizer.zero_grad(set_to_none=True)\n    ", "")),
+    bug("train_step", "no optimiser step", ("optimizer.step()\n    ", "")),
+    bug("train_step", "returns the loss tensor, not a float", ("return loss.item()", "return loss")),
+    bug("train_step", "returns the loss after the update",
+        ("return loss.item()",
+         "with torch.no_grad():\n        return label_smoothed_nll(model(src, tgt[:, :-1]), tgt[:, 1:], smoothing, model.pad_id).item()")),
+    bug("train_step", "target not shifted (scored on the decoder input)",
+        ("logits.float(), tgt[:, 1:], smoothing", "logits.float(), tgt[:, :-1], smoothing")),
+    bug("train_step", "smoothing not passed to the loss",
+        ("logits.float(), tgt[:, 1:], smoothing, model.pad_id", "logits.float(), tgt[:, 1:], 0.0, model.pad_id")),
+    bug("train_step", "pad id hard-coded to 0",
+        ("logits.float(), tgt[:, 1:], smoothing, model.pad_id", "logits.float(), tgt[:, 1:], smoothing, 0")),
+    bug("train_step", "scheduler stepped before the optimizer",
+        ("optimizer.step()\n    if scheduler is not None:\n        scheduler.step()",
+         "if scheduler is not None:\n        scheduler.step()\n    optimizer.step()")),
+    bug("train_step", "scheduler ignored",
+        ("if scheduler is not None:\n        scheduler.step()", "pass")),
+    bug("train_step", "two optimiser steps",
+        ("optimizer.step()\n", "optimizer.step()\n    optimizer.step()\n")),
+]
+
+ALTERNATIVES = [
+    Variant("noam_lr", "if/else on the warm-up and math.pow", source='''
+def noam_lr(step, d_model, warmup):
+    if step < warmup:
+        return math.pow(d_model, -0.5) * step * math.pow(warmup, -1.5)
+    return math.pow(d_model, -0.5) / math.sqrt(step)
+'''),
+    Variant("label_smoothed_nll", "smoothed one-hot target distribution, masked mean", source='''
+def label_smoothed_nll(logits, target, smoothing, pad_id):
+    V = logits.shape[-1]
+    logp = F.log_softmax(logits, dim=-1)
+    q = torch.full_like(logp, smoothing / V)
+    q.scatter_add_(-1, target.unsqueeze(-1), torch.full_like(logp[..., :1], 1.0 - smoothing))
+    per_token = -(q * logp).sum(-1)
+    mask = (target != pad_id).to(per_token.dtype)
+    return (per_token * mask).sum() / mask.sum()
+'''),
+    Variant("label_smoothed_nll", "F.nll_loss with ignore_index for the true-class term", source='''
+def label_smoothed_nll(logits, target, smoothing, pad_id):
+    V = logits.size(-1)
+    logp = logits.reshape(-1, V).log_softmax(-1)
+    t = target.reshape(-1)
+    nll = F.nll_loss(logp, t, ignore_index=pad_id)
+    keep = t != pad_id
+    smooth = -logp[keep].mean(-1).mean()
+    return (1 - smoothing) * nll + smoothing * smooth
+'''),
+    Variant("train_step", "zero_grad after the step, full target then logits sliced", source='''
+def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
+    src, tgt = batch
+    model.train()
+    logits = model(src, tgt)[:, :-1]
+    loss = label_smoothed_nll(logits, tgt[:, 1:], smoothing, model.pad_id)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if scheduler:
+        scheduler.step()
+    return float(loss.detach())
+'''),
+]
