@@ -12,6 +12,16 @@ SANDBOX_MPL = "/tmp/.matplotlib"
 # The zygote keeps only what it needs to confine its children; each child drops all.
 ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_ADMIN")
 HIDDEN_PACKAGES = ("grader", "solutions", "tests")
+# New pid, net, ipc, uts and cgroup namespaces; gone with the grader; no controlling tty.
+NAMESPACE_FLAGS = (
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup",
+    "--die-with-parent",
+    "--new-session",
+)
 
 
 def _python_dirs() -> list[str]:
@@ -76,13 +86,7 @@ def bwrap_command(
     dirs = _python_dirs()
     args = [
         bwrap,
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup",
-        "--die-with-parent",
-        "--new-session",
+        *NAMESPACE_FLAGS,
         "--hostname",
         "sandbox",
         "--cap-drop",

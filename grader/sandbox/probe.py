@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from . import cgroup
+from .bwrap import NAMESPACE_FLAGS
 
 # Every protection the sandbox knows, in the order they are reported.
 ALL_PROTECTIONS: tuple[str, ...] = (
@@ -42,13 +43,7 @@ def bwrap_path() -> str | None:
 def _bwrap_works(path: str) -> bool:
     cmd = [
         path,
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup",
-        "--die-with-parent",
-        "--new-session",
+        *NAMESPACE_FLAGS,
         "--ro-bind",
         "/",
         "/",
