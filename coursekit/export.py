@@ -45,9 +45,22 @@ def exported_ids(notebook: Path) -> list[str]:
             if EXPORT_TAG in (c.get("metadata", {}).get("tags") or [])]
 
 
-def extract(notebook: Path, grade_ids: list[str]) -> str:
-    """Python source of the notebook's setup cell and the named cells, in that order."""
+def _is_provided(cell: dict) -> bool:
+    """A locked cell that is not an answer: code the course gives, not the student's."""
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(nbgrader.get("locked")) and not nbgrader.get("solution")
+
+
+def extract(notebook: Path, grade_ids: list[str], provided_from: Path | None = None) -> str:
+    """Python source of the notebook's setup cell and the named cells, in that order.
+
+    With ``provided_from`` (a reference notebook), a provided cell that ``notebook`` lacks
+    (a student notebook released before the cell was added) is taken from there."""
     cells = {_grade_id(c): c["source"] for c in _code_cells(notebook) if _grade_id(c)}
+    if provided_from is not None:
+        for cell in _code_cells(provided_from):
+            if _grade_id(cell) in grade_ids and _grade_id(cell) not in cells and _is_provided(cell):
+                cells[_grade_id(cell)] = cell["source"]
     missing = [g for g in grade_ids if g not in cells]
     if missing:
         raise KeyError(f"{notebook.name} has no cell with grade_id {', '.join(missing)}")
@@ -100,7 +113,8 @@ def load_my_code(lesson: str, notebook: str | Path | None = None) -> types.Modul
     path = Path(notebook) if notebook else ROOT / "lessons" / lesson / f"{lesson}.ipynb"
     grade_ids = exported_ids(reference) if reference.exists() else exported_ids(path)
     mod = types.ModuleType(f"my_{module_name(lesson)}", f"your code of {lesson}, from {path}")
-    exec(compile(extract(path, grade_ids), str(path), "exec"), mod.__dict__)
+    source = extract(path, grade_ids, provided_from=reference if reference.exists() else None)
+    exec(compile(source, str(path), "exec"), mod.__dict__)
     return mod
 
 

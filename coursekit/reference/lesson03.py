@@ -37,3 +37,26 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     return torch.matmul(weights, v), weights
+
+
+VECTOR_WIDTH = 16  # float32 numbers in one AVX-512 register
+
+
+def fast_scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                      mask: torch.Tensor | None = None, dropout_p: float = 0.0):
+    """scaled_dot_product_attention, with the keys padded to VECTOR_WIDTH on a CPU.
+
+    The extra keys and values are zeros that the mask hides: they get weight exactly 0, so
+    the output and the weights of the real keys are those of scaled_dot_product_attention;
+    only torch's slow softmax for rows shorter than a vector register is avoided.
+    """
+    Lk = k.size(-2)
+    if k.device.type != "cpu" or Lk >= VECTOR_WIDTH:
+        return scaled_dot_product_attention(q, k, v, mask, dropout_p)
+    extra = VECTOR_WIDTH - Lk
+    k = F.pad(k, (0, 0, 0, extra))                            # [..., VECTOR_WIDTH, d], zeros at the end
+    v = F.pad(v, (0, 0, 0, extra))
+    allowed = torch.ones(Lk, dtype=torch.bool, device=k.device) if mask is None else mask.to(k.device, torch.bool)
+    allowed = F.pad(allowed.expand(*allowed.shape[:-1], Lk), (0, extra), value=False)  # nobody sees them
+    out, weights = scaled_dot_product_attention(q, k, v, allowed, dropout_p)
+    return out, weights[..., :Lk]

@@ -8,11 +8,14 @@ import torch
 import torch.nn as nn
 
 # Lesson 03's attention and masks (the course's reference versions, see coursekit.export).
+# scaled_dot_product_attention is lesson 03's fast_scaled_dot_product_attention (section 6
+# there): the same results, without torch's slow softmax for fewer than 16 keys on a CPU.
 # To use your own lesson 03 code instead:
 #   from coursekit.export import load_my_code
 #   my03 = load_my_code("03_scaled_dot_product_attention")
 #   scaled_dot_product_attention = my03.scaled_dot_product_attention
-from coursekit.reference.lesson03 import causal_mask, padding_mask, scaled_dot_product_attention
+from coursekit.reference.lesson03 import causal_mask, padding_mask
+from coursekit.reference.lesson03 import fast_scaled_dot_product_attention as scaled_dot_product_attention
 
 
 class MultiHeadAttention(nn.Module):

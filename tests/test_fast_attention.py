@@ -1,0 +1,80 @@
+"""Lesson 03's fast_scaled_dot_product_attention, which lessons 04-09 attend with: keys
+padded to VECTOR_WIDTH with masked zeros. It must give the outputs, weights and gradients
+of scaled_dot_product_attention for every mask the contract allows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coursekit.reference.lesson03 import (
+    VECTOR_WIDTH,
+    causal_mask,
+    fast_scaled_dot_product_attention,
+    scaled_dot_product_attention,
+)
+from coursekit.reference.lesson04 import MultiHeadAttention
+
+B, H, LQ, D = 2, 3, 5, 8
+
+
+def _qkv(lk: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(B, H, n, D, generator=g, dtype=torch.float64).requires_grad_() for n in (LQ, lk, lk))
+
+
+def _masks(lk: int) -> dict[str, torch.Tensor | None]:
+    g = torch.Generator().manual_seed(1)
+    padding = torch.rand(B, 1, 1, lk, generator=g) > 0.3
+    padding[:, ..., 0] = True
+    some_rows_empty = torch.rand(B, H, LQ, lk, generator=g) > 0.5
+    some_rows_empty[0, 0, 2] = False  # a query that may see no key: zero weights, zero output
+    return {
+        "none": None,
+        "[Lq, Lk] causal": causal_mask(max(LQ, lk))[:LQ, :lk],
+        "[B, 1, 1, Lk] padding": padding,
+        "[B, H, Lq, Lk] with an empty row": some_rows_empty,
+        "[B, 1, Lq, 1] last axis broadcast": torch.rand(B, 1, LQ, 1, generator=g) > 0.3,
+        "0-d": torch.tensor(True),
+        "[Lk] float 0/1": (torch.rand(lk, generator=g) > 0.3).double(),
+    }
+
+
+@pytest.mark.parametrize("lk", [1, 7, VECTOR_WIDTH - 1, VECTOR_WIDTH, VECTOR_WIDTH + 3])
+@pytest.mark.parametrize("mask_name", list(_masks(4)))
+def test_same_output_weights_and_gradients(lk: int, mask_name: str) -> None:
+    mask = _masks(lk)[mask_name]
+    results = []
+    for attend in (scaled_dot_product_attention, fast_scaled_dot_product_attention):
+        q, k, v = _qkv(lk)
+        out, weights = attend(q, k, v, mask)
+        g = torch.Generator().manual_seed(2)
+        (out * torch.randn(out.shape, generator=g, dtype=out.dtype)).sum().backward()
+        results.append((out, weights, q.grad, k.grad, v.grad))
+    for what, fast, plain in zip(("output", "weights", "dq", "dk", "dv"), results[1], results[0], strict=True):
+        assert fast.shape == plain.shape, what
+        torch.testing.assert_close(fast, plain, msg=f"{what} with mask {mask_name}, Lk = {lk}")
+    assert torch.isfinite(results[1][1]).all()
+
+
+def test_dropout_still_applies() -> None:
+    torch.manual_seed(0)
+    q, k, v = (t.detach() for t in _qkv(6))
+    _, weights = fast_scaled_dot_product_attention(q, k, v, None, dropout_p=0.5)
+    assert (weights == 0).any() and weights.shape == (B, H, LQ, 6)
+
+
+def test_multi_head_attention_attends_with_it() -> None:
+    torch.manual_seed(0)
+    mha, ref = MultiHeadAttention(16, 4).eval(), torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    with torch.no_grad():
+        w = ref.in_proj_weight.chunk(3)
+        b = ref.in_proj_bias.chunk(3)
+        for proj, wi, bi in zip((mha.q_proj, mha.k_proj, mha.v_proj), w, b, strict=True):
+            proj.weight.copy_(wi)
+            proj.bias.copy_(bi)
+        mha.out_proj.load_state_dict(ref.out_proj.state_dict())
+    x, mem = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    expected, expected_weights = ref(x, mem, mem, average_attn_weights=False)
+    torch.testing.assert_close(mha(x, mem, mem), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(mha.attn_weights, expected_weights, atol=1e-6, rtol=1e-5)
