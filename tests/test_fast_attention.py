@@ -1,16 +1,22 @@
-"""Lesson 03's fast_scaled_dot_product_attention, which lessons 04-09 attend with: keys
-padded to VECTOR_WIDTH with masked zeros. It must give the outputs, weights and gradients
-of scaled_dot_product_attention for every mask the contract allows."""
+"""Lesson 03's fast_scaled_dot_product_attention, which lessons 04-09 attend with: the
+attention's softmax over short rows is computed on rows padded with -inf to VECTOR_WIDTH.
+It must give the outputs, weights and gradients of scaled_dot_product_attention for every
+mask the contract allows, and reroute every spelling of softmax, and only softmax."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from coursekit.reference.lesson03 import (
     VECTOR_WIDTH,
+    ShortRowsPadded,
     causal_mask,
     fast_scaled_dot_product_attention,
+    padded_softmax,
     scaled_dot_product_attention,
 )
 from coursekit.reference.lesson04 import MultiHeadAttention
@@ -78,3 +84,59 @@ def test_multi_head_attention_attends_with_it() -> None:
     expected, expected_weights = ref(x, mem, mem, average_attn_weights=False)
     torch.testing.assert_close(mha(x, mem, mem), expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(mha.attn_weights, expected_weights, atol=1e-6, rtol=1e-5)
+
+
+SPELLINGS = {
+    "torch.softmax(x, -1)": lambda x: torch.softmax(x, -1),
+    "torch.softmax(x, dim=-1)": lambda x: torch.softmax(x, dim=-1),
+    "F.softmax(x, dim=-1)": lambda x: F.softmax(x, dim=-1),
+    "x.softmax(-1)": lambda x: x.softmax(-1),
+    "x.softmax(dim=3)": lambda x: x.softmax(dim=3),
+    "torch.special.softmax(x, -1)": lambda x: torch.special.softmax(x, -1),
+    "nn.Softmax(dim=-1)": lambda x: torch.nn.Softmax(dim=-1)(x),
+    "F.softmax(x, -1, dtype=float64)": lambda x: F.softmax(x, -1, dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_every_spelling_of_softmax_is_padded(spelling: str) -> None:
+    x = torch.randn(2, 3, 4, 11).requires_grad_()
+    with ShortRowsPadded():
+        y = SPELLINGS[spelling](x)
+    assert y.grad_fn is not None and "Slice" in y.grad_fn.name(), "not rerouted to padded_softmax"
+    torch.testing.assert_close(y, SPELLINGS[spelling](x))
+
+
+@pytest.mark.parametrize("call", ["softmax over another axis", "long rows", "not a softmax"])
+def test_other_calls_pass_through(call: str) -> None:
+    x = torch.randn(2, 3, 4, 11 if call != "long rows" else VECTOR_WIDTH).requires_grad_()
+    fn = {"softmax over another axis": lambda t: torch.softmax(t, dim=-2),
+          "long rows": lambda t: torch.softmax(t, dim=-1),
+          "not a softmax": lambda t: torch.log_softmax(t, dim=-1)}[call]
+    with ShortRowsPadded():
+        y = fn(x)
+    assert "Slice" not in y.grad_fn.name()
+    torch.testing.assert_close(y, fn(x))
+
+
+def test_padded_softmax_of_masked_rows() -> None:
+    x = torch.tensor([[1.0, float("-inf"), 2.0], [float("-inf")] * 3])
+    y = padded_softmax(x)
+    torch.testing.assert_close(y[0], torch.softmax(x[0], -1))
+    assert torch.isnan(y[1]).all(), "a fully masked row stays NaN, as with torch.softmax (SDPA zeroes it)"
+
+
+def test_a_student_attention_written_otherwise_is_accelerated_too() -> None:
+    def my_attention(q, k, v, mask=None, dropout_p=0.0):
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.size(-1))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1).nan_to_num(0.0)
+        return weights @ v, weights
+
+    q, k, v = (t.detach() for t in _qkv(7))
+    with ShortRowsPadded():
+        out, weights = my_attention(q, k, v, causal_mask(7)[:LQ])
+    expected, expected_weights = scaled_dot_product_attention(q, k, v, causal_mask(7)[:LQ])
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(weights, expected_weights)

@@ -42,21 +42,33 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 VECTOR_WIDTH = 16  # float32 numbers in one AVX-512 register
 
 
+def padded_softmax(scores: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """torch.softmax over the last axis, each row first padded with -inf to VECTOR_WIDTH:
+    exp(-inf) = 0 adds nothing to the sum, so the result is the same, minus the slow path."""
+    n = scores.size(-1)
+    padded = F.pad(scores, (0, VECTOR_WIDTH - n), value=float("-inf"))
+    return torch.softmax(padded, dim=-1, dtype=dtype)[..., :n]
+
+
+class ShortRowsPadded(torch.overrides.TorchFunctionMode):
+    """Inside `with ShortRowsPadded():`, a softmax over a last axis shorter than VECTOR_WIDTH
+    (on a CPU) is computed by padded_softmax; every other torch call runs unchanged."""
+
+    SOFTMAXES = (torch.softmax, F.softmax, torch.Tensor.softmax, torch.special.softmax)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SOFTMAXES and len(args) <= 2 and isinstance(args[0], torch.Tensor):
+            x, dim = args[0], args[1] if len(args) == 2 else kwargs.get("dim")
+            if (x.device.type == "cpu" and x.dim() > 0 and dim in (-1, x.dim() - 1)
+                    and x.size(-1) < VECTOR_WIDTH):
+                return padded_softmax(x, kwargs.get("dtype"))
+        return func(*args, **kwargs)
+
+
 def fast_scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                       mask: torch.Tensor | None = None, dropout_p: float = 0.0):
-    """scaled_dot_product_attention, with the keys padded to VECTOR_WIDTH on a CPU.
-
-    The extra keys and values are zeros that the mask hides: they get weight exactly 0, so
-    the output and the weights of the real keys are those of scaled_dot_product_attention;
-    only torch's slow softmax for rows shorter than a vector register is avoided.
-    """
-    Lk = k.size(-2)
-    if k.device.type != "cpu" or Lk >= VECTOR_WIDTH:
+    """scaled_dot_product_attention, with its softmax over fewer than VECTOR_WIDTH keys
+    done by padded_softmax: the same outputs and weights, without torch's slow path."""
+    with ShortRowsPadded():
         return scaled_dot_product_attention(q, k, v, mask, dropout_p)
-    extra = VECTOR_WIDTH - Lk
-    k = F.pad(k, (0, 0, 0, extra))                            # [..., VECTOR_WIDTH, d], zeros at the end
-    v = F.pad(v, (0, 0, 0, extra))
-    allowed = torch.ones(Lk, dtype=torch.bool, device=k.device) if mask is None else mask.to(k.device, torch.bool)
-    allowed = F.pad(allowed.expand(*allowed.shape[:-1], Lk), (0, extra), value=False)  # nobody sees them
-    out, weights = scaled_dot_product_attention(q, k, v, allowed, dropout_p)
-    return out, weights[..., :Lk]
