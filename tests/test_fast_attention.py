@@ -119,6 +119,12 @@ def test_other_calls_pass_through(call: str) -> None:
     torch.testing.assert_close(y, fn(x))
 
 
+@pytest.mark.parametrize("n", [0, 1, VECTOR_WIDTH - 1, VECTOR_WIDTH, 3 * VECTOR_WIDTH + 1])
+def test_padded_softmax_is_softmax_for_any_row_length(n: int) -> None:
+    x = torch.randn(3, 2, n)
+    torch.testing.assert_close(padded_softmax(x), torch.softmax(x, dim=-1))
+
+
 def test_padded_softmax_of_masked_rows() -> None:
     x = torch.tensor([[1.0, float("-inf"), 2.0], [float("-inf")] * 3])
     y = padded_softmax(x)

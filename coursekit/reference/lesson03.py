@@ -44,9 +44,9 @@ VECTOR_WIDTH = 16  # float32 numbers in one AVX-512 register
 
 def padded_softmax(scores: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """torch.softmax over the last axis, each row first padded with -inf to VECTOR_WIDTH:
-    exp(-inf) = 0 adds nothing to the sum, so the result is the same, minus the slow path."""
+    exp(-inf) = 0 adds nothing to the sum, so the result is the same, without the slow path."""
     n = scores.size(-1)
-    padded = F.pad(scores, (0, VECTOR_WIDTH - n), value=float("-inf"))
+    padded = F.pad(scores, (0, max(VECTOR_WIDTH - n, 0)), value=float("-inf"))
     return torch.softmax(padded, dim=-1, dtype=dtype)[..., :n]
 
 
