@@ -13,6 +13,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -77,6 +78,20 @@ def _rmdir(path: Path, timeout_s: float = 5.0) -> None:
             time.sleep(0.01)
 
 
+def kill_until_gone(list_pids: Callable[[], Iterable[int]], timeout_s: float) -> bool:
+    """SIGKILL every process list_pids() names, again and again, until it names none
+    (zombies go once their reaper ran); True when none is left within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while pids := list(list_pids()):
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.002)
+    return True
+
+
 class PoolCgroups:
     """A group per controller for a whole pool; submissions get children of it."""
 
@@ -125,17 +140,7 @@ class SubmissionCgroup:
 
     def kill_all(self, timeout_s: float = 10.0) -> bool:
         """SIGKILL every member until the group is empty; True when it is."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            members = self.pids()
-            if not members:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.002)
+        return kill_until_gone(self.pids, timeout_s)
 
     def oom_kills(self) -> int:
         path = self.dirs.get("memory")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import bwrap, probe
-from .cgroup import PoolCgroups, SubmissionCgroup
+from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
 from .limits import Limits
 from .output import OutputTap
 
@@ -344,15 +344,7 @@ def _uid_processes(uid: int) -> list[int]:
 def _kill_uid(uid: int, timeout_s: float = 10.0) -> bool:
     """SIGKILL every process of the submission's own uid until none is left, zombies
     included (they go once their reaper ran); True when none is left."""
-    deadline = time.monotonic() + timeout_s
-    while pids := _uid_processes(uid):
-        if time.monotonic() > deadline:
-            return False
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.002)
-    return True
+    return kill_until_gone(lambda: _uid_processes(uid), timeout_s)
 
 
 class SandboxPool:
