@@ -139,7 +139,7 @@ def feedback_html(report: Report, student: str) -> str:
     rows = "".join(
         f"<tr class='{'pass' if x.passed else 'fail'}'><td>{'✔' if x.passed else '✘'}</td>"
         f"<td><code>{e(x.name)}</code></td><td>{x.points:g} / {x.max_points:g}</td>"
-        f"<td>{'<br>'.join(e(f) for f in dict.fromkeys(x.failures))}</td></tr>"
+        f"<td>{'<br>'.join(e(f) for f in x.hints)}</td></tr>"
         for x in report.exercises)
     errors = "".join(f"<li>cell {e(str(c.get('cell')))}: {e(str(c.get('error'))[:300])}</li>"
                      for c in report.cell_errors[:10])

@@ -21,6 +21,11 @@ class ExerciseResult:
     failures: list[str] = field(default_factory=list)
 
     @property
+    def hints(self) -> list[str]:
+        """What the student reads: diagnoses first, the checks they explain folded."""
+        return messages.fold(self.failures)
+
+    @property
     def passed(self) -> bool:
         return not self.failures and self.points >= self.max_points
 
@@ -30,7 +35,7 @@ class ExerciseResult:
             "points": round(self.points, 4),
             "max_points": round(self.max_points, 4),
             "passed": self.passed,
-            "message": "; ".join(dict.fromkeys(self.failures)),
+            "message": "; ".join(self.hints),
         }
 
 

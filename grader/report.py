@@ -20,7 +20,7 @@ def to_text(report: Report, color: bool = False) -> str:
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
         lines.append(f"  {mark} {e.name:<{width}}  {e.points:5.1f} / {e.max_points:<5.1f}")
-        for failure in dict.fromkeys(e.failures):
+        for failure in e.hints:
             lines.append(f"      hint: {failure}")
     lines.append(f"    {'total':<{width}}  {report.score:5.1f} / {report.max_score:<5.1f}")
     if report.message:

@@ -3,8 +3,12 @@
 Each module ``tests/planted/lNN.py`` defines ``LESSON``, ``BUGS`` and ``ALTERNATIVES``.
 A :class:`Variant` edits solution cells of the reference notebook (by nbgrader grade_id):
 ``replace`` substitutes text inside the cell (the text must be there, so a variant
-cannot silently rot), ``source`` replaces the whole cell. A bug must lose points on its
-``exercise``; an alternative must keep full marks everywhere.
+cannot silently rot), ``source`` replaces the whole cell. A bug declares the ``mistake``
+it plants (a key of its lesson's ``MISTAKES`` in ``grader/hidden``): it must lose points on
+its ``exercise``, the first hint there must name that mistake, and no hint anywhere may
+name another (``related`` lists the ids a bug may also show: the same mistake seen from a
+second exercise). ``score`` is what the exercise earns with the bug, when the rubric fixes
+it (CONTRIBUTING). An alternative must keep full marks everywhere.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ class Variant:
     source: str | None = None
     cell: str | None = None  # grade_id of the cell to edit, if not the exercise's own
     also: dict[str, Any] = field(default_factory=dict)  # extra {grade_id: [(old, new), ...]}
+    mistake: str = ""  # the id of the planted mistake (bugs only)
+    related: tuple[str, ...] = ()  # other ids its hints may show
+    score: float | None = None  # the exercise's score with this bug, when the rubric fixes it
 
     def apply(self, nb: dict[str, Any]) -> dict[str, Any]:
         nb = copy.deepcopy(nb)
@@ -48,10 +55,17 @@ def _cell(nb: dict[str, Any], grade_id: str) -> dict[str, Any]:
     raise AssertionError(f"no cell with grade_id {grade_id}")
 
 
-def bug(exercise: str, description: str, *pairs: tuple[str, str], **kw: Any) -> Variant:
-    return Variant(exercise, description, replace=tuple(pairs), **kw)
+def bug(exercise: str, mistake: str, description: str, *pairs: tuple[str, str], **kw: Any) -> Variant:
+    """A planted mistake: text substitutions in the exercise's cell."""
+    return Variant(exercise, description, replace=tuple(pairs), mistake=mistake, **kw)
 
 
 def modules() -> list[Any]:
-    return [importlib.import_module(f"planted.{m.name}")
-            for m in pkgutil.iter_modules(__path__) if m.name.startswith("l")]
+    found = []
+    for m in pkgutil.iter_modules(__path__):
+        if m.name.startswith("l"):
+            try:
+                found.append(importlib.import_module(f"planted.{m.name}"))
+            except TypeError as exc:  # a module still on the old bug() signature (migration)
+                print(f"skipping planted.{m.name}: {exc}")
+    return found
