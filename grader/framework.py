@@ -39,6 +39,8 @@ from typing import Any, NoReturn
 import numpy as np
 import pytest
 
+from .runtime.device import ON_DEVICE  # noqa: F401 - for hidden tests: forbid=(ON_DEVICE,)
+
 SEED_VARIABLE = "COURSE_GRADER_SEED"
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
+import os
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import messages
-from .framework import grading_run
+from .framework import Failed, grading_run
+from .runtime.errors import GradingError
 from .plugin import ExerciseResult
 from .submission import Submission
 
@@ -83,6 +86,8 @@ def run(sub: Submission, lesson: str, only: set[str] | None = None,
                 fn(sub=sub, **params)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
                 result.failures.append(messages.explain(exc, exercise))
+                if os.environ.get("GRADER_DEBUG") and not isinstance(exc, (Failed, GradingError)):
+                    traceback.print_exc()  # a grader bug, not the student's: show it to the author
             else:
                 result.points += points
     return list(results.values())

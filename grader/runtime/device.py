@@ -58,6 +58,8 @@ class _Audit:
         self.token = next(_counter)
         self.violation: str | None = None
         self.attributes: dict[int, str] = {}
+        # a device given as a string argument of the call ("cpu:0") stands for the device
+        self.device_names = {v for v in self.leaves(list(roots)) if isinstance(v, str) and v.startswith("cpu:")}
         modules: list[Any] = []
         tensors: list[Any] = []
         self._collect(roots, modules, tensors, depth=0)
@@ -113,7 +115,7 @@ class _Audit:
             if value is None:
                 continue
             if isinstance(value, str):
-                return not value.startswith("cpu")
+                return value in self.device_names or not value.startswith("cpu")
             return True
         return None
 
@@ -149,6 +151,18 @@ class _Audit:
                 self._mark(t, result, origin)
         return out
 
+    def check_result(self, result: Any) -> None:
+        """A call that was given the device must hand its tensors back on it."""
+        torch = self.torch
+        for t in self.leaves(result):
+            if isinstance(t, torch.Tensor) and t.dim() > 0:
+                on_device, origin = self._state(t)
+                if not on_device:
+                    message = (f"the result is {origin}: on a GPU it would stay on the CPU "
+                               f"while the inputs are on the GPU")
+                    self.violation = self.violation or message
+                    raise DeviceMismatch(message)
+
 
 def _allowed() -> tuple[Any, ...]:
     import torch
@@ -163,11 +177,13 @@ _FACTORIES_WITH_DATA: tuple[Any, ...] = ()
 
 
 @contextlib.contextmanager
-def on_device(active: bool, *roots: Any) -> Iterator[None]:
+def on_device(active: bool, *roots: Any) -> Iterator[_Audit | None]:
     """While active, run the body under the device rule above; ``roots`` are the objects
-    (modules, bound methods, tensors, containers of them) that live on the device."""
+    (modules, bound methods, tensors, containers of them) that live on the device, and
+    device names given as strings such as "cpu:0". Yields the audit (``None`` when not
+    active): ``audit.check_result(result)`` checks what the call returns."""
     if not active:
-        yield
+        yield None
         return
     import torch
     from torch.overrides import TorchFunctionMode
@@ -183,6 +199,6 @@ def on_device(active: bool, *roots: Any) -> Iterator[None]:
             return audit.handle(func, args, kwargs or {})
 
     with Audit():
-        yield
+        yield audit
     if audit.violation is not None:  # raised inside, but the student's code swallowed it
         raise DeviceMismatch(audit.violation)

@@ -106,8 +106,10 @@ class Target:
             fn = getattr(fn, method)
         args, kwargs = self._deref(args), self._deref(kwargs)
         with self._student_code(label), forbidding(forbid or []), \
-                on_device(ON_DEVICE in (forbid or ()), obj, args, kwargs):
+                on_device(ON_DEVICE in (forbid or ()), obj, args, kwargs) as audit:
             result = fn(*args, **kwargs)
+            if audit is not None:
+                audit.check_result(result)
         return self._out(result)
 
     def getattr(self, target: str | int, attr: str) -> Any:
