@@ -247,9 +247,13 @@ def _evidence(got: np.ndarray, want: np.ndarray) -> str:
     diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
     diff = np.where(np.isnan(diff), np.inf, diff)
     if got.ndim == 0:
-        return f"yours {float(got):.4g}, right {float(want):.4g}"
+        got, want = got.reshape(1), want.reshape(1)
     worst = np.unravel_index(int(np.argmax(diff)), got.shape)
-    return f"at index {list(map(int, worst))}: yours {float(got[worst]):.4g}, right {float(want[worst]):.4g}"
+    yours, right = float(got[worst]), float(want[worst])
+    digits = 4
+    while digits < 12 and f"{yours:.{digits}g}" == f"{right:.{digits}g}":
+        digits += 1
+    return f"at index {list(map(int, worst))}: yours {yours:.{digits}g}, right {right:.{digits}g}"
 
 
 def first_failure(*checks: Callable[[], Any]) -> None:

@@ -368,9 +368,8 @@ def test_runs_on_the_model_device(sub):
         forward(m, x, x, x, mask=causal, forbid=FORBID + (ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("mask_on_cpu", f"on a GPU this forward would fail: {exc.message}; build "
-                     f"tensors inside forward on the input's device (device=query.device, "
-                     f"torch.ones_like, ...)")
+            diagnose("mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make tensors "
+                     f"inside forward on the input's device (device=query.device, torch.ones_like)")
         raise
 
 

@@ -127,8 +127,7 @@ class _Audit:
         if on_device and func not in _ALLOWED:
             for t, (dev, origin) in zip(tensors, states, strict=True):
                 if not dev and t.dim() > 0:
-                    message = (f"{_describe_func(func)} mixes {origin} with the model's tensors: "
-                               f"on a GPU this fails, because that tensor stays on the CPU")
+                    message = f"{_describe_func(func)} mixes {origin} with the model's tensors"
                     self.violation = self.violation or message
                     raise DeviceMismatch(message)
         out = func(*args, **kwargs)
@@ -158,8 +157,7 @@ class _Audit:
             if isinstance(t, torch.Tensor) and t.dim() > 0:
                 on_device, origin = self._state(t)
                 if not on_device:
-                    message = (f"the result is {origin}: on a GPU it would stay on the CPU "
-                               f"while the inputs are on the GPU")
+                    message = f"the result is {origin}, left on the CPU"
                     self.violation = self.violation or message
                     raise DeviceMismatch(message)
 
