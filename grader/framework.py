@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 import numpy as np
 import pytest
 
-from .runtime.device import ON_DEVICE  # noqa: F401 - for hidden tests: forbid=(ON_DEVICE,)
+from .runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
 
 SEED_VARIABLE = "COURSE_GRADER_SEED"
 
@@ -210,7 +210,10 @@ def identify(actual: Any, expected: Any, suspects: Sequence[Suspect], *, atol: f
         return None
     found = []
     for s in suspects:
-        candidate = s.candidate() if callable(s.candidate) else s.candidate
+        try:
+            candidate = s.candidate() if callable(s.candidate) else s.candidate
+        except Exception:  # noqa: BLE001 - the mistake cannot even run on this input
+            continue
         if candidate is None or matches(candidate, expected, atol=atol, rtol=rtol):
             continue  # this input cannot tell the mistake apart from the right answer
         if matches(actual, candidate, atol=atol, rtol=rtol):

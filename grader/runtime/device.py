@@ -16,7 +16,9 @@ tensor (not a 0-dim scalar, which CUDA accepts) with device tensors raises
 :class:`DeviceMismatch`, as CUDA would; indexing with CPU indices and ``copy_`` are
 allowed, as on CUDA.
 
-A hidden test asks for it by adding :data:`ON_DEVICE` to a call's ``forbid`` list.
+A hidden test asks for it by adding :data:`ON_DEVICE` to a call's ``forbid`` list, or
+:data:`ON_DEVICE_MODEL` when the tensor arguments come from the CPU (a training batch) and
+only the model lives on the device.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-ON_DEVICE = "grader:on-device"
+ON_DEVICE = "grader:on-device"  # the module and the tensor arguments are on the device
+ON_DEVICE_MODEL = "grader:on-device-model"  # only the modules: tensor arguments come from the CPU
 _TAG = "_grader_device_audit"
 _counter = itertools.count(1)
 
@@ -49,7 +52,7 @@ def _describe_func(func: Any) -> str:
 
 
 class _Audit:
-    def __init__(self, roots: list[Any]):
+    def __init__(self, roots: list[Any], tensors_on_device: bool = True):
         import torch
         from torch.utils import _pytree
 
@@ -63,6 +66,8 @@ class _Audit:
         modules: list[Any] = []
         tensors: list[Any] = []
         self._collect(roots, modules, tensors, depth=0)
+        if not tensors_on_device:
+            tensors = []
         for module in modules:
             for name, t in itertools.chain(module.named_parameters(), module.named_buffers()):
                 tensors.append(t)
@@ -175,12 +180,14 @@ _FACTORIES_WITH_DATA: tuple[Any, ...] = ()
 
 
 @contextlib.contextmanager
-def on_device(active: bool, *roots: Any) -> Iterator[_Audit | None]:
-    """While active, run the body under the device rule above; ``roots`` are the objects
-    (modules, bound methods, tensors, containers of them) that live on the device, and
-    device names given as strings such as "cpu:0". Yields the audit (``None`` when not
-    active): ``audit.check_result(result)`` checks what the call returns."""
-    if not active:
+def on_device(guards: Any, *roots: Any) -> Iterator[_Audit | None]:
+    """With ON_DEVICE or ON_DEVICE_MODEL among ``guards``, run the body under the device rule
+    above; ``roots`` are the objects (modules, bound methods, tensors, containers of them)
+    that live on the device, and device names given as strings such as "cpu:0". Yields the
+    audit (``None`` when not active): ``audit.check_result(result)`` checks what the call
+    returns."""
+    guards = tuple(guards or ())
+    if ON_DEVICE not in guards and ON_DEVICE_MODEL not in guards:
         yield None
         return
     import torch
@@ -190,7 +197,7 @@ def on_device(active: bool, *roots: Any) -> Iterator[_Audit | None]:
     if not _ALLOWED:
         _ALLOWED = _allowed()
         _FACTORIES_WITH_DATA = (torch.tensor, torch.as_tensor)
-    audit = _Audit(list(roots))
+    audit = _Audit(list(roots), tensors_on_device=ON_DEVICE in guards)
 
     class Audit(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001

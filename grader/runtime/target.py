@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import values
-from .device import ON_DEVICE, on_device
+from .device import on_device
 from .errors import ForbiddenCall, MissingName, SubmissionError
 from .execute import prepare_namespace, run_cells, student_frames
 from .values import HandleRef
@@ -106,7 +106,7 @@ class Target:
             fn = getattr(fn, method)
         args, kwargs = self._deref(args), self._deref(kwargs)
         with self._student_code(label), forbidding(forbid or []), \
-                on_device(ON_DEVICE in (forbid or ()), obj, args, kwargs) as audit:
+                on_device(forbid, obj, args, kwargs) as audit:
             result = fn(*args, **kwargs)
             if audit is not None:
                 audit.check_result(result)
