@@ -138,9 +138,7 @@ BUGS += [
         ("EncoderLayer(d_model, n_head, d_ff, dropout, norm_first)", "EncoderLayer(d_model, n_head, d_ff, 0.0, norm_first)"),
         ("DecoderLayer(d_model, n_head, d_ff, dropout, norm_first)", "DecoderLayer(d_model, n_head, d_ff, 0.0, norm_first)")),
     bug("Transformer", "embeddings_reinitialised", "embeddings re-initialised with N(0, 1)",
-        ("self.generator = nn.Linear(d_model, tgt_vocab)",
-         "self.generator = nn.Linear(d_model, tgt_vocab)\n        nn.init.normal_(self.src_embed.embedding.weight)\n"
-         "        nn.init.normal_(self.tgt_embed.embedding.weight)")),
+        ("nn.init.normal_(table.weight, std=d_model ** -0.5)", "nn.init.normal_(table.weight)")),
     bug("EncoderLayer", "attn_no_dropout", "self-attention built without dropout",
         ("self.self_attn = MultiHeadAttention(d_model, n_head, dropout)", "self.self_attn = MultiHeadAttention(d_model, n_head)")),
     bug("EncoderLayer", "residual_no_dropout", "no dropout on the sub-layers' outputs",
