@@ -21,8 +21,8 @@ from typing import Any
 
 from . import messages
 from .framework import Failed, grading_run
-from .runtime.errors import GradingError
 from .plugin import ExerciseResult
+from .runtime.errors import GradingError
 from .submission import Submission
 
 TestCase = tuple[str, str, float, Callable[..., Any], dict[str, Any]]

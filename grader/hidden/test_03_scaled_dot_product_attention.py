@@ -12,8 +12,17 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.framework import (ON_DEVICE, check, close, diagnose, exercise, gen, matches, shape_of,
-                              suspect)
+from grader.framework import (
+    ON_DEVICE,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    matches,
+    shape_of,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -163,9 +172,11 @@ def test_sdpa_shapes_and_rows(sub):
           atol=1e-5, suspects=[suspect("softmax_query_axis", ref_attention(q, k, v, axis=-2)[1].sum(-1),
                                        "each key's weights sum to 1 over the queries: take the "
                                        "softmax over the last axis (the keys), dim=-1")])
+    if shape_of(out) == (2, 3, 4, 8):
+        diagnose("weights_times_keys", "the output has the keys' width (8), not the values' (6): "
+                 "the weights average the values, so return weights @ v")
     check(shape_of(out) == (2, 3, 4, 6), f"the output should be [..., Lq, d_v] = [2, 3, 4, 6], "
-          f"got {list(out.shape)}",
-          mistake="weights_times_keys" if shape_of(out) == (2, 3, 4, 8) else None)
+          f"got {list(out.shape)}")
 
 
 @exercise("scaled_dot_product_attention", points=2)

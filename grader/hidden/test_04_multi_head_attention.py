@@ -18,8 +18,18 @@ import math
 import torch
 import torch.nn as nn
 
-from grader.framework import (ON_DEVICE, Failed, check, close, diagnose, exercise, gen, matches,
-                              shape_of, suspect)
+from grader.framework import (
+    ON_DEVICE,
+    Failed,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    matches,
+    shape_of,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {

@@ -115,7 +115,7 @@ def test_pe_values(sub):
         if tuple(table.shape) == (max_len, d_model):
             close(table[corner], ref_pe(max_len, d_model)[corner], f"the first rows and columns of "
                   f"the table for max_len={max_len}, d_model={d_model} are wrong",
-                  suspects=pe_suspects(max_len, d_model, lambda t: t[corner]), **PE_TOL)
+                  suspects=pe_suspects(max_len, d_model, lambda t, c=corner: t[c]), **PE_TOL)
         close(table, ref_pe(max_len, d_model),
               f"the table for max_len={max_len}, d_model={d_model} should be PE[pos, 2i] = "
               f"sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))",

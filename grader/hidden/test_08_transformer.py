@@ -17,8 +17,18 @@ import math
 import torch
 from torch import nn
 
-from grader.framework import (ON_DEVICE, Failed, check, close, diagnose, exercise, gen, identify,
-                              matches, suspect)
+from grader.framework import (
+    ON_DEVICE,
+    Failed,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    identify,
+    matches,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {

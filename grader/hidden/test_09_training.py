@@ -12,10 +12,17 @@ hint.
 import math
 
 import torch
-import torch.nn.functional as F
 
-from grader.framework import (ON_DEVICE_MODEL, Failed, check, close, diagnose, exercise, gen,
-                              matches, suspect)
+from grader.framework import (
+    ON_DEVICE_MODEL,
+    Failed,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 from grader.runtime.fixtures import tiny_seq2seq
 

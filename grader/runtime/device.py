@@ -69,7 +69,7 @@ class _Audit:
         if not tensors_on_device:
             tensors = []
         for module in modules:
-            for name, t in itertools.chain(module.named_parameters(), module.named_buffers()):
+            for _, t in itertools.chain(module.named_parameters(), module.named_buffers()):
                 tensors.append(t)
             for prefix, sub in module.named_modules():
                 for attr, value in vars(sub).items():

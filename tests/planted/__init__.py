@@ -14,6 +14,7 @@ it (CONTRIBUTING). An alternative must keep full marks everywhere.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -61,11 +62,14 @@ def bug(exercise: str, mistake: str, description: str, *pairs: tuple[str, str], 
 
 
 def modules() -> list[Any]:
+    """The lesson modules, each bug given its rubric score from the module's ``SCORES``
+    (``{(exercise, description): score}``)."""
     found = []
     for m in pkgutil.iter_modules(__path__):
-        if m.name.startswith("l"):
-            try:
-                found.append(importlib.import_module(f"planted.{m.name}"))
-            except TypeError as exc:  # a module still on the old bug() signature (migration)
-                print(f"skipping planted.{m.name}: {exc}")
+        if m.name.startswith("l") and m.name[1:].isdigit():
+            module = importlib.import_module(f"planted.{m.name}")
+            scores = getattr(module, "SCORES", {})
+            module.BUGS = [dataclasses.replace(v, score=scores.get((v.exercise, v.description), v.score))
+                           for v in module.BUGS]
+            found.append(module)
     return found

@@ -59,3 +59,21 @@ def attention(Q, K, V, scale=True):
     return (np.einsum("nm,mv->nv", w, V), w)
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('dot_scores', 'transposed scores K @ Q.T'): 1,
+    ('dot_scores', 'elementwise product summed over the wrong axis'): 0,
+    ('softmax', 'no max subtraction (overflows)'): 2.5,
+    ('softmax', 'softmax over axis 0 whatever `axis` says'): 0,
+    ('softmax', 'global instead of per-row maximum'): 3.5,
+    ('softmax', 'sum over the wrong axis (no keepdims)'): 0,
+    ('softmax', 'NaN for -inf entries (subtracting the max lost, nan_to_num on the inputs)'): 3.5,
+    ('attention', 'scaled by d_k instead of sqrt(d_k)'): 1,
+    ('attention', 'scale flag ignored (always scaled)'): 3,
+    ('attention', 'never scaled'): 1,
+    ('attention', 'softmax over the query axis'): 0,
+    ('attention', 'returns weights then output'): 0,
+    ('attention', 'weights applied to the keys'): 1.5,
+    ('attention', 'scores transposed'): 1.5,
+}

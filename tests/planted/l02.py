@@ -83,3 +83,19 @@ def merge_heads(x):
     return np.einsum("bhld->blhd", x).reshape(B, L, H * d)
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('split_qkv', 'interleaved instead of block split'): 0,
+    ('split_qkv', 'q and k swapped'): 0,
+    ('split_qkv', 'v and q swapped'): 0,
+    ('split_qkv', 'blocks of a hard-coded width'): 2,
+    ('split_heads', 'reshape straight to [B, H, L, d] without transpose'): 0,
+    ('split_heads', 'k flag ignored'): 2.5,
+    ('split_heads', 'k flag gives [B, H, L, d] transposed the wrong way'): 2.5,
+    ('split_heads', 'head as the fast axis (reshape [B, L, d, H])'): 0,
+    ('split_heads', 'd and H confused (reshape [B, L, d, H] read as heads)'): 0,
+    ('merge_heads', 'reshape without transposing back'): 0,
+    ('merge_heads', 'wrong permutation (head as the fast axis)'): 0,
+    ('merge_heads', "merged to [B, L, d] (the source note's slip)"): 0,
+}

@@ -110,3 +110,31 @@ def padding_mask(tokens, pad_id):
     return (tokens != pad_id).view(B, 1, 1, L)
 '''),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('scaled_dot_product_attention', 'mask inverted'): 5,
+    ('scaled_dot_product_attention', 'masked scores filled with 0'): 5,
+    ('scaled_dot_product_attention', 'mask applied after softmax without renormalising'): 5,
+    ('scaled_dot_product_attention', 'NaN on fully masked rows (-inf fill, no clean-up)'): 9,
+    ('scaled_dot_product_attention', 'fully masked rows uniform (finite fill, no clean-up)'): 9,
+    ('scaled_dot_product_attention', 'scaled by d instead of sqrt(d)'): 7,
+    ('scaled_dot_product_attention', 'not scaled'): 7,
+    ('scaled_dot_product_attention', 'scaled by sqrt of the number of keys'): 7,
+    ('scaled_dot_product_attention', 'softmax over the query axis'): 2,
+    ('scaled_dot_product_attention', 'weights applied to the keys'): 5.5,
+    ('scaled_dot_product_attention', 'k transposed over the wrong axes (only works for 4-D inputs)'): 6.5,
+    ('scaled_dot_product_attention', 'dropout ignored'): 9.5,
+    ('scaled_dot_product_attention', 'dropout without rescaling'): 9.5,
+    ('scaled_dot_product_attention', 'calls F.scaled_dot_product_attention'): 0,
+    ('causal_mask', 'upper instead of lower triangle'): 0,
+    ('causal_mask', 'a token unable to see itself'): 1,
+    ('causal_mask', 'inverted (True = masked)'): 0,
+    ('causal_mask', 'float mask'): 0,
+    ('causal_mask', 'device ignored (no device parameter)'): 2.5,
+    ('padding_mask', 'inverted'): 0,
+    ('padding_mask', 'masking queries instead of keys'): 0,
+    ('padding_mask', 'missing its broadcast axes'): 0,
+    ('padding_mask', 'only one broadcast axis'): 0,
+    ('padding_mask', 'pad_id ignored (always 0)'): 2,
+}

@@ -198,3 +198,27 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out.permute(0, 2, 1, 3).reshape(B, Lq, D))
 '''),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('MultiHeadAttention', 'scaled by sqrt(d_model) instead of sqrt(d_head)'): 8.5,
+    ('MultiHeadAttention', 'scaled by sqrt(d_model) (rescaled queries around the lesson 03 call)'): 8.5,
+    ('MultiHeadAttention', 'heads split by a reshape without transpose'): 9,
+    ('MultiHeadAttention', 'head as the fast axis when splitting'): 9.5,
+    ('MultiHeadAttention', 'heads merged by a reshape without transposing back'): 10,
+    ('MultiHeadAttention', 'heads merged in the wrong order'): 10.5,
+    ('MultiHeadAttention', 'output projection skipped'): 9.5,
+    ('MultiHeadAttention', 'keys and values taken from the query'): 8,
+    ('MultiHeadAttention', 'values taken from the keys'): 8,
+    ('MultiHeadAttention', 'bias=False ignored'): 11.5,
+    ('MultiHeadAttention', 'attn_weights averaged over heads'): 11,
+    ('MultiHeadAttention', 'attn_weights averaged over heads (inline attention)'): 11,
+    ('MultiHeadAttention', 'attn_weights never stored'): 11,
+    ('MultiHeadAttention', 'mask ignored'): 10,
+    ('MultiHeadAttention', 'dropout also in eval mode'): 11.5,
+    ('MultiHeadAttention', 'dropout never applied'): 11.5,
+    ('MultiHeadAttention', 'k_proj used for the values'): 9.5,
+    ('MultiHeadAttention', 'wraps nn.MultiheadAttention'): 0,
+    ('MultiHeadAttention', 'calls F.scaled_dot_product_attention'): 0,
+    ('MultiHeadAttention', 'an all-True mask made on the CPU when none is given (inline attention)'): 11.5,
+}

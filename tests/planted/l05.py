@@ -122,3 +122,29 @@ class LayerNorm(nn.Module):
         return self.weight * (x - mean) / (var + self.eps).sqrt() + self.bias
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('layer_norm', 'unbiased variance (ddof=1)'): 0,
+    ('layer_norm', 'eps outside the square root'): 2,
+    ('layer_norm', 'std + eps'): 2,
+    ('layer_norm', 'normalised over the batch axis'): 0,
+    ('layer_norm', 'gain and bias ignored'): 1.5,
+    ('layer_norm', 'eps argument ignored (1e-5 hard-coded)'): 2,
+    ('batch_norm', 'normalised over the last axis (that is layer norm)'): 0,
+    ('batch_norm', 'over axis 0 only (wrong for [B, L, D])'): 0.5,
+    ('batch_norm', 'unbiased variance'): 0,
+    ('layer_norm_backward', 'x̂·mean(dx̂·x̂) term dropped'): 1.5,
+    ('layer_norm_backward', 'mean(dx̂) term dropped'): 1.5,
+    ('layer_norm_backward', 'dgamma without x̂'): 2,
+    ('layer_norm_backward', 'dgamma, dbeta not summed over the length axis'): 1.5,
+    ('layer_norm_backward', 'gamma forgotten in dx'): 1.5,
+    ('LayerNorm', "torch's default x.var() (unbiased)"): 0,
+    ('LayerNorm', 'eps outside the square root'): 2,
+    ('LayerNorm', 'normalised over the batch axis'): 0,
+    ('LayerNorm', 'gain and bias ignored'): 1.5,
+    ('LayerNorm', 'parameters named gamma and beta'): 0,
+    ('LayerNorm', 'constructor eps ignored'): 2,
+    ('LayerNorm', 'calls F.layer_norm (the operation the exercise teaches)'): 0,
+    ('LayerNorm', 'wraps nn.LayerNorm'): 0,
+}

@@ -65,3 +65,22 @@ def gelu_grad(x):
     return g
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('gelu', 'the tanh approximation passed off as exact'): 0,
+    ('gelu', 'erf(x) instead of erf(x / √2)'): 0,
+    ('gelu', 'x·sigmoid(1.702x)'): 0,
+    ('gelu', 'Φ(x) without the factor x'): 0,
+    ('gelu', 'calls F.gelu (the operation the exercise teaches)'): 0,
+    ('gelu', 'uses nn.GELU'): 0,
+    ('gelu', 'computes in float32 whatever the input'): 2.5,
+    ('gelu_tanh', 'cubic term missing'): 0,
+    ('gelu_tanh', 'x² instead of x³'): 0,
+    ('gelu_tanh', 'sqrt(2π) instead of sqrt(2/π)'): 0,
+    ('gelu_tanh', "calls F.gelu(approximate='tanh')"): 0,
+    ('gelu_grad', 'Φ(x) alone'): 0,
+    ('gelu_grad', 'density without 1/√(2π)'): 0,
+    ('gelu_grad', 'derivative of the tanh approximation'): 0,
+    ('gelu_grad', 'autograd through F.gelu'): 0,
+}

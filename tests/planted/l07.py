@@ -111,3 +111,26 @@ class TokenEmbedding(nn.Module):
         return self.scale * self.embedding(tokens)
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('sinusoidal_positional_encoding', 'concatenated instead of interleaved'): 1,
+    ('sinusoidal_positional_encoding', 'sin and cos swapped'): 1.5,
+    ('sinusoidal_positional_encoding', 'every column index instead of 2i in the exponent'): 0.5,
+    ('sinusoidal_positional_encoding', 'positions start at 1'): 1.5,
+    ('sinusoidal_positional_encoding', 'exponent i/D instead of 2i/D'): 1.5,
+    ('sinusoidal_positional_encoding', 'multiplies by 10000^(2i/D) instead of dividing'): 1.5,
+    ('sinusoidal_positional_encoding', 'returns float64'): 2.5,
+    ('PositionalEncoding', 'pe kept as a plain attribute'): 2,
+    ('PositionalEncoding', 'pe registered as a parameter'): 2.5,
+    ('PositionalEncoding', 'scales x by √d_model again'): 2,
+    ('PositionalEncoding', 'dropout forgotten'): 2.5,
+    ('PositionalEncoding', 'dropout before adding the encoding'): 2.5,
+    ('PositionalEncoding', 'pe stored as [1, max_len, d_model]'): 2.5,
+    ('TokenEmbedding', 'not scaled'): 0.5,
+    ('TokenEmbedding', 'divided by √d_model'): 0.5,
+    ('TokenEmbedding', 'scaled by d_model instead of √d_model'): 0.5,
+    ('TokenEmbedding', 'N(0, 1) initialisation kept (drowns the encoding once scaled)'): 1.5,
+    ('TokenEmbedding', 'submodule named emb'): 0,
+    ('PositionalEncoding', 'table rebuilt in forward (on the CPU)'): 2.5,
+}

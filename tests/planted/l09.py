@@ -112,3 +112,33 @@ def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
     return float(loss.detach())
 '''),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('noam_lr', 'warmup exponent -0.5'): 0.5,
+    ('noam_lr', 'missing d_model factor'): 0,
+    ('noam_lr', 'd_model factor with the wrong sign (d_model ** 0.5)'): 0,
+    ('noam_lr', 'max instead of min'): 0.5,
+    ('noam_lr', 'steps counted from 0 (step + 1 inside)'): 0.5,
+    ('noam_lr', 'warm-up without the step factor'): 0.5,
+    ('label_smoothed_nll', 'pads counted in the loss mean'): 2.5,
+    ('label_smoothed_nll', 'pads zeroed but still counted in the mean'): 2.5,
+    ('label_smoothed_nll', 'smoothing spread over V-1 classes'): 1,
+    ('label_smoothed_nll', 'smoothing ignored'): 1,
+    ('label_smoothed_nll', 'sum instead of mean'): 0,
+    ('label_smoothed_nll', 'softmax over the wrong axis'): 0,
+    ('label_smoothed_nll', 'calls F.cross_entropy'): 0,
+    ('label_smoothed_nll', 'pad id hard-coded to 0'): 2.5,
+    ('train_step', 'no zero_grad'): 2.75,
+    ('train_step', 'no optimiser step'): 1.75,
+    ('train_step', 'returns the loss tensor, not a float'): 2.75,
+    ('train_step', 'returns the loss after the update'): 2.75,
+    ('train_step', 'target not shifted (scored on the decoder input)'): 0.5,
+    ('train_step', 'smoothing not passed to the loss'): 2.75,
+    ('train_step', 'pad id hard-coded to 0'): 2.75,
+    ('train_step', 'scheduler stepped before the optimizer'): 3.5,
+    ('train_step', 'scheduler ignored'): 3.5,
+    ('train_step', 'two optimiser steps'): 1.75,
+    ('train_step', 'no model.train() (an evaluation left the model in eval mode)'): 3.75,
+    ('train_step', "the batch is not moved to the model's device"): 3.75,
+}
