@@ -335,7 +335,7 @@ SCORES = {
     ('Transformer', 'norm_first not passed to the layers'): 3.5,
     ('Transformer', 'decoder reads the source embedding'): 1.5,
     ('Transformer', 'one layer object repeated (shared weights)'): 0.5,
-    ('greedy_decode', 'never stops early (always max_len)'): 1.25,
+    ('greedy_decode', 'never stops early (always max_len)'): 3,
     ('greedy_decode', 'drops bos from the output'): 0.5,
     ('greedy_decode', 'starts without bos (first token fed is pad)'): 0.5,
     ('greedy_decode', 'no pad after eos'): 2.5,
