@@ -21,7 +21,7 @@ from typing import Any
 
 from . import messages
 from .framework import Failed, grading_run
-from .plugin import ExerciseResult
+from .results import ExerciseResult
 from .runtime.errors import GradingError
 from .submission import Submission
 
