@@ -15,7 +15,7 @@ from planted import Variant, modules
 from grader.engine import in_process_submission, run_hidden_tests
 from grader.framework import SEED_VARIABLE, Failed, close, suspect
 from grader.messages import Hint, explain, fold
-from grader.plugin import ExerciseResult
+from grader.results import ExerciseResult
 from grader.runner import collect
 from grader.runtime.device import ON_DEVICE, DeviceMismatch, on_device
 
@@ -79,8 +79,7 @@ def test_without_a_diagnosis_the_students_own_error_comes_before_symptoms() -> N
 
 
 def test_every_renderer_shows_the_folded_hints() -> None:
-    from grader.engine import Report
-    from grader.report import to_json, to_text
+    from grader.results import Report, feedback_html, to_json, to_text
 
     result = ExerciseResult("MultiHeadAttention", 2.0, 12.0,
                             [Hint("differs"), Hint("scaled by √d_model", "scale"), Hint("weights differ")])
@@ -89,6 +88,8 @@ def test_every_renderer_shows_the_folded_hints() -> None:
     assert "hint: scaled by √d_model (+2 related checks failed)" in to_text(report)
     assert "differs" not in to_text(report).replace("checks failed", "")
     assert json.loads(to_json(report))["exercises"][0]["message"] == result.hints[0]
+    page = feedback_html(report, "ada")
+    assert "scaled by √d_model (+2 related checks failed)" in page and "weights differ" not in page
 
 
 def test_a_suspect_fires_only_when_the_output_matches_that_mistake_alone() -> None:
