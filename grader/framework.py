@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import os
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,9 +38,11 @@ from typing import Any, NoReturn
 import numpy as np
 import pytest
 
+from coursekit import settings
+
 from .runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
 
-SEED_VARIABLE = "COURSE_GRADER_SEED"
+SEED_VARIABLE = settings.GRADER_SEED
 
 
 class Failed(AssertionError):
@@ -78,7 +79,7 @@ _RUN_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("grader_r
 def fresh_seed() -> int:
     """The seed of a new grading run: the instructor's ``COURSE_GRADER_SEED`` if set, else
     random."""
-    secret = os.environ.get(SEED_VARIABLE, "").strip()
+    secret = settings.grader_seed()
     if secret:
         return secret_to_seed(secret)
     return secrets.randbits(62)
