@@ -176,6 +176,8 @@ def test_pe_is_a_buffer(sub):
     buffers = info["buffers"]
     check("pe" not in info["parameters"], "`pe` is fixed: register it as a buffer "
           "(self.register_buffer('pe', table)), not an nn.Parameter", mistake="pe_parameter")
+    check("pe" in buffers or not buffers, f"name the buffer `pe` (found {', '.join(buffers)}): "
+          f"the model's code reads it by that name")
     check("pe" in buffers, "keep the table as a buffer named `pe` (self.register_buffer('pe', "
           "table)), not a plain attribute: a buffer moves with .to(device) and is saved in "
           "state_dict", mistake="pe_not_buffer")
@@ -278,9 +280,11 @@ def _embedding(sub, vocab, d_model):
     m = sub.new("TokenEmbedding", vocab, d_model)
     info = m.inspect()
     check(info.get("is_module"), "TokenEmbedding should be an nn.Module")
-    check(info["modules"].get("embedding") == "torch.nn.modules.sparse.Embedding",
-          "TokenEmbedding should have a submodule named `embedding`, an nn.Embedding(vocab_size, "
-          "d_model): weights are loaded by that name", mistake="emb_submodule_name")
+    check("embedding" in info["modules"], "TokenEmbedding should have a submodule named "
+          "`embedding`, an nn.Embedding(vocab_size, d_model): weights are loaded by that name",
+          mistake="emb_submodule_name")
+    check(info["modules"]["embedding"] == "torch.nn.modules.sparse.Embedding",
+          "the submodule `embedding` should be an nn.Embedding(vocab_size, d_model)")
     weight = info["parameters"].get("embedding.weight")
     check(weight is not None and tuple(weight.shape) == (vocab, d_model),
           f"the embedding table should be [vocab_size, d_model] = [{vocab}, {d_model}]")

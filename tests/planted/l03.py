@@ -87,6 +87,19 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
         w = w * keep / (1 - dropout_p)
     return w @ v, w
 '''),
+    Variant(SDPA, "in-place masked_fill_ with the dtype's minimum, rows with no key zeroed by any()", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    scores = (q / math.sqrt(q.shape[-1])) @ k.mT
+    if mask is not None:
+        mask = torch.broadcast_to(mask, scores.shape)
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights * mask.any(dim=-1, keepdim=True) * mask
+    if dropout_p:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ v, weights
+'''),
     Variant("causal_mask", "tril of ones, then bool", source='''
 def causal_mask(L, device=None):
     return torch.tril(torch.ones(L, L, device=device)).bool()

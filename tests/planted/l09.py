@@ -71,6 +71,21 @@ BUGS += [
 ]
 
 ALTERNATIVES = [
+    Variant("train_step", "the value kept before backward, device from the first parameter", source='''
+def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
+    model.train(True)
+    device = next(iter(model.parameters())).device
+    src, tgt = batch[0].to(device), batch[1].to(device)
+    decoder_in, wanted = tgt[:, :-1], tgt[:, 1:]
+    loss = label_smoothed_nll(model(src, decoder_in), wanted, smoothing, model.pad_id)
+    value = loss.detach().item()
+    optimizer.zero_grad(set_to_none=False)
+    loss.backward()
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return value
+'''),
     Variant("noam_lr", "if/else on the warm-up and math.pow", source='''
 def noam_lr(step, d_model, warmup):
     if step < warmup:
