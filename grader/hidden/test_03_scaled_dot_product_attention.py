@@ -197,7 +197,9 @@ def test_sdpa_scale_is_square_root(sub):
 def test_sdpa_boolean_mask_true_is_allowed(sub):
     q, k, v = qkv(10)
     mask = torch.rand(2, 3, 4, 5, generator=gen(13)) > 0.4
-    mask[..., int(torch.randint(5, (1,), generator=gen(14)))] = True   # every row keeps a key
+    keep = int(torch.randint(5, (1,), generator=gen(14)))
+    mask[..., keep] = True                                   # every row keeps a key
+    mask[..., (keep + 1) % 5] = False                        # and loses one
     masked_like_own(sub, q, k, v, mask, "a boolean mask [B, H, Lq, Lk]")
 
 
@@ -205,8 +207,10 @@ def test_sdpa_boolean_mask_true_is_allowed(sub):
 def test_sdpa_fully_masked_rows_are_zero(sub):
     q, k, v = qkv(15)
     mask = torch.rand(4, 5, generator=gen(18)) > 0.3
-    mask[:, int(torch.randint(5, (1,), generator=gen(19)))] = True
+    keep = int(torch.randint(5, (1,), generator=gen(19)))
+    mask[:, keep] = True
     row = int(torch.randint(4, (1,), generator=gen(20)))
+    mask[(row + 1) % 4, (keep + 1) % 5] = False              # another query sees only some keys
     mask[row] = False                                        # this query may see nothing
     out, w = attend(sub, q, k, v, mask=mask)
     ok = not torch.isnan(w).any() and not torch.isnan(out).any() and \

@@ -81,7 +81,7 @@ MISTAKES = {
 }
 
 D, H, FF = 16, 4, 32
-ATOL = 2e-5
+ATOL = 1e-4  # float32 against float64 (or torch's layers); every mistake is off by far more
 
 
 def randn(n, *shape, scale=1.0):
