@@ -985,10 +985,11 @@ DECODE_HINTS = {
 
 
 def decode_sources(n, B=2, L=6, eos_at=None, padded=False):
-    """Random sources [B, L] of tokens 3..11 with an eos in each row (at ``eos_at`` if given)."""
+    """Random sources [B, L] of tokens 3..11 with an eos in each row (at ``eos_at`` if given,
+    else at different random positions)."""
     g = gen(n)
     src = torch.randint(3, 12, (B, L), generator=g)
-    pos = eos_at if eos_at is not None else torch.randint(1, L, (B,), generator=g).tolist()
+    pos = eos_at if eos_at is not None else (1 + torch.randperm(L - 1, generator=g)[:B]).tolist()  # rows end apart
     for b, i in enumerate(pos):
         src[b, i] = EOS
         if padded:
