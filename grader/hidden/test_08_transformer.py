@@ -757,7 +757,8 @@ def _logits(model, src, tgt, **kwargs):
 
 def batch(n, pad_id=0, B=3, Ls=6, Lt=7, left=False):
     """Token batches [B, Ls], [B, Lt], padded with pad_id on the right (or the left), the
-    first row unpadded; ids 1 and 2 are bos and eos."""
+    first row unpadded; ids 1 and 2 are bos and eos, and every target holds the id TV - 1,
+    which the source vocabulary lacks."""
     g = gen(n)
     src = torch.randint(3, SV, (B, Ls), generator=g)
     tgt = torch.randint(3, TV, (B, Lt), generator=g)
@@ -769,6 +770,8 @@ def batch(n, pad_id=0, B=3, Ls=6, Lt=7, left=False):
         keep_s, keep_t = keep_s.flip(1), keep_t.flip(1)
         for b in range(B):  # bos opens the real tokens of a left-padded target
             tgt[b, int((~keep_t[b]).sum())] = 1
+    first = (~keep_t).sum(1)                 # where each target's bos sits
+    tgt[torch.arange(B), first + 1] = TV - 1  # a target id beyond the source vocabulary in every row
     return src.masked_fill(~keep_s, pad_id), tgt.masked_fill(~keep_t, pad_id)
 
 
