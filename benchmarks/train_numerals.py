@@ -108,14 +108,12 @@ class DataParallelStep:
 
     def __call__(self, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
         src, tgt = (t[self.rank::self.world] for t in batch)
-        tokens = torch.tensor([0.0, 0.0], device=self.device)
-        if len(src):
-            tokens[0] = (tgt[:, 1:] != self.ddp.pad_id).sum()
-        else:  # a last batch with fewer rows than processes: train on a row with weight 0
+        mine = float((tgt[:, 1:] != self.ddp.pad_id).sum())
+        if not len(src):  # a last batch with fewer rows than processes: train on a row with weight 0
             src, tgt = batch[0][:1], batch[1][:1]
-        tokens[1] = tokens[0]
-        self.dist.all_reduce(tokens[1:])
-        self.share = (tokens[0] / tokens[1]).item()
+        total = torch.tensor([mine], device=self.device)
+        self.dist.all_reduce(total)  # the global batch's target tokens
+        self.share = mine / total.item()
         loss = train_step(self.ddp, (src, tgt), self.optimizer, self.scheduler, smoothing=self.cfg.smoothing)
         total = torch.tensor([loss * self.share], device=self.device)
         self.dist.all_reduce(total)  # the global batch's loss: token-weighted mean of the shares'
@@ -146,7 +144,7 @@ def run(cfg: Preset, seed: int, data: dict, device: torch.device, rank: int, wor
     optimizer, scheduler = make_optimizer(model, cfg)
     torch.manual_seed(seed * 1000 + rank)  # but each process its own dropout
     main = rank == 0
-    stats = {"tokens": 0, "curve": [], "lr": []}
+    stats = {"tokens": 0, "curve": [], "lr": [], "cpu": 0.0}
 
     def score_valid() -> float:
         return exact_match(model, valid[:cfg.eval_examples], src_vocab, tgt_vocab)[0]
@@ -160,9 +158,11 @@ def run(cfg: Preset, seed: int, data: dict, device: torch.device, rank: int, wor
         evaluate, agree = score_valid, None
 
     def step(batch) -> float:
+        cpu = time.process_time()
         stats["tokens"] += int((batch[1][:, 1:] != tgt_vocab.pad_id).sum())
         loss = base_step(batch)
         stats["lr"].append(scheduler.get_last_lr()[0])
+        stats["cpu"] += time.process_time() - cpu
         return loss
 
     def validate() -> float:
@@ -175,14 +175,12 @@ def run(cfg: Preset, seed: int, data: dict, device: torch.device, rank: int, wor
         return acc
 
     validate.excluded = 0.0
-    cpu = time.process_time()
     history = fit(model, cfg, train, valid[:cfg.eval_examples], src_vocab, tgt_vocab, optimizer, scheduler,
                   seed=seed, batch_size=cfg.batch_size * world, step=step, evaluate=validate, agree=agree,
                   progress=main and not args.quiet)
-    cpu = time.process_time() - cpu
     eval_seconds = history.eval_seconds - validate.excluded
     result = {"seed": seed, "steps": history.steps, "train_s": history.train_seconds, "valid_s": eval_seconds,
-              "cpu_s": cpu, "tokens": stats["tokens"], "valid": history.valid_acc[-1],
+              "cpu_s": stats["cpu"], "tokens": stats["tokens"], "valid": history.valid_acc[-1],
               "loss": history.loss, "lr": stats["lr"], "eval_step": history.eval_step,
               "eval_time": history.eval_time, "valid_curve": history.valid_acc, "test_curve": stats["curve"]}
     if main:
@@ -207,7 +205,7 @@ def print_run(r: dict, cfg: Preset, target: float) -> None:
     total = r["train_s"] + r["valid_s"]
     print(f"seed {r['seed']}: stopped after {r['steps']} steps at valid exact match {r['valid']:.2%}: "
           f"{r['train_s']:.1f} s training + {r['valid_s']:.1f} s validation = {total:.1f} s "
-          f"({r['cpu_s']:.1f} s CPU); test exact match {r['test']:.2%}"
+          f"({r['cpu_s']:.1f} s CPU training); test exact match {r['test']:.2%}"
           + ("" if r["test"] >= target else f"  (BELOW {target:.0%})"))
     if r["test_curve"]:
         first = next((i for i, a in enumerate(r["test_curve"]) if a >= target), None)
@@ -228,7 +226,7 @@ def print_run(r: dict, cfg: Preset, target: float) -> None:
 
 
 def print_summary(results: list[dict], target: float, threads: str) -> None:
-    print("| seed | steps | training s | validation s | total s | CPU s | target tokens/s | valid | test |")
+    print("| seed | steps | training s | validation s | total s | training CPU s | target tokens/s | valid | test |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         print(f"| {r['seed']} | {r['steps']} | {r['train_s']:.1f} | {r['valid_s']:.1f} | "
@@ -252,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPU threads (default: lesson 09's choose_threads(): $COURSE_THREADS, "
                              "else the cores free now)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed")
-    parser.add_argument("--target", type=float, default=0.99, help="test exact match to reach")
+    parser.add_argument("--test-target", type=float, default=0.99, help="test exact match to reach")
     parser.add_argument("--curve", action="store_true",
                         help="score the test split at every validation too (not timed)")
     parser.add_argument("--checkpoint", type=Path, help="save the last run's model here")
@@ -266,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                        ("eval_every", int), ("eval_examples", int), ("max_steps", int),
                        ("max_minutes", float), ("smoothing", float), ("dropout", float)]:
         preset.add_argument("--" + name.replace("_", "-"), type=kind, dest=name)
+    preset.add_argument("--batch-by-length", action="store_true", default=None, dest="batch_by_length",
+                        help="batch numbers of similar length together (less padding, more steps)")
     preset.add_argument("--valid-target", type=float, dest="valid_target",
                         help="the valid exact match that stops training (the preset's target)")
     args = parser.parse_args(argv)
@@ -299,9 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         result = run(cfg, seed, data, device, rank, world, args)
         results.append(result)
         if main_process:
-            print_run(result, cfg, args.target)
+            print_run(result, cfg, args.test_target)
     if main_process:
-        print_summary(results, args.target, threads)
+        print_summary(results, args.test_target, threads)
         print(f"load average at end: {os.getloadavg()[0]:.2f}")
         if args.history:
             keep = ("seed", "steps", "train_s", "valid_s", "cpu_s", "tokens", "valid", "test", "loss", "lr",

@@ -169,3 +169,19 @@ def test_checkpoint_round_trip_rebuilds_preset_vocabularies_and_model(tmp_path) 
     assert not reloaded.training
     pairs = load_numerals("valid")[:30]
     assert exact_match(reloaded, pairs, sv, tv) == exact_match(model, pairs, src_vocab, tgt_vocab)
+
+
+def test_lesson_runs_in_the_other_direction_from_papermill_parameters(tmp_path, monkeypatch) -> None:
+    """The notebook top to bottom with `-p PRESET smoke -p DIRECTION zh2digits -p CHANGES ...`."""
+    import papermill
+    from conftest import solution_path
+
+    monkeypatch.setenv("COURSE_RUN_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv("COURSE_PRESET", raising=False)
+    papermill.execute_notebook(str(solution_path("09_training")), str(tmp_path / "out.ipynb"),
+                               parameters={"PRESET": "smoke", "DIRECTION": "zh2digits",
+                                           "CHANGES": {"max_steps": 20, "test_examples": 50}},
+                               cwd=str(tmp_path), kernel_name="python3", progress_bar=False)
+    model, cfg, src_vocab, tgt_vocab = load_checkpoint(tmp_path / "runs" / "smoke" / "numerals_zh2digits.pt")
+    assert (cfg.name, cfg.direction, cfg.max_steps, cfg.test_examples) == ("smoke", "zh2digits", 20, 50)
+    assert "万" in src_vocab.itos and "万" not in tgt_vocab.itos  # Chinese in, digits out

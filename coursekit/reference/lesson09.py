@@ -15,9 +15,7 @@ from tqdm.auto import tqdm
 
 from coursekit.data import (CharVocab, accuracy_by_length, dataset_dir, load_numerals, make_batches,
                             oversample_by_length)
-# Lesson 03's padding mask and the model of lesson 08, generated from their reference
-# notebooks (coursekit.export).
-from coursekit.reference.lesson03 import padding_mask
+# The model of lesson 08, generated from its reference notebook (coursekit.export).
 from coursekit.reference.lesson08 import Transformer, greedy_decode
 
 
@@ -26,7 +24,8 @@ DIRECTIONS = ("digits2zh", "zh2digits")
 
 @dataclass(frozen=True)
 class Preset:
-    """Everything a training run is told: model sizes, optimisation, when to stop."""
+    """Everything a training run is told: model sizes, optimisation, when to stop. The
+    defaults are the `cpu` preset's."""
 
     name: str
     direction: str = "digits2zh"     # "digits2zh" (1234 → 一千二百三十四) or "zh2digits"
@@ -39,15 +38,16 @@ class Preset:
     # optimisation: Adam, learning rate lr_factor * noam_lr(step, d_model, warmup)
     batch_size: int = 128
     lr_factor: float = 0.15
-    warmup: int = 300
+    warmup: int = 150
     smoothing: float = 0.0
     oversample: int = 2000           # repeat each number length up to this many pairs (0: off)
+    batch_by_length: bool = False    # batch numbers of similar length together (section 6)
     # when to stop: valid exact match >= target, or max_steps, or max_minutes of training
     target: float = 0.995
     max_steps: int = 20_000
     max_minutes: float = 5.0
-    eval_every: int = 100            # steps between two validations
-    eval_examples: int | None = 1000  # valid pairs scored each time (None: all 2,099)
+    eval_every: int = 50             # steps between two validations
+    eval_examples: int | None = None  # valid pairs scored each time (None: all 2,099)
     test_examples: int | None = None  # test pairs scored at the end (None: all 5,247)
 
     def __post_init__(self) -> None:
@@ -64,7 +64,7 @@ PRESETS = {
     "cpu": Preset("cpu"),
     "gpu": Preset("gpu", d_model=256, n_head=8, layers=3, d_ff=1024, dropout=0.1, batch_size=512,
                   lr_factor=0.5, warmup=1000, smoothing=0.1, target=0.998, max_minutes=10.0,
-                  eval_every=250, eval_examples=None),
+                  eval_every=100),
 }
 
 
@@ -161,7 +161,7 @@ def greedy_decode_cached(model: Transformer, src: torch.Tensor, max_len: int, bo
     mask), so they are not computed again; the self-attentions keep their inputs instead."""
     was_training = model.training
     model.eval()
-    src_mask = padding_mask(src, model.pad_id)
+    src_mask = (src != model.pad_id)[:, None, None, :]                  # [B, 1, 1, Ls]
     memory = model.encode(src, src_mask)
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
@@ -171,7 +171,7 @@ def greedy_decode_cached(model: Transformer, src: torch.Tensor, max_len: int, bo
             layer.self_attn = CachedSelfAttention(layer.self_attn)
         while ys.size(1) < max_len and not done.all():
             x = model.pos_enc(model.tgt_embed(ys))[:, -1:]          # the newest position [B, 1, D]
-            keep = padding_mask(ys, model.pad_id)                   # [B, 1, 1, t]
+            keep = (ys != model.pad_id)[:, None, None, :]           # [B, 1, 1, t]
             for layer in model.decoder_layers:
                 x = layer(x, memory, tgt_mask=keep, memory_mask=src_mask)
             if model.norm_first:
@@ -295,7 +295,7 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]],
     started = time.perf_counter()
     while not done:
         batches = make_batches(train_set, src_vocab, tgt_vocab, batch_size or cfg.batch_size,
-                               seed=10_000 * seed + history.epochs)
+                               seed=10_000 * seed + history.epochs, by_length=cfg.batch_by_length)
         for batch in batches:
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 loss = step(batch)
