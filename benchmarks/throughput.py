@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     train = load_numerals("train")
     src_vocab = CharVocab.build(s for s, _ in train)
     tgt_vocab = CharVocab.build(t for _, t in train)
-    batches = list(make_batches(train, src_vocab, tgt_vocab, cfg.batch_size, seed=0))
+    batches = list(make_batches(train, src_vocab, tgt_vocab, cfg.batch_size, seed=0,
+                                by_length=cfg.batch_by_length))  # the batches lesson 09 trains on
     batches = [(s.to(device), t.to(device)) for s, t in batches[: args.steps]]
     tokens = sum(int((t[:, 1:] != tgt_vocab.pad_id).sum()) for _, t in batches)
 

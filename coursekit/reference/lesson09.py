@@ -263,7 +263,7 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]],
         optimizer: torch.optim.Optimizer, scheduler, *, seed: int = 0, batch_size: int | None = None,
         step=None, evaluate=None, agree=None, progress: bool = True) -> History:
     """Train until the exact match on valid_pairs reaches cfg.target, or cfg.max_steps
-    steps, or cfg.max_minutes of training. On CUDA the steps run under bf16 autocast.
+    steps, or cfg.max_minutes of training.
 
     A data-parallel run (benchmarks/train_numerals.py under torchrun) replaces three
     pieces: `step(batch)` (one optimisation step, returns the loss), `evaluate()` (the
@@ -271,7 +271,6 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]],
     step = step or (lambda batch: train_step(model, batch, optimizer, scheduler, smoothing=cfg.smoothing))
     evaluate = evaluate or (lambda: exact_match(model, valid_pairs, src_vocab, tgt_vocab)[0])
     agree = agree or (lambda stop: stop)
-    device = next(model.parameters()).device
     history, done = History(), False
     bar = tqdm(total=cfg.max_steps, desc=f"training ({cfg.name}, {cfg.direction})", unit="step",
                disable=not progress)
@@ -281,8 +280,7 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]],
         batches = make_batches(train_set, src_vocab, tgt_vocab, batch_size or cfg.batch_size,
                                seed=10_000 * seed + history.epochs, by_length=cfg.batch_by_length)
         for batch in batches:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                loss = step(batch)
+            loss = step(batch)
             history.train_seconds = time.perf_counter() - started - history.eval_seconds
             history.step.append(history.steps + 1)
             history.loss.append(loss)
