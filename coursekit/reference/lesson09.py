@@ -86,8 +86,7 @@ def train_step(model: nn.Module, batch, optimizer: torch.optim.Optimizer, schedu
     src, tgt = (t.to(device, non_blocking=True) for t in batch)
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-        logits = model(src, tgt[:, :-1])
+    logits = model(src, tgt[:, :-1])
     loss = label_smoothed_nll(logits.float(), tgt[:, 1:], smoothing, model.pad_id)
     loss.backward()
     optimizer.step()
@@ -140,3 +139,23 @@ def make_optimizer(model: nn.Module, cfg: dict):
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: cfg["lr_factor"] * noam_lr(s + 1, cfg["d_model"], cfg["warmup"]))
     return optimizer, scheduler
+
+
+import functools
+
+
+def autocast_forward(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> nn.Module:
+    """From now on, model(...) runs its forward pass under torch.autocast on the model's
+    device (matrix products in `dtype`) and returns float32 outputs. Backward passes and
+    optimizer steps, which happen outside that call, stay outside autocast. The parameters
+    and the state_dict are unchanged; train_step needs no change."""
+    device_type = next(model.parameters()).device.type
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def forward_in_autocast(*args, **kwargs):
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            return forward(*args, **kwargs).float()
+
+    model.forward = forward_in_autocast
+    return model
