@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 
 import pytest
 from conftest import ROOT, lessons, solution_path
@@ -19,6 +20,7 @@ TOLERANCE = 2.0  # RMS difference in 0-255 grey levels: antialiasing, not conten
 def _make_figures():
     spec = importlib.util.spec_from_file_location("make_figures", ROOT / "docs" / "figures" / "make_figures.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["make_figures"] = module               # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
