@@ -12,8 +12,9 @@ overall, and the ratio ours / nn.Transformer.
     python benchmarks/throughput.py --threads 2 --rounds 8 --steps 40
     python benchmarks/throughput.py --preset gpu   # on a CUDA GPU: bf16 autocast, as lesson 09 trains
 
-On a CUDA GPU both models train under bf16 autocast (lesson 09's `fit` does the same) and
-the table adds each model's peak GPU memory.
+On a CUDA GPU both models run their forward passes under bf16 autocast (lesson 09's
+`autocast_forward`, as its training cell does) and the output adds each model's peak GPU
+memory.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from coursekit.data import CharVocab, load_numerals, make_batches
     from coursekit.reference.lesson09 import (
+        autocast_forward,
         build_model,
         choose_device,
         choose_threads,
@@ -111,10 +113,13 @@ def main(argv: list[str] | None = None) -> int:
                 module.forward = (lambda m: lambda x: torch.nn.functional.layer_norm(
                     x, m.weight.shape, m.weight, m.bias, m.eps))(module)
         models["ours + fused LayerNorm"] = fused
+    amp = args.amp and device.type == "cuda"
+    for model in models.values():
+        if amp:
+            autocast_forward(model)  # lesson 09's: forward passes in bf16, float32 logits
     optim = {name: make_optimizer(m, cfg) for name, m in models.items()}
     for name, m in models.items():
         print(f"{name:<22} {sum(p.numel() for p in m.parameters()):>9,} parameters")
-    amp = args.amp and device.type == "cuda"
     print(f"preset {args.preset}, device {device}"
           + (f", {torch.get_num_threads()} thread(s)" if device.type == "cpu"
              else f" ({torch.cuda.get_device_name(device)}), {'bf16 autocast' if amp else 'float32'}")
@@ -130,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.reset_peak_memory_stats(device)
         start, cpu_start = time.perf_counter(), time.process_time()
         for batch in batches:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-                loss = train_step(model, batch, opt, sched, smoothing=cfg.smoothing)
+            loss = train_step(model, batch, opt, sched, smoothing=cfg.smoothing)
         if device.type == "cuda":
             torch.cuda.synchronize()
             peak[name] = max(peak.get(name, 0), torch.cuda.max_memory_allocated(device))

@@ -44,6 +44,7 @@ from coursekit.data import CharVocab, accuracy_by_length, load_numerals  # noqa:
 from coursekit.reference.lesson09 import (  # noqa: E402
     PRESETS,
     Preset,
+    autocast_forward,
     build_model,
     choose_device,
     choose_threads,
@@ -141,6 +142,8 @@ def run(cfg: Preset, seed: int, data: dict, device: torch.device, rank: int, wor
     train, valid, test, src_vocab, tgt_vocab = (data[k] for k in ("train", "valid", "test", "src", "tgt"))
     torch.manual_seed(seed)  # the same initial weights in every process
     model = build_model(cfg, src_vocab, tgt_vocab).to(device)
+    if device.type == "cuda":
+        autocast_forward(model)  # as lesson 09 trains on a GPU: forward passes in bf16
     optimizer, scheduler = make_optimizer(model, cfg)
     torch.manual_seed(seed * 1000 + rank)  # but each process its own dropout
     main = rank == 0
