@@ -101,11 +101,13 @@ def check_paths(preset: str, out: Path) -> list[str]:
     return notes
 
 
-def _code_cells(notebook: Path) -> list[str]:
+def _code_cells(notebook: Path) -> list[tuple[str, bool]]:
+    """(source, is the parameters cell) of the code cells, nbgrader's test cells left out."""
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     cells = []
     for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] == "code" and not (grading.get("grade") and not grading.get("solution")):
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             cells.append((src, "parameters" in (cell.get("metadata", {}).get("tags") or [])))
     return cells
@@ -123,9 +125,10 @@ def run_notebook(parameters: dict, out: Path) -> tuple[str, float]:
     if papermill is not None:
         papermill.execute_notebook(str(NOTEBOOK), str(executed), parameters=parameters, cwd=str(out),
                                    kernel_name="python3", progress_bar=False)
-        return "papermill", time.perf_counter() - start
+        return "by papermill", time.perf_counter() - start
     # No papermill (nor, usually, a Jupyter kernel): the code cells in this process, the
-    # parameters set right after the parameters cell, as papermill would.
+    # parameters set right after the parameters cell, as papermill would; not the test
+    # cells, which need the grader's dependencies and say nothing about the GPU.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,7 +140,7 @@ def run_notebook(parameters: dict, out: Path) -> tuple[str, float]:
             exec(compile(source, str(NOTEBOOK), "exec", dont_inherit=True), namespace)  # as a kernel would
             if is_parameters:
                 namespace.update(parameters)
-    return "in-process (papermill not installed), output in " + log.name, time.perf_counter() - start
+    return f"in this process (papermill is not installed; output in {log.name})", time.perf_counter() - start
 
 
 def score_checkpoint(checkpoint: Path) -> str:
@@ -208,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         changes = {"max_minutes": args.max_minutes}
         how, seconds = run_notebook({"PRESET": preset, "DIRECTION": args.direction, "CHANGES": changes}, out)
         checkpoint = run_dir / preset / f"numerals_{args.direction}.pt"
-        return f"ran by {how} in {seconds:.0f} s; " + score_checkpoint(checkpoint)
+        return f"ran {how} in {seconds:.0f} s; " + score_checkpoint(checkpoint)
 
     def train() -> str:
         import train_numerals
