@@ -167,7 +167,7 @@ def greedy_decode_cached(model: Transformer, src: torch.Tensor, max_len: int, bo
             keep = (ys != model.pad_id)[:, None, None, :]           # [B, 1, 1, t]
             for layer in model.decoder_layers:
                 x = layer(x, memory, tgt_mask=keep, memory_mask=src_mask)
-            if model.norm_first:
+            if hasattr(model, "decoder_norm"):                     # pre-LN (norm_first=True)
                 x = model.decoder_norm(x)
             next_token = model.generator(x[:, -1]).argmax(-1).masked_fill(done, model.pad_id)
             ys = torch.cat([ys, next_token[:, None]], dim=1)
