@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from . import runner
+from .limits import DEFAULT_LIMITS, Limits
 from .notebook import cells_to_run, lesson_of, read_notebook
 from .plugin import CollectPoints, ExerciseResult
 from .remote import RemoteSubmission
@@ -127,14 +128,15 @@ def resolve_lesson(path: str | Path, lesson: str | None) -> str:
 
 
 def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
-                      load_timeout: float = 120.0, call_timeout: float = 20.0) -> Report:
-    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one)."""
+                      limits: Limits = DEFAULT_LIMITS) -> Report:
+    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
+    worker enforces ``limits.wall_s`` itself; each request waits at most ``limits.call_s``."""
     start = time.perf_counter()
-    sub = RemoteSubmission(worker.sock, call_timeout)
+    sub = RemoteSubmission(worker.sock, limits.call_s)
     cell_errors: list[dict[str, Any]] = []
     try:
         try:
-            loaded = sub.load(cells_to_run(nb), timeout=load_timeout)
+            loaded = sub.load(cells_to_run(nb), timeout=limits.wall_s + 5)
             cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
         except GradingError:
             pass  # recorded in sub.broken; every check then fails with its reason
@@ -153,6 +155,9 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
         if isinstance(sub.broken, WorkerTimeout) and status != "memory":
             report.status = "timeout"
         report.message = status_message(report.status)
+    elif any(str(e.get("error", "")).startswith("MemoryError") for e in cell_errors):
+        report.status = "memory"  # a memory rlimit (no cgroup): the cell failed, the rest ran
+        report.message = status_message(report.status)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -165,11 +170,13 @@ def status_message(status: str) -> str:
     }.get(status, f"Grading stopped: {status}.")
 
 
-def check_notebook(path: str | Path, lesson: str | None = None, **kwargs: Any) -> Report:
+def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,
+                   load_timeout: float | None = None) -> Report:
     """``grader check``: read, run in a local worker process, grade. Raises NotebookError
-    (unreadable notebook) or KeyError (unknown lesson)."""
+    (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock."""
     from .launch import LocalWorker
 
     nb = read_notebook(path)
     lesson = resolve_lesson(path, lesson)
-    return grade_with_worker(nb, lesson, LocalWorker(), notebook=str(path), **kwargs)
+    limits = limits.with_(wall_s=load_timeout)
+    return grade_with_worker(nb, lesson, LocalWorker(limits), notebook=str(path), limits=limits)
