@@ -95,7 +95,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise
     print(f"graded {summary.graded} submission(s), kept {summary.reused} earlier result(s) "
           f"in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
-    print(f"protections ({opts.isolation}): {', '.join(summary.protections) or 'none'}")
+    isolation = "strict" if opts.isolation == "full" else opts.isolation
+    print(f"protections: {', '.join(summary.protections) or 'none'} (isolation {isolation})")
     if summary.missing:
         print(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
     print(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")

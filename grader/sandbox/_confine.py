@@ -28,6 +28,11 @@ CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+# statvfs f_flag bits -> the mount flags a remount must keep (a locked mount refuses to lose them)
+_KEPT_FLAGS = {0x2: MS_NOSUID, 0x4: MS_NODEV, 0x8: MS_NOEXEC, 0x400: 0x400, 0x800: 0x800,
+               0x1000: 0x200000}
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 _CAP_VERSION_3 = 0x20080522
@@ -142,6 +147,17 @@ def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int, new_proc: 
         _mount(b"tmpfs", "/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts, "mount tmpfs on /dev/shm")
     if new_proc:
         _mount(b"proc", "/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mount /proc")
+    if os.path.ismount("/dev") and not os.statvfs("/dev").f_flag & os.ST_RDONLY:
+        remount_read_only("/dev")  # bwrap's /dev is a tmpfs (its device nodes are binds)
+
+
+def remount_read_only(path: str) -> None:
+    kept = os.statvfs(path).f_flag
+    flags = MS_REMOUNT | MS_BIND | 0x1  # MS_RDONLY
+    for bit, flag in _KEPT_FLAGS.items():
+        if kept & bit:
+            flags |= flag
+    _mount(b"none", path, None, flags, None, f"remount {path} read-only")
 
 
 def unshare_pid() -> None:

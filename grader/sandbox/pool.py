@@ -248,7 +248,7 @@ class SandboxWorker:
             for target in (-self.pid, self.pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(target, signal.SIGKILL)
-        if self.status is None:
+        elif self.status is None:  # not joined yet: only the zygote knows where it is
             with contextlib.suppress(OSError):
                 self._zygote.send({"op": "kill", "id": self.id})
         if self.cgroup is None and self._pool.plan.uid_drop:
@@ -571,7 +571,9 @@ class SandboxPool:
         if plan.rlimits:
             rlimits = {k: v for k, v in lim.as_dict().items()
                        if k in ("cpu_s", "file_size_bytes", "open_files")}
-            if "pids" not in plan.cgroups:
+            if sys.platform.startswith("linux"):  # elsewhere we cannot count what it counts
+                # even beside a pids cgroup: a fork over RLIMIT_NPROC fails before copying
+                # the address space, a fork over pids.max only after (a fork bomb crawls)
                 rlimits["max_pids"] = lim.max_pids
             if "memory" not in plan.cgroups:
                 rlimits["memory_bytes"] = lim.memory_bytes

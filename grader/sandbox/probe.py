@@ -258,6 +258,7 @@ def _mechanisms(isolation: str) -> dict:
         why["cgroups"] = hook
     elif _linux():
         found["cgroups"], reasons = cgroup.parent_dirs()
+        why.update({f"cgroup {c}": r for c, r in reasons.items()})
         if reasons:
             why["cgroups"] = "; ".join(f"{c}: {r}" for c, r in reasons.items())
     else:
@@ -288,7 +289,7 @@ def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str
     else:
         missing["files-hidden"] = (f"no bubblewrap ({why.get('bwrap')}): the notebook can read "
                                    f"every file {'any user' if uid else 'you'} can read")
-        missing["read-only"] = (f"no bubblewrap: the notebook can write wherever "
+        missing["read-only"] = (f"no bubblewrap ({why.get('bwrap')}): the notebook can write wherever "
                                 f"{'any user' if uid else 'you'} can write")
     if ns:
         active["private-scratch"] = "a tmpfs in its own mount namespace"
@@ -325,7 +326,8 @@ def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str
     if "memory" in cg:
         active["memory-cap"] = cg_name["memory"]
     else:
-        missing["memory-cap"] = (f"no writable cgroup memory controller ({why.get('cgroups')})"
+        missing["memory-cap"] = (f"no cgroup memory controller of ours "
+                                 f"({why.get('cgroup memory', why.get('cgroups'))})"
                                  + ("; instead each process is capped by RLIMIT_DATA, so n "
                                     "processes may use n times --memory" if m["rlimits"] else ""))
     if "pids" in cg:
@@ -337,7 +339,9 @@ def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str
     elif m["rlimits"] and _linux() and os.geteuid() != 0:
         active["process-cap"] = "RLIMIT_NPROC on your processes (yours + the cap)"
     else:
-        missing["process-cap"] = f"no cgroup pids controller ({why.get('cgroups')})"
+        missing["process-cap"] = ("no cgroup pids controller of ours "
+                                  f"({why.get('cgroup pids', why.get('cgroups'))}), and "
+                                  "RLIMIT_NPROC does not bind root")
     caps = "no capabilities" if (uid or m["userns"] or os.geteuid() != 0) else None
     if (uid or os.geteuid() != 0) and isolation != "none":
         active["no-privileges"] = _join("its own uid" if uid else "your uid", caps,
