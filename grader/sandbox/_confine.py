@@ -13,7 +13,7 @@ import os
 import resource
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -130,18 +130,31 @@ def _mount(source: bytes, target: str, fstype: bytes | None, flags: int, opts: b
     _check(_libc.mount(source, target.encode(), fstype, flags, opts), what)
 
 
-def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int, new_proc: bool) -> None:
+def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int, new_proc: bool,
+                   keep: Sequence[str] = ()) -> None:
     """In a fresh mount namespace (and a fresh SysV IPC namespace): a private, size-capped
     tmpfs at ``scratch`` and on ``/dev/shm``, and, when ``new_proc`` (the caller is the
     first process of a new pid namespace), a ``/proc`` that shows only that namespace.
+    ``keep``: folders below ``scratch`` (a venv in /tmp) bound back, read-only, on top.
 
     Everything disappears with the last process of the submission.
     """
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     _mount(b"none", "/", None, MS_REC | MS_PRIVATE, None, "mount --make-rprivate /")
+    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
     size = max(size_bytes, 1 << 20)
-    opts = f"size={size},mode=0700,uid={uid},gid={gid}".encode()
+    mode = "0711" if kept else "0700"  # 0711: we (no DAC caps as root) must reach below it
+    opts = f"size={size},mode={mode},uid={uid},gid={gid}".encode()
     _mount(b"tmpfs", scratch, b"tmpfs", MS_NOSUID | MS_NODEV, opts, f"mount tmpfs on {scratch}")
+    for path, fd in kept:
+        _libc.setfsuid(uid)  # its owner may write in the scratch (root here lacks DAC caps)
+        try:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        finally:
+            _libc.setfsuid(os.getuid())
+        _mount(f"/proc/self/fd/{fd}".encode(), path, None, MS_BIND | MS_REC, None, f"bind {path}")
+        remount_read_only(path)
+        os.close(fd)
     if os.path.isdir("/dev/shm") and scratch != "/dev/shm":
         opts = f"size={size},mode=1777".encode()
         _mount(b"tmpfs", "/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts, "mount tmpfs on /dev/shm")

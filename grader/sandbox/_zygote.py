@@ -179,7 +179,8 @@ def _namespace_init(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], fl
 
     try:
         cf.set_parent_death_signal()
-        cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"], True)
+        cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"], True,
+                          cfg["keep_under_scratch"])
         if req["new_net"]:
             cf.unshare_network()
     except BaseException as exc:  # noqa: BLE001 - the worker reports it to the grader
@@ -341,8 +342,10 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
             _reap(ctrl, children, cfg)
         if ctrl in readable:
             data, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 4)
-            if not data:
-                return
+            if not data:  # the pool closed: no finalization (seconds, with torch loaded)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
             req = json.loads(data)
             if req.get("op") == "spawn" and len(fds) == 2:
                 _spawn(ctrl, req, fds, cfg, flt, children)

@@ -78,6 +78,11 @@ def python_dirs() -> list[str]:
     ]
 
 
+def under_scratch(scratch: str = "/tmp") -> list[str]:
+    """The interpreter's folders that a submission's tmpfs on ``scratch`` would cover."""
+    return [d for d in python_dirs() if d.startswith(scratch.rstrip("/") + "/")]
+
+
 def _traversable_parents(dirs: list[str]) -> list[str]:
     """bwrap creates the missing parents of a bind with the host's modes, so a prefix under
     ``/root`` (mode 700) would stay unreadable once a child drops to an unprivileged uid;
@@ -134,6 +139,7 @@ def bwrap_command(
         args[1:1] = ["--unshare-user", "--disable-userns"]
     for cap in ROOT_ZYGOTE_CAPS if as_root else USER_ZYGOTE_CAPS:
         args += ["--cap-add", cap]
+    args += ["--tmpfs", "/tmp"]  # first: a venv under /tmp is bound on top of it
     args += _system_binds()
     args += _traversable_parents(dirs)
     for d in dirs:
@@ -146,8 +152,6 @@ def bwrap_command(
         "/proc",
         "--dev",
         "/dev",
-        "--tmpfs",
-        "/tmp",
         *(["--bind", str(mpl_dir), SANDBOX_MPL] if mpl_dir is not None else []),
         "--remount-ro",
         "/",
