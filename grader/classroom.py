@@ -212,12 +212,12 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
 
     students = student_folders(submitted)
     out = opts.out
-    (out / "results").mkdir(parents=True, exist_ok=True)
     todo = [s for s in students if opts.force or not (out / "results" / f"{s}.json").exists()]
     started = time.perf_counter()
     seconds: list[float] = []
     stop = threading.Event()
-    with workers(opts) as pool:
+    with workers(opts) as pool:  # refuses (strict, require) before anything is written
+        (out / "results").mkdir(parents=True, exist_ok=True)
         if on_plan is not None:
             on_plan(pool.plan)
         summary = RunSummary(0, len(students) - len(todo), 0.0, seconds, pool.protections,
