@@ -126,6 +126,8 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
             cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
         except GradingError:
             pass  # recorded in sub.broken; every check then fails with its reason
+        if isinstance(sub.broken, WorkerDied) and getattr(worker, "timed_out", False):
+            sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
         results = run_hidden_tests(sub, lesson)
     finally:
         if isinstance(sub.broken, WorkerTimeout):

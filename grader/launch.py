@@ -47,7 +47,8 @@ class LocalWorker:
         self.pid = self.proc.pid
         self.tap = OutputTap(out_r, keep=limits.output_bytes)
         self.killed = False
-        self._timer = threading.Timer(limits.wall_s, self.kill)
+        self.timed_out = False  # killed by its wall clock
+        self._timer = threading.Timer(limits.wall_s, self._on_deadline)
         self._timer.daemon = True
         self._timer.start()
 
@@ -56,6 +57,10 @@ class LocalWorker:
 
         lim = self.limits.as_dict()
         set_rlimits({k: lim[k] for k in ("cpu_s", "file_size_bytes", "memory_bytes")})
+
+    def _on_deadline(self) -> None:
+        self.timed_out = True
+        self.kill()
 
     def kill(self) -> None:
         self.killed = True

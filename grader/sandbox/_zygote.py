@@ -37,6 +37,7 @@ import traceback
 from typing import Any
 
 _SANDBOX_FD = 3
+_WAKE_FDS: list[int] = []  # the zygote's signal wake-up pipe, closed in each child
 
 
 def _send(ctrl: socket.socket, **msg: Any) -> None:
@@ -172,26 +173,36 @@ def _exit_code(status: int) -> int:
     return min(os.waitstatus_to_exitcode(status), 127)
 
 
+def _fork_after(setup: Any, fds: list[int], child: Any) -> int:
+    """Run ``setup()``, then fork ``child()``; our copies of ``fds`` are closed. A failed
+    setup is told to the grader over the worker's socket, and we end."""
+    try:
+        setup()
+    except BaseException as exc:  # noqa: BLE001 - reported to the grader
+        _report_failure(socket.socket(fileno=os.dup(fds[0])), exc)
+        os._exit(72)
+    pid = os.fork()
+    if pid == 0:
+        child()
+        os._exit(70)
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
 def _namespace_init(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) -> None:
     """P1, process 1 of the submission's pid namespace: set up its mounts, start W, reap
     orphans until W ends, then end (and with us every process left in the namespace)."""
     import _confine as cf
 
-    try:
+    def setup() -> None:
         cf.set_parent_death_signal()
         cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"], True,
                           cfg["keep_under_scratch"])
         if req["new_net"]:
             cf.unshare_network()
-    except BaseException as exc:  # noqa: BLE001 - the worker reports it to the grader
-        with contextlib.suppress(OSError):
-            _report_failure(socket.socket(fileno=os.dup(fds[0])), exc)
-        os._exit(72)
-    worker = os.fork()
-    if worker == 0:
-        _worker(req, fds, cfg, flt)
-    for fd in fds:
-        os.close(fd)
+
+    worker = _fork_after(setup, fds, lambda: _worker(req, fds, cfg, flt))
     with contextlib.suppress(OSError):
         cf.drop_capabilities()
         cf.set_no_new_privs()
@@ -222,23 +233,14 @@ def _child(
         _worker(req, fds, cfg, flt)
     import _confine as cf
 
-    # S: the next child is process 1 of a new pid namespace; we pass on how it ended.
-    try:
+    def setup() -> None:  # S: our next child is process 1 of a new pid namespace
         cf.set_parent_death_signal()
         cf.unshare_pid()
-    except BaseException as exc:  # noqa: BLE001
-        _report_failure(socket.socket(fileno=os.dup(fds[0])), exc)
-        os._exit(72)
-    init = os.fork()
-    if init == 0:
-        _namespace_init(req, fds, cfg, flt)
-    for fd in fds:
-        os.close(fd)
-    _, status = os.waitpid(init, 0)
+
+    init = _fork_after(setup, fds, lambda: _namespace_init(req, fds, cfg, flt))
+    _, status = os.waitpid(init, 0)  # ...and we pass on how it ended
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + 9)
 
-
-_WAKE_FDS: list[int] = []  # the zygote's signal wake-up pipe, closed in each child
 
 
 def _spawn(

@@ -258,6 +258,11 @@ class SandboxWorker:
         self._deadline_hit = True
         self.kill("timeout")
 
+    @property
+    def timed_out(self) -> bool:
+        """Killed by its wall clock."""
+        return self._deadline_hit
+
     def output_excerpt(self, max_chars: int = 2000) -> str:
         """A bounded excerpt of what the worker printed (head and tail)."""
         return self._tap.excerpt(max_chars) if self._tap else ""
