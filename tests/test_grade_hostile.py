@@ -204,7 +204,9 @@ def test_hostile_class_is_graded_safely(tmp_path) -> None:
     assert status["spins_forever"] == "timeout"
     assert status["memory_bomb"] == "memory"
     assert status["os_exit"] == status["segfault"] == "crashed"
-    assert status["honest"] == status["blank"] == status["kills_the_grader"] == "ok"
+    assert status["honest"] == status["blank"] == "ok"
+    # in its own pid namespace its parent reads as pid 0, and kill(0) ends its own group
+    assert status["kills_the_grader"] in ("ok", "crashed")
 
     assert not seen, f"the loopback listener received {seen}"
     assert not OUTSIDE.exists() and not IN_REPO.exists()

@@ -187,6 +187,7 @@ def test_the_default_reports_what_is_active_and_what_is_missing(pool: SandboxPoo
 def test_strict_refuses_naming_what_is_missing(monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no bwrap anywhere
+    monkeypatch.delenv("GRADER_SANDBOX_WITHOUT", raising=False)
     with pytest.raises(SandboxUnavailable, match="files-hidden: no bubblewrap"):
         plan("strict")
     with pytest.raises(SandboxUnavailable, match="files-hidden"):
@@ -597,6 +598,9 @@ def test_cannot_kill_the_grader(pool: SandboxPool) -> None:
 import os, signal
 out = {{}}
 for name, pid in [("parent", os.getppid()), ("init", 1), ("grader", {os.getpid()}), ("all", -1)]:
+    if pid == 0:  # a parent outside its pid namespace reads as 0 (and kill(0) is itself)
+        out[name] = "out of sight"
+        continue
     try:
         os.kill(pid, signal.SIGKILL)
         out[name] = "sent"

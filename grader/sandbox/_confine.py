@@ -130,12 +130,12 @@ def _mount(source: bytes, target: str, fstype: bytes | None, flags: int, opts: b
     _check(_libc.mount(source, target.encode(), fstype, flags, opts), what)
 
 
-def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int, new_proc: bool,
-                   keep: Sequence[str] = ()) -> None:
+def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int,
+                   keep: Sequence[str] = (), new_proc: bool = False) -> None:
     """In a fresh mount namespace (and a fresh SysV IPC namespace): a private, size-capped
-    tmpfs at ``scratch`` and on ``/dev/shm``, and, when ``new_proc`` (the caller is the
-    first process of a new pid namespace), a ``/proc`` that shows only that namespace.
-    ``keep``: folders below ``scratch`` (a venv in /tmp) bound back, read-only, on top.
+    tmpfs at ``scratch`` and on ``/dev/shm``, and ``/dev`` read-only; with ``new_proc`` (we
+    are in a new pid namespace), a ``/proc`` that shows only that namespace. ``keep``:
+    folders below ``scratch`` (a venv in /tmp) bound back, read-only, on top.
 
     Everything disappears with the last process of the submission.
     """
@@ -178,6 +178,11 @@ def unshare_pid() -> None:
     _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
 
 
+def enter_pid_namespace(fd: int) -> None:
+    """Our next child is born in the pid namespace ``fd`` refers to (ours, again)."""
+    _check(_libc.setns(fd, CLONE_NEWPID), "setns(CLONE_NEWPID)")
+
+
 def unshare_network() -> None:
     """A network namespace of its own: only a loopback device, and that one down."""
     _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
@@ -195,6 +200,11 @@ def set_parent_death_signal() -> None:
 def set_not_dumpable() -> None:
     """No ptrace and no /proc access to this process from processes of the same uid."""
     _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")
+
+
+def set_dumpable() -> None:
+    """Back to normal (a fork inherits the zygote's "not dumpable")."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
 
 
 def _memory_rlimit() -> int:

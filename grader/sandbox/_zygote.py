@@ -6,19 +6,19 @@ waits on its control socket (SOCK_SEQPACKET, JSON lines, file descriptors passed
 with SCM_RIGHTS) and forks one confined worker per submission. Standard library only
 (plus ``pyseccomp``): nothing from ``grader`` is importable here but the worker code.
 
-A zygote serves one submission at a time. Its process tree, per ``cfg["mode"]``:
-
-- ``"ns"``: zygote -> S (unshares a pid namespace, waits) -> P1 (process 1 of that
-  namespace: a fresh mount and IPC namespace, a tmpfs scratch, its own ``/proc``; reaps
-  orphans) -> W (the worker). When W ends, P1 ends, and the kernel kills whatever else
-  is left in the namespace before S is reaped: nothing of the submission outlives it.
-- ``"plain"`` (no namespaces allowed here): zygote -> W. The zygote is a child subreaper
-  (Linux): once W ends it kills every orphan W left behind before reporting the exit.
+A zygote serves one submission at a time. In ``"ns"`` mode the worker W is born in a pid
+namespace of its own, whose process 1 is a ``sleep`` spawned just before it (W cannot
+signal it; the zygote is out of W's sight): W sees no process but its own. W then enters
+a mount and IPC namespace of its own, with a fresh tmpfs as scratch folder and on
+``/dev/shm`` and its own ``/proc``. When W ends, the zygote kills that process 1, and the
+kernel kills whatever else is left in the namespace. ``"plain"`` mode (no namespaces
+allowed here) uses a scratch folder on disk, and the zygote, a child subreaper, kills
+whatever W left behind. Either way the exit is reported once nothing of W is left.
 
 Control messages, trusted side -> zygote: ``{"op": "spawn", "id", ...}`` with fds
 ``[socket, output]``, ``{"op": "kill", "id"}``. Zygote -> trusted side: ``{"op":
 "ready"}`` once, ``{"op": "spawned", "id", "pid"}`` and ``{"op": "exit", "id",
-"status"}`` (a wait status: W's own, as P1 passed it on).
+"status"}`` (W's wait status).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ from typing import Any
 
 _SANDBOX_FD = 3
 _WAKE_FDS: list[int] = []  # the zygote's signal wake-up pipe, closed in each child
+_OWN_PID_NS = [-1]  # "ns" mode: our own pid namespace, to return to after each submission
+_ZYGOTE_PID = [-1]
+_SLEEP = ""  # "ns" mode: the program each submission's process 1 runs
 
 
 def _send(ctrl: socket.socket, **msg: Any) -> None:
@@ -133,6 +136,12 @@ def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) 
     sock = _redirect_fds(fds[0], fds[1])
     sys.stdout.reconfigure(line_buffering=True)  # a killed worker's last lines still show
     try:
+        if cfg["mode"] == "ns":
+            import _confine as cf
+
+            cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"],
+                              cfg["keep_under_scratch"], new_proc=True)
+            cf.set_dumpable()
         _handshake(sock)
         _confine(req, flt)
         _enter_scratch(req["scratch"])
@@ -166,56 +175,6 @@ def _report_failure(sock: socket.socket, exc: BaseException) -> None:
         sock.sendall(b"e" + f"{type(exc).__name__}: {exc}".encode()[:4000])
 
 
-def _exit_code(status: int) -> int:
-    """W's wait status as an exit code P1 and S can pass on: 128 + signal, or the code."""
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return min(os.waitstatus_to_exitcode(status), 127)
-
-
-def _fork_after(setup: Any, fds: list[int], child: Any) -> int:
-    """Run ``setup()``, then fork ``child()``; our copies of ``fds`` are closed. A failed
-    setup is told to the grader over the worker's socket, and we end."""
-    try:
-        setup()
-    except BaseException as exc:  # noqa: BLE001 - reported to the grader
-        _report_failure(socket.socket(fileno=os.dup(fds[0])), exc)
-        os._exit(72)
-    pid = os.fork()
-    if pid == 0:
-        child()
-        os._exit(70)
-    for fd in fds:
-        os.close(fd)
-    return pid
-
-
-def _namespace_init(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) -> None:
-    """P1, process 1 of the submission's pid namespace: set up its mounts, start W, reap
-    orphans until W ends, then end (and with us every process left in the namespace)."""
-    import _confine as cf
-
-    def setup() -> None:
-        cf.set_parent_death_signal()
-        cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"], True,
-                          cfg["keep_under_scratch"])
-        if req["new_net"]:
-            cf.unshare_network()
-
-    worker = _fork_after(setup, fds, lambda: _worker(req, fds, cfg, flt))
-    with contextlib.suppress(OSError):
-        cf.drop_capabilities()
-        cf.set_no_new_privs()
-        cf.set_not_dumpable()
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(70)
-        if pid == worker:
-            os._exit(_exit_code(status))
-
-
 def _child(
     ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any
 ) -> None:
@@ -225,22 +184,11 @@ def _child(
     os.close(ctrl.detach())
     for fd in _WAKE_FDS:
         os.close(fd)
-    if cfg["mode"] != "ns":
-        if cfg["parent_death"]:
-            import _confine as cf
+    if cfg["parent_death"]:
+        import _confine as cf
 
-            cf.set_parent_death_signal()
-        _worker(req, fds, cfg, flt)
-    import _confine as cf
-
-    def setup() -> None:  # S: our next child is process 1 of a new pid namespace
         cf.set_parent_death_signal()
-        cf.unshare_pid()
-
-    init = _fork_after(setup, fds, lambda: _namespace_init(req, fds, cfg, flt))
-    _, status = os.waitpid(init, 0)  # ...and we pass on how it ended
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + 9)
-
+    _worker(req, fds, cfg, flt)
 
 
 def _spawn(
@@ -249,12 +197,28 @@ def _spawn(
     fds: list[int],
     cfg: dict[str, Any],
     flt: Any,
-    children: dict[int, tuple[int, str | None]],
+    children: dict[int, tuple[int, str | None, int]],
 ) -> None:
-    req["nproc_base"] = 0 if req["drop_uid"] else _own_processes() + 2
+    req["nproc_base"] = 0 if req["drop_uid"] else _own_processes() + 1
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    init = 0
+    if cfg["mode"] == "ns":
+        import _confine as cf
+
+        cf.unshare_pid()  # our next children are born in a new pid namespace...
+        try:
+            init = _spawn_init([*fds, ctrl.fileno(), *_WAKE_FDS])  # ...its process 1, then W
+            pid = os.fork()
+        except BaseException:
+            if init:
+                os.kill(init, signal.SIGKILL)
+            raise
+        finally:
+            if os.getpid() == _ZYGOTE_PID[0]:
+                cf.enter_pid_namespace(_OWN_PID_NS[0])  # the next submission's will be fresh
+    else:
+        pid = os.fork()
     if pid == 0:
         try:
             _child(ctrl, req, fds, cfg, flt)
@@ -264,37 +228,52 @@ def _spawn(
         os.close(fd)
     # a scratch folder inside the zygote's own sandbox is removed once the submission ends
     leftover = req["scratch"] if cfg["mode"] != "ns" and cfg["in_bwrap"] else None
-    children[pid] = (req["id"], leftover)
+    children[pid] = (req["id"], leftover, init)
     _send(ctrl, op="spawned", id=req["id"], pid=pid)
 
 
-def _worker_status(status: int, mode: str) -> int:
-    """The wait status to report: W's own (decoded from what S passed on, in "ns" mode)."""
-    if mode != "ns" or not os.WIFEXITED(status):
-        return status
-    code = os.WEXITSTATUS(status)
-    return code - 128 if code > 128 else code << 8
+def _spawn_init(close: list[int]) -> int:
+    """Process 1 of the submission's pid namespace: ``sleep infinity``, spawned without
+    copying our memory (vfork). W cannot signal it (process 1 ignores what it has no
+    handler for); when W ends we kill it, and the kernel then kills all that is left."""
+    actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in close]
+    if _SLEEP:
+        return os.posix_spawn(_SLEEP, [_SLEEP, "infinity"], {}, file_actions=actions,
+                              setsid=True)
+    pid = os.fork()
+    if pid == 0:
+        for fd in close:
+            os.close(fd)
+        while True:
+            signal.pause()
+    return pid
 
 
-def _kill_orphans() -> None:
+def _children() -> list[int]:
+    """Our children (any thread's: an orphan may be given to any of them), from /proc."""
+    pids: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as fh:
+            pids += [int(p) for p in fh.read().split()]
+    return pids
+
+
+def _kill_orphans(timeout_s: float = 5.0) -> None:
     """SIGKILL and reap every child we have (W's orphans, adopted by us as subreaper)."""
-    while True:
-        try:
-            with open(f"/proc/self/task/{os.getpid()}/children") as fh:
-                pids = [int(p) for p in fh.read().split()]
-        except OSError:
-            return
-        if not pids:
-            return
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (pids := _children()) and time.monotonic() < deadline:
         for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         for pid in pids:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    time.sleep(0.001)  # not dead yet: the next round looks again
 
 
-def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None]],
+def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
           cfg: dict[str, Any]) -> None:
     while True:
         try:
@@ -304,21 +283,29 @@ def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None]],
         if pid == 0:
             return
         if pid in children:
-            sub, leftover = children.pop(pid)
+            sub, leftover, init = children.pop(pid)
+            if init:  # its namespace ends with its process 1: nothing of it is left after
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(init, 0)
             if cfg["subreaper"]:
                 _kill_orphans()
             if leftover:
                 import shutil
 
                 shutil.rmtree(leftover, ignore_errors=True)
-            _send(ctrl, op="exit", id=sub, status=_worker_status(status, cfg["mode"]))
+            _send(ctrl, op="exit", id=sub, status=status)
 
 
-def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None]]) -> None:
-    for pid, (sub, _) in children.items():
+def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]]) -> None:
+    for pid, (sub, _, init) in children.items():
         if sub == req.get("id"):
+            if init:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)  # S: its namespace follows (parent-death signal)
+                os.kill(pid, signal.SIGKILL)
                 os.killpg(pid, signal.SIGKILL)
 
 
@@ -329,7 +316,7 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     _WAKE_FDS[:] = [wake_r, wake_w]
-    children: dict[int, tuple[int, str | None]] = {}
+    children: dict[int, tuple[int, str | None, int]] = {}
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     _send(ctrl, op="ready", pid=os.getpid(), threads=threads)
     while True:
@@ -358,6 +345,25 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
                 _kill(req, children)
 
 
+def _own_namespaces(cf: Any, network: bool) -> None:
+    """Become process 1 of a pid namespace of our own (owned by our user namespace, unlike
+    bwrap's, so we may ``setns`` back to it after each submission's ``unshare``) and,
+    without bwrap, of a network namespace of our own. Our parent waits and ends as we do."""
+    import shutil
+
+    if network:
+        cf.unshare_network()
+    cf.unshare_pid()
+    pid = os.fork()
+    if pid != 0:
+        os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) & 0xFF)
+    cf.set_parent_death_signal()
+    _OWN_PID_NS[0] = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _ZYGOTE_PID[0] = os.getpid()
+    global _SLEEP
+    _SLEEP = shutil.which("sleep", path="/usr/bin:/bin") or ""
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     sys.path[:0] = cfg["code_paths"]
@@ -367,8 +373,12 @@ def main() -> None:
 
     if cfg["parent_death"]:
         _confine.set_parent_death_signal()
+    if cfg["mode"] == "ns":
+        _own_namespaces(_confine, network=cfg["own_namespaces"])
     if cfg["subreaper"]:
         _confine.set_child_subreaper()
+    if sys.platform.startswith("linux"):
+        _confine.set_not_dumpable()  # no ptrace, no /proc peeking by a worker of our uid
     _import_preloads(cfg)
     flt = _confine.build_seccomp_filter() if cfg["seccomp"] else None
     _serve(ctrl, cfg, flt)

@@ -19,8 +19,9 @@ SANDBOX_MPL = "/tmp/.matplotlib"
 HIDDEN_PACKAGES = ("grader", "solutions", "tests")
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 # As root the zygote keeps only what it needs to confine its children (a uid per
-# submission, namespaces); unprivileged, only the namespaces (in its own user namespace).
-ROOT_ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_ADMIN")
+# submission, namespaces) and to kill what they leave behind; unprivileged, only the
+# namespaces (in its own user namespace).
+ROOT_ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_ADMIN", "CAP_KILL")
 USER_ZYGOTE_CAPS = ("CAP_SETPCAP", "CAP_SYS_ADMIN")
 # New pid, net, ipc, uts and cgroup namespaces; gone with the grader; no controlling tty.
 NAMESPACE_FLAGS = (
@@ -46,15 +47,20 @@ def _is_course(path: str) -> bool:
 
 
 def import_paths() -> list[str]:
-    """The grader's own ``sys.path`` entries that the worker may use too: existing folders
-    and archives, never the course itself, the current folder or the tests."""
+    """The grader's own ``sys.path`` entries that the worker may use too: those of the
+    interpreter (below its prefixes), package folders (``site-packages``, a user site) and
+    what ``PYTHONPATH`` names; never the course itself, nor the current folder or a
+    script's folder (which may be your home)."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                              sys.base_exec_prefix)}
+    asked = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     paths = []
     for entry in sys.path:
-        if not entry or not os.path.exists(entry) or _is_course(entry):
+        if not entry or not os.path.exists(entry) or _is_course(entry) or entry in paths:
             continue
-        if os.path.realpath(entry) == os.path.realpath(os.getcwd()):
-            continue
-        if entry not in paths:
+        real = os.path.realpath(entry)
+        if (any(real == p or real.startswith(p + os.sep) for p in prefixes) or real in asked
+                or os.path.basename(real) in ("site-packages", "dist-packages")):
             paths.append(entry)
     return paths
 

@@ -389,6 +389,7 @@ class SandboxPool:
             "mode": "ns" if self.plan.namespaces else "plain",
             "seccomp": self.plan.seccomp,
             "subreaper": self.plan.subreaper,
+            "own_namespaces": self.plan.new_net,  # no bwrap: the zygote's own network namespace
             "parent_death": sys.platform.startswith("linux") and not self.plan.bwrap,
             "in_bwrap": bool(self.plan.bwrap),
             "python_paths": bwrap.import_paths(),
@@ -591,7 +592,6 @@ class SandboxPool:
             "scratch": scratch,
             "scratch_bytes": lim.scratch_bytes,
             "tmpfs": plan.namespaces,
-            "new_net": plan.new_net,
             "drop_uid": plan.uid_drop,
             "drop_caps": plan.namespaces or bool(plan.bwrap),
             "no_new_privs": plan.no_new_privs,

@@ -41,7 +41,7 @@ PROTECTIONS: dict[str, str] = {
     "submissions, gone afterwards",
     "no-network": "no network at all, not even localhost",
     "processes-invisible": "it sees no process but its own (not the grader, not other "
-    "submissions)",
+    "submissions, not yours)",
     "processes-unreachable": "it cannot signal or trace the grader, another submission or "
     "any other process of yours",
     "nothing-outlives": "every process it starts is killed when it ends or runs out of time",
@@ -69,8 +69,8 @@ class Plan:
     isolation: str
     bwrap: str | None = None  # the zygotes run in bubblewrap (this binary)
     userns: bool = False  # ... unprivileged, in a user namespace
-    namespaces: bool = False  # a pid, mount and IPC namespace per submission
-    new_net: bool = False  # ... and a network namespace (where bwrap gave none)
+    namespaces: bool = False  # a pid namespace per zygote, a mount and IPC one per submission
+    new_net: bool = False  # no bwrap: the zygote makes its own pid and network namespaces
     uid_drop: bool = False  # a uid of its own per submission (root only)
     seccomp: bool = False
     no_new_privs: bool = False
@@ -108,20 +108,44 @@ def _linux() -> bool:
 
 
 _NS_PROBE = """
-import ctypes, json, os, sys
+import ctypes, json, os, shutil, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
+NEWPID, NEWNET, NEWNS, NEWIPC = 0x20000000, 0x40000000, 0x00020000, 0x08000000
+SLEEP = shutil.which("sleep", path="/usr/bin:/bin")
 def ok(ret):
     return ret == 0
-works = ok(libc.unshare(0x20000000))
+def exited_ok(pid):
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+def worker():  # what W does first, as process 2 of its own pid namespace
+    good = os.getpid() == 2 and ok(libc.unshare(NEWNS | NEWIPC))
+    good = good and ok(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None))
+    good = good and ok(libc.mount(b"proc", b"/proc", b"proc", 0xE, None))
+    good = good and ok(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0x6, b"size=1m"))
+    os._exit(0 if good else 1)
+def zygote():  # what the zygote does, for two submissions
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    for _ in range(2):
+        if not ok(libc.unshare(NEWPID)):
+            os._exit(1)
+        init = os.posix_spawn(SLEEP, [SLEEP, "infinity"], {})
+        pid = os.fork()
+        if pid == 0:
+            worker()
+        good = ok(libc.setns(own, NEWPID)) and exited_ok(pid)
+        os.kill(init, signal.SIGKILL)
+        os.waitpid(init, 0)
+        if not good:
+            os._exit(1)
+    os._exit(0)
+works = SLEEP is not None
+if "--own" in sys.argv:  # no bwrap: the zygote makes its own network namespace too
+    works = works and ok(libc.unshare(NEWNET))
+works = works and ok(libc.unshare(NEWPID))
 if works:
     pid = os.fork()
     if pid == 0:
-        good = ok(libc.unshare(0x00020000 | 0x08000000))
-        good = good and ok(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None))
-        good = good and ok(libc.mount(b"proc", b"/proc", b"proc", 0xE, None))
-        good = good and ok(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0x6, b"size=1m"))
-        os._exit(0 if good else 1)
-    works = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        zygote()
+    works = exited_ok(pid)
 print(json.dumps({"namespaces": works, "prefix": sys.prefix}))
 """
 
@@ -154,7 +178,7 @@ def _bwrap_probe(path: str, euid: int) -> tuple[bool, bool, str]:
 @functools.cache
 def _plain_namespaces() -> tuple[bool, str]:
     """Can this process give children pid/mount/IPC namespaces without bwrap (root)?"""
-    result, error = _run_probe([sys.executable, "-I", "-S", "-c", _NS_PROBE])
+    result, error = _run_probe([sys.executable, "-I", "-S", "-c", _NS_PROBE, "--own"])
     if result is None or not result["namespaces"]:
         return False, error or "creating namespaces is not permitted here"
     return True, ""
@@ -247,13 +271,12 @@ def _mechanisms(isolation: str) -> dict:
     else:
         why["seccomp"] = ("pyseccomp/libseccomp unavailable (pip install pyseccomp)"
                           if _linux() else "seccomp is Linux only")
-    if not found["namespaces"]:
-        if "subreaper" in off:
-            why["subreaper"] = hook
-        elif _linux():
-            found["subreaper"] = True
-        else:
-            why["subreaper"] = "child subreapers are Linux only"
+    if "subreaper" in off:
+        why["subreaper"] = hook
+    elif _linux():
+        found["subreaper"] = True
+    else:
+        why["subreaper"] = "child subreapers are Linux only"
     if "cgroups" in off:
         why["cgroups"] = hook
     elif _linux():
@@ -316,8 +339,9 @@ def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str
             f"it runs as {'root' if os.geteuid() == 0 else 'you'}, in your pid namespace, so it "
             f"can signal (kill) your other processes (uid-drop: {why.get('uid-drop')}; "
             f"namespaces: {why.get('namespaces')})")
-    outlive = _join("pid namespace" if ns else None, "cgroup" if cg else None,
-                    "kill by uid" if uid else None, "subreaper" if sub else None)
+    outlive = _join("its pid namespace ends with it" if ns else None,
+                    "subreaper (its zygote kills whatever it leaves)" if sub and not ns else None,
+                    "cgroup" if cg else None, "kill by uid" if uid else None)
     if outlive:
         active["nothing-outlives"] = outlive
     else:
