@@ -21,6 +21,10 @@ variable             meaning
                      every run draws fresh inputs. The grader never passes it to the
                      notebook's process; in an nbgrader kernel the student's code could
                      read it, so set it only for the sandboxed ``grader grade``
+``COURSE_CHECK_HELPER`` minutes of idleness after which ``grader check``'s warm helper
+                     stops (default 15); ``off`` (or ``0``) checks without a helper, each
+                     time in a fresh process (:func:`check_helper_minutes`). Off by
+                     default when ``CI=true``
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -41,6 +45,8 @@ DIRECTION = "COURSE_DIRECTION"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
 GRADER_SEED = "COURSE_GRADER_SEED"
+CHECK_HELPER = "COURSE_CHECK_HELPER"
+CHECK_HELPER_DEFAULT_MINUTES = 15.0
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -88,3 +94,19 @@ def run_dir() -> Path:
 def grader_seed() -> str | None:
     """``$COURSE_GRADER_SEED`` (any text), or None when it is not set."""
     return os.environ.get(GRADER_SEED, "").strip() or None
+
+
+def check_helper_minutes() -> float | None:
+    """``$COURSE_CHECK_HELPER``: the check helper's idle minutes, or None when it is off
+    (``off``, ``no``, ``false``, ``0``; unset on CI)."""
+    value = os.environ.get(CHECK_HELPER, "").strip().lower()
+    if not value:
+        on_ci = os.environ.get("CI", "").lower() == "true"
+        return None if on_ci else CHECK_HELPER_DEFAULT_MINUTES
+    if value in ("off", "no", "false", "0"):
+        return None
+    try:
+        minutes = float(value)
+    except ValueError:
+        raise ValueError(f"{CHECK_HELPER} must be a number of minutes or 'off', got {value!r}") from None
+    return minutes if minutes > 0 else None
