@@ -49,7 +49,7 @@ def _check(args: argparse.Namespace) -> int:
     from . import results as fmt
     from .launch import prepare_check
 
-    out = _private_stdout() if args.format == "json" else sys.stdout
+    out = _private_stdout() if args.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout)
     try:
         with prepare_check(args.notebook, args.lesson, limits) as source:
@@ -64,6 +64,9 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     if args.format == "json":
         out.write(fmt.to_json(result) + "\n")
+        out.flush()
+    elif args.format == "html":
+        out.write(fmt.to_html(result))
         out.flush()
     else:
         out.write(fmt.to_text(result, color=out.isatty() if COLOR is None else COLOR) + "\n")
@@ -168,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="grade one notebook with the hidden graders")
     check.add_argument("notebook")
-    check.add_argument("--format", choices=["text", "json"], default="text")
+    check.add_argument("--format", choices=["text", "json", "html"], default="text",
+                       help="json: the spec's object; html: the table as an HTML fragment")
     check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
     check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
                        help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")

@@ -195,6 +195,14 @@ def csv_table(rows: list[list[Any]], exercises: list[str]) -> str:
     return buf.getvalue()
 
 
+def to_html(report: Report) -> str:
+    """``grader check --format html``: the text table's words as an HTML fragment (the
+    notebook's check cell shows it)."""
+    from .templating import render
+
+    return render("check.html.j2", report=report, errors=report.cell_errors[:10])
+
+
 def feedback_html(report: Report, student: str) -> str:
     """The student's feedback page: points and hints, never a hidden test's code."""
     from .templating import render
