@@ -67,7 +67,7 @@ def check_my_work(lesson: str, notebook: str | Path | None = None,
     """Grade this lesson's notebook as saved, with the hidden graders, in a separate sandboxed
     process; the verdict shows as a table. ``notebook``: its path, where it cannot be found."""
     lesson = catalogue.get(lesson).id
-    if settings.grading():
+    if autograding():
         return Verdict(message=WHILE_GRADING)
     root = grader_root()
     if root is None:
@@ -93,6 +93,13 @@ def check_my_work(lesson: str, notebook: str | Path | None = None,
         reason = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
         return Verdict(message=f"The grader could not check this notebook: {reason[0]}", note=note)
     return Verdict(html=proc.stdout, note=note)
+
+
+def autograding() -> bool:
+    """nbgrader autograde runs this notebook (in its ``autograded/<student>/`` folder).
+    Not ``settings.grading()``: a JupyterLab server that loaded ``nbgrader_config.py`` sets
+    ``COURSE_GRADING`` for every kernel it starts."""
+    return settings.AUTOGRADED_FOLDER in Path.cwd().parts
 
 
 def grader_root() -> Path | None:

@@ -22,10 +22,8 @@ LESSON = "01_attention_by_hand"
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ, COURSE_CHECK_HELPER="off")
-    for name in ("CI", "COURSE_GRADING"):
-        env.pop(name, None)
-    return env
+    # COURSE_GRADING as a JupyterLab server that loaded nbgrader_config.py passes it on
+    return dict(os.environ, COURSE_CHECK_HELPER="off", COURSE_GRADING="1")
 
 
 @pytest.mark.parametrize("lesson", lessons())
@@ -96,8 +94,10 @@ def test_without_graders_it_says_what_to_do(monkeypatch, tmp_path) -> None:
     assert "<table" not in verdict._repr_html_()
 
 
-def test_skipped_while_grading(monkeypatch) -> None:
-    monkeypatch.setenv("COURSE_GRADING", "1")
+def test_skipped_while_autograded(monkeypatch, tmp_path) -> None:
+    folder = tmp_path / "autograded" / "alice" / LESSON
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(folder)
     verdict = selfcheck.check_my_work(LESSON, solution_path(LESSON))
     assert verdict.message == selfcheck.WHILE_GRADING
 
