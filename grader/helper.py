@@ -97,8 +97,9 @@ def _private(path: str | Path) -> bool:
 
 
 def instance_key() -> str:
-    """Which helper serves this process: its interpreter and its copy of the course."""
-    ident = f"{os.path.realpath(sys.executable)}\0{sys.version}\0{PACKAGE_PARENT}"
+    """Which helper serves this process: its interpreter, its environment (a venv's prefix;
+    venvs of one interpreter share its real path) and its copy of the course."""
+    ident = f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{PACKAGE_PARENT}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
