@@ -171,7 +171,12 @@ def code_difference(english: str, other: str) -> str | None:
 # --- comparing two notebooks --------------------------------------------------------------
 
 def _metadata(cell: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cell.get("metadata", {}).items() if k not in FREE_METADATA}
+    """The metadata both editions share: all but view state and bookkeeping, and but the
+    checksum nbgrader writes into a student notebook (of the cell's text, comments included)."""
+    meta = {k: v for k, v in cell.get("metadata", {}).items() if k not in FREE_METADATA}
+    if "checksum" in meta.get("nbgrader", {}):
+        meta["nbgrader"] = {k: v for k, v in meta["nbgrader"].items() if k != "checksum"}
+    return meta
 
 
 def _graded(cell: dict[str, Any]) -> bool:
