@@ -160,7 +160,7 @@ LESSONS: tuple[Lesson, ...] = (
            graded=("dot_scores", "softmax", "attention"), editions=("en", "zh"),
            title_zh="手算注意力：优与秀"),
     Lesson("02_split_heads", "Splitting into heads, the BERT-keras way",
-           graded=("split_qkv", "split_heads", "merge_heads"),
+           graded=("split_qkv", "split_heads", "merge_heads"), editions=("en", "zh"),
            title_zh="拆分成多个头：BERT-keras 的做法"),
     Lesson("03_scaled_dot_product_attention", "Scaled dot-product attention, with masks",
            graded=("scaled_dot_product_attention", "causal_mask", "padding_mask"),
