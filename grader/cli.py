@@ -82,7 +82,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     try:
         plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
-                     with_references=args.with_references)
+                     with_references=args.with_references, lang=args.lang)
     except ReleaseError as exc:
         print(f"grader release: {exc}", file=sys.stderr)
         return 2
@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "students' own notebooks")
     release.add_argument("--with-references", action="store_true",
                          help="ship the course's code of every lesson the bundled ones build on")
+    release.add_argument("--lang", choices=["en", "zh", "both"], default="en",
+                         help="the lessons' edition: en (default), zh (Chinese, with a Chinese "
+                              "README), or both for students to choose")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
     return parser
