@@ -41,5 +41,6 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
     print(t(f"{exercise}: {points:g} / {max_points:g} points"))
     for result in results:
         for hint in dict.fromkeys(result.failures):
-            print(f"  {t('hint:')} {t(hint)}")
+            label = t("hint:")
+            print(f"  {label}{'' if label.endswith('：') else ' '}{t(hint)}")
     return points

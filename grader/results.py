@@ -168,7 +168,7 @@ def to_text(report: Report, color: bool = False) -> str:
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
         lines.append(f"  {mark} {e.name:<{width}}  {e.points:5.1f} / {e.max_points:<5.1f}")
-        lines += [f"      {t('hint:')} {hint}" for hint in e.hints]
+        lines += [f"      {_label(t('hint:'))}{hint}" for hint in e.hints]
     lines.append(f"    {_pad(t('total'), width)}  {report.score:5.1f} / {report.max_score:<5.1f}")
     if report.status != Status.OK:
         lines += ["", paint(t(report.message), "33")]
@@ -177,6 +177,11 @@ def to_text(report: Report, color: bool = False) -> str:
         for err in report.cell_errors[:10]:
             lines.append(f"  {t('cell')} {err.get('cell')}: {str(err.get('error'))[:200]}")
     return "\n".join(lines)
+
+
+def _label(text: str) -> str:
+    """``hint: `` or ``提示：`` (a full-width colon carries its own space)."""
+    return text if text.endswith("：") else text + " "
 
 
 def _pad(text: str, width: int) -> str:
