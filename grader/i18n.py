@@ -51,7 +51,7 @@ SOURCES = ("hidden/*.py", "framework.py", "messages.py", "results.py", "classroo
 NOT_SHOWN = {"MISTAKES"}
 #: Fields whose values are the student's own words or Python's (an exception's message):
 #: shown as they are in every language.
-VERBATIM = re.compile(r"^(exc\b|where$|err\b|str\(exc|detail$|excerpt$)")
+VERBATIM = re.compile(r"^(exc\b|where$|err\b|str\(exc|excerpt$)")
 
 #: Two English words in a row: a sentence, not a name (``student_id``, ``F.gelu``).
 #: A Chinese character: what a translated sentence has.
@@ -137,9 +137,19 @@ def catalogue(lang: str) -> dict[str, str]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+#: How messages are put together, whatever their words: a message and its evidence or note in
+#: parentheses (``close``'s ``f"{message} ({difference})"``, ``fold``'s ``(+3 related checks
+#: failed)``). Both parts are translated in turn.
+STRUCTURE = {"zh": {"{message} ({detail})": "{message}（{detail}）"}}
+
+
+def _table(lang: str) -> dict[str, str]:
+    return {**STRUCTURE.get(lang, {}), **catalogue(lang)}
+
+
 @cache
 def _patterns(lang: str) -> tuple[_Pattern, ...]:
-    found = [_pattern(english) for english, target in catalogue(lang).items() if target and fields(english)]
+    found = [_pattern(english) for english, target in _table(lang).items() if target and fields(english)]
     return tuple(sorted(found, key=lambda p: (-p.weight, p.english)))
 
 
@@ -155,7 +165,7 @@ def _match(text: str, lang: str, depth: int) -> tuple[str, list[str]] | None:
     Of the templates (and ways to split a message into their fields) that fit, the one
     that leaves the least English wins, then the one whose fields have balanced brackets,
     then the most specific."""
-    table = catalogue(lang)
+    table = _table(lang)
     key = text.replace("{", "{{").replace("}", "}}")
     if table.get(key):
         return _fill(table[key], {}), []
@@ -349,7 +359,8 @@ class Coverage:
     translated: int
     missing: list[str]
     stale: list[str]
-    bad_fields: list[str]
+    bad_fields: list[str]   # translations with a field their English lacks (a field may go:
+                            # ``{'s' if n > 1 else ''}`` has no place in Chinese)
 
     @property
     def percent(self) -> float:
@@ -361,8 +372,7 @@ def coverage(lang: str, templates: Iterable[str] | None = None) -> Coverage:
     wanted = list(templates if templates is not None else source_templates())
     missing = [t for t in wanted if not table.get(t)]
     stale = [t for t in table if t not in set(wanted)]
-    bad = [t for t, target in table.items()
-           if target and sorted(fields(t)) != sorted(fields(target))]
+    bad = [t for t, target in table.items() if target and not set(fields(target)) <= set(fields(t))]
     return Coverage(len(wanted), len(wanted) - len(missing), missing, stale, bad)
 
 

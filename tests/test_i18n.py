@@ -58,9 +58,9 @@ def test_literal_braces_are_escaped() -> None:
 TABLE = {
     "softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument":
         "softmax(x, axis={axis}) 在第 0 轴上归一化：请使用参数 `axis`",
-    "{message} (at index {list(map(int, worst))}: yours {yours}, right {right})":
-        "{message}（在下标 {list(map(int, worst))} 处：你的是 {yours}，正确的是 {right}）",
-    "{first} (+{folded} related checks failed)": "{first}（另有 {folded} 项相关检查未通过）",
+    "at index {list(map(int, worst))}: yours {yours}, right {right}":
+        "在下标 {list(map(int, worst))} 处：你的是 {yours}，正确的是 {right}",
+    "+{folded} related check{'s' if folded > 1 else ''} failed": "另有 {folded} 项相关检查未通过",
     "calling `{exc.target}` raised {exc.exc_type}: {exc.message}{where}":
         "调用 `{exc.target}` 时抛出了 {exc.exc_type}：{exc.message}{where}",
     "the output of {what} is wrong": "{what} 的输出不对",
