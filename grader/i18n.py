@@ -312,9 +312,15 @@ def is_sentence(template: str) -> bool:
     return bool(re.search(r"[A-Za-z]{3,}", _literal(template)) and re.search(r"\S\s+\S", with_values))
 
 
+_WORD = re.compile(r"[(\[]?[A-Za-z]{2,}[,:;.!?)\]]?")
+
+
 def _is_words(text: str) -> bool:
-    """Whether a value left untranslated is English words (not a number, shape or name)."""
-    return bool(re.search(r"[A-Za-z]{3,}", text) and re.search(r"[A-Za-z]{2,}\S*\s+\S", text.strip()))
+    """Whether a value left untranslated is English words: two plain words in a row (not a
+    number, a shape, a list of names such as ``q_proj.bias, k_proj.bias``)."""
+    tokens = text.split()
+    return any(_WORD.fullmatch(a) and _WORD.fullmatch(b) and re.search(r"[A-Za-z]{3,}", a + b)
+               for a, b in zip(tokens, tokens[1:], strict=False))
 
 
 def templates_in_python(source: str) -> list[str]:
