@@ -185,6 +185,7 @@ LESSONS: tuple[Lesson, ...] = (
            title_zh="完整的 Transformer：编码器、解码器、掩码与贪心搜索"),
     Lesson("09_training", "Training the Transformer: 1234 → 一千二百三十四",
            graded=("noam_lr", "label_smoothed_nll", "train_step"), datasets=("numerals",),
+           editions=("en", "zh"),
            title_zh="训练 Transformer：1234 → 一千二百三十四"),
 )
 
