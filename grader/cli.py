@@ -24,6 +24,7 @@ def _private_stdout() -> TextIO:
 def cmd_check(args: argparse.Namespace) -> int:
     from . import results as fmt
     from .engine import check_notebook
+    from .i18n import choose, localize
 
     out = _private_stdout() if args.format == "json" else sys.stdout
     try:
@@ -34,6 +35,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
         return 2
+    result = localize(result, choose(args.lang, result.edition))
     if args.format == "json":
         out.write(fmt.to_json(result) + "\n")
         out.flush()
@@ -60,7 +62,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
                    isolation=args.isolation, wall_s=args.timeout,
-                   memory_bytes=int(args.memory * (1 << 30)))
+                   memory_bytes=int(args.memory * (1 << 30)), lang=args.lang)
     try:
         summary = grade_class(submitted, opts)
     except Exception as exc:  # noqa: BLE001 - e.g. the sandbox is unavailable: say why, briefly
@@ -80,7 +82,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     try:
         plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
-                     with_references=args.with_references)
+                     with_references=args.with_references, lang=args.lang)
     except ReleaseError as exc:
         print(f"grader release: {exc}", file=sys.stderr)
         return 2
@@ -98,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
     check.add_argument("--timeout", type=float, default=120.0,
                        help="seconds the notebook may take to run (default 120)")
+    check.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the hints (default: $COURSE_LANG, else the notebook's: "
+                            "zh for a Chinese edition)")
     check.set_defaults(func=cmd_check)
 
     grade = commands.add_parser("grade", help="grade a class, each notebook in a sandbox")
@@ -111,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "none: no sandbox (only for trusted notebooks)")
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook")
     grade.add_argument("--memory", type=float, default=2.0, help="GiB of memory per notebook")
+    grade.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the feedback pages (default: each notebook's; "
+                            "grades.csv and results/ are always English)")
     grade.set_defaults(func=cmd_grade)
 
     release = commands.add_parser(
@@ -124,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "students' own notebooks")
     release.add_argument("--with-references", action="store_true",
                          help="ship the course's code of every lesson the bundled ones build on")
+    release.add_argument("--lang", choices=["en", "zh", "both"], default="en",
+                         help="the lessons' edition: en (default), zh (Chinese, with a Chinese "
+                              "README), or both for students to choose")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
     return parser

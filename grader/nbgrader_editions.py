@@ -30,6 +30,7 @@ from typing import Any
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins.export import CsvExportPlugin
+from traitlets import Bool
 
 from coursekit import catalogue, settings
 
@@ -70,6 +71,8 @@ class HintLanguage(Preprocessor):
     """Before a notebook's kernel starts (nbgrader's ``Execute``), set ``COURSE_LANG`` to
     its edition's language, so that the hidden tests' hints printed in the feedback are
     in the language the student reads. ``COURSE_LANG`` set by the instructor wins."""
+
+    enabled = Bool(True).tag(config=True)  # nbconvert runs a preprocessor only when enabled
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         name = resources.get("nbgrader", {}).get("notebook") or ""

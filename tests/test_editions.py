@@ -6,6 +6,7 @@ without losing its translations, and lists what is left to translate."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from conftest import ROOT
@@ -55,6 +56,23 @@ def test_a_chinese_edition_reads_as_one(lesson: str) -> None:
     prose = [c["source"] for c in cells if c["cell_type"] == "markdown"]
     chinese = [p for p in prose if len(editions.CJK.findall(p)) > 0.2 * len(p.split())]
     assert len(chinese) == len(prose), [p[:60] for p in prose if p not in chinese]
+
+
+PLOT = re.compile(r"\bplt\.|\.imshow\(|\.plot\(|\.semilogx\(|\bsubplots\(")
+
+
+@pytest.mark.parametrize("lesson", WITH_ZH or ["none"])
+def test_a_chinese_edition_registers_the_cjk_font_before_its_first_plot(lesson: str) -> None:
+    """Its plots have Chinese labels: without the course's font a reader sees boxes."""
+    if lesson == "none":
+        pytest.skip("no lesson has a Chinese edition yet")
+    registered = False
+    for cell in catalogue.code_cells(catalogue.read_json(catalogue.get(lesson).solution("zh"))):
+        call, plot = cell["source"].find("use_cjk_font()"), PLOT.search(cell["source"])
+        assert registered or not plot or 0 <= call < plot.start(), (
+            f"{lesson}: cell {cell.get('id')} plots before use_cjk_font() is called (add it to "
+            "the English notebook's first plotting cell, then `python -m grader.editions sync`)")
+        registered = registered or call >= 0
 
 
 # --- what counts as the same code ---------------------------------------------------------
