@@ -53,11 +53,8 @@ NOT_SHOWN = {"MISTAKES"}
 #: shown as they are in every language.
 VERBATIM = re.compile(r"^(exc\b|where$|err\b|str\(exc|excerpt$)")
 
-#: Two English words in a row: a sentence, not a name (``student_id``, ``F.gelu``).
 #: A Chinese character: what a translated sentence has.
 CJK_RE = re.compile(r"[\u4e00-\u9fff]")
-_PROSE = re.compile(r"[A-Za-z]{2,}[,:;.!?)\]`'\"]*\s+[(\[`'\"]*[A-Za-z]{2,}")
-_FIELD = re.compile(r"\{[^{}]*\}")
 
 
 # --- templates --------------------------------------------------------------------------
@@ -140,7 +137,8 @@ def catalogue(lang: str) -> dict[str, str]:
 #: How messages are put together, whatever their words: a message and its evidence or note in
 #: parentheses (``close``'s ``f"{message} ({difference})"``, ``fold``'s ``(+3 related checks
 #: failed)``). Both parts are translated in turn.
-STRUCTURE = {"zh": {"{message} ({detail})": "{message}（{detail}）"}}
+STRUCTURE = {"zh": {"{message} ({detail})": "{message}（{detail}）",
+                    "left": "左侧", "right": "右侧"}}  # a side's name, formatted into a hint
 
 
 def _table(lang: str) -> dict[str, str]:
@@ -191,7 +189,7 @@ def _match(text: str, lang: str, depth: int) -> tuple[str, list[str]] | None:
                 inner = _match(value, lang, depth + 1) if value.strip() else None
                 if inner is None:
                     values[name] = value
-                    if _PROSE.search(value):
+                    if _is_words(value):
                         left.append(value)
                 else:
                     values[name], more = inner
@@ -208,7 +206,7 @@ def translate_checked(text: str, lang: str) -> tuple[str, list[str]]:
         return text, []
     found = _match(text, lang, 0)
     if found is None:
-        return text, [text] if _PROSE.search(text) else []
+        return text, [text] if _is_words(text) else []
     return found
 
 
@@ -306,10 +304,23 @@ def _skipped_nodes(tree: ast.AST) -> set[int]:
 
 
 def is_sentence(template: str) -> bool:
-    """Whether a template is words for people (two words in a row, a value counting as a
-    word), not a name or a path."""
-    with_values = "".join(v if k == "text" else "value" for k, v in _parts(template))
-    return bool(_PROSE.search(with_values) and re.search(r"[A-Za-z]{2,}", _literal(template)))
+    """Whether a template may be words for people: an English word in its text and a space
+    between two of its parts (a name, a path or a dtype has none). Generous on purpose: a
+    string that is no sentence gets itself as translation, a sentence missed would stay
+    English."""
+    with_values = "".join(v if k == "text" else "value" for k, v in _parts(template)).strip()
+    return bool(re.search(r"[A-Za-z]{3,}", _literal(template)) and re.search(r"\S\s+\S", with_values))
+
+
+_WORD = re.compile(r"[(\[]?[A-Za-z]{2,}[,:;.!?)\]]?")
+
+
+def _is_words(text: str) -> bool:
+    """Whether a value left untranslated is English words: two plain words in a row (not a
+    number, a shape, a list of names such as ``q_proj.bias, k_proj.bias``)."""
+    tokens = text.split()
+    return any(_WORD.fullmatch(a) and _WORD.fullmatch(b) and re.search(r"[A-Za-z]{3,}", a + b)
+               for a, b in zip(tokens, tokens[1:], strict=False))
 
 
 def templates_in_python(source: str) -> list[str]:

@@ -40,7 +40,7 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
     max_points = float(sum(r.max_points for r in results))
     print(t(f"{exercise}: {points:g} / {max_points:g} points"))
     for result in results:
-        for hint in dict.fromkeys(result.failures):
+        for hint in result.hints:
             label = t("hint:")
             print(f"  {label}{'' if label.endswith('：') else ' '}{t(hint)}")
     return points
