@@ -6,6 +6,7 @@ the gradebook stays English."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -162,3 +163,53 @@ def test_both_editions_score_the_same(lesson: str) -> None:
             assert report.edition == edition
             scores[edition] = {e.name: e.points for e in report.exercises}
         assert scores["en"] == scores["zh"], kind
+
+
+# --- coverage: the catalogue and the hints the graders really produce ----------------------
+
+def test_every_template_in_the_source_has_a_chinese_translation() -> None:
+    """A new or changed English message fails here until it is translated
+    (``python -m grader.i18n sync``, then ``missing``)."""
+    result = i18n.coverage("zh")
+    assert not result.missing, f"{len(result.missing)} template(s) without a translation, e.g. {result.missing[:3]}"
+    assert not result.stale, f"translations of templates no longer in the source: {result.stale[:3]}"
+    assert not result.bad_fields, f"translations naming a field their English lacks: {result.bad_fields[:3]}"
+    chinese = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
+    table = i18n.catalogue("zh")
+    assert all(chinese.search(zh) for t, zh in table.items() if zh != t), "a translation with no Chinese in it"
+
+
+def _hints_of(nb: dict, lesson: str) -> list[str]:
+    from grader.engine import grade_in_process
+
+    return [h for e in grade_in_process(nb, lesson, seed=20260101).exercises for h in e.hints]
+
+
+def _untranslated(hints: list[str]) -> dict[str, list[str]]:
+    found = {}
+    for hint in dict.fromkeys(hints):
+        text, left = i18n.translate_checked(hint, "zh")
+        if left or not i18n.CJK_RE.search(text):
+            found[hint] = left
+    return found
+
+
+@pytest.mark.parametrize("lesson", [x.id for x in catalogue.COURSE])
+def test_every_hint_of_the_planted_bugs_and_blank_notebooks_translates(lesson: str) -> None:
+    """Every hint that grading the lesson's planted bugs (tests/planted), its blank student
+    notebook and its reference produces reads in Chinese, with no English sentence left."""
+    import json as _json
+
+    from planted import modules
+
+    entry = catalogue.get(lesson)
+    hints = _hints_of(catalogue.read_json(entry.student()), lesson)
+    assert hints, "a blank notebook gets hints"
+    assert not _hints_of(catalogue.read_json(entry.solution()), lesson)
+    module = next(m for m in modules() if m.LESSON == lesson)
+    base = _json.dumps(catalogue.read_json(entry.solution()))
+    for variant in module.BUGS:
+        hints += _hints_of(variant.apply(_json.loads(base)), lesson)
+    left = _untranslated(hints)
+    assert not left, f"{len(left)} hint(s) without a full translation: " + "; ".join(
+        f"{h!r} (left: {parts})" for h, parts in list(left.items())[:3])
