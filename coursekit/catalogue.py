@@ -176,13 +176,16 @@ LESSONS: tuple[Lesson, ...] = (
            title_zh="GELU：前馈网络的激活函数"),
     Lesson("07_positional_encoding", "Positional encoding (位置编码) and scaled token embeddings",
            graded=("sinusoidal_positional_encoding", "PositionalEncoding", "TokenEmbedding"),
+           editions=("en", "zh"),
            title_zh="位置编码与缩放的词元嵌入"),
     Lesson("08_transformer", "The whole Transformer: encoder, decoder, masks, greedy decoding",
            graded=("PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
                    "greedy_decode"),
+           editions=("en", "zh"),
            title_zh="完整的 Transformer：编码器、解码器、掩码与贪心搜索"),
     Lesson("09_training", "Training the Transformer: 1234 → 一千二百三十四",
            graded=("noam_lr", "label_smoothed_nll", "train_step"), datasets=("numerals",),
+           editions=("en", "zh"),
            title_zh="训练 Transformer：1234 → 一千二百三十四"),
 )
 

@@ -76,6 +76,55 @@ TEXT_ZH: dict[str, str] = {
     "padding_mask: [B, 1, 1, L]\nno query looks at a pad": "padding_mask：[B, 1, 1, L]\n任何查询都不看填充位置",
     "causal_mask: [L, L]\nno query looks ahead": "causal_mask：[L, L]\n任何查询都不看后面的位置",
     "causal & padding\nboth at once (decoder)": "causal & padding\n两者同时生效（解码器）",
+    # lesson 08: transformer, model_masks, families
+    "encoder self-attention\nsrc_mask = padding_mask(src)": "编码器自注意力\nsrc_mask = padding_mask(src)",
+    "decoder masked self-attention\ntgt_mask = causal & padding_mask(tgt)":
+        "解码器掩蔽自注意力\ntgt_mask = causal & padding_mask(tgt)",
+    "cross-attention\nmemory_mask = padding_mask(src)": "编码器－解码器注意力\nmemory_mask = padding_mask(src)",
+    "key (encoder output)": "键（编码器输出）",
+    "query (decoder)": "查询（解码器）",
+    "add & norm": "相加并规范化",
+    "src tokens [B, Ls]  (digits + eos)": "源词元 [B, Ls]（数字 + eos）",
+    "tgt tokens [B, Lt]  (bos + reading)": "目标词元 [B, Lt]（bos + 读法）",
+    "TokenEmbedding × √D\n+ PositionalEncoding": "TokenEmbedding × √D\n+ PositionalEncoding",
+    "N ×": "N ×",
+    "× N": "× N",
+    "multi-head self-attention": "多头自注意力",
+    "feed-forward (FFN)": "前馈网络（FFN）",
+    "memory [B, Ls, D]": "memory [B, Ls, D]",
+    "mask:\npadding_mask(src)": "掩码：\npadding_mask(src)",
+    "masked multi-head\nself-attention": "掩蔽多头\n自注意力",
+    "cross-attention\nQ: decoder   K, V: memory": "编码器－解码器注意力\nQ：解码器   K、V：memory",
+    "mask: causal_mask\n& padding_mask(tgt)": "掩码：causal_mask\n& padding_mask(tgt)",
+    "keys, values": "键、值",
+    "generator: Linear(D, V)": "generator：Linear(D, V)",
+    "logits [B, Lt, V] → softmax": "logits [B, Lt, V] → softmax",
+    "encoder self-attention: every source token sees every real source token":
+        "编码器自注意力：每个源词元都能看到所有真实的源词元",
+    "decoder self-attention: each target position sees itself and earlier ones":
+        "解码器自注意力：每个目标位置只能看到自己和更早的位置",
+    "cross-attention (编码器－解码器注意力): target queries, source keys and values":
+        "编码器－解码器注意力（交叉注意力）：查询来自目标序列，键和值来自源序列",
+    "post-LN (the paper): each sub-layer is x ← LayerNorm(x + Sublayer(x));\n"
+    "pre-LN (norm_first=True): x ← x + Sublayer(LayerNorm(x)), plus a final norm per stack":
+        "后置规范化（post-LN，论文）：每个子层为 x ← LayerNorm(x + Sublayer(x))；\n"
+        "前置规范化（pre-LN，norm_first=True）：x ← x + Sublayer(LayerNorm(x))，每个层堆叠末尾再加一个规范化",
+    "bidirectional self-attention": "双向自注意力",
+    "feed-forward": "前馈网络",
+    "BERT: encoder only": "BERT：仅编码器",
+    "mask: padding\nonly": "掩码：只有\n填充掩码",
+    "masked language model (掩蔽语言模型):\nguess the [MASK]ed tokens": "掩蔽语言模型：\n猜出被 [MASK] 替换的词元",
+    "encoder: self-attention": "编码器：自注意力",
+    "decoder: masked self + cross": "解码器：掩蔽自注意力 + 编码器－解码器注意力",
+    "encoder–decoder (lessons 08–09)": "编码器－解码器（第 08–09 课）",
+    "sequence to sequence: translation,\nsummarisation (Transformer, T5, BART)":
+        "序列到序列：翻译、\n摘要（Transformer、T5、BART）",
+    "causal self-attention": "因果自注意力",
+    "GPT: decoder only": "GPT：仅解码器",
+    "mask: causal\n(no cross-attention)": "掩码：因果掩码\n（没有编码器－解码器注意力）",
+    "language model:\npredict the next token": "语言模型：\n预测下一个词元",
+    "keep the\nencoder": "保留\n编码器",
+    "keep the\ndecoder": "保留\n解码器",
 }
 
 _LANG = {"edition": "en"}
