@@ -14,6 +14,11 @@ variable             meaning
 ``COURSE_THREADS``   CPU threads for training (:func:`threads`); default: the free cores
 ``COURSE_RUN_DIR``   where lesson 09 keeps checkpoints and outputs (:func:`run_dir`);
                      default ``runs`` beside the notebook
+``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
+                     (default), ``zh``, or ``both`` to let students choose
+                     (:func:`edition`; ``grader/nbgrader_editions.py``)
+``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
+                     the language of the notebook graded (:func:`language`)
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -32,6 +37,12 @@ GRADING = "COURSE_GRADING"
 PRESET = "COURSE_PRESET"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
+EDITION = "COURSE_EDITION"
+LANG = "COURSE_LANG"
+
+#: The editions an nbgrader course may hold (COURSE_EDITION), and the hints' languages.
+EDITION_CHOICES = ("en", "zh", "both")
+LANGUAGES = ("en", "zh")
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -69,3 +80,19 @@ def threads() -> int | None:
 def run_dir() -> Path:
     """``$COURSE_RUN_DIR``, else ``runs`` (relative: beside the notebook)."""
     return Path(os.environ.get(RUN_DIR, "runs"))
+
+
+def edition() -> str:
+    """``$COURSE_EDITION`` (``en``, ``zh`` or ``both``), default ``en``."""
+    value = (os.environ.get(EDITION) or "en").strip().lower()
+    if value not in EDITION_CHOICES:
+        raise ValueError(f"{EDITION} must be one of {', '.join(EDITION_CHOICES)}, got {value!r}")
+    return value
+
+
+def language() -> str | None:
+    """``$COURSE_LANG`` (``en`` or ``zh``), or None when it is not set (or not a language
+    the hints are written in)."""
+    value = (os.environ.get(LANG) or "").strip().lower().replace("-", "_").split("_")[0]
+    return value if value in LANGUAGES else None
+
