@@ -157,10 +157,10 @@ def _read_facts(path: Path, _mtime_ns: int, _size: int) -> _Facts:
 
 LESSONS: tuple[Lesson, ...] = (
     Lesson("01_attention_by_hand", "Attention by hand: 优 and 秀",
-           graded=("dot_scores", "softmax", "attention"),
+           graded=("dot_scores", "softmax", "attention"), editions=("en", "zh"),
            title_zh="手算注意力：优与秀"),
     Lesson("02_split_heads", "Splitting into heads, the BERT-keras way",
-           graded=("split_qkv", "split_heads", "merge_heads"),
+           graded=("split_qkv", "split_heads", "merge_heads"), editions=("en", "zh"),
            title_zh="拆分成多个头：BERT-keras 的做法"),
     Lesson("03_scaled_dot_product_attention", "Scaled dot-product attention, with masks",
            graded=("scaled_dot_product_attention", "causal_mask", "padding_mask"),

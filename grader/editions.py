@@ -171,7 +171,12 @@ def code_difference(english: str, other: str) -> str | None:
 # --- comparing two notebooks --------------------------------------------------------------
 
 def _metadata(cell: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cell.get("metadata", {}).items() if k not in FREE_METADATA}
+    """The metadata both editions share: all but view state and bookkeeping, and but the
+    checksum nbgrader writes into a student notebook (of the cell's text, comments included)."""
+    meta = {k: v for k, v in cell.get("metadata", {}).items() if k not in FREE_METADATA}
+    if "checksum" in meta.get("nbgrader", {}):
+        meta["nbgrader"] = {k: v for k, v in meta["nbgrader"].items() if k != "checksum"}
+    return meta
 
 
 def _graded(cell: dict[str, Any]) -> bool:
@@ -294,7 +299,8 @@ def merge_code(english: str, translation: str) -> tuple[str, int]:
     if code_difference(english, translation) is None:
         return translation, 0
     chunks_a, chunks_b = _chunks(english), _chunks(translation)
-    whole = (english, sum(1 for line in english.splitlines() if line.strip()))
+    whole = (english, sum(1 for line in english.splitlines()
+                          if any(LATIN.search(s) for s in _strings_and_comments(line))))
     if chunks_a is None or chunks_b is None:
         return whole
     matcher = difflib.SequenceMatcher(None, [k for k, _ in chunks_a], [k for k, _ in chunks_b],
@@ -307,7 +313,8 @@ def merge_code(english: str, translation: str) -> tuple[str, int]:
         else:
             taken = [text for _, text in chunks_a[a0:a1]]
             parts += taken
-            untranslated += sum(1 for text in taken for line in text.splitlines() if line.strip())
+            untranslated += sum(1 for text in taken for line in text.splitlines()
+                                if any(LATIN.search(s) for s in _strings_and_comments(line)))
     merged = "".join(parts)
     if english.endswith("\n") != merged.endswith("\n"):
         merged = merged.rstrip("\n") + ("\n" if english.endswith("\n") else "")

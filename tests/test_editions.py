@@ -249,7 +249,9 @@ def test_the_command_line_starts_syncs_accepts_and_checks(tmp_path, capsys) -> N
     lesson = replace(catalogue.get("01"), editions=("en", "zh"))
     course = catalogue.Catalogue([lesson], ROOT).at(tmp_path)
     shutil.copytree(ROOT / "solutions" / lesson.id, tmp_path / "solutions" / lesson.id)
+    course.get("01").solution("zh").unlink(missing_ok=True)
     assert editions.main(["new", "01"], course) == 0
+    assert editions.main(["new", "01"], course) == 1          # never overwrites a translation
     assert editions.main(["check", "01"], course) == 0
     english = editions.read(course.get("01").solution())
     english["cells"][2]["source"] += "\nOne more sentence."
