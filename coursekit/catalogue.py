@@ -164,7 +164,7 @@ LESSONS: tuple[Lesson, ...] = (
            title_zh="拆分成多个头：BERT-keras 的做法"),
     Lesson("03_scaled_dot_product_attention", "Scaled dot-product attention, with masks",
            graded=("scaled_dot_product_attention", "causal_mask", "padding_mask"),
-           title_zh="缩放点积注意力与掩码"),
+           editions=("en", "zh"), title_zh="缩放点积注意力与掩码"),
     Lesson("04_multi_head_attention", "Multi-head attention",
            graded=("MultiHeadAttention",),
            title_zh="多头注意力", editions=("en", "zh")),
