@@ -47,6 +47,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from . import results as fmt
+    from .i18n import choose, localize
     from .launch import prepare_check
 
     out = _private_stdout() if args.format in ("json", "html") else sys.stdout
@@ -62,6 +63,7 @@ def _check(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
         return 2
+    result = localize(result, choose(args.lang, result.edition))
     if args.format == "json":
         out.write(fmt.to_json(result) + "\n")
         out.flush()
@@ -126,7 +128,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
               f"{', '.join(PROTECTIONS)}", file=sys.stderr)
         return 2
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
-                   isolation=args.isolation, require=require, limits=limits)
+                   isolation=args.isolation, require=require, limits=limits,
+                   lang=args.lang)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         summary = grade_class(submitted, opts,
@@ -157,7 +160,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     try:
         plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
-                     with_references=args.with_references)
+                     with_references=args.with_references, lang=args.lang)
     except ReleaseError as exc:
         print(f"grader release: {exc}", file=sys.stderr)
         return 2
@@ -180,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check in this process, without the warm helper that later checks "
                             "reuse (COURSE_CHECK_HELPER=off: never start one)")
     check.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    check.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the hints (default: $COURSE_LANG, else the notebook's: "
+                            "zh for a Chinese edition)")
     check.set_defaults(func=cmd_check)
 
     helper = commands.add_parser(
@@ -206,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_bytes / (1 << 30),
                        help="GiB of memory per notebook (default "
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
+    grade.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the feedback pages (default: each notebook's; "
+                            "grades.csv and results/ are always English)")
     grade.set_defaults(func=cmd_grade)
 
     release = commands.add_parser(
@@ -219,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "students' own notebooks")
     release.add_argument("--with-references", action="store_true",
                          help="ship the course's code of every lesson the bundled ones build on")
+    release.add_argument("--lang", choices=["en", "zh", "both"], default="en",
+                         help="the lessons' edition: en (default), zh (Chinese, with a Chinese "
+                              "README), or both for students to choose")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
     return parser
