@@ -32,15 +32,35 @@ from . import catalogue, settings
 COURSE_ROOT = Path(__file__).resolve().parents[1]
 CHECK_TIMEOUT_S = 900.0
 
-SAVE_FIRST = ("This notebook has changes that are not saved ({names}): the check grades the "
-              "file as saved. Save it (Ctrl+S, or ⌘S on a Mac) and run this cell again.")
-NO_GRADER = ("This copy of the course has no hidden graders (a student edition): run every "
-             "visible test from a fresh kernel (Kernel → Restart Kernel and Run All Cells, or "
-             "nbgrader's Validate button); your instructor's grader runs the hidden tests "
-             "when you hand in.")
-NOT_FOUND = ("Could not find this notebook's file. Save it, or name it: "
-             "check_my_work({lesson!r}, \"path/to/{lesson}.ipynb\").")
-WHILE_GRADING = "Skipped while the notebook is being graded: the grader runs the hidden tests itself."
+MESSAGES = {
+    "en": {
+        "save_first": "This notebook has changes that are not saved ({names}): the check grades "
+                      "the file as saved. Save it (Ctrl+S, or ⌘S on a Mac) and run this cell again.",
+        "no_grader": "This copy of the course has no hidden graders (a student edition): run "
+                     "every visible test from a fresh kernel (Kernel → Restart Kernel and Run All "
+                     "Cells, or nbgrader's Validate button); your instructor's grader runs the "
+                     "hidden tests when you hand in.",
+        "not_found": "Could not find this notebook's file. Save it, or name it: "
+                     "check_my_work({lesson!r}, \"path/to/{lesson}.ipynb\").",
+        "grading": "Skipped while the notebook is being graded: the grader runs the hidden tests itself.",
+        "too_long": "The check took more than {seconds:g} s and was stopped.",
+        "no_start": "The grader could not start: {reason}",
+        "failed": "The grader could not check this notebook: {reason}",
+    },
+    "zh": {
+        "save_first": "这个笔记本有尚未保存的改动（{names}）：检查的是已保存的文件。请先保存"
+                      "（Ctrl+S，Mac 上是 ⌘S），再运行这个单元格。",
+        "no_grader": "这份课程不含隐藏测试（学生版）：请在新的内核里运行所有可见测试（内核 → "
+                     "重启内核并运行所有单元格，或点击 nbgrader 的 Validate 按钮）；提交后，老师的"
+                     "评分程序会运行隐藏测试。",
+        "not_found": "找不到这个笔记本的文件。请先保存，或者写出它的路径："
+                     "check_my_work({lesson!r}, \"path/to/{lesson}.zh.ipynb\")。",
+        "grading": "笔记本正在被评分，这里跳过：评分程序会自己运行隐藏测试。",
+        "too_long": "检查超过了 {seconds:g} 秒，已被停止。",
+        "no_start": "评分程序无法启动：{reason}",
+        "failed": "评分程序无法检查这个笔记本：{reason}",
+    },
+}
 
 
 @dataclass
@@ -67,17 +87,18 @@ def check_my_work(lesson: str, notebook: str | Path | None = None,
     """Grade this lesson's notebook as saved, with the hidden graders, in a separate sandboxed
     process; the verdict shows as a table. ``notebook``: its path, where it cannot be found."""
     lesson = catalogue.get(lesson).id
+    path = Path(notebook).expanduser() if notebook else find_notebook(lesson)
+    say = MESSAGES[language(path)]
     if autograding():
-        return Verdict(message=WHILE_GRADING)
+        return Verdict(message=say["grading"])
     root = grader_root()
     if root is None:
-        return Verdict(message=NO_GRADER)
-    path = Path(notebook).expanduser() if notebook else find_notebook(lesson)
+        return Verdict(message=say["no_grader"])
     if path is None or not path.is_file():
-        return Verdict(message=NOT_FOUND.format(lesson=lesson))
+        return Verdict(message=say["not_found"].format(lesson=lesson))
     path = path.resolve()
     unsaved = unsaved_exercises(path)
-    note = SAVE_FIRST.format(names=", ".join(unsaved)) if unsaved else ""
+    note = say["save_first"].format(names=", ".join(unsaved)) if unsaved else ""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p))
     command = [sys.executable, "-m", "grader", "check", str(path), "--lesson", lesson,
@@ -86,13 +107,23 @@ def check_my_work(lesson: str, notebook: str | Path | None = None,
         proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return Verdict(message=f"The check took more than {timeout:g} s and was stopped.", note=note)
+        return Verdict(message=say["too_long"].format(seconds=timeout), note=note)
     except OSError as exc:
-        return Verdict(message=f"The grader could not start: {exc}", note=note)
+        return Verdict(message=say["no_start"].format(reason=exc), note=note)
     if proc.returncode != 0:
         reason = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        return Verdict(message=f"The grader could not check this notebook: {reason[0]}", note=note)
+        return Verdict(message=say["failed"].format(reason=reason[0]), note=note)
     return Verdict(html=proc.stdout, note=note)
+
+
+def language(notebook: Path | None) -> str:
+    """The language of the cell's sentences: ``$COURSE_LANG``, else the notebook's edition
+    (the grader's table follows the same rule)."""
+    chosen = settings.language()
+    if chosen in MESSAGES:
+        return chosen
+    edition = catalogue.COURSE.edition_of(notebook) if notebook is not None else "en"
+    return edition if edition in MESSAGES else "en"
 
 
 def autograding() -> bool:
@@ -112,17 +143,29 @@ def grader_root() -> Path | None:
 
 def find_notebook(lesson: str) -> Path | None:
     """The notebook of ``lesson`` this kernel runs: JupyterLab's session, else the working
-    folder's ``<lesson>.ipynb`` (or another edition of it)."""
+    folder's ``<lesson>.ipynb`` or another edition of it (the one whose cells the kernel ran)."""
     session = _user_namespace().get("__session__") or os.environ.get("JPY_SESSION_NAME", "")
     candidates: list[Path] = []
     if session:
         named = Path(str(session)).expanduser()
         candidates += [named, Path.cwd() / named, Path.cwd() / named.name]
     candidates += [Path.cwd() / path.name for path in catalogue.get(lesson).notebooks("student").values()]
-    for path in candidates:
-        if path.suffix == ".ipynb" and path.is_file() and _lesson_id(path) == lesson:
-            return path
-    return None
+    found = [path for path in candidates
+             if path.suffix == ".ipynb" and path.is_file() and _lesson_id(path) == lesson]
+    if session and found and found[0] in candidates[:3]:  # JupyterLab named it
+        return found[0]
+    # no session (nbconvert): of the editions in the folder, the one whose cells this kernel ran
+    return max(found, key=_cells_run, default=None)
+
+
+def _cells_run(path: Path) -> int:
+    """How many of the saved notebook's code cells this kernel ran, as saved."""
+    ran = {_normal(source) for source in _history()}
+    try:
+        cells = catalogue.code_cells(catalogue.read_json(path))
+    except (OSError, ValueError):
+        return -1
+    return sum(_normal(catalogue.cell_source(cell)) in ran for cell in cells)
 
 
 def _lesson_id(path: Path) -> str | None:

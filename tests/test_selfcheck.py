@@ -28,13 +28,15 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.parametrize("lesson", lessons())
 def test_every_lesson_ends_with_the_check_cell(lesson: str) -> None:
-    for path in (solution_path(lesson), lesson_path(lesson)):
+    entry = catalogue.get(lesson)
+    for path in [*entry.notebooks("solution").values(), *entry.notebooks("student").values()]:
         nb = read_notebook(path)
         last = nb["cells"][-1]
         assert last["cell_type"] == "code" and last["id"] == "check-my-work"
         assert f'check_my_work("{lesson}")' in last["source"]
         assert catalogue.is_demo(last) and catalogue.is_provided(last)
-        assert nb["cells"][-2]["source"].startswith("## Check your work")
+        assert nb["cells"][-2]["id"] == "check-my-work-prose"
+        assert nb["cells"][-2]["source"].startswith(("## Check your work", "## 检查你的作业"))
         assert len(nb["cells"]) - 1 not in {i for i, _ in cells_to_run(nb)}  # graders skip it
 
 
@@ -68,6 +70,19 @@ def test_nbconvert_execute_shows_the_verdict_of_the_saved_notebook(tmp_path) -> 
     assert "10 / 10" in page and "✘" not in page
 
 
+def test_nbconvert_of_the_chinese_edition_checks_it_in_chinese(tmp_path) -> None:
+    """Both editions in one folder (as lessons/ holds them): the check grades the one the
+    kernel ran, and speaks its language."""
+    zh = lesson_path(LESSON).with_name(f"{LESSON}.zh.ipynb")
+    if not zh.is_file():
+        pytest.skip("lesson 01 has no Chinese edition")
+    folder = tmp_path / LESSON
+    shutil.copytree(lesson_path(LESSON).parent, folder)
+    page, text = _verdict(_nbconvert(folder / zh.name))
+    assert f"{LESSON}.zh.ipynb" in page and "0 / 10" in page
+    assert "提示" in page and "hint:" not in page
+
+
 def test_unsaved_exercise_is_named(tmp_path) -> None:
     """The kernel ran a softmax the file does not hold: the verdict says to save first."""
     saved = tmp_path / f"{LESSON}.ipynb"
@@ -90,7 +105,7 @@ def test_without_graders_it_says_what_to_do(monkeypatch, tmp_path) -> None:
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("COURSE_GRADING", raising=False)
     verdict = selfcheck.check_my_work(LESSON, solution_path(LESSON))
-    assert verdict.message == selfcheck.NO_GRADER and "Validate" in repr(verdict)
+    assert verdict.message == selfcheck.MESSAGES["en"]["no_grader"] and "Validate" in repr(verdict)
     assert "<table" not in verdict._repr_html_()
 
 
@@ -99,7 +114,7 @@ def test_skipped_while_autograded(monkeypatch, tmp_path) -> None:
     folder.mkdir(parents=True)
     monkeypatch.chdir(folder)
     verdict = selfcheck.check_my_work(LESSON, solution_path(LESSON))
-    assert verdict.message == selfcheck.WHILE_GRADING
+    assert verdict.message == selfcheck.MESSAGES["en"]["grading"]
 
 
 def test_notebook_not_found_is_explained(monkeypatch, tmp_path) -> None:
