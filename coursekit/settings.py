@@ -26,6 +26,10 @@ variable             meaning
                      (:func:`edition`; ``grader/nbgrader_editions.py``)
 ``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
                      the language of the notebook graded (:func:`language`)
+``COURSE_CHECK_HELPER`` minutes of idleness after which ``grader check``'s warm helper
+                     stops (default 15); ``off`` (or ``0``) checks without a helper, each
+                     time in a fresh process (:func:`check_helper_minutes`). Off by
+                     default when ``CI=true``
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -52,6 +56,8 @@ LANG = "COURSE_LANG"
 #: The editions an nbgrader course may hold (COURSE_EDITION), and the hints' languages.
 EDITION_CHOICES = ("en", "zh", "both")
 LANGUAGES = ("en", "zh")
+CHECK_HELPER = "COURSE_CHECK_HELPER"
+CHECK_HELPER_DEFAULT_MINUTES = 15.0
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -112,4 +118,20 @@ def language() -> str | None:
     the hints are written in)."""
     value = (os.environ.get(LANG) or "").strip().lower().replace("-", "_").split("_")[0]
     return value if value in LANGUAGES else None
+
+
+def check_helper_minutes() -> float | None:
+    """``$COURSE_CHECK_HELPER``: the check helper's idle minutes, or None when it is off
+    (``off``, ``no``, ``false``, ``0``; unset on CI)."""
+    value = os.environ.get(CHECK_HELPER, "").strip().lower()
+    if not value:
+        on_ci = os.environ.get("CI", "").lower() == "true"
+        return None if on_ci else CHECK_HELPER_DEFAULT_MINUTES
+    if value in ("off", "no", "false", "0"):
+        return None
+    try:
+        minutes = float(value)
+    except ValueError:
+        raise ValueError(f"{CHECK_HELPER} must be a number of minutes or 'off', got {value!r}") from None
+    return minutes if minutes > 0 else None
 

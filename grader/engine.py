@@ -14,7 +14,7 @@ import pytest
 
 from coursekit import catalogue
 
-from . import runner
+from . import runner, timeline
 from .framework import grading_run
 from .i18n import notebook_edition
 from .limits import DEFAULT_LIMITS, Limits
@@ -78,7 +78,8 @@ def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
     ``seed`` (fresh for every run when ``None``: see ``grader.framework.fresh_seed``)."""
     hidden_test_file(lesson)
     if not use_pytest:
-        return runner.run(sub, lesson, only, seed)  # thread-safe: callers silence output if needed
+        with timeline.span("hidden"):
+            return runner.run(sub, lesson, only, seed)  # thread-safe: callers silence output if needed
     plugin = CollectPoints(sub, only)
     args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
             "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
@@ -156,12 +157,17 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
 
 
 def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,
-                   load_timeout: float | None = None) -> Report:
-    """``grader check``: read, run in a local worker process, grade. Raises NotebookError
-    (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock."""
-    from .launch import LocalWorker
+                   load_timeout: float | None = None, source: Any = None) -> Report:
+    """``grader check``: read, run in a worker process, grade. Raises NotebookError
+    (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock.
+    ``source``: where workers come from (``grader.launch``; default: the sandbox, opened
+    and closed here)."""
+    from . import launch
 
     nb = read_notebook(path)
     lesson = resolve_lesson(path, lesson)
     limits = limits.with_(wall_s=load_timeout)
-    return grade_with_worker(nb, lesson, LocalWorker(limits), notebook=str(path), limits=limits)
+    if source is None:
+        with contextlib.closing(launch.SOURCE(limits)) as own:
+            return check_notebook(path, lesson, limits, source=own)
+    return grade_with_worker(nb, lesson, source.start(limits), notebook=str(path), limits=limits)

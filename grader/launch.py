@@ -1,12 +1,25 @@
-"""Starting a worker process for one notebook, without a sandbox (``grader check``).
+"""Where ``grader check`` gets the worker process that runs a notebook.
 
-The class grader (``grader grade``) uses ``grader.sandbox`` instead; both hand the engine
-an object with the same small interface: ``sock``, ``pid``, ``kill()``, ``finish()`` and
-``output_excerpt()``, and both enforce the notebook's wall clock themselves.
+A *worker source* hands out fresh workers (``start(limits)``) until it is closed. Every
+worker has the same small interface, whichever source made it: ``sock``, ``pid``,
+``kill()``, ``finish()``, ``output_excerpt()`` and ``timed_out``, and enforces the
+notebook's wall clock itself.
+
+- :class:`SandboxSource` (the default): a one-check ``grader.sandbox.SandboxPool`` at the
+  ``auto`` level, the class grader's sandbox;
+- :class:`LocalSource`: plain subprocesses (:class:`LocalWorker`) with rlimits, where the
+  sandbox cannot start;
+- the check helper (``grader.helper``) installs its own source in the process that grades
+  one check: workers forked from its warm zygotes.
+
+:func:`prepare_check` starts the source and, meanwhile, the trusted side's imports (the
+engine, the lesson's hidden tests and torch with them) in a thread, so that the two
+processes load at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,14 +27,38 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
-from coursekit import settings
+from coursekit import catalogue, settings
 
+from . import timeline
 from .limits import DEFAULT_LIMITS, Limits
 from .sandbox.output import OutputTap
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
+COURSE_ROOT = Path(PACKAGE_PARENT)
+DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
+
+
+def course_files(withheld: set[Path] = frozenset()) -> dict[str, Path]:
+    """The course's public files a sandboxed notebook may import or read: ``coursekit``
+    (less ``withheld``) and the datasets' data files, by path relative to the course."""
+    files: dict[str, Path] = {}
+    for path in sorted((COURSE_ROOT / "coursekit").rglob("*.py")):
+        if path not in withheld:
+            files[path.relative_to(COURSE_ROOT).as_posix()] = path
+    for path in sorted((COURSE_ROOT / "datasets").rglob("*")):
+        if path.is_file() and path.suffix in DATA_SUFFIXES:
+            files[path.relative_to(COURSE_ROOT).as_posix()] = path
+    return files
+
+
+class WorkerSource(Protocol):
+    def start(self, limits: Limits) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class LocalWorker:
@@ -97,3 +134,86 @@ class LocalWorker:
 
     def output_excerpt(self, max_chars: int = 2000) -> str:
         return self.tap.excerpt(max_chars)
+
+
+class LocalSource:
+    """Plain worker subprocesses (no sandbox)."""
+
+    description = "a separate process with rlimits (no sandbox)"
+
+    def start(self, limits: Limits) -> LocalWorker:
+        return LocalWorker(limits)
+
+    def close(self) -> None:
+        return None
+
+
+class SandboxSource:
+    """Workers from a one-check sandbox pool at the ``auto`` level: every protection this
+    machine offers (``grader grade``'s sandbox). ``check`` is a learner grading their own
+    work in their own copy of the course, so the sandbox holds every reference module
+    (the class grader withholds those of the lesson graded and later ones)."""
+
+    def __init__(self, limits: Limits, preload: tuple[str, ...] = ()):
+        from .sandbox import SandboxPool, default_worker_files
+
+        with timeline.span("sandbox"):
+            self.pool = SandboxPool(jobs=1, limits=limits, isolation="auto", preload=preload,
+                                    worker_files={**default_worker_files(), **course_files()})
+            self.pool.open()
+        self.description = "sandboxed: " + ", ".join(self.pool.protections)
+
+    def start(self, limits: Limits) -> Any:
+        with timeline.span("worker"):
+            return self.pool.start(limits)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def default_source(limits: Limits) -> WorkerSource:
+    """The sandbox; plain processes, with a word on stderr, where it cannot start."""
+    try:
+        return SandboxSource(limits)
+    except Exception as exc:  # noqa: BLE001 - a check still runs, and says how
+        print(f"grader: the sandbox could not start here ({str(exc).splitlines()[0]}); "
+              "checking in a plain process", file=sys.stderr)
+        return LocalSource()
+
+
+#: What ``grader check`` takes its workers from (the helper replaces it in its processes).
+SOURCE: Callable[[Limits], WorkerSource] = default_source
+
+
+def import_in_background(modules: list[str]) -> threading.Thread:
+    """Import ``modules`` in order in a daemon thread (its import locks make a later
+    ``import`` of one of them wait for it, never run it twice)."""
+
+    def run() -> None:
+        with timeline.span("imports"):
+            for name in modules:
+                try:
+                    __import__(name)
+                except Exception:  # noqa: BLE001 - the main thread's import says why
+                    return
+
+    thread = threading.Thread(target=run, name="grader-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def prepare_check(notebook: str, lesson: str | None, limits: Limits) -> Iterator[WorkerSource]:
+    """The worker source of one check, opened while the trusted side imports what it needs
+    (the engine, then the lesson's hidden tests: torch) in the background."""
+    from . import sandbox  # noqa: F401 - here, before the thread's imports start
+
+    found = lesson or getattr(catalogue.COURSE.lesson_of(notebook), "id", None)
+    modules = ["grader.engine"] + ([f"grader.hidden.test_{found}"] if found else [])
+    imports = import_in_background(modules)
+    source = SOURCE(limits)
+    try:
+        yield source
+    finally:
+        imports.join(0)  # never wait for it: a daemon thread
+        source.close()

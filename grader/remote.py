@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
+from . import timeline
 from .limits import DEFAULT_LIMITS
 from .runtime import protocol
 from .runtime.errors import (
@@ -31,7 +33,13 @@ class RemoteSubmission(Submission):
         self.broken: Exception | None = None
 
     def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
-        return self._request("load", {}, {"cells": [list(c) for c in cells]}, timeout=timeout)
+        start = time.time()
+        reply = self._request("load", {}, {"cells": [list(c) for c in cells]}, timeout=timeout)
+        timeline.add("load", start, end := time.time())
+        seconds = reply.get("seconds") if isinstance(reply, dict) else None
+        if type(seconds) is float and 0 <= seconds <= end - start:  # the worker's own word
+            timeline.add("cells", end - seconds, end)
+        return reply
 
     def _request(self, op: str, header: dict[str, Any], value: Any = None,
                  timeout: float | None = None) -> Any:

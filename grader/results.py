@@ -215,6 +215,16 @@ def csv_table(rows: list[list[Any]], exercises: list[str]) -> str:
     return buf.getvalue()
 
 
+def to_html(report: Report) -> str:
+    """``grader check --format html``: the text table's words, in the report's language, as
+    an HTML fragment (the notebook's check cell shows it)."""
+    from .i18n import words
+    from .templating import render
+
+    return render("check.html.j2", report=report, t=words(report.lang),
+                  errors=report.cell_errors[:10])
+
+
 def feedback_html(report: Report, student: str) -> str:
     """The student's feedback page, in the report's language (:func:`grader.i18n.localize`):
     points and hints, never a hidden test's code."""

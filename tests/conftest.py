@@ -16,6 +16,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 # Kernels started by the tests (nbclient, nbgrader) must import this checkout's packages.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 os.environ.setdefault("MPLBACKEND", "Agg")
+# `grader check` in a test runs cold, never leaving a warm helper behind (tests/test_helper.py
+# starts its own, in a private folder).
+os.environ.setdefault("COURSE_CHECK_HELPER", "off")
 
 
 def lessons() -> list[str]:

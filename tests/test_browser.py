@@ -85,10 +85,11 @@ def _answers() -> dict[str, str]:
 
 
 @contextmanager
-def jupyterlab(tmp_path: Path):
-    """A JupyterLab server on a fresh copy of the course; yields (base_url, token, course)."""
+def jupyterlab(tmp_path: Path, with_grader: bool = False):
+    """A JupyterLab server on a fresh copy of the course (a student's: no grader, unless
+    ``with_grader``, a self-learner's clone); yields (base_url, token, course)."""
     course = tmp_path / "course"
-    for name in ("lessons", "coursekit", "datasets"):
+    for name in ("lessons", "coursekit", "datasets", *(["grader"] if with_grader else [])):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, course / name,
                             ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
@@ -263,6 +264,35 @@ def test_lesson_01_left_blank_fails_validate(tmp_path, request) -> None:
         expect(dialog).to_contain_text("The following cell failed:")
         expect(dialog).to_contain_text("NotImplementedError")
         expect(dialog).not_to_contain_text("passes all the tests")
+
+
+def test_check_cell_in_jupyterlab_grades_the_notebook_as_saved(tmp_path, request) -> None:
+    """A self-learner's clone: the last cell's check grades the saved file, says when answers
+    typed in the browser are not saved yet, and shows the verdict as a table."""
+    answers = _answers()
+    phase = Phases()
+    with jupyterlab(tmp_path, with_grader=True) as (base, token, _), \
+            browser_page(tmp_path, request) as page:
+        phase("server and browser started")
+        open_lesson(page, base, token)
+        phase("lesson open, kernel idle")
+        for grade_id, answer in answers.items():
+            type_answer(page, grade_id, answer)
+        run_all(page)  # the check cell runs last, before anything was saved
+        phase("all cells run")
+        verdict = cell(page, "check_my_work(").locator(".jp-OutputArea")
+        expect(verdict.locator("table.verdict")).to_have_count(1, timeout=TIMEOUT_MS)
+        expect(verdict).to_contain_text("not saved (dot_scores, softmax, attention)")
+        expect(verdict).to_contain_text("0 / 10")
+        expect(verdict).to_contain_text("hint: `softmax` is not implemented yet")
+        page.keyboard.press("Control+s")
+        expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=TIMEOUT_MS)
+        cell(page, "check_my_work(").locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        expect(verdict).to_contain_text("10 / 10", timeout=TIMEOUT_MS)
+        expect(verdict).not_to_contain_text("not saved")
+        expect(verdict.locator("td", has_text="✘")).to_have_count(0)
+        phase("checked after saving")
 
 
 def test_the_chinese_lesson_01_solved_in_jupyterlab_passes_its_chinese_tests_and_validate(

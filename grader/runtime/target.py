@@ -171,7 +171,7 @@ class Target:
         label = target if isinstance(target, str) else values.type_name(obj)
         with self._student_code(label), forbidding(forbid or []), torch.enable_grad():
             output = fn(*args, **self._deref(kwargs))
-            output.backward(grad_output)
+            backward(output, grad_output)
         return self._out({
             "output": output,
             "input_grads": [a.grad if isinstance(a, torch.Tensor) else None for a in args],
@@ -201,6 +201,21 @@ class Target:
                 raise SubmissionError(label, "ForbiddenCall", forbidden) from None
             where = student_frames(exc.__traceback__)
             raise SubmissionError(label, type(exc).__name__, str(exc)[:500], where) from None
+
+
+def backward(output: Any, grad_output: Any) -> None:
+    """``output.backward(grad_output)``. Where both are tensors of one shape and dtype, as
+    ``(output * grad_output).sum().backward()``: the same gradients, bit for bit (the
+    product's gradient is ``grad_output`` times exactly 1), without the import of sympy
+    (about a second) that torch makes on the first backward with an explicit gradient."""
+    import torch
+
+    if (isinstance(output, torch.Tensor) and isinstance(grad_output, torch.Tensor)
+            and output.shape == grad_output.shape and output.dtype == grad_output.dtype
+            and output.dtype.is_floating_point and not output.is_complex()):
+        (output * grad_output).sum().backward()
+    else:
+        output.backward(grad_output)
 
 
 def _forbidden_in_chain(exc: BaseException) -> str | None:

@@ -43,7 +43,12 @@ def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 def _torch() -> Any:
-    return sys.modules.get("torch")
+    """torch if this process has imported it (no tensor exists before that has finished:
+    another thread may be importing it right now)."""
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False):
+        return None
+    return torch
 
 
 def is_tensor(value: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import protocol
 from .errors import BadValue, MissingName, SubmissionError
+from .execute import defer_imports
 from .target import Target
 
 
@@ -35,8 +36,18 @@ def _one_thread() -> None:
         torch.set_num_threads(1)
 
 
+def _fresh_random_state() -> None:
+    """A worker forked from a warm zygote starts with the zygote's numpy random state;
+    draw a fresh one, as a new process would (Python's ``random`` reseeds itself at fork)."""
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()
+
+
 def serve(sock: socket.socket) -> None:
     """Answer requests until the grader says shutdown or closes the connection."""
+    _fresh_random_state()
+    defer_imports()  # unless a warm zygote loaded them: plotting modules load only if used
     target = Target()
     while True:
         try:

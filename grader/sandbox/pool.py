@@ -81,6 +81,7 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "numpy.ctypeslib",  # safetensors.torch converts tensors through it
     "torch",
     "torch.fx.experimental.symbolic_shapes",  # imported by the first backward()
+    "torch._dynamo",  # imported by the first optimizer (lesson 09): seconds
     "safetensors.numpy",
     "safetensors.torch",
     "IPython.core.inputtransformer2",
@@ -402,6 +403,7 @@ class SandboxPool:
         self._free: queue.Queue[_Zygote] = queue.Queue()
         self._zygotes: list[_Zygote] = []
         self._lock = threading.Lock()
+        self._grow_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
         self._active: set[SandboxWorker] = set()
@@ -490,6 +492,24 @@ class SandboxPool:
         with self._lock:
             self._zygotes.append(fresh)
         return fresh
+
+    def busy(self) -> bool:
+        """Every zygote is serving a submission (``start()`` would wait for one)."""
+        return self._free.empty()
+
+    def grow(self, most: int) -> bool:
+        """Start one more zygote if every zygote is busy and there are fewer than ``most``
+        (a pool that serves requests as they come, e.g. ``grader check``'s helper); True
+        when one was added. Thread-safe."""
+        with self._grow_lock:
+            with self._lock:
+                if self._closed or not self._free.empty() or len(self._zygotes) >= most:
+                    return False
+            try:
+                self._add_zygote(self._new_zygote())
+            except SandboxError:
+                return False
+            return True
 
     def close(self) -> None:
         """Kill what still runs, stop the zygotes, remove cgroups and temporary files."""
