@@ -104,7 +104,7 @@ def grade_student(student: str, opts: Options, submitted: Path, start: Callable[
     except (NotebookError, OSError) as exc:
         return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
                           f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
-    return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits)
+    return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits, restart=start)
 
 
 # --- files ------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     out = _private_stdout() if args.format == "json" else sys.stdout
     try:
-        result = check_notebook(args.notebook, args.lesson, load_timeout=args.timeout)
+        limits = DEFAULT_LIMITS.with_(call_s=args.call_timeout)
+        result = check_notebook(args.notebook, args.lesson, limits=limits, load_timeout=args.timeout)
     except NotebookError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
@@ -66,7 +67,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
         return 2
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
-    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, memory_bytes=int(args.memory * (1 << 30)))
+    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
+                                  memory_bytes=int(args.memory * (1 << 30)))
     require = tuple(r.strip() for r in (args.require or "").split(",") if r.strip())
     from .sandbox.probe import PROTECTIONS
 
@@ -115,6 +117,13 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _call_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--call-timeout", type=float, default=DEFAULT_LIMITS.call_s, metavar="S",
+                        help="seconds one call of a hidden check may take (default "
+                             f"{DEFAULT_LIMITS.call_s:g}); a call that hangs costs its exercise "
+                             "only: the exercises after it are graded in a fresh run")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
     check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
                        help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")
+    _call_timeout_option(check)
     check.set_defaults(func=cmd_check)
 
     grade = commands.add_parser("grade", help="grade a class, each notebook in a sandbox")
@@ -146,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_bytes / (1 << 30),
                        help="GiB of memory per notebook (default "
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
+    _call_timeout_option(grade)
     grade.set_defaults(func=cmd_grade)
 
     release = commands.add_parser(

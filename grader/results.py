@@ -96,6 +96,7 @@ class Report:
     cell_errors: list[dict[str, Any]] = field(default_factory=list)
     output_excerpt: str = ""
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # e.g. a call that hung, which file was graded
 
     @property
     def score(self) -> float:
@@ -108,6 +109,9 @@ class Report:
     @property
     def message(self) -> str:
         """What happened to the submission, in a sentence."""
+        return " ".join([self._what_happened(), *self.notes])
+
+    def _what_happened(self) -> str:
         if self.status == Status.OK:
             return f"Graded: {self.score:g} of {self.max_score:g} points."
         if self.status in STOPPED:
@@ -122,14 +126,18 @@ class Report:
 
     def as_record(self) -> dict[str, Any]:
         """``results/<student>.json``: the ``check`` object plus ``status``."""
-        return dict(self.as_dict(), status=str(self.status))
+        record = dict(self.as_dict(), status=str(self.status))
+        if self.notes:
+            record["notes"] = list(self.notes)
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Report:
         exercises = [ExerciseResult(x["name"], x["points"], x["max_points"],
                                     [x["message"]] if x.get("message") else [])
                      for x in record["exercises"]]
-        return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]))
+        return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]),
+                   notes=[str(n) for n in record.get("notes", [])])
 
 
 def not_graded(notebook: str, lesson: str, exercises: dict[str, float], status: Status,
@@ -163,6 +171,8 @@ def to_text(report: Report, color: bool = False) -> str:
     lines.append(f"    {'total':<{width}}  {report.score:5.1f} / {report.max_score:<5.1f}")
     if report.status != Status.OK:
         lines += ["", paint(report.message, "33")]
+    elif report.notes:
+        lines += ["", *(paint(note, "33") for note in report.notes)]
     if report.cell_errors:
         lines += ["", "Cells that raised an error while the notebook ran:"]
         for err in report.cell_errors[:10]:
