@@ -77,8 +77,19 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: unknown protection(s) {', '.join(unknown)}; known: "
               f"{', '.join(PROTECTIONS)}", file=sys.stderr)
         return 2
+    from .late import DEFAULT_FILE, DeadlineError, load
+
+    deadlines = None
+    deadlines_file = args.deadlines or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
+    if deadlines_file and deadlines_file != "none":
+        try:
+            deadlines = load(deadlines_file, lessons=_lesson_ids())
+        except DeadlineError as exc:
+            print(f"grader: {exc}", file=sys.stderr)
+            return 2
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
-                   isolation=args.isolation, require=require, limits=limits)
+                   isolation=args.isolation, require=require, limits=limits,
+                   students=tuple(args.student or ()), deadlines=deadlines)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         summary = grade_class(submitted, opts,
@@ -93,9 +104,22 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
             print(f"grader: {exc}", file=sys.stderr)
             return 3
+        if type(exc).__name__ == "UnknownStudent":
+            print(f"grader: {exc}", file=sys.stderr)
+            return 2
         raise
-    print(f"graded {summary.graded} submission(s), kept {summary.reused} earlier result(s) "
-          f"in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
+    changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
+    print(f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
+          f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
+    if summary.waiting:
+        print(f"not graded (new or changed, not chosen with --student): {', '.join(summary.waiting)}")
+    if summary.other_settings:
+        print(f"kept {len(summary.other_settings)} result(s) made under other settings (isolation, "
+              f"grader version), not vouched for by this run: {', '.join(summary.other_settings)}; "
+              "regrade them with --student ID or --force")
+    if opts.deadlines is not None:
+        print(f"late work: {opts.deadlines.source} (raw_score, late_submission_penalty and score "
+              "in grades.csv)")
     isolation = "strict" if opts.isolation == "full" else opts.isolation
     print(f"protections: {', '.join(summary.protections) or 'none'} (isolation {isolation})")
     if summary.missing:
@@ -115,6 +139,12 @@ def cmd_release(args: argparse.Namespace) -> int:
         return 2
     print(summary(args.out, plan))
     return 0
+
+
+def _lesson_ids() -> list[str]:
+    from coursekit import catalogue
+
+    return catalogue.COURSE.ids()
 
 
 def _call_timeout_option(parser: argparse.ArgumentParser) -> None:
@@ -142,7 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--lesson", required=True)
     grade.add_argument("--out", required=True, help="folder for grades.csv, results/, feedback/")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
-    grade.add_argument("--force", action="store_true", help="regrade students already graded")
+    grade.add_argument("--force", action="store_true", help="regrade every student")
+    grade.add_argument("--student", action="append", metavar="ID",
+                       help="regrade this student (repeatable); the others are left as they are. "
+                            "Without it, a rerun grades new students and those whose submission "
+                            "changed")
+    grade.add_argument("--deadlines", default=None, metavar="FILE",
+                       help="due dates, extensions and late penalty (default: ./deadlines.toml "
+                            "if it exists; 'none' to ignore it)")
     grade.add_argument("--isolation", choices=["auto", "strict", "none", "full"], default="auto",
                        help="auto (default): sandbox with every protection this machine offers, "
                             "listed with the missing ones; strict: refuse unless every "

@@ -16,6 +16,9 @@ Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
 ``missing``  no notebook where nbgrader's layout puts it: every exercise 0
 ``unreadable`` the file is not a notebook the grader can read (broken JSON, nbformat 3,
              too large): every exercise 0, the reason in ``message``
+``ambiguous`` the student's folder holds several notebooks of the lesson, each worked on
+             and different: nothing is guessed, every exercise 0 until the instructor keeps
+             one (``message`` names them) and regrades
 ``error``    the grading machinery itself failed on this submission, twice (never the
              student's code: that is ``ok`` with hints, or one of the above). Every exercise
              0; the traceback is in ``errors.log``; regrade with ``--force`` once fixed
@@ -39,6 +42,7 @@ class Status(StrEnum):
     CRASHED = "crashed"
     MISSING = "missing"
     UNREADABLE = "unreadable"
+    AMBIGUOUS = "ambiguous"
     ERROR = "error"
 
     @classmethod
@@ -181,23 +185,31 @@ def to_text(report: Report, color: bool = False) -> str:
 
 
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
+#: With a course's due dates (``grader.late``), after the exercise columns: nbgrader's names.
+LATE_COLUMNS = ["timestamp", "duedate", "raw_score", "late_submission_penalty"]
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: str, limit: int = 600) -> str:
     return " ".join(str(text).split())[:limit]
 
 
-def csv_row(student: str, report: Report, exercises: list[str]) -> list[Any]:
-    """The ``grades.csv`` row of one student; ``exercises`` are the lesson's, in column order."""
+def csv_row(student: str, report: Report, exercises: list[str],
+            late: dict[str, Any] | None = None) -> list[Any]:
+    """The ``grades.csv`` row of one student; ``exercises`` are the lesson's, in column order.
+    ``late`` (the ``LATE_COLUMNS`` and ``note``): ``score`` is then the raw score less the
+    penalty, and the note ends the message."""
     points = {x.name: round(x.points, 4) for x in report.exercises}
-    return [student, report.lesson, report.score, report.max_score, str(report.status),
-            _one_line(report.message)] + [points.get(x, 0) for x in exercises]
+    penalty = float(late["late_submission_penalty"]) if late else 0.0
+    message = " ".join([report.message, late.get("note", "")] if late else [report.message])
+    row = [student, report.lesson, round(report.score - penalty, 4), report.max_score,
+           str(report.status), _one_line(message.strip())] + [points.get(x, 0) for x in exercises]
+    return row + ([late[c] for c in LATE_COLUMNS] if late else [])
 
 
-def csv_table(rows: list[list[Any]], exercises: list[str]) -> str:
+def csv_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_HEADER + exercises)
+    writer.writerow(CSV_HEADER + exercises + (LATE_COLUMNS if late else []))
     writer.writerows(rows)
     return buf.getvalue()
 
