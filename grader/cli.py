@@ -141,6 +141,47 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deadlines(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .late import DeadlineError, format_duration, load
+
+    try:
+        deadlines = load(args.file, lessons=_lesson_ids())
+    except DeadlineError as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    rule = deadlines.rule
+    print(f"{args.file}: {len(deadlines.due)} due date(s), {len(deadlines.extensions)} "
+          f"student(s) with an extension; penalty {rule.per_day:.0%} of the raw score per day "
+          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)}"
+          + (f", nothing after {format_duration(rule.zero_after)}" if rule.zero_after else ""))
+    if args.no_gradebook:
+        return 0
+    from .nbgrader_late import write_to_gradebook
+
+    course_id, db_url = _nbgrader_course(Path.cwd())
+    for line in write_to_gradebook(args.file, db_url, course_id, _lesson_ids()):
+        print(f"  {line}")
+    print(f"wrote them into nbgrader's gradebook ({db_url})")
+    return 0
+
+
+def _nbgrader_course(folder: object) -> tuple[str, str]:
+    """The course id and gradebook URL of the nbgrader course in ``folder``."""
+    from pathlib import Path
+
+    from traitlets.config.loader import PyFileConfigLoader
+
+    folder = Path(str(folder))
+    config = PyFileConfigLoader("nbgrader_config.py", str(folder)).load_config() \
+        if (folder / "nbgrader_config.py").is_file() else {}
+    course = config.get("CourseDirectory", {}) if config else {}
+    course_id = str(course.get("course_id", "default_course"))
+    db_url = str(course.get("db_url", f"sqlite:///{(folder / 'gradebook.db').resolve()}"))
+    return course_id, db_url
+
+
 def _lesson_ids() -> list[str]:
     from coursekit import catalogue
 
@@ -195,6 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
     _call_timeout_option(grade)
     grade.set_defaults(func=cmd_grade)
+
+    deadlines = commands.add_parser(
+        "deadlines", help="check deadlines.toml and write its due dates and extensions into "
+                          "nbgrader's gradebook (run it in the course folder)")
+    deadlines.add_argument("file", nargs="?", default="deadlines.toml")
+    deadlines.add_argument("--no-gradebook", action="store_true",
+                           help="only check the file; leave nbgrader's gradebook alone")
+    deadlines.set_defaults(func=cmd_deadlines)
 
     release = commands.add_parser(
         "release", help="build the student bundle: lessons, their data and helpers, no secrets")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Unicode
 
-from .late import DEFAULT_FILE, load
+from .late import DEFAULT_FILE, format_duration, load
 
 
 class CoursePenalty(LateSubmissionPlugin):
@@ -29,3 +29,25 @@ class CoursePenalty(LateSubmissionPlugin):
         self.log.info("%s: %.0f s late, penalty %g of %g points (%s)", student_id,
                       total_seconds_late, points, score or 0.0, self.deadlines)
         return points
+
+
+def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
+                       lessons: list[str]) -> list[str]:
+    """Put ``deadlines.toml``'s due dates and extensions into nbgrader's gradebook, where
+    nbgrader measures lateness; returns what was written, one line each."""
+    from nbgrader.api import Gradebook
+
+    deadlines = load(deadlines_file, lessons)
+    done = []
+    with Gradebook(db_url, course_id) as gb:
+        for lesson, due in deadlines.due.items():
+            gb.update_or_create_assignment(lesson, duedate=due.replace(tzinfo=None))  # naive UTC
+            done.append(f"{lesson}: due {due:%Y-%m-%d %H:%M} UTC")
+        for student, granted in deadlines.extensions.items():
+            gb.update_or_create_student(student)
+            for lesson in deadlines.due:
+                extension = deadlines.extension(lesson, student)
+                if extension or lesson in granted:
+                    gb.update_or_create_submission(lesson, student, extension=extension)
+                    done.append(f"{student}: {lesson} extended by {format_duration(extension)}")
+    return done
