@@ -25,8 +25,6 @@ PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
 class LocalWorker:
     """A worker subprocess in its own session, with rlimits; no filesystem isolation."""
 
-    protections = ["separate process", "rlimits (memory, cpu, file size)", "time limit"]
-
     def __init__(self, limits: Limits = DEFAULT_LIMITS):
         self.limits = limits
         self.scratch = tempfile.TemporaryDirectory(prefix="grader-")

@@ -10,7 +10,8 @@ A zygote serves one submission at a time. In ``"ns"`` mode the worker W is born 
 namespace of its own, whose process 1 is a ``sleep`` spawned just before it (W cannot
 signal it; the zygote is out of W's sight): W sees no process but its own. W then enters
 a mount and IPC namespace of its own, with a fresh tmpfs as scratch folder and on
-``/dev/shm`` and its own ``/proc``. When W ends, the zygote kills that process 1, and the
+``/dev/shm`` and its own ``/proc``. (Its parent, the zygote, is outside that namespace,
+so ``os.getppid()`` reads 0 there.) When W ends, the zygote kills that process 1, and the
 kernel kills whatever else is left in the namespace. ``"plain"`` mode (no namespaces
 allowed here) uses a scratch folder on disk, and the zygote, a child subreaper, kills
 whatever W left behind. Either way the exit is reported once nothing of W is left.
