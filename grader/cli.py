@@ -87,6 +87,19 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    from .gradescope.package import build, summary
+
+    try:
+        pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
+                    visibility=args.visibility, stdout_visibility=args.stdout_visibility)
+    except (KeyError, ValueError) as exc:
+        print(f"grader gradescope: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(summary(pkg))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -119,6 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="which lessons: 01-04, 01,03,05-07 or all (default all)")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
+
+    gradescope = commands.add_parser(
+        "gradescope", help="build a Gradescope autograder zip for one lesson")
+    gradescope.add_argument("lesson", metavar="LESSON")
+    gradescope.add_argument("out", metavar="OUT", help="folder for autograder.zip, or a .zip path")
+    gradescope.add_argument("--timeout", type=float, default=120.0,
+                            help="seconds the notebook may run (default 120)")
+    gradescope.add_argument("--memory", type=float, default=2.0,
+                            help="GiB of memory for the notebook (default 2; capped below "
+                                 "the container's own limit)")
+    gradescope.add_argument("--visibility", default="visible",
+                            help="when students see each test: visible (default), "
+                                 "after_due_date, after_published or hidden")
+    gradescope.add_argument("--stdout-visibility", default="hidden",
+                            help="when students see the autograder's stdout (default hidden)")
+    gradescope.set_defaults(func=cmd_gradescope)
     return parser
 
 
