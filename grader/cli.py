@@ -100,6 +100,19 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lms(args: argparse.Namespace) -> int:
+    from .lms import LmsError, export
+
+    try:
+        _, text = export(args.folders, args.roster, args.to, key=args.key,
+                         assignments=args.assignment, out=args.out, local_part=args.local_part)
+    except LmsError as exc:
+        print(f"grader lms: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +161,26 @@ def build_parser() -> argparse.ArgumentParser:
     gradescope.add_argument("--stdout-visibility", default="hidden",
                             help="when students see the autograder's stdout (default hidden)")
     gradescope.set_defaults(func=cmd_gradescope)
+
+    lms = commands.add_parser(
+        "lms", help="grades.csv as an LMS gradebook import (Canvas, Moodle), matched by a roster")
+    lms.add_argument("folders", nargs="+", metavar="DIR", help="folders written by `grade --out`")
+    lms.add_argument("--roster", required=True,
+                     help="the LMS's gradebook export (Canvas: Grades > Export; Moodle: Export > "
+                          "Plain text file), or any CSV with a header")
+    lms.add_argument("--to", required=True, choices=["canvas", "moodle"])
+    lms.add_argument("--key", default=None,
+                     help="roster column holding student_id: login (SIS Login ID, Canvas's "
+                          "default), sis, id, name, email (Moodle's default), idnumber, "
+                          "username, or a column name")
+    lms.add_argument("--assignment", action="append", default=None, metavar="NAME",
+                     help="the LMS assignment of each DIR, in order (Canvas: 'Name (id)' updates "
+                          "an existing assignment; default: the lesson id, a new assignment)")
+    lms.add_argument("--local-part", action="store_true",
+                     help="match student_id with the part of the key before '@' (a roster "
+                          "keyed by email, folders named by user name)")
+    lms.add_argument("--out", default=None, help="file to write (default DIR/<lms>-import.csv)")
+    lms.set_defaults(func=cmd_lms)
     return parser
 
 
