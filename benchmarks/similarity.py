@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from similarity_cases import evaluate, independent_cases  # noqa: E402
+from similarity_cases import copied_cases, evaluate, independent_cases  # noqa: E402
 
 from grader.similarity import Settings  # noqa: E402
 
@@ -36,7 +36,7 @@ def check_marks(cases) -> None:
         result = next(x for x in report.exercises if x.name == case.exercise)
         if result.points < result.max_points:
             wrong.append(f"{case.exercise} / {case.label}: {result.points}/{result.max_points} {result.failures}")
-    print(f"graded {len(cases)} independent solutions: "
+    print(f"graded {len(cases)} solutions ({cases[0].label.split(':')[0]}, ...): "
           f"{'all full marks' if not wrong else f'{len(wrong)} NOT full marks'}")
     for line in wrong:
         print("  ", line)
@@ -50,6 +50,7 @@ def main() -> int:
     cases = independent_cases()
     if args.check_marks:
         check_marks(cases)
+        check_marks([copy for _, copy in copied_cases(cases)])
     rows, false_flags, misses, seconds = evaluate(cases, settings)
     print(f"settings: min_reference_tokens={settings.min_reference_tokens}, "
           f"min_shared={settings.min_shared}, min_coverage={settings.min_coverage}")

@@ -113,6 +113,18 @@ def cmd_lms(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .class_report import ReportError, write_report
+
+    try:
+        _, text = write_report(args.folder, args.submitted)
+    except ReportError as exc:
+        print(f"grader report: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -181,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "keyed by email, folders named by user name)")
     lms.add_argument("--out", default=None, help="file to write (default DIR/<lms>-import.csv)")
     lms.set_defaults(func=cmd_lms)
+
+    report = commands.add_parser(
+        "report", help="one HTML page about a graded class (DIR/report.html)")
+    report.add_argument("folder", metavar="DIR", help="a folder written by `grade --out`")
+    report.add_argument("--submitted", default=None, metavar="SUBMITTED",
+                        help="the graded notebooks, for similarity flags (default: the folder "
+                             "`grade` read, as run.json records it)")
+    report.set_defaults(func=cmd_report)
     return parser
 
 

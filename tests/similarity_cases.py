@@ -82,12 +82,21 @@ def _cell_source(nb: dict, exercise: str) -> str:
 
 def disguise(source: str, exercise: str, lesson: str) -> str:
     """A copy a student would hand in to hide where it came from: every name they may choose
-    renamed, methods reversed, docstrings dropped, comments added, reformatted."""
+    renamed (not the parameters and attributes the graders use), methods reversed,
+    docstrings dropped, comments added, reformatted. It still earns full marks."""
     tree = ast.parse(source)
     contract = {exercise, "forward", "encode", "decode", "__init__"}
-    names = {n: _alias(n) for n in _bound_names(tree) if n not in contract}
+    signature = set()  # parameters of the contract's functions: graders pass them by name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name in contract:
+            signature |= {a.arg for a in node.args.args + node.args.kwonlyargs}
+    imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) for a in getattr(n, "names", [])
+                if isinstance(n, ast.Import | ast.ImportFrom)}
+    names = {n: _alias(n) for n in _bound_names(tree) if n not in contract | imported | signature - {"self"}}
     target = next((n for n in tree.body if getattr(n, "name", None) == exercise), tree.body[-1])
-    attrs = {a: _alias(a) for a in _own_attributes(target, graders_read(lesson))}
+    assigned = {n.attr for n in ast.walk(target) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    methods = {n.name for n in ast.walk(target) if isinstance(n, ast.FunctionDef)}
+    attrs = {a: _alias(a) for a in _own_attributes(target, graders_read(lesson)) & (assigned | methods)}
 
     class Rename(ast.NodeTransformer):
         def visit_Name(self, node):
