@@ -10,9 +10,6 @@ loses nothing, and a rerun grades only the students without results (``force`` r
 from __future__ import annotations
 
 import contextlib
-import csv
-import html
-import io
 import json
 import os
 import statistics
@@ -25,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine import Report, grade_with_worker, run_hidden_tests, status_message
+from . import results
+from .engine import exercise_points, grade_with_worker
 from .notebook import NotebookError, parse_notebook
-from .plugin import ExerciseResult
-from .submission import InProcessSubmission
+from .results import Report, Status, not_graded
 
 ROOT = Path(__file__).resolve().parents[1]
-CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
 MAX_NOTEBOOK_BYTES = 50 << 20
 
 
@@ -86,29 +82,21 @@ def workers(opts: Options) -> Iterator[tuple[Callable[[bytes], Any], list[str]]]
 
 # --- one student ------------------------------------------------------------------------
 
-def empty_results(lesson: str, message: str) -> list[ExerciseResult]:
-    """Every exercise at zero points, with ``message`` (for submissions that never ran)."""
-    results = run_hidden_tests(InProcessSubmission({}, prepare=False), lesson)
-    for result in results:
-        result.points, result.failures = 0.0, [message]
-    return results
-
-
 def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> Report:
     lesson = opts.lesson
     path = submitted / student / lesson / f"{lesson}.ipynb"
     shown = f"{student}/{lesson}/{lesson}.ipynb"
     if not path.is_file():
-        msg = f"No submission: {shown} was not found."
-        return Report(shown, lesson, empty_results(lesson, msg), status="missing", message=msg)
+        return not_graded(shown, lesson, exercise_points(lesson), Status.MISSING,
+                          f"No submission: {shown} was not found.")
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
         data = path.read_bytes()
         nb = parse_notebook(data, shown)
     except (NotebookError, OSError) as exc:
-        msg = f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}."
-        return Report(shown, lesson, empty_results(lesson, msg), status="unreadable", message=msg)
+        return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
+                          f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
     worker = start(data)
     watchdog = threading.Timer(opts.wall_s, worker.kill)
     watchdog.start()
@@ -117,12 +105,7 @@ def grade_student(student: str, opts: Options, submitted: Path, start: Callable[
                                    call_timeout=opts.call_timeout)
     finally:
         watchdog.cancel()
-    report.message = status_sentence(result_object(report))
     return report
-
-
-def result_object(report: Report) -> dict[str, Any]:
-    return dict(report.as_dict(), status=report.status)
 
 
 # --- files ------------------------------------------------------------------------------
@@ -134,55 +117,12 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def feedback_html(report: Report, student: str) -> str:
-    e = html.escape
-    rows = "".join(
-        f"<tr class='{'pass' if x.passed else 'fail'}'><td>{'✔' if x.passed else '✘'}</td>"
-        f"<td><code>{e(x.name)}</code></td><td>{x.points:g} / {x.max_points:g}</td>"
-        f"<td>{'<br>'.join(e(f) for f in dict.fromkeys(x.failures))}</td></tr>"
-        for x in report.exercises)
-    errors = "".join(f"<li>cell {e(str(c.get('cell')))}: {e(str(c.get('error'))[:300])}</li>"
-                     for c in report.cell_errors[:10])
-    excerpt = report.output_excerpt[:2000]
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Feedback: {e(report.lesson)} · {e(student)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:.3em .6em;vertical-align:top}}.pass td:first-child{{color:green}}
-.fail td:first-child{{color:#b00}}pre{{background:#f6f6f6;padding:.5em;white-space:pre-wrap}}</style></head>
-<body><h1>{e(report.lesson)}</h1><p>Student: <b>{e(student)}</b> · Score: <b>{report.score:g} / {report.max_score:g}</b></p>
-<p>{e(report.message)}</p>
-<table><tr><th></th><th>exercise</th><th>points</th><th>what to look at</th></tr>{rows}</table>
-{f"<h2>Cells that raised an error</h2><ul>{errors}</ul>" if errors else ""}
-{f"<h2>What the notebook printed (excerpt)</h2><pre>{e(excerpt)}</pre>" if excerpt.strip() else ""}
-</body></html>
-"""
-
-
-def status_sentence(result: dict[str, Any]) -> str:
-    """The CSV's ``message``: what happened to a submission, in a sentence."""
-    status = result.get("status")
-    if status == "ok":
-        return f"Graded: {result['score']:g} of {result['max_score']:g} points."
-    if status in ("timeout", "memory", "crashed"):
-        return status_message(status)
-    exercises = result.get("exercises") or [{}]
-    return exercises[0].get("message") or f"Not graded ({status})."
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
-
-
-def write_csv(out: Path, lesson: str, students: list[str], exercises: list[str]) -> None:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_HEADER + exercises)
+def write_csv(out: Path, students: list[str], exercises: list[str]) -> None:
+    rows = []
     for student in students:
-        result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
-        points = {x["name"]: x["points"] for x in result["exercises"]}
-        writer.writerow([student, lesson, result["score"], result["max_score"], result["status"],
-                         _one_line(status_sentence(result))] + [points.get(x, 0) for x in exercises])
-    write_atomic(out / "grades.csv", buf.getvalue())
+        record = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
+        rows.append(results.csv_row(student, Report.from_record(record), exercises))
+    write_atomic(out / "grades.csv", results.csv_table(rows, exercises))
 
 
 # --- the class --------------------------------------------------------------------------
@@ -219,8 +159,7 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True) -> RunSum
         for future in as_completed(futures):
             seconds.append(future.result())
             bar.update(1)
-    exercises = [x.name for x in empty_results(opts.lesson, "")]
-    write_csv(out, opts.lesson, students, exercises)
+    write_csv(out, students, list(exercise_points(opts.lesson)))
     summary = RunSummary(len(todo), len(students) - len(todo), time.perf_counter() - started,
                          seconds, protections)
     write_atomic(out / "run.json", json.dumps({
@@ -252,10 +191,10 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
             _log_error(opts.out, student, attempt, exc)
             failure = type(exc).__name__
     if report is None:
-        msg = f"The grader failed on this submission ({failure}); see errors.log."
-        report = Report(f"{student}/{opts.lesson}", opts.lesson, empty_results(opts.lesson, msg),
-                        status="error", message=msg)
-    write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html", feedback_html(report, student))
-    write_atomic(opts.out / "results" / f"{student}.json",
-                 json.dumps(result_object(report), ensure_ascii=False))
+        report = not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
+                            Status.ERROR,
+                            f"The grader failed on this submission ({failure}); see errors.log.")
+    write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
+                 results.feedback_html(report, student))
+    write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))
     return time.perf_counter() - began

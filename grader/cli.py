@@ -22,7 +22,7 @@ def _private_stdout() -> TextIO:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from . import report as fmt
+    from . import results as fmt
     from .engine import check_notebook
 
     out = _private_stdout() if args.format == "json" else sys.stdout

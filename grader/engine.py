@@ -7,7 +7,6 @@ import io
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,9 @@ import pytest
 
 from . import runner
 from .notebook import cells_to_run, lesson_of, read_notebook
-from .plugin import CollectPoints, ExerciseResult
+from .plugin import CollectPoints
 from .remote import RemoteSubmission
+from .results import ExerciseResult, Report, Status
 from .runtime.errors import GradingError, WorkerDied, WorkerTimeout
 from .submission import InProcessSubmission, Submission
 
@@ -32,6 +32,14 @@ def hidden_test_file(lesson: str) -> Path:
     if not path.exists():
         raise KeyError(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
     return path
+
+
+def exercise_points(lesson: str) -> dict[str, float]:
+    """``{exercise: max points}`` of a lesson's hidden graders, in their order."""
+    points: dict[str, float] = {}
+    for _, exercise, value, _, _ in runner.collect(lesson):
+        points[exercise] = points.get(exercise, 0.0) + value
+    return points
 
 
 @contextlib.contextmanager
@@ -72,31 +80,6 @@ def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
     if plugin.errors:
         raise RuntimeError("; ".join(plugin.errors))
     return list(plugin.results.values())
-
-
-@dataclass
-class Report:
-    notebook: str
-    lesson: str
-    exercises: list[ExerciseResult]
-    status: str = "ok"
-    message: str = ""
-    cell_errors: list[dict[str, Any]] = field(default_factory=list)
-    output_excerpt: str = ""
-    seconds: float = 0.0
-
-    @property
-    def score(self) -> float:
-        return round(sum(e.points for e in self.exercises), 4)
-
-    @property
-    def max_score(self) -> float:
-        return round(sum(e.max_points for e in self.exercises), 4)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``grader check --format json`` object of the spec."""
-        return {"notebook": self.notebook, "lesson": self.lesson, "score": self.score,
-                "max_score": self.max_score, "exercises": [e.as_dict() for e in self.exercises]}
 
 
 def in_process_submission(nb: dict[str, Any]) -> InProcessSubmission:
@@ -146,23 +129,16 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
             worker.kill()
         sub.close()
         status = worker.finish()
-    report = Report(notebook, lesson, results, status="ok", cell_errors=cell_errors,
+    report = Report(notebook, lesson, results, cell_errors=cell_errors,
                     output_excerpt=worker.output_excerpt())
     if sub.broken is not None:
-        report.status = status if status != "ok" else "crashed"
-        if isinstance(sub.broken, WorkerTimeout) and status != "memory":
-            report.status = "timeout"
-        report.message = status_message(report.status)
+        report.status = Status.of_worker(status)
+        if report.status == Status.OK:
+            report.status = Status.CRASHED
+        if isinstance(sub.broken, WorkerTimeout) and report.status != Status.MEMORY:
+            report.status = Status.TIMEOUT
     report.seconds = time.perf_counter() - start
     return report
-
-
-def status_message(status: str) -> str:
-    return {
-        "timeout": "The notebook ran out of time (an infinite loop or a very slow cell?).",
-        "memory": "The notebook ran out of memory.",
-        "crashed": "The notebook's process stopped before grading finished.",
-    }.get(status, f"Grading stopped: {status}.")
 
 
 def check_notebook(path: str | Path, lesson: str | None = None, **kwargs: Any) -> Report:

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from . import messages
+from .results import ExerciseResult
 from .submission import Submission
 
 SUBMISSION_KEY = pytest.StashKey[Submission]()
-
-
-@dataclass
-class ExerciseResult:
-    name: str
-    points: float = 0.0
-    max_points: float = 0.0
-    failures: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failures and self.points >= self.max_points
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "points": round(self.points, 4),
-            "max_points": round(self.max_points, 4),
-            "passed": self.passed,
-            "message": "; ".join(dict.fromkeys(self.failures)),
-        }
 
 
 def _exercise_of(item: pytest.Item) -> tuple[str, float] | None:

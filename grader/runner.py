@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import messages
-from .plugin import ExerciseResult
+from .results import ExerciseResult
 from .submission import Submission
 
 TestCase = tuple[str, str, float, Callable[..., Any], dict[str, Any]]

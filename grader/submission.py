@@ -142,20 +142,4 @@ class InProcessSubmission(Submission):
         return self.target.load(cells)
 
     def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
-        value = values.normalize(value) if value is not None else {}
-        t = self.target
-        args, kwargs = value.get("args", []), value.get("kwargs", {})
-        if op == "has":
-            return t.has(header["name"])
-        if op == "call":
-            return t.call(header["target"], header["method"], args, kwargs, header["forbid"])
-        if op == "getattr":
-            return t.getattr(header["target"], header["attr"])
-        if op == "inspect":
-            return t.inspect(header["target"])
-        if op == "grad":
-            return t.grad(header["target"], header["method"], args, kwargs,
-                          value["grad_output"], header["forbid"])
-        if op == "fixture":
-            return t.fixture(header["name"], args, kwargs)
-        raise ValueError(op)
+        return self.target.dispatch(op, header, values.normalize(value) if value is not None else None)

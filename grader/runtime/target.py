@@ -89,6 +89,30 @@ class Target:
         return self.namespace[target]
 
     # --- operations ----------------------------------------------------------------
+    def dispatch(self, op: str | None, header: dict[str, Any], value: Any) -> Any:
+        """Run the operation ``op`` of a request (the header names its target, method,
+        attribute; the value holds arguments): the one entry point of both the worker and
+        the in-process submission."""
+        value = value if isinstance(value, dict) else {}
+        args, kwargs = value.get("args", []), value.get("kwargs", {})
+        where = header.get("target")
+        if op == "load":
+            return self.load([(int(i), str(src)) for i, src in value["cells"]])
+        if op == "has":
+            return self.has(str(header["name"]))
+        if op == "call":
+            return self.call(where, header.get("method"), args, kwargs, header.get("forbid"))
+        if op == "getattr":
+            return self.getattr(where, str(header["attr"]))
+        if op == "inspect":
+            return self.inspect(where)
+        if op == "grad":
+            return self.grad(where, header.get("method"), args, kwargs,
+                             value.get("grad_output"), header.get("forbid"))
+        if op == "fixture":
+            return self.fixture(str(header["name"]), args, kwargs)
+        raise ValueError(f"unknown op {op!r}")
+
     def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
         return run_cells(cells, self.namespace).as_dict()
 

@@ -17,29 +17,6 @@ from .errors import BadValue, MissingName, SubmissionError
 from .target import Target
 
 
-def _dispatch(target: Target, header: dict[str, Any], value: Any) -> Any:
-    op = header.get("op")
-    value = value if isinstance(value, dict) else {}
-    args, kwargs = value.get("args", []), value.get("kwargs", {})
-    where = header.get("target")
-    if op == "load":
-        return target.load([(int(i), str(src)) for i, src in value["cells"]])
-    if op == "has":
-        return target.has(str(header["name"]))
-    if op == "call":
-        return target.call(where, header.get("method"), args, kwargs, header.get("forbid"))
-    if op == "getattr":
-        return target.getattr(where, str(header["attr"]))
-    if op == "inspect":
-        return target.inspect(where)
-    if op == "grad":
-        return target.grad(where, header.get("method"), args, kwargs,
-                           value.get("grad_output"), header.get("forbid"))
-    if op == "fixture":
-        return target.fixture(str(header["name"]), args, kwargs)
-    raise ValueError(f"unknown op {op!r}")
-
-
 def _error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, MissingName):
         return {"kind": "missing", "name": exc.name}
@@ -70,7 +47,7 @@ def serve(sock: socket.socket) -> None:
             protocol.send(sock, {"ok": True})
             return
         try:
-            result = _dispatch(target, header, value)
+            result = target.dispatch(header.get("op"), header, value)
             _one_thread()
             reply: dict[str, Any] = {"ok": True}
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a reply

@@ -1,0 +1,200 @@
+"""What grading produced, and every way it is shown: statuses, results, renderers.
+
+A :class:`Report` is one notebook's grade: its :class:`ExerciseResult` s and a
+:class:`Status`. ``grader check`` prints it (:func:`to_text`, :func:`to_json`);
+``grader grade`` writes it (:func:`record_json` for ``results/<id>.json``,
+:func:`csv_row` for ``grades.csv``, :func:`feedback_html` for the feedback page), and the
+per-student sentence of every one of them is :attr:`Report.message`, written once here.
+
+Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
+
+============ ==============================================================================
+``ok``       the notebook ran and every check ran, whatever the score
+``timeout``  the notebook ran out of time (``--timeout``): checks after that point score 0
+``memory``   the notebook ran out of memory (``--memory``)
+``crashed``  the notebook's process stopped before grading finished (``os._exit``, a signal)
+``missing``  no notebook where nbgrader's layout puts it: every exercise 0
+``unreadable`` the file is not a notebook the grader can read (broken JSON, nbformat 3,
+             too large): every exercise 0, the reason in ``message``
+``error``    the grading machinery itself failed on this submission, twice (never the
+             student's code: that is ``ok`` with hints, or one of the above). Every exercise
+             0; the traceback is in ``errors.log``; regrade with ``--force`` once fixed
+============ ==============================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    OK = "ok"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    CRASHED = "crashed"
+    MISSING = "missing"
+    UNREADABLE = "unreadable"
+    ERROR = "error"
+
+    @classmethod
+    def of_worker(cls, status: str) -> Status:
+        """A worker's ``finish()`` word (ok, timeout, memory, crashed); anything else: crashed."""
+        return cls(status) if status in ("ok", "timeout", "memory", "crashed") else cls.CRASHED
+
+
+#: What happened, in a sentence, when the notebook's process did not see grading through.
+STOPPED = {
+    Status.TIMEOUT: "The notebook ran out of time (an infinite loop or a very slow cell?).",
+    Status.MEMORY: "The notebook ran out of memory.",
+    Status.CRASHED: "The notebook's process stopped before grading finished.",
+}
+
+
+@dataclass
+class ExerciseResult:
+    """Points of one exercise (its contract name) and, when it lost points, why."""
+
+    name: str
+    points: float = 0.0
+    max_points: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and self.points >= self.max_points
+
+    @property
+    def hints(self) -> list[str]:
+        """The failures, each once, in order."""
+        return list(dict.fromkeys(self.failures))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "points": round(self.points, 4),
+            "max_points": round(self.max_points, 4),
+            "passed": self.passed,
+            "message": "; ".join(self.hints),
+        }
+
+
+@dataclass
+class Report:
+    """One notebook's grade. ``reason`` says why a notebook was not graded (missing,
+    unreadable, error); :attr:`message` is the sentence shown for it everywhere."""
+
+    notebook: str
+    lesson: str
+    exercises: list[ExerciseResult]
+    status: Status = Status.OK
+    reason: str = ""
+    cell_errors: list[dict[str, Any]] = field(default_factory=list)
+    output_excerpt: str = ""
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return round(sum(e.points for e in self.exercises), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(e.max_points for e in self.exercises), 4)
+
+    @property
+    def message(self) -> str:
+        """What happened to the submission, in a sentence."""
+        if self.status == Status.OK:
+            return f"Graded: {self.score:g} of {self.max_score:g} points."
+        if self.status in STOPPED:
+            return STOPPED[Status(self.status)]
+        first = self.exercises[0].as_dict()["message"] if self.exercises else ""
+        return self.reason or first or f"Not graded ({self.status})."
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``grader check --format json`` object of the spec."""
+        return {"notebook": self.notebook, "lesson": self.lesson, "score": self.score,
+                "max_score": self.max_score, "exercises": [e.as_dict() for e in self.exercises]}
+
+    def as_record(self) -> dict[str, Any]:
+        """``results/<student>.json``: the ``check`` object plus ``status``."""
+        return dict(self.as_dict(), status=str(self.status))
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Report:
+        exercises = [ExerciseResult(x["name"], x["points"], x["max_points"],
+                                    [x["message"]] if x.get("message") else [])
+                     for x in record["exercises"]]
+        return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]))
+
+
+def not_graded(notebook: str, lesson: str, exercises: dict[str, float], status: Status,
+               reason: str) -> Report:
+    """A report for a notebook that never ran: every exercise 0 of its points, ``reason`` as hint."""
+    results = [ExerciseResult(name, 0.0, points, [reason]) for name, points in exercises.items()]
+    return Report(notebook, lesson, results, status=status, reason=reason)
+
+
+# --- renderers ----------------------------------------------------------------------------
+
+def to_json(report: Report) -> str:
+    return json.dumps(report.as_dict(), ensure_ascii=False)
+
+
+def record_json(report: Report) -> str:
+    return json.dumps(report.as_record(), ensure_ascii=False)
+
+
+def to_text(report: Report, color: bool = False) -> str:
+    """The ``grader check`` table for people."""
+    def paint(text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if color else text
+
+    width = max([len(e.name) for e in report.exercises] + [8])
+    lines = [f"{report.lesson}  ({report.notebook})", ""]
+    for e in report.exercises:
+        mark = paint("✔", "32") if e.passed else paint("✘", "31")
+        lines.append(f"  {mark} {e.name:<{width}}  {e.points:5.1f} / {e.max_points:<5.1f}")
+        lines += [f"      hint: {hint}" for hint in e.hints]
+    lines.append(f"    {'total':<{width}}  {report.score:5.1f} / {report.max_score:<5.1f}")
+    if report.status != Status.OK:
+        lines += ["", paint(report.message, "33")]
+    if report.cell_errors:
+        lines += ["", "Cells that raised an error while the notebook ran:"]
+        for err in report.cell_errors[:10]:
+            lines.append(f"  cell {err.get('cell')}: {str(err.get('error'))[:200]}")
+    return "\n".join(lines)
+
+
+CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def csv_row(student: str, report: Report, exercises: list[str]) -> list[Any]:
+    """The ``grades.csv`` row of one student; ``exercises`` are the lesson's, in column order."""
+    points = {x.name: round(x.points, 4) for x in report.exercises}
+    return [student, report.lesson, report.score, report.max_score, str(report.status),
+            _one_line(report.message)] + [points.get(x, 0) for x in exercises]
+
+
+def csv_table(rows: list[list[Any]], exercises: list[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_HEADER + exercises)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def feedback_html(report: Report, student: str) -> str:
+    """The student's feedback page: points and hints, never a hidden test's code."""
+    from .templating import render
+
+    return render("feedback.html.j2", report=report, student=student,
+                  errors=report.cell_errors[:10], excerpt=report.output_excerpt[:2000])
