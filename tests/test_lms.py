@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.classroom import CSV_HEADER
 from grader.lms import LmsError, export, match, read_roster
+from grader.results import CSV_HEADER
 
 FIXTURES = ROOT / "tests" / "fixtures" / "lms"
 CANVAS = FIXTURES / "canvas_gradebook_export.csv"

@@ -88,8 +88,7 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
           stdout_visibility: str = "hidden") -> Package:
     """Write the autograder zip for ``lesson`` to ``OUT/autograder.zip`` (or ``OUT`` if it
     ends in ``.zip``). Raises KeyError for an unknown lesson, ValueError for bad options."""
-    from ..classroom import empty_results
-    from ..engine import hidden_test_file
+    from ..engine import exercise_points, hidden_test_file
 
     hidden_test_file(lesson)
     for name, value in (("visibility", visibility), ("stdout visibility", stdout_visibility)):
@@ -99,7 +98,7 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
     target = out if out.suffix == ".zip" else out / "autograder.zip"
     all_pins = pins()
     torch = _torch_pin(all_pins)
-    exercises = [x.name for x in empty_results(lesson, "")]
+    exercises = list(exercise_points(lesson))
     built = _built()
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                       keep_trailing_newline=True, autoescape=False)

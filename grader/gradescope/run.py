@@ -152,6 +152,14 @@ def private_files(layout: Layout) -> Iterator[list[str]]:
 
 # --- results.json -----------------------------------------------------------------------
 
+def zeroed(lesson: str, sentence: str) -> list[Any]:
+    """Every exercise of ``lesson`` at 0 of its points, ``sentence`` as its hint."""
+    from ..engine import exercise_points
+    from ..results import Status, not_graded
+
+    return not_graded("", lesson, exercise_points(lesson), Status.MISSING, sentence).exercises
+
+
 def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
     number = int(cfg.lesson[:2])
     entries = []
@@ -206,12 +214,12 @@ class Outcome:
 
 
 def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
-    from ..classroom import Options, empty_results, grade_student, workers
+    from ..classroom import Options, grade_student, workers
 
     memory = notebook_memory_bytes(cfg)
     notebook, problem = find_notebook(layout.submission)
     if notebook is None:
-        doc = document(cfg, empty_results(cfg.lesson, problem), [problem], status="missing",
+        doc = document(cfg, zeroed(cfg.lesson, problem), [problem], status="missing",
                        seconds=time.monotonic() - started, extra={"notebook": None})
         return Outcome(doc, [], {}, memory)
     shown = notebook.relative_to(layout.submission).as_posix()
@@ -226,7 +234,7 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
             report = grade_student(STUDENT, opts, submitted, start)
     lines = [f"{cfg.lesson}: {report.score:g} of {report.max_score:g} points "
              f"(notebook {shown})."]
-    if report.status != "ok" or report.message.startswith("The notebook could not be read"):
+    if report.status != "ok":
         lines.append(report.message)
     if report.cell_errors:
         lines.append("Cells that raised an error while your notebook ran:")
@@ -255,9 +263,7 @@ DID_NOT_FINISH = ("Grading did not finish: the autograder was stopped before it 
 
 def failure(cfg: Config, started: float, sentence: str, why: str) -> dict[str, Any]:
     """results.json when the grading machinery itself failed (never the student's code)."""
-    from ..classroom import empty_results
-
-    return document(cfg, empty_results(cfg.lesson, sentence), [sentence], status="error",
+    return document(cfg, zeroed(cfg.lesson, sentence), [sentence], status="error",
                     seconds=time.monotonic() - started, extra={"error": why[:300]})
 
 
