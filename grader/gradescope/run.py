@@ -191,7 +191,7 @@ def document(cfg: Config, exercises: list[Any], lines: list[str], *, status: str
         "test_output_format": "text",
         "visibility": cfg.visibility,
         "stdout_visibility": cfg.stdout_visibility,
-        "extra_data": {"lesson": cfg.lesson, "status": status, **extra},
+        "extra_data": {"lesson": cfg.lesson, "status": str(status), **extra},
         "tests": tests,
     }
 
