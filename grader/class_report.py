@@ -244,12 +244,17 @@ def listing(source: str, first_line: int, marked: set[int]) -> list[dict[str, An
 
 def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[Any]], str]:
     """Flags per exercise, and a sentence on what was compared."""
-    if submitted is None:
-        return {}, ("Similarity was not checked: the submitted notebooks were not found "
-                    "(pass --submitted SUBMITTED).")
     from .notebook import NotebookError, cells_to_run, read_notebook
     from .similarity import Settings, class_flags, eligible, lesson_context
 
+    context = lesson_context(data.lesson)
+    names = eligible(context, data.exercises)
+    if not names:
+        return {}, (f"Similarity was not checked: every exercise of {data.lesson} is too short "
+                    "for similar code to mean anything.")
+    if submitted is None:
+        return {}, ("Similarity was not checked: the submitted notebooks were not found "
+                    "(pass --submitted SUBMITTED).")
     cells = {}
     for s in data.students:
         path = submitted / s.student_id / data.lesson / f"{data.lesson}.ipynb"
@@ -257,11 +262,6 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
             cells[s.student_id] = [src for _, src in cells_to_run(read_notebook(path))]
         except (NotebookError, OSError):
             continue
-    context = lesson_context(data.lesson)
-    names = eligible(context, data.exercises)
-    if not names:
-        return {}, (f"Similarity was not checked: every exercise of {data.lesson} is too short "
-                    "for similar code to mean anything.")
     flags = class_flags(data.lesson, cells, data.exercises, Settings(), context)
     return flags, (f"Compared the {len(cells)} readable notebooks on {', '.join(names)} "
                    f"(the other exercises are too short for similar code to mean anything).")
