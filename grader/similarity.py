@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
+import functools
 import io
 import itertools
 import re
@@ -81,19 +81,24 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _definitions(source: str) -> dict[str, tuple[str, int]]:
+    """Top-level ``def``/``class`` of a cell: name -> (its source with decorators, first line)."""
+    tree = _parse(source)
+    found: dict[str, tuple[str, int]] = {}
+    for node in tree.body if tree else []:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            found[node.name] = ("\n".join(source.splitlines()[start - 1:node.end_lineno]), start)
+    return found
+
+
 def exercise_source(cells: list[str], name: str) -> tuple[str, int] | None:
     """The last top-level ``def``/``class`` called ``name`` in ``cells`` (its source with
     decorators, and its first line), or None."""
     found = None
     for source in cells:
-        tree = _parse(source)
-        if tree is None:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
-                start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                lines = source.splitlines()[start - 1:node.end_lineno]
-                found = ("\n".join(lines), start)
+        found = _definitions(source).get(name, found)
     return found
 
 
@@ -229,15 +234,14 @@ def normalise(source: str, keep: str, public: set[str],
         return [], {}
     bound = _bound_names(tree) - {keep}
     own = _own_attributes(tree, public)
-    normaliser = _Normaliser(bound, own, keep, known)
-    statements = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not hasattr(node, "body") and \
-                not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
-            text = ast.unparse(normaliser.visit(copy.deepcopy(node)))
+    normalised = _Normaliser(bound, own, keep, known).visit(tree)
+    statements = {}  # nodes keep their original line numbers through the transformation
+    for node in ast.walk(normalised):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and hasattr(node, "lineno") \
+                and not isinstance(node, ast.Pass):
+            text = ast.unparse(node)
             for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
                 statements.setdefault(line, text)
-    normalised = normaliser.visit(tree)
     return _tokens(ast.unparse(normalised)), statements
 
 
@@ -355,9 +359,14 @@ class Context:
     provided: list[list[str]]  # normalised tokens of each provided statement
     provided_statements: set[str]
     reference: dict[str, str]  # exercise -> reference source
+    _cache: dict[tuple[str, str], tuple[list[str], dict[int, str]]] = field(default_factory=dict, repr=False)
 
     def normalise(self, source: str, name: str) -> tuple[list[str], dict[int, str]]:
-        return normalise(source, name, self.public, self.known)
+        """Normalised with this lesson's names; cached (classes share much code)."""
+        key = (source, name)
+        if key not in self._cache:
+            self._cache[key] = normalise(source, name, self.public, self.known)
+        return self._cache[key]
 
 
 def lesson_context(lesson: str) -> Context:
