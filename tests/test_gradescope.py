@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -190,6 +191,24 @@ def test_submissions_without_one_readable_notebook_get_a_clear_result(package, t
     results, _ = run_autograder(root)
     assert results["score"] == 0 and expected in results["output"], results["output"]
     assert all(t["score"] == 0 and t["status"] == "failed" for t in results["tests"])
+
+
+def test_the_wrong_lesson_is_named(package, tmp_path) -> None:
+    root = unpack(package, tmp_path / "autograder")
+    (root / "submission" / "lesson.ipynb").write_bytes(solution_path("02_split_heads").read_bytes())
+    results, _ = run_autograder(root)
+    assert results["score"] == 0
+    assert "looks like lesson 02_split_heads; this assignment grades 01_attention_by_hand" in results["output"]
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_scripts_pass_shellcheck(package, tmp_path) -> None:
+    with zipfile.ZipFile(package) as zf:
+        zf.extract("setup.sh", tmp_path)
+        zf.extract("run_autograder", tmp_path)
+    proc = subprocess.run(["shellcheck", "-s", "bash", str(tmp_path / "setup.sh"), str(tmp_path / "run_autograder")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
 
 
 def test_schema_rejects_what_gradescope_does_not_document() -> None:

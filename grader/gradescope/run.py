@@ -18,6 +18,7 @@ import contextlib
 import html
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -108,6 +109,26 @@ def find_notebook(folder: Path) -> tuple[Path | None, str]:
 
 def _ignored(rel: Path) -> bool:
     return any(part in IGNORED_PARTS or part.startswith(".") for part in rel.parts)
+
+
+def other_lesson(notebook: Path, lesson: str) -> str | None:
+    """The lesson a notebook seems to be, when it defines none of ``lesson``'s exercises but
+    some of another's (a student who uploaded the wrong notebook)."""
+    from ..engine import exercise_points, known_lessons
+    from ..notebook import NotebookError, read_notebook
+
+    try:
+        nb = read_notebook(notebook)
+    except (NotebookError, OSError):
+        return None
+    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]}
+    defined = set(re.findall(r"^(?:def|class)\s+(\w+)", "\n".join(c["source"] for c in nb["cells"]), re.M))
+    names = ids | defined
+    if names & set(exercise_points(lesson)):
+        return None
+    scores = {other: len(names & set(exercise_points(other))) for other in known_lessons() if other != lesson}
+    best = max(scores, key=scores.get, default=None)
+    return best if best and scores[best] else None
 
 
 def container_memory_limit() -> int | None:
@@ -239,6 +260,9 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
              f"(notebook {shown})."]
     if report.status != "ok":
         lines.append(report.message)
+    elif report.score == 0 and (seems := other_lesson(notebook, cfg.lesson)):
+        lines.append(f"This notebook looks like lesson {seems}; this assignment grades "
+                     f"{cfg.lesson}. Did you upload the right notebook?")
     if report.cell_errors:
         lines.append("Cells that raised an error while your notebook ran:")
         lines += [f"  cell {e.get('cell')}: {str(e.get('error'))[:200]}" for e in report.cell_errors[:10]]
