@@ -7,11 +7,12 @@ the student chose (variables, parameters, helper methods, their own ``self.`` at
 replaced by one placeholder, methods in a canonical order. What is left is the code's
 structure and the public names it uses (``torch``, ``self.linear1``, ``.masked_fill``).
 
-Two submissions are compared on k-grams of those tokens, counting only *unusual* shared
-code: k-grams found in the notebook's provided code (what every student has, including
-earlier lessons' helpers) or in the course's reference solution (what a correct answer
-is expected to look like) weigh nothing, and a k-gram also found in other students' code
-weighs less the more students share it. A pair is flagged when its shared unusual code is
+Two submissions are compared on k-grams (``K`` tokens) of those tokens, counting only
+*unusual* shared code. Expected code is the notebook's provided code (what every student
+has, including earlier lessons' modules they may paste) and the course's reference answer
+(what a correct answer looks like): a k-gram weighs the share of its ``SUB_K``-token pieces
+that expected code lacks (nothing when it is expected code, a little when it is a small
+variation of it), divided by the number of other students who share it too. A pair is flagged when its shared unusual code is
 long (``min_shared`` weighted k-grams) and covers most of the smaller submission's unusual
 code (``min_coverage``), or when it is very long whatever else differs
 (``min_shared_alone``). Short exercises, where every correct answer looks the same, have
