@@ -188,7 +188,7 @@ def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
     number = int(cfg.lesson[:2])
     entries = []
     for i, x in enumerate(exercises, 1):
-        message = x.as_dict()["message"]
+        message = "\n".join(str(h) for h in x.hints)  # the hints a student reads, one per line
         entries.append({
             "name": x.name,
             "number": f"{number}.{i}",
