@@ -20,7 +20,7 @@ test: setup
 lint:
 	$(PYTHON) -m ruff check grader coursekit tests benchmarks datasets
 
-# Regenerate the student notebooks and the reference modules from solutions/.
+# Regenerate the student notebooks and the reference modules from solutions/ (every lesson
+# of coursekit/catalogue.py).
 lessons:
-	for d in solutions/*/; do nbgrader generate_assignment "$$(basename $$d)" --force; done
-	$(PYTHON) -m coursekit.export
+	$(PYTHON) -m grader.authoring --assignments

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from . import settings
+
 DIRECTIONS = ("digits2zh", "zh2digits")
 NUMERALS_SPLITS = ("train", "valid", "test")
 
@@ -17,9 +19,8 @@ def dataset_dir(name: str = "numerals") -> Path:
     Looks in $COURSE_DATASETS/<name> if that variable is set, else in `datasets/<name>` of
     the repository this module lives in (nbgrader runs kernels in autograded/<student>/...).
     """
-    if os.environ.get("COURSE_DATASETS"):
-        root, origin = Path(os.environ["COURSE_DATASETS"]).expanduser(), "$COURSE_DATASETS"
-    else:
+    root, origin = settings.datasets_root(), "$COURSE_DATASETS"
+    if root is None:
         root, origin = Path(__file__).resolve().parents[1] / "datasets", "the repository"
     folder = root / name
     if not folder.is_dir():

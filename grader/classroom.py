@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coursekit import catalogue
+
 from . import results
 from .engine import exercise_points, grade_with_worker
 from .notebook import NotebookError, parse_notebook
@@ -48,14 +50,12 @@ class Options:
 def public_files(lesson: str) -> dict[str, Path]:
     """Files a submission may see besides the worker's code: the public helpers and data,
     and the reference modules of *earlier* lessons only (later ones hold solutions)."""
+    this = catalogue.get(lesson)
+    withheld = {other.reference_file for other in catalogue.COURSE if other.number >= this.number}
     files: dict[str, Path] = {}
-    number = int(lesson[:2])
     for path in sorted((ROOT / "coursekit").rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        if path.parent.name == "reference" and path.stem.startswith("lesson"):
-            if int(path.stem.removeprefix("lesson")) >= number:
-                continue
-        files[rel] = path
+        if path not in withheld:
+            files[path.relative_to(ROOT).as_posix()] = path
     for path in sorted((ROOT / "datasets").rglob("*")):
         if path.is_file() and path.suffix in {".tsv", ".md", ".txt", ".py", ".json"}:
             files[path.relative_to(ROOT).as_posix()] = path
@@ -84,8 +84,11 @@ def workers(opts: Options) -> Iterator[tuple[Callable[[bytes], Any], list[str]]]
 
 def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> Report:
     lesson = opts.lesson
-    path = submitted / student / lesson / f"{lesson}.ipynb"
-    shown = f"{student}/{lesson}/{lesson}.ipynb"
+    # nbgrader's layout: <student>/<lesson>/<notebook>, the notebook of any edition
+    folder = submitted / student / lesson
+    names = [path.name for path in catalogue.get(lesson).notebooks("student").values()]
+    path = next((folder / name for name in names if (folder / name).is_file()), folder / names[0])
+    shown = path.relative_to(submitted).as_posix()
     if not path.is_file():
         return not_graded(shown, lesson, exercise_points(lesson), Status.MISSING,
                           f"No submission: {shown} was not found.")

@@ -79,7 +79,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     from .release import ReleaseError, build, summary
 
     try:
-        plan = build(args.out, args.lessons, force=args.force)
+        plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
+                     with_references=args.with_references)
     except ReleaseError as exc:
         print(f"grader release: {exc}", file=sys.stderr)
         return 2
@@ -155,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("out", metavar="OUT", help="folder to create")
     release.add_argument("--lessons", default=None, metavar="LESSONS",
                          help="which lessons: 01-04, 01,03,05-07 or all (default all)")
+    release.add_argument("--with-reference", default=None, metavar="LESSONS",
+                         help="also ship the course's code (answers) of these earlier lessons, "
+                              "e.g. 03,04 once they are due; by default later lessons run on the "
+                              "students' own notebooks")
+    release.add_argument("--with-references", action="store_true",
+                         help="ship the course's code of every lesson the bundled ones build on")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
 

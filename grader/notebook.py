@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-DEMO_TAG = "demo"
+from coursekit import catalogue
+
 MAX_NOTEBOOK_BYTES = 50 << 20
 
 
@@ -61,29 +62,13 @@ def parse_notebook(data: bytes, name: str = "notebook") -> dict[str, Any]:
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
             raise NotebookError(f"{name}: cell {i} is not a notebook cell")
-        source = cell.get("source", "")
-        if isinstance(source, list) and all(isinstance(s, str) for s in source):
-            source = "".join(source)
-        if not isinstance(source, str):
-            raise NotebookError(f"{name}: cell {i} has a malformed source")
-        cell["source"] = source
+        try:
+            cell["source"] = catalogue.cell_source(cell)
+        except TypeError:
+            raise NotebookError(f"{name}: cell {i} has a malformed source") from None
         if not isinstance(cell.get("metadata", {}), dict):
             raise NotebookError(f"{name}: cell {i} has malformed metadata")
     return raw
-
-
-def _nbgrader(cell: Any) -> dict[str, Any]:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return meta if isinstance(meta, dict) else {}
-
-
-def is_test_cell(cell: Any) -> bool:
-    meta = _nbgrader(cell)
-    return bool(meta.get("grade")) and not meta.get("solution")
-
-
-def is_demo_cell(cell: Any) -> bool:
-    return DEMO_TAG in (cell.get("metadata", {}).get("tags") or [])
 
 
 def cells_to_run(nb: dict[str, Any]) -> list[tuple[int, str]]:
@@ -91,14 +76,6 @@ def cells_to_run(nb: dict[str, Any]) -> list[tuple[int, str]]:
     return [
         (i, cell["source"])
         for i, cell in enumerate(nb["cells"])
-        if cell["cell_type"] == "code" and not is_test_cell(cell) and not is_demo_cell(cell)
+        if cell["cell_type"] == "code" and not catalogue.is_autograder_test(cell)
+        and not catalogue.is_demo(cell)
     ]
-
-
-def lesson_of(path: str | Path, known: list[str]) -> str | None:
-    """The lesson id from the notebook's name, or its folder's (nbgrader's layout)."""
-    path = Path(path)
-    for candidate in (path.stem, path.parent.name):
-        if candidate in known:
-            return candidate
-    return None

@@ -1,16 +1,18 @@
-"""``python -m grader release OUT [--lessons 01-04]``: the bundle an instructor hands out.
+"""``python -m grader release OUT [--lessons 01-04] [--with-reference 03]``: the bundle an
+instructor hands out.
 
 A bundle holds what students need and nothing secret:
 
-- the chosen ``lessons/<id>/`` folders (the generated student notebooks);
-- the ``datasets/<name>/`` folders those lessons use (found by scanning their code for
-  ``dataset_dir("name")``, ``load_numerals``, ``datasets/name``, plus :data:`EXTRA_DATASETS`);
-- the public helpers ``coursekit/``, but of its generated reference modules
-  ``coursekit/reference/lessonNN.py`` (each one carries lesson NN's *solutions*) only
-  those a bundled lesson imports, and only when lesson NN is itself in the bundle:
-  otherwise the release is refused with the lessons to add;
+- the chosen lessons' folders ``lessons/<id>/`` (the generated student notebooks);
+- the datasets those lessons declare in the catalogue (``coursekit.catalogue``);
+- the public helpers ``coursekit/`` *without* the generated reference modules
+  ``coursekit/reference/lessonNN.py`` (each one is lesson NN's answers): a later lesson
+  runs on the student's own notebooks of the lessons it builds on
+  (``coursekit.earlier.lesson_code``). An instructor ships some of them on purpose, e.g.
+  once those lessons are due: ``--with-reference 03,04``, or ``--with-references`` for every
+  lesson the bundled ones build on; the summary lists each one shipped;
 - a student README, a ``pyproject.toml`` and ``requirements.txt`` installing ``coursekit``
-  with the course's pins, and ``environment.yml``.
+  with the course's pins, and ``environment.yml`` (from ``grader/templates``).
 
 Never ``solutions/``, never the ``grader`` package (hidden tests). Before the bundle is
 moved into place it is scanned for every solution region and hidden-test region of
@@ -19,6 +21,7 @@ moved into place it is scanned for every solution region and hidden-test region 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -27,20 +30,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from coursekit import catalogue
+from coursekit.catalogue import Catalogue, Lesson, SelectionError
 
-#: Datasets a lesson needs that scanning its code might miss, by lesson number.
-EXTRA_DATASETS: dict[str, tuple[str, ...]] = {"09": ("numerals",)}
+from .templating import render
 
 _SKIP = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".DS_Store"}
-_REF_IMPORT = re.compile(r"coursekit\.reference\.lesson(\d\d)\b")
-_REF_FROM = re.compile(r"from\s+coursekit\.reference\s+import\s+\(?([\w\s,]+)\)?")
-_LOAD_MY_CODE = re.compile(r"load_my_code\(\s*['\"](\d\d)")
-_DATASET_DIR = re.compile(r"dataset_dir\(\s*(?:name\s*=\s*)?['\"]([\w.\-]+)['\"]")
-_DATASET_DIR_DEFAULT = re.compile(r"dataset_dir\(\s*\)")
-_DATASET_PATH = re.compile(r"datasets/([\w.\-]+)")
-_LOADER = re.compile(r"\bload_(numerals)\b")
-_IMPORTS_GRADER = re.compile(r"^\s*(from\s+grader[\s.]|import\s+grader\b)", re.M)
 _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
 _MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 
@@ -51,147 +46,60 @@ class ReleaseError(Exception):
 
 @dataclass
 class Plan:
-    lessons: list[str]
+    lessons: list[Lesson]
     datasets: list[str] = field(default_factory=list)
-    references: list[str] = field(default_factory=list)  # lesson ids whose reference module ships
-    needed_by: dict[str, list[str]] = field(default_factory=dict)  # reference lesson -> importers
+    references: list[Lesson] = field(default_factory=list)  # reference modules that ship
+    uses_own: dict[str, list[Lesson]] = field(default_factory=dict)  # lesson id -> the students' own
+    not_bundled: list[Lesson] = field(default_factory=list)  # of those, the ones not in the bundle
 
 
-def available_lessons(root: Path = ROOT) -> list[str]:
-    lessons = root / "lessons"
-    if not lessons.is_dir():
-        return []
-    return sorted(p.name for p in lessons.iterdir() if (p / f"{p.name}.ipynb").is_file())
-
-
-def select_lessons(spec: str | None, available: list[str]) -> list[str]:
-    """``None`` or ``all``: every lesson; else ``01-04``, ``01,03,05-07`` or full ids."""
-    if not available:
+def select(spec: str | None, course: Catalogue, option: str = "--lessons") -> list[Lesson]:
+    """The lessons ``spec`` names (``01-04``, ``01,03,05-07``, ids, ``all``) among ``course``."""
+    if not course.lessons:
         raise ReleaseError("no lessons found in lessons/")
-    if spec is None or spec.strip().lower() in ("", "all"):
-        return list(available)
-    by_number = {lesson[:2]: lesson for lesson in available}
-    have = ", ".join(by_number)
-    chosen: list[str] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        m = re.fullmatch(r"(\d{1,2})\s*-\s*(\d{1,2})", part)
-        if m:
-            lo, hi = int(m.group(1)), int(m.group(2))
-            if lo > hi:
-                raise ReleaseError(f"--lessons: empty range {part!r}")
-            numbers = [f"{n:02d}" for n in range(lo, hi + 1)]
-            missing = [n for n in numbers if n not in by_number]
-            if missing:
-                raise ReleaseError(f"--lessons {part}: no lesson {', '.join(missing)} in "
-                                   f"lessons/ (have {have})")
-            chosen += [by_number[n] for n in numbers]
-        elif re.fullmatch(r"\d{1,2}", part):
-            number = f"{int(part):02d}"
-            if number not in by_number:
-                raise ReleaseError(f"--lessons: no lesson {number} in lessons/ (have {have})")
-            chosen.append(by_number[number])
-        elif part in available:
-            chosen.append(part)
-        else:
-            raise ReleaseError(f"--lessons: cannot read {part!r} (use e.g. 01-04 or 01,03,05-07; "
-                               f"have {have})")
-    return sorted(dict.fromkeys(chosen))
+    try:
+        return course.select(spec)
+    except SelectionError as exc:
+        raise ReleaseError(f"{option}: {exc}") from None
 
 
-def notebook_code(path: Path) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    sources = []
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") == "code":
-            src = cell.get("source", "")
-            sources.append("".join(src) if isinstance(src, list) else src)
-    return "\n".join(sources)
-
-
-def _lesson_code(root: Path, lesson: str) -> str:
-    folder = root / "lessons" / lesson
-    code = notebook_code(folder / f"{lesson}.ipynb")
-    extra = [p.read_text(encoding="utf-8") for p in sorted(folder.rglob("*.py"))
-             if not _SKIP.intersection(p.parts)]
-    return "\n".join([code, *extra])
-
-
-def referenced_lessons(code: str) -> set[str]:
-    """Lesson numbers whose reference code (or own-code loader) ``code`` uses."""
-    found = set(_REF_IMPORT.findall(code)) | set(_LOAD_MY_CODE.findall(code))
-    for names in _REF_FROM.findall(code):
-        found |= set(re.findall(r"lesson(\d\d)\b", names))
-    return found
-
-
-def used_datasets(code: str) -> set[str]:
-    found = set(_DATASET_DIR.findall(code)) | set(_DATASET_PATH.findall(code))
-    found |= set(_LOADER.findall(code))
-    if _DATASET_DIR_DEFAULT.search(code):
-        found.add("numerals")
-    return found
-
-
-def plan(lessons: list[str], root: Path = ROOT) -> Plan:
-    """What a bundle of ``lessons`` must contain; refuses what would leak a solution."""
-    by_number = {lesson[:2]: lesson for lesson in available_lessons(root)}
-    bundled = {lesson[:2]: lesson for lesson in lessons}
-    result = Plan(lessons=list(lessons))
-    datasets: set[str] = set()
-    pending = [(lesson, lesson[:2], _lesson_code(root, lesson)) for lesson in lessons]
-    refs: dict[str, list[str]] = {}
-    missing: dict[str, set[str]] = {}  # lesson number not in the bundle -> who needs it
-    while pending:
-        who, own, code = pending.pop(0)
-        datasets |= used_datasets(code)
-        datasets |= set(EXTRA_DATASETS.get(own, ()))
-        for number in sorted(referenced_lessons(code)):
-            if number == own:
-                continue
-            if number not in refs:
-                module = root / "coursekit" / "reference" / f"lesson{number}.py"
-                refs[number] = []
-                if module.is_file():  # a reference module may import another one
-                    pending.append((f"coursekit/reference/lesson{number}.py", number,
-                                    module.read_text(encoding="utf-8")))
-            if number not in bundled:
-                missing.setdefault(number, set()).add(who)
-            if not who.startswith("coursekit/"):
-                refs[number].append(who)
-    if missing:
-        users = sorted({w for ws in missing.values() for w in ws if not w.startswith("coursekit/")})
-        names = ", ".join(by_number.get(n, f"lesson {n}") for n in sorted(missing))
-        add = ",".join(sorted(missing))
-        many = len(missing) > 1
-        whose = "those lessons' solutions" if many else "that lesson's solution"
-        raise ReleaseError(
-            f"{', '.join(users)} import{'' if len(users) > 1 else 's'} the reference code of "
-            f"{names} ({whose}): add lesson{'s' if many else ''} {add} to --lessons "
-            f"(e.g. --lessons {_spec(sorted({*bundled, *missing}))})")
+def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | None = None,
+         all_references: bool = False) -> Plan:
+    """What a bundle of ``lessons`` holds. ``references``: the lessons whose reference
+    module ships; ``all_references``: those of every lesson the bundled ones build on."""
+    bundled = {lesson.id for lesson in lessons}
+    needs = {lesson.id: course.builds_on(lesson) for lesson in lessons}
+    if all_references:
+        wanted = {dep.id: dep for deps in needs.values() for dep in deps}
+        references = [dep for _, dep in sorted(wanted.items()) if dep.reference_file.is_file()]
+    references = list(references or [])
+    shipped = {ref.id for ref in references}
+    for ref in references:
+        if not ref.reference_file.is_file():
+            raise ReleaseError(f"--with-reference: lesson {ref.number} has no reference code "
+                               f"(it exports nothing to later lessons)")
+        missing = [dep for dep in course.builds_on(ref) if dep.id not in shipped]
+        if missing:
+            numbers = [d.number for d in missing]
+            raise ReleaseError(
+                f"--with-reference: lesson {ref.number}'s reference code builds on lesson"
+                f"{'s' if len(missing) > 1 else ''} {', '.join(numbers)}: ship "
+                f"{'those' if len(missing) > 1 else 'it'} too "
+                f"(--with-reference {catalogue.spec_of([r.number for r in references] + numbers)})")
+    result = Plan(lessons=list(lessons), references=references)
+    for lesson in lessons:
+        own = [dep for dep in needs[lesson.id] if dep.id not in shipped]
+        if own:
+            result.uses_own[lesson.id] = own
+        result.not_bundled += [dep for dep in own
+                               if dep.id not in bundled and dep not in result.not_bundled]
+    result.not_bundled.sort(key=lambda lesson: lesson.number)
+    datasets = {name for lesson in [*lessons, *references] for name in lesson.datasets}
     for name in sorted(datasets):
-        if not (root / "datasets" / name).is_dir():
+        if not (course.root / "datasets" / name).is_dir():
             raise ReleaseError(f"the lessons use datasets/{name}, which is missing")
     result.datasets = sorted(datasets)
-    result.references = [bundled[n] for n in sorted(refs)]
-    result.needed_by = {bundled[n]: sorted(set(who)) for n, who in sorted(refs.items())}
     return result
-
-
-def _spec(numbers: list[str]) -> str:
-    """Lesson numbers as a --lessons value: 03-05,08."""
-    parts, run = [], []
-    for n in map(int, numbers):
-        if run and n == run[-1] + 1:
-            run.append(n)
-        else:
-            if run:
-                parts.append(run)
-            run = [n]
-    if run:
-        parts.append(run)
-    return ",".join(f"{r[0]:02d}-{r[-1]:02d}" if len(r) > 1 else f"{r[0]:02d}" for r in parts)
 
 
 def _copy_tree(src: Path, dst: Path, keep=lambda path: True) -> None:
@@ -211,104 +119,10 @@ def _pins(root: Path) -> tuple[str, list[str]]:
     return project.get("version", "0.0.0"), list(project["dependencies"])
 
 
-def _pyproject(version: str, pins: list[str]) -> str:
-    deps = "".join(f'    "{pin}",\n' for pin in pins)
-    return f"""# The student edition of the course: installs the lessons' helpers (coursekit) and
-# the course's pinned dependencies.  python -m pip install -e .
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
+# --- the leak scan ------------------------------------------------------------------------
 
-[project]
-name = "attention-course-lessons"
-version = "{version}"
-description = "Attention, from 优秀 to a trainable Transformer: the student notebooks"
-requires-python = ">=3.11,<3.12"
-dependencies = [
-{deps}]
-
-[tool.setuptools.packages.find]
-include = ["coursekit*"]
-"""
-
-
-def _requirements(pins: list[str]) -> str:
-    return ("# The course's pinned dependencies (the same as pyproject.toml); from this folder:\n"
-            "#   python -m pip install -r requirements.txt\n" + "\n".join(pins) + "\n-e .\n")
-
-
-def _environment(pins: list[str]) -> str:
-    lines = "".join(f"      - {pin}\n" for pin in pins)
-    return ("# Conda environment of the course; the same pins as pyproject.toml.\n"
-            "#   conda env create -f environment.yml && conda activate attention-course\n"
-            "name: attention-course\nchannels:\n  - conda-forge\ndependencies:\n"
-            "  - python=3.11\n  - pip\n  - pip:\n" + lines + "      - -e .\n")
-
-
-def _readme(p: Plan) -> str:
-    lessons = "\n".join(f"- `lessons/{lesson}/{lesson}.ipynb`" for lesson in p.lessons)
-    first = p.lessons[0]
-    data = ("".join(f"- `datasets/{name}/` (its `README.md` is the datasheet)\n" for name in p.datasets)
-            or "- none for these lessons\n")
-    return f"""# Attention, from 优秀 to a trainable Transformer: your lessons
-
-Lessons in this folder:
-
-{lessons}
-
-Data they use:
-
-{data}
-## Set up (once)
-
-You need Python 3.11. From this folder:
-
-```
-python -m venv .venv && . .venv/bin/activate      # Windows: .venv\\Scripts\\activate
-python -m pip install -e .
-```
-
-(With conda instead: `conda env create -f environment.yml && conda activate attention-course`.)
-This installs the pinned versions the course is tested with (torch, numpy, JupyterLab,
-nbgrader, ...) and `coursekit`, the small helper package the lessons import.
-
-## Open a lesson
-
-```
-jupyter lab lessons/
-```
-
-Open a lesson's notebook and read from the top. Run cells with Shift+Enter.
-
-## Work
-
-Each exercise is a cell with `# YOUR CODE HERE` and `raise NotImplementedError()`:
-delete the `raise` line and write your code in its place. Do not rename the function or
-class, and do not change its arguments: your work is graded by calling it by name.
-The locked cells (imports, data, tests) cannot be edited.
-
-## Check your work
-
-- **Visible tests.** Right below each exercise is a test cell. Run it: it prints
-  `...: visible tests passed ✓`, or fails with a message saying what to fix. Before you
-  fill in an exercise its test fails with `NotImplementedError`: that is expected.
-- **Validate.** In JupyterLab, *Kernel → Restart Kernel and Run All Cells*, then press
-  **Validate** in the notebook's toolbar (nbgrader). It runs the whole notebook from a fresh
-  kernel and says whether every test cell passes, or which ones fail. From a terminal:
-  `nbgrader validate lessons/{first}/{first}.ipynb`.
-- **Hidden tests.** When you hand in, your instructor grades the notebook with more tests
-  than the visible ones (other inputs, edge cases). They are not in this folder. The lessons
-  mention `python -m grader check`: that command is part of the full course repository
-  (for self-learners), not of this student edition; here, the visible tests and Validate
-  are your checks. Passing them is necessary, not sufficient: test your code on your own
-  cases too.
-
-## Hand in
-
-Save the notebook (Ctrl+S) and hand in the `.ipynb` file the way your instructor asked,
-keeping its name. Restart and run all cells once before handing in: the grader runs the
-notebook from the top, so code that only worked thanks to a cell you deleted will fail.
-"""
+def notebook_code(path: Path) -> str:
+    return "\n".join(c["source"] for c in catalogue.code_cells(catalogue.read_json(path)))
 
 
 def _text_of(path: Path) -> str:
@@ -321,8 +135,10 @@ def _text_of(path: Path) -> str:
             return text
         parts = [text]
         for cell in nb.get("cells", []):
-            src = cell.get("source", "")
-            parts.append("".join(src) if isinstance(src, list) else src)
+            try:
+                parts.append(catalogue.cell_source(cell))
+            except TypeError:
+                pass
             for output in cell.get("outputs", []):
                 parts.append(json.dumps(output, ensure_ascii=False))
         return "\n".join(parts)
@@ -333,18 +149,23 @@ def _normal(text: str) -> str:
     return "\n".join(line.strip() for line in text.strip().splitlines() if line.strip())
 
 
-def secrets(root: Path = ROOT) -> list[tuple[str, str]]:
+def _notebooks(course: Catalogue, kind: str) -> list[Path]:
+    return [path for lesson in course for path in lesson.notebooks(kind).values() if path.is_file()]
+
+
+def secrets(course: Catalogue) -> list[tuple[str, str]]:
     """(where, text) of everything a bundle must never contain: every solution and
     hidden-test region of ``solutions/``, and every line of ``grader/hidden`` longer than
     30 characters, except import lines (``from __future__ import annotations`` is no secret)
-    and lines that the public student notebooks ``lessons/*/*.ipynb`` show anyway (a
-    visible test may build the same input as a hidden one: ``x = np.array([[1.0, 2.0]])``)."""
+    and lines that the public student notebooks show anyway (a visible test may build the
+    same input as a hidden one: ``x = np.array([[1.0, 2.0]])``)."""
+    root = course.root
     found = []
-    for nb in sorted((root / "solutions").glob("*/*.ipynb")):
+    for nb in _notebooks(course, "solution"):
         for kind, body in _REGION.findall(notebook_code(nb)):
             if _normal(body):
                 found.append((f"{nb.relative_to(root)} ({kind.lower()})", _normal(body)))
-    public = "\n".join(_normal(notebook_code(nb)) for nb in sorted((root / "lessons").glob("*/*.ipynb")))
+    public = "\n".join(_normal(notebook_code(nb)) for nb in _notebooks(course, "student"))
     for path in sorted((root / "grader" / "hidden").glob("*.py")):
         for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
@@ -354,30 +175,39 @@ def secrets(root: Path = ROOT) -> list[tuple[str, str]]:
     return found
 
 
-def exported_regions(lesson: str, root: Path = ROOT) -> list[str]:
-    """Solution regions of lesson's cells tagged ``export``: they ship in its reference module."""
-    source = root / "solutions" / lesson / f"{lesson}.ipynb"
-    if not source.is_file():
+def exported_regions(lesson: Lesson) -> list[str]:
+    """Solution regions of the lesson's cells tagged ``export``: they ship in its reference module."""
+    if not lesson.solution().is_file():
         return []
-    nb = json.loads(source.read_text(encoding="utf-8"))
-    regions = []
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") == "code" and "export" in (cell.get("metadata", {}).get("tags") or []):
-            src = cell.get("source", "")
-            src = "".join(src) if isinstance(src, list) else src
-            regions += [_normal(body) for kind, body in _REGION.findall(src) if kind == "SOLUTION"]
-    return regions
+    return [_normal(body) for cell in catalogue.code_cells(catalogue.read_json(lesson.solution()))
+            if catalogue.EXPORT_TAG in catalogue.tags(cell)
+            for kind, body in _REGION.findall(cell["source"]) if kind == "SOLUTION"]
 
 
-def scan(bundle: Path, p: Plan, root: Path = ROOT) -> list[str]:
+def imports_grader(source: str) -> bool:
+    """Whether Python ``source`` imports the ``grader`` package (read with ``ast``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # nothing in a bundle should be unreadable Python: report it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "grader" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 \
+                and (node.module or "").split(".")[0] == "grader":
+            return True
+    return False
+
+
+def scan(bundle: Path, p: Plan, course: Catalogue) -> list[str]:
     """Leaks found in ``bundle``: ``file: what`` lines (empty when clean)."""
     allowed: dict[str, set[str]] = {}
     for lesson in p.references:
-        module = f"coursekit/reference/lesson{lesson[:2]}.py"
-        for region in exported_regions(lesson, root):
+        module = lesson.reference_file.relative_to(course.root).as_posix()
+        for region in exported_regions(lesson):
             allowed.setdefault(region, set()).add(module)
     leaks = []
-    needles = secrets(root)
+    needles = secrets(course)
     for path in sorted(bundle.rglob("*")):
         if not path.is_file():
             continue
@@ -392,14 +222,19 @@ def scan(bundle: Path, p: Plan, root: Path = ROOT) -> list[str]:
         for where, needle in needles:
             if needle in normal and rel not in allowed.get(needle, ()):
                 leaks.append(f"{rel}: contains text of {where}")
-        if path.suffix == ".py" and _IMPORTS_GRADER.search(text):
+        if path.suffix == ".py" and imports_grader(text):
             leaks.append(f"{rel}: imports the grader package, which does not ship")
     return leaks
 
 
-def build(out: str | Path, spec: str | None = None, root: Path = ROOT,
-          force: bool = False) -> Plan:
+# --- building -----------------------------------------------------------------------------
+
+def build(out: str | Path, spec: str | None = None, course: Catalogue | None = None,
+          force: bool = False, with_reference: str | None = None,
+          with_references: bool = False) -> Plan:
     """Build the bundle of the lessons ``spec`` selects into the new folder ``out``."""
+    course = course or catalogue.COURSE
+    root = course.root
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not force:
@@ -407,29 +242,31 @@ def build(out: str | Path, spec: str | None = None, root: Path = ROOT,
                                f"to replace it)")
         if (out / "solutions").exists() or (out / ".git").exists():
             raise ReleaseError(f"refusing to replace {out}: it looks like a course repository")
-    p = plan(select_lessons(spec, available_lessons(root)), root)
+    lessons = select(spec, course.released())
+    references = select(with_reference, course, "--with-reference") if with_reference else None
+    p = plan(lessons, course, references, with_references)
     version, pins = _pins(root)
-    shipped_refs = {f"lesson{lesson[:2]}.py" for lesson in p.references}
-    reference_dir = root / "coursekit" / "reference"
+    reference_files = {lesson.reference_file for lesson in course}
+    shipped = {lesson.reference_file for lesson in p.references}
 
     def keep_helper(path: Path) -> bool:
-        if path.parent == reference_dir and re.fullmatch(r"lesson\d\d\.py", path.name):
-            return path.name in shipped_refs
-        return True
+        return path not in reference_files or path in shipped
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".bundle-", dir=out.parent) as tmp:
         stage = Path(tmp) / "bundle"
         for lesson in p.lessons:
-            _copy_tree(root / "lessons" / lesson, stage / "lessons" / lesson)
+            _copy_tree(lesson.student().parent, stage / "lessons" / lesson.id)
         _copy_tree(root / "coursekit", stage / "coursekit", keep_helper)
         for name in p.datasets:
             _copy_tree(root / "datasets" / name, stage / "datasets" / name)
-        (stage / "README.md").write_text(_readme(p), encoding="utf-8")
-        (stage / "pyproject.toml").write_text(_pyproject(version, pins), encoding="utf-8")
-        (stage / "requirements.txt").write_text(_requirements(pins), encoding="utf-8")
-        (stage / "environment.yml").write_text(_environment(pins), encoding="utf-8")
-        leaks = scan(stage, p, root)
+        files = {"README.md": render("release-README.md.j2", plan=p),
+                 "pyproject.toml": render("release-pyproject.toml.j2", version=version, pins=pins),
+                 "requirements.txt": render("release-requirements.txt.j2", pins=pins),
+                 "environment.yml": render("release-environment.yml.j2", pins=pins)}
+        for name, text in files.items():
+            (stage / name).write_text(text, encoding="utf-8")
+        leaks = scan(stage, p, course)
         if leaks:
             raise ReleaseError(f"refusing to release, the bundle would leak: {leaks[0]}"
                                + (f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""))
@@ -439,13 +276,32 @@ def build(out: str | Path, spec: str | None = None, root: Path = ROOT,
     return p
 
 
-def summary(out: Path, p: Plan) -> str:
+def _closed_spec(lessons: list[Lesson], course: Catalogue) -> str:
+    """A --with-reference value for ``lessons`` and every lesson their code builds on."""
+    numbers = {lesson.number for lesson in lessons}
+    numbers |= {dep.number for lesson in lessons for dep in course.builds_on(lesson)}
+    return catalogue.spec_of(numbers)
+
+
+def summary(out: Path, p: Plan, course: Catalogue | None = None) -> str:
+    course = course or catalogue.COURSE
     files = [f for f in Path(out).rglob("*") if f.is_file()]
     size = sum(f.stat().st_size for f in files)
     lines = [f"wrote {out}: {len(p.lessons)} lesson(s), {len(files)} files, {size / 1e6:.2f} MB",
-             f"  lessons:  {', '.join(p.lessons)}",
+             f"  lessons:  {', '.join(lesson.id for lesson in p.lessons)}",
              f"  datasets: {', '.join(p.datasets) or '(none)'}"]
-    for lesson, users in p.needed_by.items():
-        lines.append(f"  note: coursekit/reference/lesson{lesson[:2]}.py ships the solutions of "
-                     f"{lesson}'s exported exercises (imported by {', '.join(users)})")
+    if not p.references:
+        lines.append("  reference code: none (no lesson's answers ship)")
+    bundled = {lesson.id for lesson in p.lessons}
+    for ref in p.references:
+        lines.append(f"  reference code: coursekit/reference/{ref.reference_file.name} ships the "
+                     f"answers of {ref.id}'s exported exercises"
+                     + (" (a lesson of this bundle!)" if ref.id in bundled else ""))
+    for lesson, own in p.uses_own.items():
+        lines.append(f"  builds on: {lesson} runs on the students' own "
+                     f"{', '.join(dep.id for dep in own)}")
+    if p.not_bundled:
+        lines.append(f"  note: not in this bundle: {', '.join(dep.id for dep in p.not_bundled)}. "
+                     f"Students keep their own notebooks of those from an earlier handout, or ship "
+                     f"the course's code: --with-reference {_closed_spec(p.not_bundled, course)}")
     return "\n".join(lines)

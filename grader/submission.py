@@ -53,15 +53,7 @@ class Submission(ABC):
         return self._request("call", header, value)
 
     def _wrap(self, value: Any) -> Any:
-        if isinstance(value, HandleRef):
-            return Handle(self, value)
-        if isinstance(value, list):
-            return [self._wrap(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(self._wrap(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._wrap(v) for k, v in value.items()}
-        return value
+        return values.map_leaves(value, lambda v: Handle(self, v) if isinstance(v, HandleRef) else v)
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release the submission (stop its worker, if any)."""
@@ -116,15 +108,7 @@ class Handle:
 
 
 def _unwrap(value: Any) -> Any:
-    if isinstance(value, Handle):
-        return value.ref
-    if isinstance(value, list):
-        return [_unwrap(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_unwrap(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _unwrap(v) for k, v in value.items()}
-    return value
+    return values.map_leaves(value, lambda v: v.ref if isinstance(v, Handle) else v)
 
 
 class InProcessSubmission(Submission):

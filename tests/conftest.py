@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from coursekit import catalogue
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -17,15 +19,16 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def lessons() -> list[str]:
-    return sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists())
+    """The ids of the course's lessons (coursekit.catalogue)."""
+    return catalogue.COURSE.ids()
 
 
 def solution_path(lesson: str) -> Path:
-    return ROOT / "solutions" / lesson / f"{lesson}.ipynb"
+    return catalogue.get(lesson).solution()
 
 
 def lesson_path(lesson: str) -> Path:
-    return ROOT / "lessons" / lesson / f"{lesson}.ipynb"
+    return catalogue.get(lesson).student()
 
 
 @pytest.fixture(scope="session")

@@ -1,41 +1,48 @@
-"""Lessons are consistent: generated from solutions/, points agree with the graders,
-every contract name is graded, generated reference modules are up to date."""
+"""Lessons are consistent with the catalogue and with each other: generated from
+solutions/, points agree with the graders, every contract name is graded, generated
+reference modules are up to date, and the README's table lists the catalogue's lessons."""
 
 from __future__ import annotations
 
-import json
+import ast
+import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 from conftest import ROOT, lesson_path, lessons, solution_path
 
-from coursekit import export
+from coursekit import catalogue
+from grader import authoring
 from grader.authoring import graded_cells
-from grader.engine import known_lessons, run_hidden_tests
+from grader.engine import HIDDEN_DIR, exercise_points, known_lessons, run_hidden_tests
 from grader.submission import InProcessSubmission
 
-CONTRACT = {
-    "01_attention_by_hand": ["dot_scores", "softmax", "attention"],
-    "02_split_heads": ["split_qkv", "split_heads", "merge_heads"],
-    "03_scaled_dot_product_attention": ["scaled_dot_product_attention", "causal_mask", "padding_mask"],
-    "04_multi_head_attention": ["MultiHeadAttention"],
-    "05_layer_norm": ["layer_norm", "batch_norm", "layer_norm_backward", "LayerNorm"],
-    "06_gelu": ["gelu", "gelu_tanh", "gelu_grad"],
-    "07_positional_encoding": ["sinusoidal_positional_encoding", "PositionalEncoding", "TokenEmbedding"],
-    "08_transformer": ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
-                       "greedy_decode"],
-    "09_training": ["noam_lr", "label_smoothed_nll", "train_step"],
-}
+#: The graded contract: the names a student writes in each lesson (coursekit.catalogue).
+CONTRACT = {lesson.id: list(lesson.graded) for lesson in catalogue.COURSE}
 
 
 def _max_points(lesson: str) -> dict[str, float]:
-    return {r.name: r.max_points for r in run_hidden_tests(InProcessSubmission(), lesson)}
+    return exercise_points(lesson)
 
 
-def test_every_lesson_of_the_contract_exists() -> None:
-    assert lessons() == sorted(CONTRACT)
-    assert known_lessons() == sorted(CONTRACT)
+def test_the_catalogue_holds_the_contract() -> None:
+    assert lessons() == list(CONTRACT) == known_lessons()
+    assert all(CONTRACT.values()), "a lesson without graded names"
+    assert [lesson.number for lesson in catalogue.COURSE] == [f"{n:02d}" for n in range(1, len(CONTRACT) + 1)]
+
+
+def test_every_lesson_folder_and_grader_is_in_the_catalogue() -> None:
+    """Nothing lists lessons but the catalogue: a folder or a grader it lacks is an error."""
+    for kind in catalogue.KINDS.values():
+        folders = sorted(p.name for p in (ROOT / kind).iterdir() if p.is_dir() and p.name[0] != ".")
+        assert folders == lessons(), kind
+    assert sorted(p.stem.removeprefix("test_") for p in HIDDEN_DIR.glob("test_*.py")) == lessons()
+    for lesson in catalogue.COURSE:
+        for kind in catalogue.KINDS:
+            for edition, path in lesson.notebooks(kind).items():
+                assert path.is_file(), f"{lesson.id}: no {edition} {kind} notebook {path}"
 
 
 @pytest.mark.parametrize("lesson", lessons())
@@ -45,17 +52,74 @@ def test_contract_names_are_graded(lesson: str) -> None:
     assert not missing, f"no hidden graders for {missing}"
 
 
+def test_empty_namespace_grading_lists_the_same_exercises_as_collect() -> None:
+    for lesson in lessons():
+        results = run_hidden_tests(InProcessSubmission(), lesson)
+        assert {r.name: r.max_points for r in results} == exercise_points(lesson), lesson
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_the_notebook_title_is_the_catalogue_title(lesson: str) -> None:
+    entry = catalogue.get(lesson)
+    first = catalogue.read_json(entry.solution())["cells"][0]["source"].splitlines()[0]
+    assert first == f"# Lesson {entry.number} · {entry.title}"
+
+
+def test_the_readme_table_is_the_catalogue() -> None:
+    """README.md's lesson table: one row per lesson, in order; every name in backticks in
+    the "you write" column is a graded exercise of that lesson."""
+    rows = re.findall(r"^\| `(\d\d_\w+)` \| (.+) \|$", (ROOT / "README.md").read_text(encoding="utf-8"), re.M)
+    assert [lesson for lesson, _ in rows] == lessons()
+    for lesson, written in rows:
+        names = [n for n in re.findall(r"`([^`]+)`", written) if not n.startswith("datasets/")]
+        assert names and set(names) <= set(catalogue.get(lesson).graded), (lesson, names)
+
+
+def _uses_dataset(source: str) -> set[str]:
+    """Datasets a cell reads: load_numerals(...) and dataset_dir("name") calls (ast)."""
+    tree = catalogue.parse(source)
+    found = set()
+    for node in ast.walk(tree) if tree else []:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "load_numerals":
+                found.add("numerals")
+            elif node.func.id == "dataset_dir":
+                arg = node.args[0] if node.args else None
+                found.add(arg.value if isinstance(arg, ast.Constant) else "numerals")
+    return found
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_datasets_a_lesson_reads_are_declared_in_the_catalogue(lesson: str) -> None:
+    entry = catalogue.get(lesson)
+    used = set().union(*(_uses_dataset(c["source"])
+                         for c in catalogue.code_cells(catalogue.read_json(entry.solution()))))
+    assert used <= set(entry.datasets), f"{lesson} reads {used}, declares {entry.datasets}"
+    for name in entry.datasets:
+        assert (ROOT / "datasets" / name).is_dir()
+
+
+def test_lessons_build_only_on_earlier_lessons_with_reference_code() -> None:
+    for lesson in catalogue.COURSE:
+        for number in lesson.builds_on():
+            earlier = catalogue.get(number)
+            assert earlier.number < lesson.number, (lesson.id, number)
+            assert earlier.exported_ids(), f"{lesson.id} uses {earlier.id}, which exports nothing"
+    assert catalogue.get("04").builds_on() == ("03",)
+    assert catalogue.get("09").builds_on() == ("08",)
+    assert [x.number for x in catalogue.COURSE.builds_on(catalogue.get("09"))] == \
+        ["03", "04", "05", "06", "07", "08"]
+
+
 @pytest.mark.parametrize("lesson", lessons())
 def test_notebook_points_equal_grader_points(lesson: str) -> None:
-    nb = json.loads(solution_path(lesson).read_text(encoding="utf-8"))
-    assert graded_cells(nb) == _max_points(lesson)
+    assert graded_cells(catalogue.read_json(solution_path(lesson))) == _max_points(lesson)
 
 
 @pytest.mark.parametrize("lesson", lessons())
 def test_every_exercise_has_a_solution_cell_named_by_its_contract_name(lesson: str) -> None:
-    nb = json.loads(solution_path(lesson).read_text(encoding="utf-8"))
-    solution_ids = {c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
-                    if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    nb = catalogue.read_json(solution_path(lesson))
+    solution_ids = {catalogue.grade_id(c) for c in nb["cells"] if catalogue.is_solution(c)}
     assert set(graded_cells(nb)) <= solution_ids
 
 
@@ -79,8 +143,28 @@ def test_student_notebooks_contain_no_solutions_or_hidden_tests() -> None:
 
 
 def test_reference_modules_are_generated_from_solutions() -> None:
-    for path, text in export.generated_files().items():
+    for path, text in authoring.generated_files().items():
         assert path.exists() and path.read_text(encoding="utf-8") == text, (
-            f"{path.relative_to(ROOT)} is stale: run `python -m coursekit.export`")
-    stray = set((ROOT / "coursekit" / "reference").glob("*.py")) - set(export.generated_files())
+            f"{path.relative_to(ROOT)} is stale: run `python -m grader.authoring`")
+    stray = set((ROOT / "coursekit" / "reference").glob("*.py")) - set(authoring.generated_files())
     assert not stray, f"reference modules without a source notebook: {stray}"
+
+
+def test_reference_modules_read_like_hand_written_ones() -> None:
+    """Imports at the top and ruff-clean without a noqa; a blank line before every method."""
+    for path, text in authoring.generated_files().items():
+        assert "noqa" not in text, path.name
+        tree = ast.parse(text)
+        first_other = next((i for i, n in enumerate(tree.body[1:], 1)
+                            if not isinstance(n, (ast.Import, ast.ImportFrom))), len(tree.body))
+        assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body[first_other:]), \
+            f"{path.name}: an import below the top"
+        lines = text.splitlines()
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for method in cls.body[1:]:
+                if isinstance(method, ast.FunctionDef):
+                    first = min([method.lineno] + [d.lineno for d in method.decorator_list])
+                    assert lines[first - 2].strip() == "", f"{path.name}: no blank line before {method.name}"
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *map(str, authoring.generated_files())],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout

@@ -1,6 +1,7 @@
 """``python -m grader release``: the student bundle holds the lessons, their data and public
-helpers, and nothing secret; a lesson opens and runs in a fresh environment made from the
-bundle's own files.
+helpers, and nothing secret (no lesson's answers unless the instructor asks); a lesson opens
+and runs in a fresh environment made from the bundle's own files, and a later lesson runs
+there on the student's own earlier notebook.
 
 The leak scan here is written independently of ``grader.release`` (which runs its own
 before it releases): every solution region and hidden-test region of ``solutions/`` and
@@ -21,7 +22,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if (p / f"{p.name}.ipynb").exists())
+from coursekit import catalogue
+
+LESSONS = catalogue.COURSE.released().ids()
 FIRST = "01_attention_by_hand"
 REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
 
@@ -45,14 +48,14 @@ def lines(text: str) -> str:
 
 def secrets() -> list[tuple[str, str]]:
     found = []
-    for nb in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+    for nb in (path for lesson in catalogue.COURSE for path in lesson.notebooks("solution").values()):
         for cell in cells(nb):
             for kind, body in REGION.findall(cell["source"]):
                 found.append((f"{nb.parent.name} {kind.lower()}", lines(body)))
     # lines the public student notebooks show anyway are no secret (a visible test may
     # build the same input as a hidden one)
-    public = "\n".join(lines(c["source"]) for nb in (ROOT / "lessons").glob("*/*.ipynb")
-                       for c in cells(nb))
+    public = "\n".join(lines(c["source"]) for lesson in catalogue.COURSE
+                       for nb in lesson.notebooks("student").values() for c in cells(nb))
     for path in sorted((ROOT / "grader" / "hidden").glob("*.py")):
         for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
@@ -64,7 +67,7 @@ def secrets() -> list[tuple[str, str]]:
 
 def exported(lesson: str) -> set[str]:
     """Solution regions that a reference module carries on purpose."""
-    return {lines(body) for cell in cells(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    return {lines(body) for cell in cells(catalogue.get(lesson).solution())
             if "export" in (cell["metadata"].get("tags") or [])
             for kind, body in REGION.findall(cell["source"]) if kind == "SOLUTION"}
 
@@ -76,30 +79,34 @@ def bundle_text(path: Path) -> str:
     return lines(text)
 
 
-RANGES = {"01": [FIRST], "01-04": ["01", "02", "03", "04"], "all": LESSONS}
+#: (--lessons, --with-reference) -> the lessons bundled, and the reference modules shipped
+RANGES = {("01", None): (["01"], []), ("01-04", None): (["01", "02", "03", "04"], []),
+          ("all", None): ([catalogue.get(lesson).number for lesson in LESSONS], []),
+          ("04,08", "03-07"): (["04", "08"], ["03", "04", "05", "06", "07"])}
 
 
-@pytest.fixture(scope="module", params=list(RANGES))
-def bundle(request, tmp_path_factory) -> tuple[Path, list[str]]:
-    spec = request.param
-    want = RANGES[spec]
-    present = {lesson[:2] for lesson in LESSONS}
-    missing = [n[:2] for n in want if n[:2] not in present]
-    if missing:
-        pytest.skip(f"--lessons {spec}: lesson(s) {', '.join(missing)} not in lessons/ on this branch yet")
+@pytest.fixture(scope="module", params=list(RANGES), ids=[f"{a}+{b}" for a, b in RANGES])
+def bundle(request, tmp_path_factory) -> tuple[Path, list[str], list[str]]:
+    spec, refs = request.param
+    want, shipped = RANGES[request.param]
     out = tmp_path_factory.mktemp(f"bundle-{spec}") / "course"
-    proc = release(out, *([] if spec == "all" else ["--lessons", spec]))
+    proc = release(out, *([] if spec == "all" else ["--lessons", spec]),
+                   *(["--with-reference", refs] if refs else []))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"wrote {out}"), proc.stdout
-    return out, sorted(lesson for lesson in LESSONS if lesson[:2] in {n[:2] for n in want})
+    for number in shipped:
+        assert f"reference code: coursekit/reference/lesson{number}.py ships the answers" in proc.stdout
+    if not shipped:
+        assert "reference code: none" in proc.stdout
+    return out, [catalogue.get(n).id for n in want], [f"lesson{n}.py" for n in shipped]
 
 
 def test_bundle_holds_the_lessons_and_public_files_only(bundle) -> None:
-    out, lessons = bundle
+    out, lessons, _ = bundle
     assert sorted(p.name for p in (out / "lessons").iterdir()) == lessons
     for lesson in lessons:
-        assert (out / "lessons" / lesson / f"{lesson}.ipynb").read_bytes() == \
-            (ROOT / "lessons" / lesson / f"{lesson}.ipynb").read_bytes()
+        assert catalogue.COURSE.at(out).get(lesson).student().read_bytes() == \
+            catalogue.get(lesson).student().read_bytes()
     top = {p.name for p in out.iterdir()}
     assert {"README.md", "pyproject.toml", "requirements.txt", "environment.yml", "coursekit"} <= top
     assert not {"solutions", "grader", "tests", "Makefile", "nbgrader_config.py"} & top
@@ -107,17 +114,16 @@ def test_bundle_holds_the_lessons_and_public_files_only(bundle) -> None:
 
 
 def test_no_solution_or_hidden_test_text_anywhere(bundle) -> None:
-    out, lessons = bundle
+    out, lessons, _ = bundle
     needles = secrets()
     assert any("solution" in where for where, _ in needles)
     assert any("hidden tests" in where for where, _ in needles)
     assert any(where.startswith("test_") for where, _ in needles)
     shipped = {p.stem[len("lesson"):] for p in (out / "coursekit" / "reference").glob("lesson*.py")}
     allowed = {}
-    for lesson in lessons:
-        if lesson[:2] in shipped:
-            for region in exported(lesson):
-                allowed[region] = f"coursekit/reference/lesson{lesson[:2]}.py"
+    for number in shipped:
+        for region in exported(catalogue.get(number).id):
+            allowed[region] = f"coursekit/reference/lesson{number}.py"
     files = [p for p in out.rglob("*") if p.is_file()]
     assert files
     for path in files:
@@ -130,10 +136,10 @@ def test_no_solution_or_hidden_test_text_anywhere(bundle) -> None:
                 assert allowed.get(needle) == rel, f"{rel} contains text of {where}:\n{needle}"
 
 
-def test_reference_modules_only_for_bundled_lessons(bundle) -> None:
-    out, lessons = bundle
+def test_reference_modules_only_where_the_instructor_asked(bundle) -> None:
+    out, _, asked = bundle
     shipped = sorted(p.name for p in (out / "coursekit" / "reference").glob("lesson*.py"))
-    assert set(shipped) <= {f"lesson{lesson[:2]}.py" for lesson in lessons}, shipped
+    assert shipped == asked
     # and every other public helper ships
     for path in (ROOT / "coursekit").rglob("*.py"):
         rel = path.relative_to(ROOT)
@@ -145,7 +151,7 @@ def test_reference_modules_only_for_bundled_lessons(bundle) -> None:
 def test_bundle_pins_equal_the_course_pins(bundle) -> None:
     import tomllib
 
-    out, _ = bundle
+    out, _, _ = bundle
     course = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     student = tomllib.loads((out / "pyproject.toml").read_text())["project"]
     assert student["dependencies"] == course
@@ -181,9 +187,9 @@ def _notebook(path: Path, *sources: str) -> None:
 
 
 @pytest.fixture
-def course(tmp_path) -> Path:
-    """Lessons 01, 03, 04 (imports lesson 03's reference), 08 (imports 03's and 04's), 09
-    (loads the numerals); reference modules for 03 and 04; two datasets."""
+def course(tmp_path) -> catalogue.Catalogue:
+    """Lessons 01, 03, 04 (uses lesson 03), 08 (uses 04, so 03 too), 09 (reads the numerals);
+    reference modules for 03 and 04; two datasets."""
     root = tmp_path / "course"
     (root / "coursekit" / "reference").mkdir(parents=True)
     (root / "coursekit" / "__init__.py").write_text("")
@@ -191,52 +197,75 @@ def course(tmp_path) -> Path:
     (root / "coursekit" / "reference" / "__init__.py").write_text("")
     (root / "coursekit" / "reference" / "lesson03.py").write_text("def sdpa(): return 3\n")
     (root / "coursekit" / "reference" / "lesson04.py").write_text(
-        "from coursekit.reference.lesson03 import sdpa\nclass MHA: pass\n")
+        "from coursekit.earlier import lesson_code\n\nsdpa = lesson_code('03').sdpa\n\n\nclass MHA: pass\n")
     (root / "pyproject.toml").write_text('[project]\nversion = "1.0"\ndependencies = ["numpy==2.4.6"]\n')
-    _notebook(root / "lessons" / "01_a" / "01_a.ipynb", "x = 1")
+    _notebook(root / "lessons" / "01_a" / "01_a.ipynb", "x = 1  # lesson_code('03') in a comment is no use")
     _notebook(root / "lessons" / "03_c" / "03_c.ipynb", "def sdpa(): raise NotImplementedError()")
-    _notebook(root / "lessons" / "04_d" / "04_d.ipynb", "from coursekit.reference.lesson03 import sdpa")
+    _notebook(root / "lessons" / "04_d" / "04_d.ipynb", "from coursekit.earlier import lesson_code\n"
+              "sdpa = lesson_code('03').sdpa")
     _notebook(root / "lessons" / "08_h" / "08_h.ipynb", "from coursekit.reference import lesson04")
     _notebook(root / "lessons" / "09_i" / "09_i.ipynb",
               "from coursekit.data import load_numerals\ntrain = load_numerals('train')")
     for name in ("numerals", "other"):
         (root / "datasets" / name).mkdir(parents=True)
         (root / "datasets" / name / "README.md").write_text(name)
-    return root
+    return catalogue.Catalogue([catalogue.Lesson("01_a", "A"), catalogue.Lesson("03_c", "C"),
+                                catalogue.Lesson("04_d", "D"), catalogue.Lesson("08_h", "H"),
+                                catalogue.Lesson("09_i", "I", datasets=("numerals",))], root)
 
 
-def test_planner_picks_references_and_datasets(course, tmp_path) -> None:
+def _ids(lessons) -> list[str]:
+    return [lesson.id for lesson in lessons]
+
+
+def test_planner_ships_no_answers_by_default(course, tmp_path) -> None:
     from grader import release as r
 
-    assert r.select_lessons("01,03-04", r.available_lessons(course)) == ["01_a", "03_c", "04_d"]
-    assert r.select_lessons(None, r.available_lessons(course))[-1] == "09_i"
-    p = r.plan(["01_a", "03_c", "04_d"], course)
-    assert p.references == ["03_c"] and p.datasets == []
-    p = r.plan(["03_c", "04_d", "08_h"], course)  # 08 -> lesson04 -> lesson03
-    assert p.references == ["03_c", "04_d"]
-    assert r.plan(["09_i"], course).datasets == ["numerals"]
-    assert r.plan(["01_a"], course).references == []
+    assert _ids(r.select("01,03-04", course)) == ["01_a", "03_c", "04_d"]
+    p = r.plan(r.select("01,03-04", course), course)
+    assert p.references == [] and p.datasets == [] and p.not_bundled == []
+    assert {k: _ids(v) for k, v in p.uses_own.items()} == {"04_d": ["03_c"]}
+    p = r.plan(r.select("08", course), course)  # 08 -> 04 -> 03, neither in the bundle
+    assert {k: _ids(v) for k, v in p.uses_own.items()} == {"08_h": ["03_c", "04_d"]}
+    assert _ids(p.not_bundled) == ["03_c", "04_d"]
+    assert r.plan(r.select("09", course), course).datasets == ["numerals"]
 
     out = tmp_path / "b"
-    r.build(out, "01,03-04", root=course)
-    assert sorted(p.name for p in (out / "coursekit" / "reference").iterdir()) == \
-        ["__init__.py", "lesson03.py"]
+    summary = r.summary(out, r.build(out, "01,03-04", course=course), course)
+    assert sorted(p.name for p in (out / "coursekit" / "reference").iterdir()) == ["__init__.py"]
     assert not (out / "datasets").exists()
-    r.build(out, "09", root=course, force=True)
+    assert "reference code: none" in summary and "04_d runs on the students' own 03_c" in summary
+    assert "runs on your own code of `03_c`" in (out / "README.md").read_text()
+    r.build(out, "09", course=course, force=True)
     assert [p.name for p in (out / "datasets").iterdir()] == ["numerals"]
-    assert not (out / "coursekit" / "reference" / "lesson03.py").exists()
 
 
-@pytest.mark.parametrize("spec, needed", [("04", "03"), ("01,04", "03"), ("03,08", "04"),
-                                          ("04,08", "03"), ("08", "03,04")])
-def test_refuses_reference_code_of_a_lesson_not_in_the_bundle(course, tmp_path, spec, needed) -> None:
+def test_reference_code_ships_when_the_instructor_asks(course, tmp_path) -> None:
+    from grader import release as r
+
+    p = r.plan(r.select("08", course), course, all_references=True)
+    assert _ids(p.references) == ["03_c", "04_d"] and p.uses_own == {} and p.not_bundled == []
+    out = tmp_path / "b"
+    p = r.build(out, "04", course=course, with_reference="03")
+    assert sorted(x.name for x in (out / "coursekit" / "reference").iterdir()) == \
+        ["__init__.py", "lesson03.py"]
+    summary = r.summary(out, p, course)
+    assert "reference code: coursekit/reference/lesson03.py ships the answers of 03_c" in summary
+    assert "course's own code of `03_c`" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize("spec, refs, words", [
+    ("08", "04", "lesson 04's reference code builds on lesson 03: ship it too (--with-reference 03-04)"),
+    ("04", "01", "lesson 01 has no reference code"),
+    ("04", "07", "--with-reference: no lesson 07"),
+])
+def test_refuses_reference_code_that_cannot_work(course, tmp_path, spec, refs, words) -> None:
     from grader import release as r
 
     with pytest.raises(r.ReleaseError) as refused:
-        r.build(tmp_path / "b", spec, root=course)
+        r.build(tmp_path / "b", spec, course=course, with_reference=refs)
     assert "\n" not in str(refused.value)
-    plural = "s" if "," in needed else ""
-    assert f"add lesson{plural} {needed} to --lessons" in str(refused.value), refused.value
+    assert words in str(refused.value), refused.value
     assert not (tmp_path / "b").exists()
 
 
@@ -314,13 +343,20 @@ def _probe(nb: dict, venv_python: Path, bundle: Path) -> None:
     assert out[2] == "None", out                             # and no grader package exists
 
 
-@pytest.fixture(scope="module")
-def fresh_env(tmp_path_factory) -> tuple[Path, Path]:
+def _bundle_env(tmp_path_factory, *args: str) -> tuple[Path, Path, str]:
+    """A bundle built with ``grader release OUT *args`` and a fresh venv with it installed;
+    returns the venv's python, the bundle and what release printed."""
     where = tmp_path_factory.mktemp("venv-bundle")
     out = where / "course"
-    proc = release(out, "--lessons", "01")
+    proc = release(out, *args)
     assert proc.returncode == 0, proc.stderr
-    return _venv(out, where), out
+    return _venv(out, where), out, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def fresh_env(tmp_path_factory) -> tuple[Path, Path]:
+    python, out, _ = _bundle_env(tmp_path_factory, "--lessons", "01")
+    return python, out
 
 
 def test_lesson_01_opens_and_its_visible_tests_fail_on_blank_exercises(fresh_env) -> None:
@@ -342,24 +378,30 @@ def test_lesson_01_opens_and_its_visible_tests_fail_on_blank_exercises(fresh_env
             assert not _errors(cell), cell["source"][:80]
 
 
-def test_lesson_01_visible_tests_pass_with_the_solution_bodies_pasted_in(fresh_env, tmp_path) -> None:
-    python, out = fresh_env
+def _answered(lesson: str, notebook: Path) -> dict:
+    """The student notebook ``notebook`` with the reference answers pasted in place of each
+    ``# YOUR CODE HERE`` stub, as a student who solved the lesson would have it."""
     solution = {c["metadata"]["nbgrader"]["grade_id"]: c["source"]
-                for c in cells(ROOT / "solutions" / FIRST / f"{FIRST}.ipynb")
+                for c in cells(catalogue.get(lesson).solution())
                 if c["metadata"].get("nbgrader", {}).get("solution")}
-    notebook = out / "lessons" / FIRST / f"{FIRST}.ipynb"
     nb = json.loads(notebook.read_text(encoding="utf-8"))
-    pasted = 0
     for cell in nb["cells"]:
         grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
         if cell["metadata"].get("nbgrader", {}).get("solution"):
-            body = REGION.search(solution[grade_id]).group(2)
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            stub = re.search(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\(\)\n?", src, re.M)
-            assert stub, src
-            cell["source"] = src[:stub.start()] + body + src[stub.end():]
-            pasted += 1
-    assert pasted == 3
+            for body in (m.group(2) for m in REGION.finditer(solution[grade_id])):
+                stub = re.search(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\(\)\n?", src, re.M)
+                assert stub, src
+                src = src[:stub.start()] + body + src[stub.end():]
+            assert "NotImplementedError()" not in src, src
+            cell["source"] = src
+    return nb
+
+
+def test_lesson_01_visible_tests_pass_with_the_solution_bodies_pasted_in(fresh_env, tmp_path) -> None:
+    python, out = fresh_env
+    nb = _answered(FIRST, out / "lessons" / FIRST / f"{FIRST}.ipynb")
+    assert sum(1 for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution")) == 3
     answered = tmp_path / f"{FIRST}.ipynb"
     answered.write_text(json.dumps(nb), encoding="utf-8")
     nb = _run_lesson(python, answered)
@@ -374,6 +416,82 @@ def test_lesson_01_visible_tests_pass_with_the_solution_bodies_pasted_in(fresh_e
     assert "Success! Your notebook passes all the tests." in proc.stdout, proc.stdout + proc.stderr
 
 
+# ---- a later lesson in a bundle: the student's own earlier notebook, or the reference -------
+
+L03, L04 = "03_scaled_dot_product_attention", "04_multi_head_attention"
+
+RUN_SETUP = r"""
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"]
+nb.cells.append(nbformat.v4.new_code_cell(
+    "import coursekit; print(coursekit.__file__); print(scaled_dot_product_attention.__module__)"))
+NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+               resources={"metadata": {"path": sys.argv[2]}}).execute()
+errors = [f"{o.ename}: {o.evalue}" for o in nb.cells[0].outputs if o.output_type == "error"]
+print("ERROR " + errors[0] if errors else "".join(o.get("text", "") for o in nb.cells[-1].outputs).strip())
+"""
+
+
+def _setup_of(python: Path, notebook: Path, bundle: Path | None = None) -> str:
+    """Run only the setup cell of ``notebook`` in a kernel of ``python``, then report where
+    the earlier lesson's code came from (or the error the setup cell raised)."""
+    env = _clean_env()
+    if bundle is not None:  # another bundle than the one installed in the venv
+        env["PYTHONPATH"] = str(bundle)
+    proc = subprocess.run([str(python), "-c", RUN_SETUP, str(notebook), str(notebook.parent)],
+                          capture_output=True, text=True, timeout=600, cwd=notebook.parent, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def later_env(tmp_path_factory) -> tuple[Path, Path]:
+    python, out, said = _bundle_env(tmp_path_factory, "--lessons", "03-04")
+    assert not list((out / "coursekit" / "reference").glob("lesson*.py"))
+    assert f"builds on: {L04} runs on the students' own {L03}" in said
+    return python, out
+
+
+def test_a_later_lesson_names_the_unfinished_lesson_it_builds_on(later_env) -> None:
+    python, out = later_env
+    said = _setup_of(python, out / "lessons" / L04 / f"{L04}.ipynb")
+    assert said.startswith("ERROR EarlierLessonError: This lesson builds on your lesson 03"), said
+    assert "`scaled_dot_product_attention`" in said and "finish lesson 03" in said, said
+
+
+def test_a_later_lesson_runs_on_the_students_own_earlier_notebook(later_env, tmp_path) -> None:
+    python, out = later_env
+    own = out / "lessons" / L03 / f"{L03}.ipynb"
+    blank = own.read_bytes()
+    try:
+        own.write_text(json.dumps(_answered(L03, own)), encoding="utf-8")
+        said = _setup_of(python, out / "lessons" / L04 / f"{L04}.ipynb").splitlines()
+        assert Path(said[0]).is_relative_to(out) and said[1] == "my_lesson03", said
+        # the whole of lesson 04, answered, passes its visible tests on the student's lesson 03
+        answered = out / "lessons" / L04 / "answered.ipynb"
+        answered.write_text(json.dumps(_answered(L04, out / "lessons" / L04 / f"{L04}.ipynb")))
+        nb = _run_lesson(python, answered)
+        tests = _test_cells(nb)
+        assert tests and all("visible tests passed" in "".join(o.get("text", "") for o in c["outputs"])
+                             for c in tests), [c["outputs"] for c in tests]
+    finally:
+        own.write_bytes(blank)
+
+
+def test_an_instructor_can_ship_the_earlier_lessons_reference_code(later_env, tmp_path) -> None:
+    python, _ = later_env
+    out = tmp_path / "course"
+    proc = release(out, "--lessons", "04", "--with-reference", "03")
+    assert proc.returncode == 0, proc.stderr
+    assert "reference code: coursekit/reference/lesson03.py ships the answers" in proc.stdout
+    said = _setup_of(python, out / "lessons" / L04 / f"{L04}.ipynb", bundle=out).splitlines()
+    assert Path(said[0]).is_relative_to(out), said  # this bundle's coursekit, not the venv's
+    assert said[1] == "coursekit.reference.lesson03", said
+
+
 def test_the_leak_scan_catches_a_planted_leak(tmp_path) -> None:
     """The scan of this file and grader.release's own refuse a bundle with a solution in it."""
     from grader import release as r
@@ -385,4 +503,5 @@ def test_the_leak_scan_catches_a_planted_leak(tmp_path) -> None:
     (out / "coursekit" / "helpers.py").write_text("def f(x, axis=-1):\n" + body.group(2))
     hits = [where for where, needle in secrets() if needle in bundle_text(out / "coursekit" / "helpers.py")]
     assert f"{FIRST} solution" in hits
-    assert any("helpers.py" in leak for leak in r.scan(out, r.plan([FIRST])))
+    course = catalogue.COURSE
+    assert any("helpers.py" in leak for leak in r.scan(out, r.plan([course.get(FIRST)], course), course))

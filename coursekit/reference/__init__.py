@@ -1,1 +1,1 @@
-"""Generated reference building blocks of earlier lessons (see coursekit.export)."""
+"""Generated reference code of the lessons (see grader.authoring and coursekit.earlier)."""

@@ -68,15 +68,8 @@ class Target:
         return HandleRef(hid, values.type_name(obj))
 
     def _deref(self, value: Any) -> Any:
-        if isinstance(value, HandleRef):
-            return self.handles[value.id]
-        if isinstance(value, list):
-            return [self._deref(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(self._deref(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._deref(v) for k, v in value.items()}
-        return value
+        """``value`` with each handle replaced by the object it stands for."""
+        return values.map_leaves(value, lambda v: self.handles[v.id] if isinstance(v, HandleRef) else v)
 
     def _out(self, value: Any) -> Any:
         return values.normalize(value, self.register)

@@ -31,6 +31,17 @@ class HandleRef:
     type_name: str
 
 
+def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` with each element that is not a list, tuple or dict replaced by ``fn(element)``."""
+    if isinstance(value, list):
+        return [map_leaves(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_leaves(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: map_leaves(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
 def _torch() -> Any:
     return sys.modules.get("torch")
 

@@ -1,0 +1,71 @@
+"""The course's settings from the environment, read here and nowhere else.
+
+==================== =====================================================================
+variable             meaning
+==================== =====================================================================
+``COURSE_DATASETS``  the folder holding the datasets (``numerals/``, ...); default: the
+                     ``datasets/`` folder of this copy of the course (:func:`datasets_root`)
+``COURSE_GRADING``   ``1``: the notebook is being graded or tested, so long work takes its
+                     smallest size (lesson 09 trains its ``smoke`` preset). Also true when
+                     ``CI=true``, or when the kernel runs in nbgrader's ``autograded/``
+                     folder (:func:`grading`); ``nbgrader_config.py`` sets it for nbgrader
+``COURSE_PRESET``    lesson 09's training preset (``smoke``, ``cpu``, ``gpu``), chosen from
+                     outside the notebook (:func:`preset`)
+``COURSE_THREADS``   CPU threads for training (:func:`threads`); default: the free cores
+``COURSE_RUN_DIR``   where lesson 09 keeps checkpoints and outputs (:func:`run_dir`);
+                     default ``runs`` beside the notebook
+==================== =====================================================================
+
+The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
+``COURSE_BROWSER_ARTIFACTS``, ``COURSE_BROWSER_SCREENSHOT``: see ``tests/test_browser.py``).
+The grader's time and memory limits are command-line options, not environment variables.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATASETS = "COURSE_DATASETS"
+GRADING = "COURSE_GRADING"
+PRESET = "COURSE_PRESET"
+THREADS = "COURSE_THREADS"
+RUN_DIR = "COURSE_RUN_DIR"
+
+#: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
+AUTOGRADED_FOLDER = "autograded"
+
+
+def datasets_root() -> Path | None:
+    """``$COURSE_DATASETS`` (``~`` expanded), or None when it is not set."""
+    value = os.environ.get(DATASETS)
+    return Path(value).expanduser() if value else None
+
+
+def grading() -> bool:
+    """Whether the notebook runs to be graded or tested rather than read: ``COURSE_GRADING=1``,
+    ``CI=true``, or a working folder inside nbgrader's ``autograded/``."""
+    return (os.environ.get(GRADING) == "1" or os.environ.get("CI", "").lower() == "true"
+            or AUTOGRADED_FOLDER in Path.cwd().parts)
+
+
+def preset() -> str | None:
+    """``$COURSE_PRESET``, or None when it is not set."""
+    return os.environ.get(PRESET) or None
+
+
+def threads() -> int | None:
+    """``$COURSE_THREADS`` (at least 1), or None when it is not set."""
+    value = os.environ.get(THREADS)
+    if not value:
+        return None
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ValueError(f"{THREADS} must be a whole number of threads, got {value!r}") from None
+
+
+def run_dir() -> Path:
+    """``$COURSE_RUN_DIR``, else ``runs`` (relative: beside the notebook)."""
+    return Path(os.environ.get(RUN_DIR, "runs"))

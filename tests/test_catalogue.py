@@ -1,0 +1,149 @@
+"""coursekit.catalogue: lesson lookup, selection, editions, nbgrader's cell roles, and what
+a notebook's code says, read with ast."""
+
+from __future__ import annotations
+
+import pytest
+
+from coursekit import catalogue
+from coursekit.catalogue import COURSE, Lesson, SelectionError
+
+
+def test_lookup_by_id_or_number() -> None:
+    lesson = catalogue.get("04_multi_head_attention")
+    assert catalogue.get("04") is lesson and catalogue.get("4") is lesson
+    assert lesson.number == "04" and lesson.reference_module == "coursekit.reference.lesson04"
+    assert lesson.solution().relative_to(catalogue.ROOT).as_posix() == \
+        "solutions/04_multi_head_attention/04_multi_head_attention.ipynb"
+    assert lesson.student().relative_to(catalogue.ROOT).as_posix() == \
+        "lessons/04_multi_head_attention/04_multi_head_attention.ipynb"
+    with pytest.raises(KeyError, match="no lesson '10'"):
+        catalogue.get("10")
+
+
+@pytest.mark.parametrize("spec, numbers", [
+    (None, [f"{n:02d}" for n in range(1, 10)]), ("all", [f"{n:02d}" for n in range(1, 10)]),
+    ("01-04", ["01", "02", "03", "04"]), ("01,03,05-07", ["01", "03", "05", "06", "07"]),
+    ("7, 3", ["03", "07"]), ("03_scaled_dot_product_attention,3", ["03"]),
+])
+def test_selection(spec, numbers) -> None:
+    assert [lesson.number for lesson in catalogue.select(spec)] == numbers
+
+
+@pytest.mark.parametrize("spec, words", [("99", "no lesson 99"), ("03-01", "empty range"),
+                                         ("08-12", "no lesson 10, 11, 12"), ("x", "cannot read")])
+def test_bad_selections_say_why_in_one_line(spec, words) -> None:
+    with pytest.raises(SelectionError, match=words) as refused:
+        catalogue.select(spec)
+    assert "\n" not in str(refused.value)
+
+
+def test_spec_of_numbers() -> None:
+    assert catalogue.spec_of(["08", "03", "04", "05"]) == "03-05,08"
+
+
+def test_editions_sit_beside_the_english_notebook(tmp_path) -> None:
+    lesson = Lesson("04_multi_head_attention", "Multi-head attention", editions=("en", "zh"), root=tmp_path)
+    assert lesson.notebooks("student") == {
+        "en": tmp_path / "lessons/04_multi_head_attention/04_multi_head_attention.ipynb",
+        "zh": tmp_path / "lessons/04_multi_head_attention/04_multi_head_attention.zh.ipynb"}
+    course = catalogue.Catalogue([lesson], tmp_path)
+    assert course.lesson_of("x/04_multi_head_attention.zh.ipynb") is course.get("04")
+    assert course.edition_of("x/04_multi_head_attention.zh.ipynb") == "zh"
+    assert course.edition_of("04_multi_head_attention.ipynb") == "en"
+    with pytest.raises(KeyError, match="no 'zh' edition"):
+        catalogue.get("04").student("zh")
+    with pytest.raises(ValueError, match="editions"):
+        Lesson("04_x", "x", editions=("fr",))
+
+
+def test_the_lesson_of_a_notebook_from_its_name_or_folder() -> None:
+    assert COURSE.lesson_of("submitted/alice/02_split_heads/02_split_heads.ipynb").id == "02_split_heads"
+    assert COURSE.lesson_of("02_split_heads/mine.ipynb").id == "02_split_heads"
+    assert COURSE.lesson_of("elsewhere/mine.ipynb") is None
+
+
+def _cell(cell_type="code", **nbgrader) -> dict:
+    return {"cell_type": cell_type, "source": ["a = 1\n", "b = 2"],
+            "metadata": {"nbgrader": nbgrader} if nbgrader else {}}
+
+
+def test_cell_roles_follow_nbgrader() -> None:
+    answer = _cell(solution=True, grade=False, locked=False)
+    tests = _cell(grade=True, solution=False, locked=False)  # nbgrader locks grade cells anyway
+    manual = _cell(grade=True, solution=True, points=2)
+    readonly = _cell(grade=False, solution=False, locked=True)
+    plain = _cell()
+    assert [catalogue.is_locked(c) for c in (answer, tests, manual, readonly, plain)] == \
+        [False, True, False, True, False]
+    assert [catalogue.is_autograder_test(c) for c in (answer, tests, manual, readonly, plain)] == \
+        [False, True, False, False, False]
+    assert [catalogue.is_provided(c) for c in (answer, tests, manual, readonly, plain)] == \
+        [False, False, False, True, False]
+    assert not catalogue.is_autograder_test(_cell("markdown", grade=True, solution=False))
+    assert catalogue.cell_source(answer) == "a = 1\nb = 2"
+    with pytest.raises(TypeError):
+        catalogue.cell_source({"source": 3})
+
+
+def test_lessons_used_reads_code_not_comments_or_strings() -> None:
+    code = '''
+# my03 = load_my_code("03_scaled_dot_product_attention")
+print('from coursekit.reference.lesson05 import LayerNorm')
+from coursekit.reference.lesson04 import MultiHeadAttention
+from coursekit.reference import lesson06
+import coursekit.reference.lesson07
+l08 = lesson_code("08")
+my02 = coursekit.earlier.load_my_code("02_split_heads")
+'''
+    assert catalogue.lessons_used(code) == {"02", "04", "06", "07", "08"}
+    assert catalogue.lessons_used("%matplotlib inline\nlesson_code('3')") == {"03"}
+    assert catalogue.lessons_used("def broken(:") == set()
+
+
+def test_exports_are_the_names_the_exported_cells_define() -> None:
+    lesson = catalogue.get("03")
+    assert lesson.exported_ids() == ("causal_mask", "padding_mask", "scaled_dot_product_attention",
+                                     "fast_scaled_dot_product_attention")
+    assert {"causal_mask", "padding_mask", "scaled_dot_product_attention",
+            "fast_scaled_dot_product_attention"} <= set(lesson.exports())
+    assert catalogue.get("01").exports() == ()
+    assert catalogue.defined_names("x, (y, z) = 1, (2, 3)\nclass A: pass\ndef f(): w = 1") == \
+        ["x", "y", "z", "A", "f"]
+
+
+def test_a_lesson_id_is_two_digits_and_a_name() -> None:
+    with pytest.raises(ValueError, match="NN_name"):
+        Lesson("4_mha", "x")
+    with pytest.raises(ValueError, match="share a number"):
+        catalogue.Catalogue([Lesson("04_a", "a"), Lesson("04_b", "b")])
+
+
+def _imported_modules(path) -> set[str]:
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." if node.level else (node.module or "").split(".")[0])
+    return found
+
+
+def test_coursekit_never_imports_the_grader() -> None:
+    from grader.release import imports_grader
+
+    for path in sorted((catalogue.ROOT / "coursekit").rglob("*.py")):
+        assert not imports_grader(path.read_text(encoding="utf-8")), path
+    assert imports_grader("from grader.kernel import grade") and imports_grader("import grader.engine")
+    assert not imports_grader("import graders_of_mine\nfrom .grader import x")
+
+
+def test_what_students_code_imports_of_coursekit_is_standard_library_only() -> None:
+    import sys
+
+    for name in ("catalogue", "earlier", "settings"):
+        modules = _imported_modules(catalogue.ROOT / "coursekit" / f"{name}.py") - {"."}
+        assert modules <= set(sys.stdlib_module_names) | {"coursekit"}, (name, modules)
