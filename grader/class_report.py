@@ -244,6 +244,8 @@ def listing(source: str, first_line: int, marked: set[int]) -> list[dict[str, An
 
 def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[Any]], str]:
     """Flags per exercise, and a sentence on what was compared."""
+    from coursekit import catalogue
+
     from .notebook import NotebookError, cells_to_run, read_notebook
     from .similarity import Settings, class_flags, eligible, lesson_context
 
@@ -256,8 +258,11 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
         return {}, ("Similarity was not checked: the submitted notebooks were not found "
                     "(pass --submitted SUBMITTED).")
     cells = {}
+    # nbgrader's layout, as `grade` reads it: <student>/<lesson>/<notebook of any edition>
+    names = [path.name for path in catalogue.get(data.lesson).notebooks("student").values()]
     for s in data.students:
-        path = submitted / s.student_id / data.lesson / f"{data.lesson}.ipynb"
+        folder = submitted / s.student_id / data.lesson
+        path = next((folder / name for name in names if (folder / name).is_file()), folder / names[0])
         try:
             cells[s.student_id] = [src for _, src in cells_to_run(read_notebook(path))]
         except (NotebookError, OSError):

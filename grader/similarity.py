@@ -27,18 +27,14 @@ import builtins
 import functools
 import io
 import itertools
-import re
 import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 K = 12  # tokens per k-gram
 SUB_K = 8  # a k-gram's novelty: the share of its SUB_K-grams that expected code lacks
 PLACEHOLDER = "_"
-_MAGIC = re.compile(r"^\s*[%!]", re.M)
 _KEPT_METHODS = {"__init__", "forward", "encode", "decode", "extra_repr", "reset_parameters"}
 
 
@@ -76,9 +72,12 @@ class Flag:
 # --- finding the exercise's code --------------------------------------------------------
 
 def _parse(source: str) -> ast.Module | None:
+    """The cell's code without its IPython lines, or None if it is not Python."""
+    from coursekit.catalogue import parse
+
     try:
-        return ast.parse(_MAGIC.sub(lambda m: m.group(0).replace("%", "#").replace("!", "#"), source))
-    except (SyntaxError, ValueError):
+        return parse(source)
+    except ValueError:  # a null byte
         return None
 
 
@@ -370,24 +369,21 @@ class Context:
         return self._cache[key]
 
 
-def lesson_context(lesson: str) -> Context:
-    """What every student of ``lesson`` was given (the student notebook's code and the
+def lesson_context(lesson_id: str) -> Context:
+    """What every student of the lesson was given (the student notebook's code and the
     earlier lessons' reference modules they may import), the names graders read (hidden
     tests, visible tests) and the reference answers (the solutions notebook)."""
-    import json
+    from coursekit import catalogue
 
-    from .notebook import is_test_cell
+    from .engine import hidden_test_file
 
-    student = json.loads((ROOT / "lessons" / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8"))
-    cells = [c for c in student["cells"] if c["cell_type"] == "code"]
-    code = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
-    tests = [src for src, c in zip(code, cells, strict=True) if is_test_cell(c)]
-    hidden = ROOT / "grader" / "hidden" / f"test_{lesson}.py"
-    public = public_names(tests + ([hidden.read_text(encoding="utf-8")] if hidden.is_file() else []))
-    number = int(lesson[:2])
-    for path in sorted((ROOT / "coursekit" / "reference").glob("lesson*.py")):
-        if int(path.stem.removeprefix("lesson")) < number:
-            code.append(path.read_text(encoding="utf-8"))
+    lesson = catalogue.get(lesson_id)
+    student = catalogue.code_cells(catalogue.read_json(lesson.student()))
+    code = [cell["source"] for cell in student]
+    tests = [cell["source"] for cell in student if catalogue.is_autograder_test(cell)]
+    public = public_names(tests + [hidden_test_file(lesson.id).read_text(encoding="utf-8")])
+    code += [earlier.reference_file.read_text(encoding="utf-8")
+             for earlier in catalogue.COURSE.before(lesson) if earlier.reference_file.is_file()]
     known = top_level_names(code) | set(dir(builtins))
     statements: set[str] = set()
     for source in code:
@@ -395,16 +391,12 @@ def lesson_context(lesson: str) -> Context:
         for node in tree.body if tree else []:
             segment = ast.get_source_segment(source, node) or ""
             statements |= set(normalise(segment, getattr(node, "name", ""), public, known)[1].values())
-    reference_nb = json.loads((ROOT / "solutions" / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8"))
-    ref_cells = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                 for c in reference_nb["cells"] if c["cell_type"] == "code"]
+    solution = catalogue.code_cells(catalogue.read_json(lesson.solution()))
+    answers = [cell["source"] for cell in solution]
     reference = {}
-    for cell in reference_nb["cells"]:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade_id") and meta.get("solution"):
-            found = exercise_source(ref_cells, meta["grade_id"])
-            if found:
-                reference[meta["grade_id"]] = found[0]
+    for cell in solution:
+        if catalogue.is_solution(cell) and (found := exercise_source(answers, catalogue.grade_id(cell) or "")):
+            reference[catalogue.grade_id(cell)] = found[0]
     return Context(public, known, provided_tokens(code, public, known), statements, reference)
 
 

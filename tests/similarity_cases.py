@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "similarity"))
 
+from coursekit import catalogue  # noqa: E402
 from grader.notebook import cells_to_run, parse_notebook  # noqa: E402
 from grader.similarity import _bound_names, _own_attributes, lesson_context  # noqa: E402
 
@@ -37,7 +38,7 @@ class Case:
 
 
 def reference_notebook(lesson: str) -> dict:
-    return parse_notebook((ROOT / "solutions" / lesson / f"{lesson}.ipynb").read_bytes())
+    return parse_notebook(catalogue.get(lesson).solution().read_bytes())
 
 
 def with_cell(nb: dict, exercise: str, source: str) -> dict:
@@ -57,7 +58,7 @@ def independent_cases() -> list[Case]:
     cases = []
     for lesson in LESSONS:
         ref = reference_notebook(lesson)
-        planted = importlib.import_module(f"planted.l{lesson[:2]}")
+        planted = importlib.import_module(f"planted.l{catalogue.get(lesson).number}")
         exercises = sorted({v.exercise for v in planted.ALTERNATIVES} | set(SOLUTIONS[lesson]))
         for exercise in exercises:
             cases.append(Case(lesson, exercise, "reference", None, ref))

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from coursekit import catalogue
+
 from .run import Config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +115,7 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
                                   isolation=isolation, visibility=visibility,
                                   stdout_visibility=stdout_visibility, built=built).dumps(),
     }
-    blank = ROOT / "lessons" / lesson / f"{lesson}.ipynb"
+    blank = catalogue.get(lesson).student()
     files = dict(course_files(lesson))
     if blank.is_file():
         files[f"selfcheck/{lesson}.ipynb"] = blank

@@ -18,7 +18,6 @@ import contextlib
 import html
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -112,23 +111,24 @@ def _ignored(rel: Path) -> bool:
 
 
 def other_lesson(notebook: Path, lesson: str) -> str | None:
-    """The lesson a notebook seems to be, when it defines none of ``lesson``'s exercises but
-    some of another's (a student who uploaded the wrong notebook)."""
-    from ..engine import exercise_points, known_lessons
+    """The lesson a notebook seems to be, when it defines none of ``lesson``'s graded names
+    but some of another's (a student who uploaded the wrong notebook)."""
+    from coursekit import catalogue
+
     from ..notebook import NotebookError, read_notebook
 
     try:
         nb = read_notebook(notebook)
     except (NotebookError, OSError):
         return None
-    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]}
-    defined = set(re.findall(r"^(?:def|class)\s+(\w+)", "\n".join(c["source"] for c in nb["cells"]), re.M))
-    names = ids | defined
-    if names & set(exercise_points(lesson)):
+    names = {catalogue.grade_id(c) for c in nb["cells"]}
+    for cell in catalogue.code_cells(nb):
+        names.update(catalogue.defined_names(cell["source"]))
+    if names & set(catalogue.get(lesson).graded):
         return None
-    scores = {other: len(names & set(exercise_points(other))) for other in known_lessons() if other != lesson}
-    best = max(scores, key=scores.get, default=None)
-    return best if best and scores[best] else None
+    overlap = {other.id: len(names & set(other.graded)) for other in catalogue.COURSE if other.id != lesson}
+    best = max(overlap, key=overlap.get, default=None)
+    return best if best and overlap[best] else None
 
 
 def container_memory_limit() -> int | None:
@@ -185,7 +185,9 @@ def zeroed(lesson: str, sentence: str) -> list[Any]:
 
 
 def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
-    number = int(cfg.lesson[:2])
+    from coursekit import catalogue
+
+    number = int(catalogue.get(cfg.lesson).number)
     entries = []
     for i, x in enumerate(exercises, 1):
         message = "\n".join(str(h) for h in x.hints)  # the hints a student reads, one per line
