@@ -153,7 +153,7 @@ LESSONS: tuple[Lesson, ...] = (
            graded=("scaled_dot_product_attention", "causal_mask", "padding_mask")),
     Lesson("04_multi_head_attention", "Multi-head attention",
            graded=("MultiHeadAttention",)),
-    Lesson("05_layer_norm", "Layer normalisation (层归一化) versus batch normalisation (批归一化)",
+    Lesson("05_layer_norm", "Layer normalisation (层规范化) versus batch normalisation (批量规范化)",
            graded=("layer_norm", "batch_norm", "layer_norm_backward", "LayerNorm")),
     Lesson("06_gelu", "GELU, the activation of the feed-forward block",
            graded=("gelu", "gelu_tanh", "gelu_grad")),

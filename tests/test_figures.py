@@ -1,0 +1,84 @@
+"""The figures the lessons show before anything is run: regenerated from the reference code
+by docs/figures/make_figures.py, they match the committed images; every image a lesson
+shows exists in solutions/ and in lessons/, and a release bundle carries it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+
+import pytest
+from conftest import ROOT, lessons, solution_path
+from matplotlib.testing.compare import compare_images
+
+FIGURE_LINK = re.compile(r"!\[[^\]]*\]\((figures/[\w.\-]+\.png)\)")
+TOLERANCE = 2.0  # RMS difference in 0-255 grey levels: antialiasing, not content
+
+
+def _make_figures():
+    spec = importlib.util.spec_from_file_location("make_figures", ROOT / "docs" / "figures" / "make_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["make_figures"] = module               # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def shown(lesson: str) -> set[str]:
+    """The figure paths the lesson's markdown shows, relative to its folder."""
+    cells = json.loads(solution_path(lesson).read_text(encoding="utf-8"))["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return set(FIGURE_LINK.findall(text))
+
+
+def committed(lesson: str) -> set[str]:
+    folder = ROOT / "solutions" / lesson / "figures"
+    return {f"figures/{p.name}" for p in folder.glob("*.png")} if folder.is_dir() else set()
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_every_figure_a_lesson_shows_is_committed_and_used(lesson: str) -> None:
+    assert shown(lesson), f"{lesson} shows no figure before it is run"
+    assert shown(lesson) == committed(lesson), (
+        f"{lesson}: shown but missing {sorted(shown(lesson) - committed(lesson))}, "
+        f"committed but never shown {sorted(committed(lesson) - shown(lesson))}")
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_the_student_notebook_carries_the_same_figures(lesson: str) -> None:
+    for figure in committed(lesson):
+        student = ROOT / "lessons" / lesson / figure
+        assert student.is_file(), f"lessons/{lesson}/{figure} is missing: run nbgrader generate_assignment"
+        assert student.read_bytes() == (ROOT / "solutions" / lesson / figure).read_bytes(), (
+            f"lessons/{lesson}/{figure} is stale: run nbgrader generate_assignment {lesson} --force")
+
+
+def test_regenerated_figures_match_the_committed_ones(tmp_path) -> None:
+    make_figures = _make_figures()
+    written = make_figures.make(out=tmp_path)
+    made = {(p.parent.parent.name, f"figures/{p.name}") for p in written}
+    expected = {(lesson, figure) for lesson in lessons() for figure in committed(lesson)}
+    assert made == expected, f"made but not committed {sorted(made - expected)}, committed but not made {sorted(expected - made)}"
+    for lesson, figure in sorted(made):
+        difference = compare_images(str(ROOT / "solutions" / lesson / figure), str(tmp_path / lesson / figure),
+                                    tol=TOLERANCE)
+        assert difference is None, (f"solutions/{lesson}/{figure} differs from a fresh "
+                                    f"`python docs/figures/make_figures.py`: {difference}")
+
+
+def test_figures_have_no_timestamps(tmp_path) -> None:
+    make_figures = _make_figures()
+    first = {p.name: p.read_bytes() for p in make_figures.make(["03"], out=tmp_path / "a")}
+    second = {p.name: p.read_bytes() for p in make_figures.make(["03"], out=tmp_path / "b")}
+    assert first == second
+    assert all(b"Software" not in data and b"Creation" not in data for data in first.values())
+
+
+def test_a_release_bundle_carries_the_figures(tmp_path) -> None:
+    from grader import release
+
+    release.build(tmp_path / "course", "01-03")
+    for lesson in lessons()[:3]:
+        for figure in committed(lesson):
+            assert (tmp_path / "course" / "lessons" / lesson / figure).is_file(), f"the bundle lacks {lesson}/{figure}"
