@@ -10,6 +10,11 @@ overall, and the ratio ours / nn.Transformer.
 
     python benchmarks/throughput.py                # cpu preset, 1 thread
     python benchmarks/throughput.py --threads 2 --rounds 8 --steps 40
+    python benchmarks/throughput.py --preset gpu   # on a CUDA GPU: bf16 autocast, as lesson 09 trains
+
+On a CUDA GPU both models run their forward passes under bf16 autocast (lesson 09's
+`autocast_forward`, as its training cell does) and the output adds each model's peak GPU
+memory.
 """
 
 from __future__ import annotations
@@ -36,13 +41,13 @@ def torch_transformer(cfg, src_vocab, tgt_vocab):
     class TorchTransformer(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            d = cfg["d_model"]
+            d = cfg.d_model
             self.pad_id = src_vocab.pad_id
             self.src_embed = TokenEmbedding(len(src_vocab), d)
             self.tgt_embed = TokenEmbedding(len(tgt_vocab), d)
-            self.pos_enc = PositionalEncoding(d, 64, cfg["dropout"])
-            self.transformer = nn.Transformer(d, cfg["n_head"], cfg["layers"], cfg["layers"], cfg["d_ff"],
-                                              cfg["dropout"], batch_first=True)
+            self.pos_enc = PositionalEncoding(d, 64, cfg.dropout)
+            self.transformer = nn.Transformer(d, cfg.n_head, cfg.layers, cfg.layers, cfg.d_ff,
+                                              cfg.dropout, batch_first=True)
             self.generator = nn.Linear(d, len(tgt_vocab))
 
         def forward(self, src, tgt):
@@ -59,6 +64,8 @@ def torch_transformer(cfg, src_vocab, tgt_vocab):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu", choices=["smoke", "cpu", "gpu"])
+    parser.add_argument("--no-amp", dest="amp", action="store_false",
+                        help="on CUDA, train in float32 instead of under bf16 autocast")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: lesson 09's choose_threads(): $COURSE_THREADS, "
                              "else the cores free now)")
@@ -72,22 +79,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from coursekit.data import CharVocab, load_numerals, make_batches
     from coursekit.reference.lesson09 import (
-        PRESETS,
+        autocast_forward,
         build_model,
         choose_device,
         choose_threads,
+        load_preset,
         make_optimizer,
         train_step,
     )
 
-    cfg = PRESETS[args.preset]
+    cfg = load_preset(args.preset, "digits2zh")
     device = choose_device()
     if device.type == "cpu":
         torch.set_num_threads(args.threads or choose_threads())
     train = load_numerals("train")
     src_vocab = CharVocab.build(s for s, _ in train)
     tgt_vocab = CharVocab.build(t for _, t in train)
-    batches = list(make_batches(train, src_vocab, tgt_vocab, cfg["batch_size"], seed=0))
+    batches = list(make_batches(train, src_vocab, tgt_vocab, cfg.batch_size, seed=0,
+                                by_length=cfg.batch_by_length))  # the batches lesson 09 trains on
     batches = [(s.to(device), t.to(device)) for s, t in batches[: args.steps]]
     tokens = sum(int((t[:, 1:] != tgt_vocab.pad_id).sum()) for _, t in batches)
 
@@ -104,23 +113,32 @@ def main(argv: list[str] | None = None) -> int:
                 module.forward = (lambda m: lambda x: torch.nn.functional.layer_norm(
                     x, m.weight.shape, m.weight, m.bias, m.eps))(module)
         models["ours + fused LayerNorm"] = fused
+    amp = args.amp and device.type == "cuda"
+    for model in models.values():
+        if amp:
+            autocast_forward(model)  # lesson 09's: forward passes in bf16, float32 logits
     optim = {name: make_optimizer(m, cfg) for name, m in models.items()}
     for name, m in models.items():
         print(f"{name:<22} {sum(p.numel() for p in m.parameters()):>9,} parameters")
     print(f"preset {args.preset}, device {device}"
-          + (f", {torch.get_num_threads()} thread(s)" if device.type == "cpu" else "")
-          + f", {args.steps} steps of batch {cfg['batch_size']} ({tokens:,} target tokens) per round")
+          + (f", {torch.get_num_threads()} thread(s)" if device.type == "cpu"
+             else f" ({torch.cuda.get_device_name(device)}), {'bf16 autocast' if amp else 'float32'}")
+          + f", {args.steps} steps of batch {cfg.batch_size} ({tokens:,} target tokens) per round")
     print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
+
+    peak = {}
 
     def run(name):
         model, (opt, sched) = models[name], optim[name]
         if device.type == "cuda":
             torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(device)
         start, cpu_start = time.perf_counter(), time.process_time()
         for batch in batches:
-            loss = train_step(model, batch, opt, sched, smoothing=cfg["smoothing"])
+            loss = train_step(model, batch, opt, sched, smoothing=cfg.smoothing)
         if device.type == "cuda":
             torch.cuda.synchronize()
+            peak[name] = max(peak.get(name, 0), torch.cuda.max_memory_allocated(device))
         assert math.isfinite(loss)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         # On a CPU, process time is immune to other processes' load; on a GPU, use the wall clock.
@@ -151,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"ours / nn.Transformer ({clock}): median of per-round ratios {statistics.median(ratios):.3f} "
           f"(min {min(ratios):.3f}, max {max(ratios):.3f}); target: within 10% (>= 0.90)")
+    for name, nbytes in peak.items():
+        print(f"peak GPU memory, {name}: {nbytes / 2**20:,.0f} MiB")
     if args.diagnose:
         f = [x / y for x, y in zip(rates[names[2]], rates[names[1]], strict=False)]
         print(f"ours + fused LayerNorm / nn.Transformer: median {statistics.median(f):.3f}")

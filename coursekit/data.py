@@ -153,13 +153,15 @@ def make_batches(
     batch_size: int,
     shuffle: bool = True,
     seed: int = 0,
+    by_length: bool = True,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield (src [B, Ls], tgt [B, Lt]) LongTensors, right-padded with 0.
 
     src is the source ids + <eos>; tgt is <bos> + target ids + <eos>. Without shuffle the
     batches keep the order of `pairs` (for evaluation). With shuffle the order depends only
-    on `seed`, and pairs of similar length are batched together (less padding): shuffle,
-    sort chunks of 50 batches by length, cut into batches, shuffle the batches.
+    on `seed`, and, with `by_length`, pairs of similar length are batched together (less
+    padding): shuffle, sort chunks of 50 batches by length, cut into batches, shuffle the
+    batches. With `by_length=False` every batch is a random sample of the pairs.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -167,6 +169,7 @@ def make_batches(
     if shuffle:
         rng = random.Random(seed)
         rng.shuffle(order)
+    if shuffle and by_length:
         chunk = 50 * batch_size
         for start in range(0, len(order), chunk):
             order[start : start + chunk] = sorted(

@@ -11,6 +11,8 @@ variable             meaning
                      folder (:func:`grading`); ``nbgrader_config.py`` sets it for nbgrader
 ``COURSE_PRESET``    lesson 09's training preset (``smoke``, ``cpu``, ``gpu``), chosen from
                      outside the notebook (:func:`preset`)
+``COURSE_DIRECTION`` lesson 09's translation direction (``digits2zh``, ``zh2digits``),
+                     chosen from outside the notebook (:func:`direction`)
 ``COURSE_THREADS``   CPU threads for training (:func:`threads`); default: the free cores
 ``COURSE_RUN_DIR``   where lesson 09 keeps checkpoints and outputs (:func:`run_dir`);
                      default ``runs`` beside the notebook
@@ -30,6 +32,7 @@ from pathlib import Path
 DATASETS = "COURSE_DATASETS"
 GRADING = "COURSE_GRADING"
 PRESET = "COURSE_PRESET"
+DIRECTION = "COURSE_DIRECTION"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
 
@@ -53,6 +56,11 @@ def grading() -> bool:
 def preset() -> str | None:
     """``$COURSE_PRESET``, or None when it is not set."""
     return os.environ.get(PRESET) or None
+
+
+def direction() -> str | None:
+    """``$COURSE_DIRECTION``, or None when it is not set."""
+    return os.environ.get(DIRECTION) or None
 
 
 def threads() -> int | None:

@@ -280,6 +280,21 @@ def test_make_batches():
     assert seen == sorted(s for s, _ in pairs)  # each pair exactly once
 
 
+def test_make_batches_by_length_or_mixed():
+    pairs = load_numerals("valid")[:640]
+    src_vocab = CharVocab.build(s for s, _ in pairs)
+    tgt_vocab = CharVocab.build(t for _, t in pairs)
+
+    def lengths(by_length):
+        batches = list(make_batches(pairs, src_vocab, tgt_vocab, 64, seed=3, by_length=by_length))
+        seen = sorted(src_vocab.decode(row) for src, _ in batches for row in src)
+        assert seen == sorted(s for s, _ in pairs)  # each pair exactly once
+        return [{len(src_vocab.decode(row)) for row in src} for src, _ in batches]
+
+    assert max(map(len, lengths(True))) <= 3  # neighbouring digit counts (2-4 are rare)
+    assert min(map(len, lengths(False))) >= 4  # a random sample: many digit counts
+
+
 def test_accuracy_by_length():
     counts = accuracy_by_length(
         ["12", "34", "5", "678"], ["a", "x", "c", "d"], ["a", "b", "c", "d"]

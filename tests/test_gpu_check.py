@@ -1,0 +1,43 @@
+"""benchmarks/gpu_check.py, the GPU check of lesson 09, as far as a CPU can take it: it refuses
+at once without CUDA, and its parts run on the CPU with the smoke preset (`--cpu-smoke`).
+(Its notebook part runs lesson 09 through papermill, as tests/test_training.py does.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT
+
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: run the real check")
+
+
+def _run(*args: str, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COURSE_THREADS="1", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+def test_without_cuda_it_stops_at_once_and_says_why(tmp_path) -> None:
+    result = _run("--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no CUDA device" in result.stderr and "--cpu-smoke" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cpu_rehearsal_runs_the_paths_training_and_throughput_parts(tmp_path) -> None:
+    result = _run("--cpu-smoke", "--skip", "notebook", "--out", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    parts = {p["part"]: p for p in report["parts"]}
+    assert [parts[p]["result"] for p in ("paths", "notebook", "train", "throughput")] == [
+        "ok", "skipped", "ok", "ok"]
+    assert "greedy_decode_cached == greedy_decode" in parts["paths"]["detail"]
+    assert "ours / nn.Transformer" in parts["throughput"]["detail"]
+    assert "| throughput | ok |" in result.stdout
+    assert (tmp_path / "train.pt").exists() and (tmp_path / "throughput.log").exists()
