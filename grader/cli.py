@@ -195,6 +195,44 @@ def _call_timeout_option(parser: argparse.ArgumentParser) -> None:
                              "only: the exercises after it are graded in a fresh run")
 
 
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    from .gradescope.package import build, summary
+
+    try:
+        pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
+                    visibility=args.visibility, stdout_visibility=args.stdout_visibility)
+    except (KeyError, ValueError) as exc:
+        print(f"grader gradescope: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(summary(pkg))
+    return 0
+
+
+def cmd_lms(args: argparse.Namespace) -> int:
+    from .lms import LmsError, export
+
+    try:
+        _, text = export(args.folders, args.roster, args.to, key=args.key,
+                         assignments=args.assignment, out=args.out, local_part=args.local_part)
+    except LmsError as exc:
+        print(f"grader lms: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .class_report import ReportError, write_report
+
+    try:
+        _, text = write_report(args.folder, args.submitted)
+    except ReportError as exc:
+        print(f"grader report: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -258,6 +296,50 @@ def build_parser() -> argparse.ArgumentParser:
                          help="ship the course's code of every lesson the bundled ones build on")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
+
+    gradescope = commands.add_parser(
+        "gradescope", help="build a Gradescope autograder zip for one lesson")
+    gradescope.add_argument("lesson", metavar="LESSON")
+    gradescope.add_argument("out", metavar="OUT", help="folder for autograder.zip, or a .zip path")
+    gradescope.add_argument("--timeout", type=float, default=120.0,
+                            help="seconds the notebook may run (default 120)")
+    gradescope.add_argument("--memory", type=float, default=2.0,
+                            help="GiB of memory for the notebook (default 2; capped below "
+                                 "the container's own limit)")
+    gradescope.add_argument("--visibility", default="visible",
+                            help="when students see each test: visible (default), "
+                                 "after_due_date, after_published or hidden")
+    gradescope.add_argument("--stdout-visibility", default="hidden",
+                            help="when students see the autograder's stdout (default hidden)")
+    gradescope.set_defaults(func=cmd_gradescope)
+
+    lms = commands.add_parser(
+        "lms", help="grades.csv as an LMS gradebook import (Canvas, Moodle), matched by a roster")
+    lms.add_argument("folders", nargs="+", metavar="DIR", help="folders written by `grade --out`")
+    lms.add_argument("--roster", required=True,
+                     help="the LMS's gradebook export (Canvas: Grades > Export; Moodle: Export > "
+                          "Plain text file), or any CSV with a header")
+    lms.add_argument("--to", required=True, choices=["canvas", "moodle"])
+    lms.add_argument("--key", default=None,
+                     help="roster column holding student_id: login (SIS Login ID, Canvas's "
+                          "default), sis, id, name, email (Moodle's default), idnumber, "
+                          "username, or a column name")
+    lms.add_argument("--assignment", action="append", default=None, metavar="NAME",
+                     help="the LMS assignment of each DIR, in order (Canvas: 'Name (id)' updates "
+                          "an existing assignment; default: the lesson id, a new assignment)")
+    lms.add_argument("--local-part", action="store_true",
+                     help="match student_id with the part of the key before '@' (a roster "
+                          "keyed by email, folders named by user name)")
+    lms.add_argument("--out", default=None, help="file to write (default DIR/<lms>-import.csv)")
+    lms.set_defaults(func=cmd_lms)
+
+    report = commands.add_parser(
+        "report", help="one HTML page about a graded class (DIR/report.html)")
+    report.add_argument("folder", metavar="DIR", help="a folder written by `grade --out`")
+    report.add_argument("--submitted", default=None, metavar="SUBMITTED",
+                        help="the graded notebooks, for similarity flags (default: the folder "
+                             "`grade` read, as run.json records it)")
+    report.set_defaults(func=cmd_report)
     return parser
 
 
