@@ -167,6 +167,42 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gradebook(args: argparse.Namespace) -> int:
+    from .gradebook import point_table, write
+    from .lms import LmsError
+
+    if args.points:
+        print(point_table())
+        return 0
+    if not args.folders or not args.roster:
+        print("grader gradebook: give the folders `grade` wrote and --roster", file=sys.stderr)
+        return 2
+    try:
+        print(write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
+                    local_part=args.local_part))
+    except LmsError as exc:
+        print(f"grader gradebook: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_return_feedback(args: argparse.Namespace) -> int:
+    from .feedback import FeedbackError, summary, to_folders, to_nbgrader
+
+    try:
+        if args.nbgrader:
+            done = to_nbgrader(args.folders, args.nbgrader)
+            where = f"{args.nbgrader}/feedback/ (now: nbgrader release_feedback LESSON)"
+        else:
+            done = to_folders(args.folders, args.to)
+            where = f"{args.to}/<student_id>/"
+    except FeedbackError as exc:
+        print(f"grader return-feedback: {exc}", file=sys.stderr)
+        return 2
+    print(summary(done, where))
+    return 0
+
+
 def _nbgrader_course(folder: object) -> tuple[str, str]:
     """The course id and gradebook URL of the nbgrader course in ``folder``."""
     from pathlib import Path
@@ -274,6 +310,34 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
     _call_timeout_option(grade)
     grade.set_defaults(func=cmd_grade)
+
+    gradebook = commands.add_parser(
+        "gradebook", help="one course gradebook (every lesson, totals) from the folders "
+                          "`grade` wrote and a roster")
+    gradebook.add_argument("folders", nargs="*", metavar="DIR", help="folders `grade` wrote")
+    gradebook.add_argument("--roster", help="the LMS's roster export (as for `grader lms`)")
+    gradebook.add_argument("--key", default=None,
+                           help="roster column holding the student_id (as for `grader lms`)")
+    gradebook.add_argument("--local-part", action="store_true",
+                           help="match only what precedes @ in the roster's key")
+    gradebook.add_argument("--weights", default=None, metavar="W",
+                           help="weights per lesson for a weighted percentage, e.g. 01=1,08=2,09=3")
+    gradebook.add_argument("--out", default="course-gradebook.csv")
+    gradebook.add_argument("--points", action="store_true",
+                           help="print the points of every lesson (Markdown) and stop")
+    gradebook.set_defaults(func=cmd_gradebook)
+
+    back = commands.add_parser(
+        "return-feedback", help="copy `grade`'s feedback pages into a folder per student, or "
+                                "into nbgrader's feedback layout for release_feedback")
+    back.add_argument("folders", nargs="+", metavar="DIR", help="folders `grade` wrote")
+    where = back.add_mutually_exclusive_group()
+    where.add_argument("--to", default="returned-feedback",
+                       help="folder with one subfolder per student (default returned-feedback)")
+    where.add_argument("--nbgrader", metavar="COURSE", default=None,
+                       help="the nbgrader course folder: pages go to COURSE/feedback/, ready "
+                            "for `nbgrader release_feedback`")
+    back.set_defaults(func=cmd_return_feedback)
 
     deadlines = commands.add_parser(
         "deadlines", help="check deadlines.toml and write its due dates and extensions into "
