@@ -203,6 +203,24 @@ def cmd_return_feedback(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_selftest(args: argparse.Namespace) -> int:
+    from coursekit.catalogue import SelectionError
+
+    from .selftest import run
+
+    warnings.simplefilter("ignore")
+    try:
+        return 0 if run(args.lessons, isolation=args.isolation) else 1
+    except SelectionError as exc:
+        print(f"grader selftest: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - e.g. no sandbox at a strict level: say why
+        if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
+            print(f"grader selftest: {exc}", file=sys.stderr)
+            return 3
+        raise
+
+
 def _nbgrader_course(folder: object) -> tuple[str, str]:
     """The course id and gradebook URL of the nbgrader course in ``folder``."""
     from pathlib import Path
@@ -338,6 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the nbgrader course folder: pages go to COURSE/feedback/, ready "
                             "for `nbgrader release_feedback`")
     back.set_defaults(func=cmd_return_feedback)
+
+    selftest = commands.add_parser(
+        "selftest", help="quick check of this installation: each lesson's reference notebook "
+                         "earns full marks and its student notebook zero, in the sandbox")
+    selftest.add_argument("--lessons", default=None, metavar="LESSONS",
+                          help="which lessons: 01-04, 01,03 or all (default all)")
+    selftest.add_argument("--isolation", choices=["auto", "strict", "none"], default="auto")
+    selftest.set_defaults(func=cmd_selftest)
 
     deadlines = commands.add_parser(
         "deadlines", help="check deadlines.toml and write its due dates and extensions into "
