@@ -1,6 +1,7 @@
 """nbgrader configuration of the course: reference notebooks in solutions/, student
 notebooks generated into lessons/ (``nbgrader generate_assignment <lesson>``)."""
 
+import importlib.util
 import os
 import warnings
 from pathlib import Path
@@ -21,13 +22,17 @@ c.ExecutePreprocessor.timeout = 300
 # Autograde without false alarms (jupyter/nbgrader#1961): the hidden tests stripped from a
 # released test cell are put back in silence; a locked cell a student changed still logs
 # "Attribute 'checksum' for cell ... has changed!".
-c.Autograde.sanitize_preprocessors = [
-    "nbgrader.preprocessors.ClearOutput",
-    "nbgrader.preprocessors.DeduplicateIds",
-    "nbgrader.preprocessors.OverwriteKernelspec",
-    "grader.nbgrader_cells.CourseOverwriteCells",
-    "nbgrader.preprocessors.CheckCellMetadata",
-]
+# (Only where this course's grader package is importable, as autograde's kernels need it.)
+GRADER = importlib.util.find_spec("grader") is not None and \
+    importlib.util.find_spec("grader.nbgrader_cells") is not None
+if GRADER:
+    c.Autograde.sanitize_preprocessors = [
+        "nbgrader.preprocessors.ClearOutput",
+        "nbgrader.preprocessors.DeduplicateIds",
+        "nbgrader.preprocessors.OverwriteKernelspec",
+        "grader.nbgrader_cells.CourseOverwriteCells",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
 # nbgrader 0.9's gradebook code predates SQLAlchemy 2's session rules: each submission logs
 # three "SAWarning: Object of type <Submitted...> not in session" that change nothing.
 warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session")
@@ -38,14 +43,15 @@ c.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
 # Late work: due dates, extensions and the penalty rule of deadlines.toml (grader.late),
 # the same for nbgrader and `python -m grader grade`. `python -m grader deadlines` writes
 # the due dates and extensions into nbgrader's gradebook.
-if (HERE / "deadlines.toml").is_file():
+if GRADER and (HERE / "deadlines.toml").is_file():
     c.AssignLatePenalties.plugin_class = "grader.nbgrader_late.CoursePenalty"
     c.CoursePenalty.deadlines = str(HERE / "deadlines.toml")
 
 # `nbgrader zip_collect LESSON` for Canvas's "Download Submissions" zip, saved as
 # downloaded/LESSON/archive/submissions.zip: the Canvas user id becomes the student id,
 # and a renamed notebook (01_attention_by_hand-1.ipynb, "... (1).ipynb") the lesson's name.
-c.ZipCollectApp.collector_plugin = "grader.nbgrader_collect.CourseCollector"
+if GRADER:
+    c.ZipCollectApp.collector_plugin = "grader.nbgrader_collect.CourseCollector"
 c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<last_first>[^/_]+)_(?:LATE_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
     r"(?P<file_id>[^/]+)$")

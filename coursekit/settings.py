@@ -16,6 +16,9 @@ variable             meaning
 ``COURSE_THREADS``   CPU threads for training (:func:`threads`); default: the free cores
 ``COURSE_RUN_DIR``   where lesson 09 keeps checkpoints and outputs (:func:`run_dir`);
                      default ``runs`` beside the notebook
+``COURSE_CALL_TIMEOUT`` seconds one call of a hidden check may take inside an nbgrader
+                     kernel (``grader.kernel``; :func:`call_timeout`); default: the
+                     grader's, 20. ``check`` and ``grade`` take ``--call-timeout`` instead
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -35,6 +38,7 @@ PRESET = "COURSE_PRESET"
 DIRECTION = "COURSE_DIRECTION"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
+CALL_TIMEOUT = "COURSE_CALL_TIMEOUT"
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -77,3 +81,17 @@ def threads() -> int | None:
 def run_dir() -> Path:
     """``$COURSE_RUN_DIR``, else ``runs`` (relative: beside the notebook)."""
     return Path(os.environ.get(RUN_DIR, "runs"))
+
+
+def call_timeout() -> float | None:
+    """``$COURSE_CALL_TIMEOUT`` in seconds (positive), or None when it is not set."""
+    value = os.environ.get(CALL_TIMEOUT)
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{CALL_TIMEOUT} must be a number of seconds, got {value!r}") from None
+    if seconds <= 0:
+        raise ValueError(f"{CALL_TIMEOUT} must be positive, got {value!r}")
+    return seconds
