@@ -231,8 +231,9 @@ def _record(out: Path, student: str) -> dict[str, Any] | None:
 
 def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
              summary: RunSummary) -> list[str]:
-    """The students this run grades: chosen ones (``students``), everyone (``force``), or
-    those without a result and those whose submission changed since their result."""
+    """The students this run grades: everyone (``force``); those without a result and the
+    chosen ones (``students``); or those without a result and those whose submission
+    changed since their result."""
     stale = []
     for student in students:
         record = _record(opts.out, student)
@@ -245,9 +246,11 @@ def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
         unknown = [s for s in opts.students if s not in handed]
         if unknown:
             raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
-        summary.waiting = [s for s in stale if s not in opts.students]
+        # the chosen students, and those without any result (grades.csv has a row for each)
+        fresh = [s for s in stale if s not in summary.changed]
+        summary.waiting = [s for s in summary.changed if s not in opts.students]
         summary.changed = [s for s in summary.changed if s in opts.students]
-        return [s for s in students if s in opts.students]
+        return [s for s in students if s in opts.students or s in fresh]
     return list(students) if opts.force else stale
 
 

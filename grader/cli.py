@@ -112,7 +112,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
     print(f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
           f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
     if summary.waiting:
-        print(f"not graded (new or changed, not chosen with --student): {', '.join(summary.waiting)}")
+        print(f"not regraded (changed since graded, not chosen with --student): "
+              f"{', '.join(summary.waiting)}")
     if summary.other_settings:
         print(f"kept {len(summary.other_settings)} result(s) made under other settings (isolation, "
               f"grader version), not vouched for by this run: {', '.join(summary.other_settings)}; "
@@ -307,9 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
     grade.add_argument("--force", action="store_true", help="regrade every student")
     grade.add_argument("--student", action="append", metavar="ID",
-                       help="regrade this student (repeatable); the others are left as they are. "
-                            "Without it, a rerun grades new students and those whose submission "
-                            "changed")
+                       help="regrade this student (repeatable); other results are left as they "
+                            "are (students without one are graded). Without it, a rerun grades "
+                            "new students and those whose submission changed")
     grade.add_argument("--deadlines", default=None, metavar="FILE",
                        help="due dates, extensions and late penalty (default: ./deadlines.toml "
                             "if it exists; 'none' to ignore it)")
