@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from coursekit import catalogue
+from coursekit import catalogue, settings
 
 from . import messages, runner
+from .framework import fresh_seed, grading_run
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
@@ -72,16 +73,17 @@ def _no_plugin_autoload() -> Any:
 
 
 def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
-                     use_pytest: bool = False) -> list[ExerciseResult]:
+                     use_pytest: bool = False, seed: int | None = None) -> list[ExerciseResult]:
     """Run the hidden graders of ``lesson`` (optionally only some exercises), with the
-    fast thread-safe runner (default) or with pytest itself."""
+    fast thread-safe runner (default) or with pytest itself; hidden inputs are drawn from
+    ``seed`` (fresh for every run when ``None``: see ``grader.framework.fresh_seed``)."""
     hidden_test_file(lesson)
     if not use_pytest:
-        return runner.run(sub, lesson, only)  # thread-safe: callers silence output if needed
+        return runner.run(sub, lesson, only, seed)  # thread-safe: callers silence output if needed
     plugin = CollectPoints(sub, only)
     args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
             "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
-    with quiet(), _no_plugin_autoload():
+    with quiet(), _no_plugin_autoload(), grading_run(seed):
         pytest.main(args, plugins=[plugin])
     if plugin.errors:
         raise RuntimeError("; ".join(plugin.errors))
@@ -95,12 +97,13 @@ def in_process_submission(nb: dict[str, Any]) -> InProcessSubmission:
     return sub
 
 
-def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "") -> Report:
+def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "",
+                     seed: int | None = None) -> Report:
     """Grade in this process: fast, for the course's own tests. Not safe for untrusted code."""
     start = time.perf_counter()
     sub = in_process_submission(nb)
     with quiet():
-        results = run_hidden_tests(sub, lesson)
+        results = run_hidden_tests(sub, lesson, seed=seed)
     return Report(notebook, lesson, results, seconds=time.perf_counter() - start)
 
 
@@ -127,7 +130,7 @@ class _Run:
 
 
 def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Limits,
-              exercises: list[str]) -> _Run:
+              exercises: list[str], seed: int) -> _Run:
     """Run the notebook in ``worker`` and grade ``exercises`` in order. Stops after the
     exercise during which a call hung or stopped the worker (``failed_call``), so that the
     rest can be graded elsewhere; a notebook that hangs or dies while it loads, or runs out
@@ -144,7 +147,7 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Li
             if isinstance(sub.broken, WorkerDied) and getattr(worker, "timed_out", False):
                 sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
             loaded_fine = sub.broken is None
-            run.results += run_hidden_tests(sub, lesson, only={exercise})
+            run.results += run_hidden_tests(sub, lesson, only={exercise}, seed=seed)
             if loaded_fine and isinstance(sub.broken, CallHung | CallCrashed) \
                     and not getattr(worker, "timed_out", False):
                 run.failed_call = sub.broken
@@ -172,7 +175,7 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Li
 
 def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
                       limits: Limits = DEFAULT_LIMITS,
-                      restart: Callable[[], Any] | None = None) -> Report:
+                      restart: Callable[[], Any] | None = None, seed: int | None = None) -> Report:
     """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
     worker enforces ``limits.wall_s`` itself (one run of the notebook); each request of a
     check waits at most ``limits.call_s``.
@@ -180,14 +183,19 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
     A call that hangs or stops the worker costs only its exercise: with ``restart`` (a
     function returning a fresh worker), the exercises after it are graded in a fresh
     worker, the notebook run again there, and the exercise is not retried; its hint names
-    the call (``grader.calls``). Without ``restart``, every exercise left fails."""
+    the call (``grader.calls``). Without ``restart``, every exercise left fails. Every
+    check of the submission draws its hidden inputs from one ``seed`` (fresh when None:
+    ``grader.framework.fresh_seed``), recorded in the report when it was drawn at random."""
     start = time.perf_counter()
     cells = cells_to_run(nb)
     pending = list(exercise_points(lesson))
     report = Report(notebook, lesson, [])
+    if seed is None:
+        seed = fresh_seed()
+        report.seed = None if settings.grader_seed() else seed  # never the instructor's secret
     first = True
     while True:
-        run = _run_once(cells, lesson, worker, limits, pending)
+        run = _run_once(cells, lesson, worker, limits, pending, seed)
         report.exercises += run.results
         if first:
             report.cell_errors, report.output_excerpt, first = run.cell_errors, run.excerpt, False

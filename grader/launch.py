@@ -16,6 +16,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from coursekit import settings
+
 from .limits import DEFAULT_LIMITS, Limits
 from .sandbox.output import OutputTap
 
@@ -31,6 +33,7 @@ class LocalWorker:
         self.sock, child = socket.socketpair()
         env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]))
+        env.pop(settings.GRADER_SEED, None)  # the seed of the hidden inputs stays with the grader
         out_r, out_w = os.pipe()
         try:
             self.proc = subprocess.Popen(

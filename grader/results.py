@@ -74,8 +74,11 @@ class ExerciseResult:
 
     @property
     def hints(self) -> list[str]:
-        """The failures, each once, in order."""
-        return list(dict.fromkeys(self.failures))
+        """What the student reads: each diagnosed mistake once, first, and the other failed
+        checks folded into a count (``grader.messages.fold``)."""
+        from .messages import fold
+
+        return fold(self.failures)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +104,7 @@ class Report:
     output_excerpt: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. a call that hung, which file was graded
+    seed: int | None = None  # the hidden inputs' seed, when drawn at random (reproducible)
 
     @property
     def score(self) -> float:
@@ -133,6 +137,8 @@ class Report:
         record = dict(self.as_dict(), status=str(self.status))
         if self.notes:
             record["notes"] = list(self.notes)
+        if self.seed is not None:
+            record["seed"] = self.seed
         return record
 
     @classmethod
