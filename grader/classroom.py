@@ -2,7 +2,8 @@
 
 ``SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb`` in (nbgrader's layout); out:
 ``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json``
-(the ``check`` object plus ``status``), ``feedback/<id>/<lesson>.html`` and ``run.json``
+(the ``check`` object plus ``status``), ``records/<id>.json`` (what that result was made
+from and with), ``feedback/<id>/<lesson>.html`` and ``run.json``
 (what ran, with the sandbox's active and missing protections). Each student's files are
 written atomically as soon as they are graded, so an interrupted run (Ctrl-C, SIGTERM:
 ``Interrupted``) loses nothing.
@@ -175,8 +176,9 @@ def write_csv(out: Path, students: list[str], exercises: list[str],
     late_columns = deadlines is not None
     rows = []
     for student in students:
-        record = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
-        report = Report.from_record(record)
+        result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
+        record = _record(out, student) or {}
+        report = Report.from_record(result, record.get("notes"))
         late = _late_columns(record, report, student, deadlines) if late_columns else None
         rows.append(results.csv_row(student, report, exercises, late))
     write_atomic(out / "grades.csv", results.csv_table(rows, exercises, late=late_columns))
@@ -223,10 +225,14 @@ class UnknownStudent(ValueError):
 
 
 def _record(out: Path, student: str) -> dict[str, Any] | None:
-    try:
-        return json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """``records/<student>.json``: what the student's result was made from and with (None
+    when there is no result, or it predates records)."""
+    if not (out / "results" / f"{student}.json").is_file():
         return None
+    try:
+        return json.loads((out / "records" / f"{student}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
@@ -369,7 +375,8 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
         shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe().capitalize() + "."])
     write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
                  results.feedback_html(shown, student))
-    record = dict(report.as_record(), submission=handed.key(), graded_with=settings or {},
+    record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
                   graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    write_atomic(opts.out / "results" / f"{student}.json", json.dumps(record, ensure_ascii=False))
+    write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))
+    write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))
     return time.perf_counter() - began

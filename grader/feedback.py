@@ -60,7 +60,10 @@ def to_nbgrader(outs: list[str | Path], course: str | Path) -> Returned:
     for out in outs:
         out = Path(out)
         for student, lesson, page in _pages(out):
-            record = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
+            try:
+                record = json.loads((out / "records" / f"{student}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                record = {}
             file = (record.get("submission") or {}).get("file")
             submitted = course / "submitted" / student / lesson
             secret = submitted / "submission_secret.txt"

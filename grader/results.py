@@ -134,20 +134,20 @@ class Report:
 
     def as_record(self) -> dict[str, Any]:
         """``results/<student>.json``: the ``check`` object plus ``status``."""
-        record = dict(self.as_dict(), status=str(self.status))
-        if self.notes:
-            record["notes"] = list(self.notes)
-        if self.seed is not None:
-            record["seed"] = self.seed
-        return record
+        return dict(self.as_dict(), status=str(self.status))
+
+    def provenance(self) -> dict[str, Any]:
+        """What ``results/<id>.json`` (the contract's object) leaves out and a rerun or the
+        CSV needs: the notes of :attr:`message` and the hidden inputs' seed."""
+        return {"notes": list(self.notes), "seed": self.seed}
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Report:
+    def from_record(cls, record: dict[str, Any], notes: list[str] | None = None) -> Report:
         exercises = [ExerciseResult(x["name"], x["points"], x["max_points"],
                                     [x["message"]] if x.get("message") else [])
                      for x in record["exercises"]]
         return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]),
-                   notes=[str(n) for n in record.get("notes", [])])
+                   notes=[str(n) for n in (notes or [])])
 
 
 def not_graded(notebook: str, lesson: str, exercises: dict[str, float], status: Status,
