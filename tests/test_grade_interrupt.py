@@ -51,8 +51,11 @@ def test_an_interrupted_run_loses_nothing_and_resumes(tmp_path: Path, signum: in
         folder.mkdir(parents=True)
         (folder / f"{LESSON}.ipynb").write_text(text, encoding="utf-8")
     out = tmp_path / "out"
+    # as from a terminal: Ctrl-C reaches it even where this test runs with SIGINT ignored
+    # (a background job), which Python would otherwise keep ignoring
     proc = subprocess.Popen(_command(submitted, out), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while len(_marked(mark)) < 2 and time.monotonic() < deadline and proc.poll() is None:
