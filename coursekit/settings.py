@@ -16,6 +16,11 @@ variable             meaning
 ``COURSE_THREADS``   CPU threads for training (:func:`threads`); default: the free cores
 ``COURSE_RUN_DIR``   where lesson 09 keeps checkpoints and outputs (:func:`run_dir`);
                      default ``runs`` beside the notebook
+``COURSE_GRADER_SEED`` the seed of the hidden graders' inputs (:func:`grader_seed`), an
+                     instructor's secret: the same value reproduces a grading run; unset,
+                     every run draws fresh inputs. The grader never passes it to the
+                     notebook's process; in an nbgrader kernel the student's code could
+                     read it, so set it only for the sandboxed ``grader grade``
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -35,6 +40,7 @@ PRESET = "COURSE_PRESET"
 DIRECTION = "COURSE_DIRECTION"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
+GRADER_SEED = "COURSE_GRADER_SEED"
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -77,3 +83,8 @@ def threads() -> int | None:
 def run_dir() -> Path:
     """``$COURSE_RUN_DIR``, else ``runs`` (relative: beside the notebook)."""
     return Path(os.environ.get(RUN_DIR, "runs"))
+
+
+def grader_seed() -> str | None:
+    """``$COURSE_GRADER_SEED`` (any text), or None when it is not set."""
+    return os.environ.get(GRADER_SEED, "").strip() or None

@@ -15,6 +15,7 @@ import pytest
 from coursekit import catalogue
 
 from . import runner
+from .framework import grading_run
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
 from .remote import RemoteSubmission
@@ -69,16 +70,17 @@ def _no_plugin_autoload() -> Any:
 
 
 def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
-                     use_pytest: bool = False) -> list[ExerciseResult]:
+                     use_pytest: bool = False, seed: int | None = None) -> list[ExerciseResult]:
     """Run the hidden graders of ``lesson`` (optionally only some exercises), with the
-    fast thread-safe runner (default) or with pytest itself."""
+    fast thread-safe runner (default) or with pytest itself; hidden inputs are drawn from
+    ``seed`` (fresh for every run when ``None``: see ``grader.framework.fresh_seed``)."""
     hidden_test_file(lesson)
     if not use_pytest:
-        return runner.run(sub, lesson, only)  # thread-safe: callers silence output if needed
+        return runner.run(sub, lesson, only, seed)  # thread-safe: callers silence output if needed
     plugin = CollectPoints(sub, only)
     args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
             "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
-    with quiet(), _no_plugin_autoload():
+    with quiet(), _no_plugin_autoload(), grading_run(seed):
         pytest.main(args, plugins=[plugin])
     if plugin.errors:
         raise RuntimeError("; ".join(plugin.errors))
@@ -92,12 +94,13 @@ def in_process_submission(nb: dict[str, Any]) -> InProcessSubmission:
     return sub
 
 
-def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "") -> Report:
+def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "",
+                     seed: int | None = None) -> Report:
     """Grade in this process: fast, for the course's own tests. Not safe for untrusted code."""
     start = time.perf_counter()
     sub = in_process_submission(nb)
     with quiet():
-        results = run_hidden_tests(sub, lesson)
+        results = run_hidden_tests(sub, lesson, seed=seed)
     return Report(notebook, lesson, results, seconds=time.perf_counter() - start)
 
 

@@ -38,6 +38,6 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
     max_points = float(sum(r.max_points for r in results))
     print(f"{exercise}: {points:g} / {max_points:g} points")
     for result in results:
-        for hint in dict.fromkeys(result.failures):
+        for hint in result.hints:
             print(f"  hint: {hint}")
     return points

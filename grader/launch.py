@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from coursekit import settings
+
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
 EXCERPT_BYTES = 64 << 10
 
@@ -61,6 +63,7 @@ class LocalWorker:
         self.sock, child = socket.socketpair()
         env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]))
+        env.pop(settings.GRADER_SEED, None)  # the seed of the hidden inputs stays with the grader
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.runtime.worker", "--fd", str(child.fileno())],
             pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -16,6 +16,8 @@ from .runtime.errors import (
     WorkerTimeout,
 )
 
+LIBRARY_CALL = "library_call"  # the one mistake id every lesson shares: see explain()
+
 FORBIDDEN_HINT = {
     "torch.nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention",
     "torch.nn.functional.multi_head_attention_forward": "nn.MultiheadAttention",
@@ -25,14 +27,68 @@ FORBIDDEN_HINT = {
 }
 
 
-def explain(exc: BaseException | None, exercise: str) -> str:
+class Hint(str):
+    """A sentence for the student; ``mistake`` is the id of the mistake it diagnoses (a key
+    of the lesson's ``MISTAKES``), ``None`` for a symptom or an error."""
+
+    mistake: str | None = None
+    kind: str = "symptom"  # "diagnosis", "error" (the notebook raised, or is broken) or "symptom"
+
+    def __new__(cls, text: str, mistake: str | None = None, kind: str | None = None) -> Hint:
+        hint = super().__new__(cls, text)
+        hint.mistake = mistake
+        hint.kind = kind or ("diagnosis" if mistake else "symptom")
+        return hint
+
+    def __reduce__(self) -> tuple:
+        return (Hint, (str(self), self.mistake, self.kind))
+
+
+def fold(failures: list[str]) -> list[str]:
+    """The hints a student reads for one exercise, from every failed check's message.
+
+    Each diagnosed mistake is shown once, first (in the order the checks found them); the
+    other failed checks are folded into a count after the first hint ("+5 related checks
+    failed"): a diagnosis explains its symptoms, and fixing it is the next step. Without a
+    diagnosis the first error (the notebook raised) or else the first symptom is shown.
+    """
+    if not failures:
+        return []
+    hints = [f if isinstance(f, Hint) else Hint(f) for f in failures]
+    diagnoses: dict[str | None, Hint] = {}
+    for h in hints:
+        if h.kind == "diagnosis":
+            diagnoses.setdefault(h.mistake, h)
+    if diagnoses:
+        shown = list(diagnoses.values())
+        folded = sum(1 for h in hints if not (h.kind == "diagnosis" and h.mistake in diagnoses))
+    else:
+        errors = [h for h in hints if h.kind == "error"]
+        shown = [errors[0] if errors else hints[0]]
+        folded = sum(1 for h in hints if str(h) != str(shown[0]))
+    if folded:
+        first = shown[0]
+        note = f"+{folded} related check{'s' if folded > 1 else ''} failed"
+        shown[0] = Hint(f"{first} ({note})", first.mistake, first.kind)
+    return list(shown)
+
+
+def explain(exc: BaseException | None, exercise: str) -> Hint:
+    """The sentence for one failed check, as a :class:`Hint`."""
     if isinstance(exc, Failed):
-        return str(exc) or f"`{exercise}` returned something that is not an array or tensor"
+        text = str(exc) or f"`{exercise}` returned something that is not an array or tensor"
+        return Hint(text, exc.mistake)
+    if isinstance(exc, SubmissionError) and exc.exc_type == "ForbiddenCall":
+        return Hint(_explain_error(exc, exercise), LIBRARY_CALL)
+    return Hint(_explain_error(exc, exercise), None, "error")
+
+
+def _explain_error(exc: BaseException | None, exercise: str) -> str:
     if isinstance(exc, MissingName):
         return (f"`{exc.name}` is not defined: did you delete its cell, rename it, "
                 f"or does an earlier cell fail?")
     if isinstance(exc, SubmissionError):
-        if exc.exc_type == "ForbiddenCall":
+        if exc.exc_type == "ForbiddenCall":  # also a diagnosis: see explain()
             lib = FORBIDDEN_HINT.get(exc.message, exc.message)
             return (f"`{exercise}` calls {lib}; this exercise asks you to build that "
                     f"operation yourself")

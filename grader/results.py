@@ -70,8 +70,11 @@ class ExerciseResult:
 
     @property
     def hints(self) -> list[str]:
-        """The failures, each once, in order."""
-        return list(dict.fromkeys(self.failures))
+        """What the student reads: each diagnosed mistake once, first, and the other failed
+        checks folded into a count (``grader.messages.fold``)."""
+        from .messages import fold
+
+        return fold(self.failures)
 
     def as_dict(self) -> dict[str, Any]:
         return {

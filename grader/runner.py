@@ -14,11 +14,15 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
+import os
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import messages
+from .framework import Failed, grading_run
 from .results import ExerciseResult
+from .runtime.errors import GradingError
 from .submission import Submission
 
 TestCase = tuple[str, str, float, Callable[..., Any], dict[str, Any]]
@@ -67,17 +71,23 @@ def collect(lesson: str) -> list[TestCase]:
     return cases
 
 
-def run(sub: Submission, lesson: str, only: set[str] | None = None) -> list[ExerciseResult]:
+def run(sub: Submission, lesson: str, only: set[str] | None = None,
+        seed: int | None = None) -> list[ExerciseResult]:
+    """Grade ``sub``: one grading run, its hidden inputs drawn from ``seed`` (fresh when
+    ``None``, see :func:`grader.framework.fresh_seed`)."""
     results: dict[str, ExerciseResult] = {}
-    for _, exercise, points, fn, params in collect(lesson):
-        if only is not None and exercise not in only:
-            continue
-        result = results.setdefault(exercise, ExerciseResult(exercise))
-        result.max_points += points
-        try:
-            fn(sub=sub, **params)
-        except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
-            result.failures.append(messages.explain(exc, exercise))
-        else:
-            result.points += points
+    with grading_run(seed):
+        for _, exercise, points, fn, params in collect(lesson):
+            if only is not None and exercise not in only:
+                continue
+            result = results.setdefault(exercise, ExerciseResult(exercise))
+            result.max_points += points
+            try:
+                fn(sub=sub, **params)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
+                result.failures.append(messages.explain(exc, exercise))
+                if os.environ.get("GRADER_DEBUG") and not isinstance(exc, (Failed, GradingError)):
+                    traceback.print_exc()  # a grader bug, not the student's: show it to the author
+            else:
+                result.points += points
     return list(results.values())

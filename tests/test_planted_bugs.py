@@ -1,41 +1,106 @@
-"""Every grader is proven against planted mistakes and alternative correct solutions."""
+"""Every grader is proven against planted mistakes and alternative correct solutions.
+
+Each planted bug (tests/planted/lNN.py) must lose points on its exercise, the first hint
+the student reads there must name the planted mistake (its id), and no hint anywhere may
+name a mistake that was not made. Alternatives keep full marks. Hidden inputs are drawn
+from the grading run's seed, so the harness runs under two seeds: the whole lesson under
+the first, the bug's own exercise under the second (the cost of a lesson-08 grading is
+mostly in the other exercises).
+"""
 
 from __future__ import annotations
 
+import ast
 import json
+from functools import cache
 
 import pytest
-from conftest import solution_path
+import torch
+from conftest import ROOT, solution_path
 from planted import Variant, modules
 
-from grader.engine import grade_in_process
+from grader.engine import grade_in_process, in_process_submission, run_hidden_tests
+from grader.messages import LIBRARY_CALL
 
+SEEDS = (20260101, 8675309)
+torch.set_num_threads(1)  # tiny tensors: threads only spin (and the suite shares its cores)
 CASES = [(m.LESSON, v) for m in modules() for v in m.BUGS]
 ALTERNATIVES = [(m.LESSON, v) for m in modules() for v in m.ALTERNATIVES]
 
 
-def _grade(lesson: str, variant: Variant):
+@cache
+def _notebook(lesson: str) -> str:
     nb = json.loads(solution_path(lesson).read_text(encoding="utf-8"))
     for cell in nb["cells"]:
         if isinstance(cell["source"], list):
             cell["source"] = "".join(cell["source"])
-    report = grade_in_process(variant.apply(nb), lesson)
-    return {e.name: e for e in report.exercises}
+    return json.dumps(nb)
 
 
-@pytest.mark.parametrize(("lesson", "variant"), CASES, ids=[f"{les}:{v.description}" for les, v in CASES])
-def test_planted_bug_loses_points_on_its_exercise(lesson: str, variant: Variant) -> None:
-    results = _grade(lesson, variant)
+def _grade(lesson: str, variant: Variant, seed: int, only: set[str] | None = None):
+    nb = variant.apply(json.loads(_notebook(lesson)))
+    if only is None:
+        report = grade_in_process(nb, lesson, seed=seed)
+        return {e.name: e for e in report.exercises}
+    sub = in_process_submission(nb)
+    return {e.name: e for e in run_hidden_tests(sub, lesson, only=only, seed=seed)}
+
+
+def _ids(cases):
+    return [f"{les}:{v.description}" for les, v in cases]
+
+
+def _check_bug(variant: Variant, results) -> None:
     target = results[variant.exercise]
     assert target.points < target.max_points, f"{variant.description} kept full marks"
-    assert target.failures and all(target.failures), "a failed exercise must say why"
-    for failure in target.failures:
-        assert "def " not in failure and "sub.call" not in failure, "messages must not show code"
+    hints = target.hints
+    assert hints and all(hints), "a failed exercise must say why"
+    for hint in hints:
+        assert "def " not in hint and "sub.call" not in hint, "messages must not show code"
+    assert hints[0].mistake == variant.mistake, (
+        f"the first hint should name {variant.mistake!r}, it is ({hints[0].mistake!r}) {hints[0]}")
+    allowed = {variant.mistake, *variant.related, None}
+    for name, result in results.items():
+        for hint in result.hints:
+            assert hint.mistake in allowed, f"{name}: a hint names {hint.mistake!r}, which was not planted: {hint}"
+    if variant.score is not None:
+        assert target.points == pytest.approx(variant.score), "the rubric fixes this bug's score"
 
 
-@pytest.mark.parametrize(("lesson", "variant"), ALTERNATIVES,
-                         ids=[f"{les}:{v.description}" for les, v in ALTERNATIVES])
-def test_alternative_solution_keeps_full_marks(lesson: str, variant: Variant) -> None:
-    results = _grade(lesson, variant)
-    lost = {k: r.failures for k, r in results.items() if r.points < r.max_points}
+@pytest.mark.parametrize(("lesson", "variant"), CASES, ids=_ids(CASES))
+def test_planted_bug_is_named_by_the_first_hint(lesson: str, variant: Variant) -> None:
+    _check_bug(variant, _grade(lesson, variant, SEEDS[0]))
+
+
+@pytest.mark.parametrize(("lesson", "variant"), CASES, ids=_ids(CASES))
+def test_planted_bug_under_a_second_seed(lesson: str, variant: Variant) -> None:
+    _check_bug(variant, _grade(lesson, variant, SEEDS[1], only={variant.exercise}))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("lesson", "variant"), ALTERNATIVES, ids=_ids(ALTERNATIVES))
+def test_alternative_solution_keeps_full_marks(lesson: str, variant: Variant, seed: int) -> None:
+    results = _grade(lesson, variant, seed)
+    lost = {k: r.hints for k, r in results.items() if r.points < r.max_points}
     assert not lost, f"{variant.description} lost points: {lost}"
+
+
+def _declared(lesson: str) -> dict[str, str]:
+    tree = ast.parse((ROOT / "grader" / "hidden" / f"test_{lesson}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MISTAKES" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return {}
+
+
+@pytest.mark.parametrize("module", modules(), ids=lambda m: m.LESSON)
+def test_every_planted_mistake_is_declared_and_every_diagnosis_is_planted(module) -> None:
+    declared = _declared(module.LESSON)
+    assert declared, f"grader/hidden/test_{module.LESSON}.py declares no MISTAKES"
+    planted = {v.mistake for v in module.BUGS} | {m for v in module.BUGS for m in v.related}
+    for v in module.BUGS:
+        assert v.mistake, f"{v.description}: a planted bug declares the mistake it plants"
+    unknown = planted - set(declared) - {LIBRARY_CALL}
+    assert not unknown, f"planted mistakes not in MISTAKES: {sorted(unknown)}"
+    unplanted = set(declared) - planted
+    assert not unplanted, f"diagnoses no planted bug proves: {sorted(unplanted)}"

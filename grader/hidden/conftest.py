@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import pytest
 
+from grader.framework import _RUN_SEED, fresh_seed, secret_to_seed
 from grader.plugin import SUBMISSION_KEY
 from grader.submission import Submission
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--notebook", default=None, help="notebook to grade (direct pytest runs)")
+    parser.addoption("--seed", default=None, help="seed of the hidden inputs (default: fresh, "
+                     "or COURSE_GRADER_SEED)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exercise(name, points): exercise and points of a check")
+    if _RUN_SEED.get() is None:  # a direct pytest run (the engine sets its own): one seed
+        seed = config.getoption("--seed", None)
+        _RUN_SEED.set(secret_to_seed(seed) if seed else fresh_seed())
 
 
 @pytest.fixture(scope="session")

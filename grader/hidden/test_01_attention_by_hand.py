@@ -1,16 +1,46 @@
-"""Hidden graders of lesson 01_attention_by_hand (numpy)."""
+"""Hidden graders of lesson 01_attention_by_hand (numpy).
+
+Inputs are drawn afresh for every grading run (``rng``), except the lesson's own 优秀
+example and the few values a check needs (1000, -inf), which are built around random data.
+A wrong answer is compared with the outputs of the common mistakes (``suspect``): the one
+it matches is the hint.
+"""
 
 import numpy as np
 
-from grader.framework import check, close, exercise
+from grader.framework import check, close, diagnose, exercise, matches, rng, suspect
+
+MISTAKES = {
+    "scores_transposed": "the scores are K·Qᵀ (keys as rows) instead of Q·Kᵀ",
+    "scores_wrong_axis": "the dot product sums over the tokens instead of the features",
+    "softmax_no_max": "softmax does not subtract the maximum before exp (overflow)",
+    "softmax_global_max": "softmax subtracts the maximum of the whole array, not each row's",
+    "softmax_axis_ignored": "softmax ignores its `axis` argument",
+    "softmax_sum_all": "softmax divides by the sum of the whole array, not of each row",
+    "softmax_neginf": "-inf entries get a non-zero weight (or NaN)",
+    "scale_by_dk": "scores divided by d_k instead of √d_k",
+    "scale_flag_ignored": "scale=False still divides by √d_k",
+    "never_scaled": "the scores are never divided by √d_k",
+    "attention_softmax_axis": "attention's softmax runs over the queries (axis 0), not the keys",
+    "attention_pair_order": "attention returns (weights, output) instead of (output, weights)",
+    "weights_times_keys": "the output is weights @ K instead of weights @ V",
+}
 
 YOU = [1.0, 2.0, 3.0, 4.0, 5.0, 0.0]  # 优
 XIU = [2.0, 3.0, 4.0, 5.0, 6.0, 0.0]  # 秀
 X = np.array([YOU, XIU])
-RNG = np.random.default_rng(20190601)
-Q = RNG.normal(size=(3, 4))
-K = RNG.normal(size=(5, 4))
-V = RNG.normal(size=(5, 2))
+
+
+def inputs():
+    """Q [3, 4], K [5, 4], V [5, 2] for this grading run."""
+    r = rng(1)
+    return r.normal(size=(3, 4)), r.normal(size=(5, 4)), r.normal(size=(5, 2))
+
+
+def square_inputs():
+    """Q [4, 3], K [4, 3] (as many queries as keys, Q ≠ K), V [4, 2]."""
+    r = rng(2)
+    return r.normal(size=(4, 3)), r.normal(size=(4, 3)) * 2.0, r.normal(size=(4, 2))
 
 
 def ref_softmax(x, axis=-1):
@@ -19,120 +49,200 @@ def ref_softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def softmax_suspects(x, axis=-1):
+    """What the common softmax mistakes return for ``x`` (numpy warnings silenced)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        naive = np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)
+        global_max = np.exp(x - x.max()) / np.exp(x - x.max()).sum(axis=axis, keepdims=True)
+        whole = np.exp(x - x.max(axis=axis, keepdims=True))
+        whole = whole / whole.sum()
+        axis0 = ref_softmax(x, 0)
+    return [
+        suspect("softmax_no_max", naive, "softmax overflows: exp(1000) is inf, so subtract each "
+                "row's maximum before exp (the result does not change, the overflow goes)"),
+        suspect("softmax_global_max", global_max, "softmax subtracts the maximum of the whole "
+                "array: a row far below it underflows to 0 / 0, so subtract each row's own "
+                "maximum (max(axis=axis, keepdims=True))"),
+        suspect("softmax_sum_all", whole, "softmax divides by the sum over the whole array: "
+                "divide by each row's own sum (sum(axis=axis, keepdims=True)), so that every "
+                "row sums to 1"),
+        suspect("softmax_axis_ignored", axis0 if axis not in (0, -x.ndim) else None,
+                f"softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument in "
+                f"both the max and the sum"),
+    ]
+
+
 # --- dot_scores -------------------------------------------------------------------------
+
+def score_suspects(Q, K):
+    return [
+        suspect("scores_transposed", K @ Q.T, "the scores are K·Qᵀ: row i must be query i and "
+                "column j key j, so compute Q @ K.T (shape [n_queries, n_keys])"),
+        suspect("scores_wrong_axis", (Q[:, None, :] * K[None, :, :]).sum(0),
+                "the products are summed over the queries, leaving the feature axis: "
+                "scores[i, j] = Σ_k Q[i, k]·K[j, k] sums over the features (Q @ K.T)"),
+        suspect("scores_wrong_axis", (Q[:, None, :] * K[None, :, :]).sum(1),
+                "the products are summed over the keys, leaving the feature axis: "
+                "scores[i, j] = Σ_k Q[i, k]·K[j, k] sums over the features (Q @ K.T)"),
+    ]
+
 
 @exercise("dot_scores", points=1)
 def test_dot_scores_worked_example(sub):
     close(sub.call("dot_scores", X, X), [[55.0, 70.0], [70.0, 90.0]],
-          "Q·Kᵀ of the 优秀 example should be [[55, 70], [70, 90]] (优·优 = 1+4+9+16+25 = 55)")
+          "Q·Kᵀ of the 优秀 example should be [[55, 70], [70, 90]] (优·优 = 1+4+9+16+25 = 55)",
+          suspects=score_suspects(X, X))
 
 
 @exercise("dot_scores", points=1)
-def test_dot_scores_rectangular(sub):
+def test_dot_scores_queries_are_rows(sub):
+    Q, K, _ = inputs()
     close(sub.call("dot_scores", Q, K), Q @ K.T,
-          "with 3 queries and 5 keys the scores should be [3, 5]: row i is query i, "
-          "column j is key j (Q @ K.T, not K @ Q.T)")
+          "with 3 queries and 5 keys of width 4 the scores should be the [3, 5] matrix of dot "
+          "products Q[i] · K[j]", suspects=score_suspects(Q, K))
+    Qs, Ks, _ = square_inputs()
+    close(sub.call("dot_scores", Qs, Ks), Qs @ Ks.T,
+          "with 4 queries and 4 different keys the scores should be Q @ K.T",
+          suspects=score_suspects(Qs, Ks))
 
 
 # --- softmax ----------------------------------------------------------------------------
 
-@exercise("softmax", points=0.5)
-def test_softmax_values(sub):
-    close(sub.call("softmax", np.array([1.0, 2.0, 3.0])), ref_softmax([1.0, 2.0, 3.0]),
-          "softmax([1, 2, 3]) should be exp(x) / sum(exp(x))")
+@exercise("softmax", points=1)
+def test_softmax_rows(sub):
+    x = rng(3).normal(size=(2, 5))
+    close(sub.call("softmax", x), ref_softmax(x, -1),
+          "softmax of a [2, 5] array should normalise each row: exp(x) / sum(exp(x)) over the "
+          "last axis", suspects=softmax_suspects(x, -1))
+    v = rng(4).normal(size=4)
+    close(sub.call("softmax", v), ref_softmax(v), "softmax of a vector should be exp(x) / "
+          "sum(exp(x))", suspects=softmax_suspects(v))
 
 
 @exercise("softmax", points=1)
-def test_softmax_rows_sum_to_one(sub):
-    x = np.random.default_rng(1).normal(size=(2, 5))
-    w = sub.call("softmax", x)
-    close(w, ref_softmax(x, -1),
-          "rows of the weights should sum to 1: is softmax taken over the wrong axis?")
-
-
-@exercise("softmax", points=0.5)
 def test_softmax_axis_argument(sub):
-    x = np.random.default_rng(2).normal(size=(3, 4, 2))
+    x = rng(5).normal(size=(3, 4, 2))
     close(sub.call("softmax", x, axis=1), ref_softmax(x, 1),
-          "softmax(x, axis=1) should normalise along axis 1: use the `axis` argument")
+          "softmax(x, axis=1) should normalise along axis 1", suspects=softmax_suspects(x, 1))
     close(sub.call("softmax", x, 0), ref_softmax(x, 0),
-          "softmax(x, 0) should normalise along axis 0: use the `axis` argument")
+          "softmax(x, 0) should normalise along axis 0", suspects=softmax_suspects(x, 0))
 
 
 @exercise("softmax", points=1)
 def test_softmax_large_inputs(sub):
-    x = np.array([[1000.0, 1000.0, 1001.0], [-1000.0, -1000.0, -1000.0]])
-    w = sub.call("softmax", x)
-    check(np.all(np.isfinite(np.asarray(w, dtype=np.float64))),
-          "softmax of [1000, 1000, 1001] gives NaN or inf: subtract the maximum before exp "
-          "(exp(1000) overflows)")
-    close(w, ref_softmax(x), "softmax of large inputs is wrong: subtract the maximum before exp")
+    x = 1000.0 + rng(6).normal(size=(2, 3))
+    close(sub.call("softmax", x), ref_softmax(x),
+          "softmax of scores near 1000 is wrong: subtracting a constant from a row must not "
+          "change its softmax", suspects=softmax_suspects(x))
 
 
 @exercise("softmax", points=0.5)
 def test_softmax_per_row_maximum(sub):
-    x = np.array([[0.0, 1.0, 2.0], [1000.0, 1001.0, 1002.0]])
-    w = np.asarray(sub.call("softmax", x), dtype=np.float64)
-    check(np.all(np.isfinite(w)),
-          "rows with very different scales give NaN: subtract each row's own maximum "
-          "(max(axis=axis, keepdims=True)), not the maximum of the whole array")
-    close(w, ref_softmax(x), "subtract each row's own maximum, not the global one")
+    base = rng(7).normal(size=(2, 3))
+    x = base + np.array([[0.0], [1000.0]])
+    close(sub.call("softmax", x), ref_softmax(x),
+          "softmax of rows with very different scales (one near 0, one near 1000) is wrong",
+          suspects=softmax_suspects(x))
 
 
 @exercise("softmax", points=0.5)
 def test_softmax_minus_infinity(sub):
-    x = np.array([[-np.inf, 0.0, 1.0], [2.0, -np.inf, -np.inf]])
-    close(sub.call("softmax", x), ref_softmax(x),
-          "entries of -inf (masked positions) should get weight exactly 0 while the rest "
-          "of the row still sums to 1")
+    x = rng(8).normal(size=(2, 4))
+    x[0, 1] = x[1, 0] = x[1, 3] = -np.inf
+    w = np.asarray(sub.call("softmax", x), dtype=np.float64)
+    check(w.shape == x.shape, f"softmax should keep the shape {list(x.shape)}, got {list(w.shape)}")
+    masked = np.isinf(x)
+    check(np.all(np.isfinite(w)) and np.all(w[masked] == 0),
+          "entries of -inf (masked positions) should get weight exactly 0 (exp(-inf) = 0) and "
+          "never NaN: keep the -inf entries as they are, subtract the row's maximum, then exp",
+          mistake="softmax_neginf")
+    close(w, ref_softmax(x), "rows with -inf entries should still sum to 1 over their finite "
+          "entries", suspects=softmax_suspects(x))
 
 
 # --- attention --------------------------------------------------------------------------
 
-def ref_attention(q, k, v, scale=True):
-    scores = q @ k.T
-    if scale:
+def ref_attention(q, k, v, scale=True, divide_by=None, axis=-1, transposed=False):
+    scores = k @ q.T if transposed else q @ k.T
+    if divide_by is not None:
+        scores = scores / divide_by
+    elif scale:
         scores = scores / np.sqrt(k.shape[-1])
-    w = ref_softmax(scores)
+    w = ref_softmax(scores, axis)
     return w @ v, w
 
 
-def _pair(result, message):
-    check(isinstance(result, (tuple, list)) and len(result) == 2, message)
+def _pair(result):
+    check(isinstance(result, (tuple, list)) and len(result) == 2,
+          "attention should return a pair (output, weights)")
     return result
 
 
-@exercise("attention", points=0.5)
-def test_attention_returns_output_and_weights(sub):
-    out, w = _pair(sub.call("attention", Q, K, V),
-                   "attention should return a pair (output, weights)")
-    close(w, ref_attention(Q, K, V)[1],
-          "the second value returned should be the weights, of shape [n_queries, n_keys]")
+def attention_suspects(Q, K, V, scale=True, part="weights"):
+    """What each attention mistake returns, for the weights (``part="weights"``) or the
+    output; each a diagnosis."""
+    i = 1 if part == "weights" else 0
+    d = K.shape[-1]
+    return [
+        suspect("scale_by_dk", ref_attention(Q, K, V, divide_by=d)[i] if scale else None,
+                f"the scores are divided by d_k = {d}: divide them by √d_k = √{d} instead"),
+        suspect("never_scaled", ref_attention(Q, K, V, scale=False)[i] if scale else None,
+                "with scale=True the scores must be divided by √d_k (they were left unscaled)"),
+        suspect("scale_flag_ignored", ref_attention(Q, K, V, scale=True)[i] if not scale else None,
+                "with scale=False the scores must not be divided by √d_k (the `scale` flag is "
+                "ignored)"),
+        suspect("attention_softmax_axis", ref_attention(Q, K, V, scale, axis=0)[i]
+                if Q.shape[0] == K.shape[0] else None,
+                "the weights are normalised over the queries (axis 0): each query's weights must "
+                "sum to 1 over the keys, so softmax over axis -1 (and softmax must use its axis)"),
+        suspect("scores_transposed", ref_attention(Q, K, V, scale, transposed=True)[i]
+                if Q.shape[0] == K.shape[0] else None,
+                "the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)"),
+        suspect("weights_times_keys", ref_attention(Q, K, K, scale)[0] if part == "output" else None,
+                "the output is weights @ K: the weights average the values, so return weights @ V"),
+    ]
+
+
+def attend(sub, Q, K, V, **kwargs):
+    out, w = _pair(sub.call("attention", Q, K, V, **kwargs))
+    want_out, want_w = ref_attention(Q, K, V, **kwargs)
+    if not matches(w, want_w) and matches(out, want_w) and matches(w, want_out):
+        diagnose("attention_pair_order", "attention returns (weights, output): return the output "
+                 "first, then the weights")
+    return out, w
 
 
 @exercise("attention", points=1.5)
 def test_attention_worked_example(sub):
-    out, w = _pair(sub.call("attention", X, X, X), "attention should return (output, weights)")
+    out, w = attend(sub, X, X, X)
     ref_out, ref_w = ref_attention(X, X, X)
-    close(w, ref_w, "weights of the 优秀 example: softmax(Q Kᵀ / √d_k) with d_k = 6: "
-          "divide by the square root of the key width, not by d_k itself")
-    close(out, ref_out, "output of the 优秀 example should be weights @ V")
+    close(w, ref_w, "the weights of the 优秀 example should be softmax(Q Kᵀ / √d_k) with d_k = 6",
+          suspects=attention_suspects(X, X, X))
+    close(out, ref_out, "the output of the 优秀 example should be weights @ V",
+          suspects=attention_suspects(X, X, X, part="output"))
 
 
 @exercise("attention", points=1)
 def test_attention_scale_flag(sub):
-    out, w = _pair(sub.call("attention", X, X, X, scale=False),
-                   "attention should return (output, weights)")
-    ref_out, ref_w = ref_attention(X, X, X, scale=False)
-    close(w, ref_w, "with scale=False the scores must not be divided by √d_k")
-    close(out, ref_out, "with scale=False the output should be softmax(Q Kᵀ) @ V")
+    Q, K, V = square_inputs()
+    out, w = attend(sub, Q, K, V, scale=False)
+    ref_out, ref_w = ref_attention(Q, K, V, scale=False)
+    close(w, ref_w, "with scale=False the weights should be softmax(Q Kᵀ) over the keys",
+          suspects=attention_suspects(Q, K, V, scale=False))
+    close(out, ref_out, "with scale=False the output should be softmax(Q Kᵀ) @ V",
+          suspects=attention_suspects(Q, K, V, scale=False, part="output"))
 
 
-@exercise("attention", points=1)
-def test_attention_rectangular(sub):
-    out, w = _pair(sub.call("attention", Q, K, V), "attention should return (output, weights)")
-    ref_out, ref_w = ref_attention(Q, K, V)
-    close(np.asarray(w).sum(-1) if np.ndim(w) == 2 else w, np.ones(3),
-          "each query's weights (rows) should sum to 1 over the keys: softmax over the wrong axis?")
-    close(out, ref_out, "with 3 queries, 5 keys and values of width 2 the output should be "
-          "[3, 2] = weights @ V (weights from Q and K, values from V)")
+@exercise("attention", points=1.5)
+def test_attention_queries_keys_values(sub):
+    for Q, K, V in (square_inputs(), inputs()):
+        out, w = attend(sub, Q, K, V)
+        ref_out, ref_w = ref_attention(Q, K, V)
+        n, m = Q.shape[0], K.shape[0]
+        close(w, ref_w, f"with {n} queries and {m} keys the weights should be the [{n}, {m}] "
+              f"matrix softmax(Q Kᵀ / √d_k), each row summing to 1",
+              suspects=attention_suspects(Q, K, V))
+        close(out, ref_out, f"with {n} queries, {m} keys and values of width {V.shape[1]} the "
+              f"output should be the [{n}, {V.shape[1]}] matrix weights @ V",
+              suspects=attention_suspects(Q, K, V, part="output"))

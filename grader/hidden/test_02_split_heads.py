@@ -1,24 +1,34 @@
 """Hidden graders of lesson 02_split_heads (numpy).
 
-Inputs are fixed arrays whose entries name their own position (so a misplaced number is
-always visible); the oracle is the BERT-keras layout: consecutive blocks for q/k/v,
-consecutive chunks of d features per head.
+Inputs are drawn afresh for every grading run; the "labelled" ones hold distinct numbers,
+so a misplaced number is always visible. The oracle is the BERT-keras layout: consecutive
+blocks for q/k/v, consecutive chunks of d features per head. A wrong answer is compared
+with the outputs of the common mistakes (``suspect``): the one it matches is the hint.
 """
 
 import numpy as np
 
-from grader.framework import check, close, exercise, shape_of
+from grader.framework import check, close, diagnose, exercise, rng, shape_of, suspect
+
+MISTAKES = {
+    "qkv_interleaved": "q, k, v taken as every third column instead of consecutive blocks",
+    "qkv_order": "q, k, v returned in the wrong order",
+    "qkv_hardcoded_width": "the blocks have a hard-coded width instead of n_state",
+    "split_no_transpose": "split by a reshape straight to [B, H, L, d], without the transpose",
+    "split_head_fast_axis": "head as the fast axis: reshape to [B, L, d, H] instead of [B, L, H, d]",
+    "split_d_h_swapped": "d and H swapped: the result is [B, d, L, H]",
+    "split_k_ignored": "the k flag is ignored (keys not transposed)",
+    "split_k_wrong_layout": "with k=True the result is not [B, H, d, L]",
+    "merge_no_transpose": "merged by a reshape without transposing back to [B, L, H, d]",
+    "merge_head_fast_axis": "merged with the head as the fast axis (transpose to [B, L, d, H])",
+    "merge_to_d": "merged to [B, L, d] instead of [B, L, H·d]",
+}
 
 
-def labelled(*shape):
-    """Entries 0, 1, 2, ... in memory order: every number tells where it came from."""
-    return np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
-
-
-
-
-def rng(seed):
-    return np.random.default_rng(20190602 + seed)
+def labelled(n, *shape):
+    """Distinct numbers in a random order: every number tells where it came from."""
+    size = int(np.prod(shape))
+    return (rng(n).permutation(size) + 1.0).reshape(shape)
 
 
 def ref_split(x, n_head, k=False):
@@ -31,118 +41,143 @@ def ref_merge(x):
     return x.transpose(0, 2, 1, 3).reshape(B, L, H * d)
 
 
-def triple(result, message):
-    check(isinstance(result, (tuple, list)) and len(result) == 3, message)
+def triple(result):
+    check(isinstance(result, (tuple, list)) and len(result) == 3,
+          "split_qkv should return three arrays (q, k, v)")
     return result
 
 
 # --- split_qkv ------------------------------------------------------------------------
 
-@exercise("split_qkv", points=1)
-def test_split_qkv_blocks(sub):
-    x = labelled(2, 3, 12)
-    q, k, v = triple(sub.call("split_qkv", x, 4), "split_qkv should return three arrays (q, k, v)")
-    for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        check(shape_of(t) == (2, 3, 4),
-              f"{name} should be [B, L, n_state] = [2, 3, 4] for x of shape [2, 3, 12], got {shape_of(t)}")
-    close(q, x[:, :, 0:4], "q should be the first block of n_state consecutive columns "
-          "(x[:, :, :n_state]), not every third column")
+def qkv_suspects(x, n_state, which):
+    """What q (which=0), k (1) or v (2) is after the common split_qkv mistakes."""
+    blocks = [x[..., i * n_state:(i + 1) * n_state] for i in range(3)]
+    width = 4 if n_state != 4 else None
+    return [
+        suspect("qkv_interleaved", x[..., which::3],
+                "q, k and v are every third column: the fused projection holds them as three "
+                "consecutive blocks of n_state columns (q = x[..., :n_state], k the next block)"),
+        suspect("qkv_hardcoded_width", x[..., which * width:(which + 1) * width] if width else None,
+                f"with n_state = {n_state} each block should be {n_state} columns wide: use the "
+                f"n_state argument, not a fixed width"),
+    ] + [
+        suspect("qkv_order", blocks[j], f"the {'qkv'[which]} returned is block {j} (the "
+                f"{'qkv'[j]} block): return q, k, v in that order, block 0, 1, 2")
+        for j in range(3) if j != which
+    ]
 
 
-@exercise("split_qkv", points=1)
-def test_split_qkv_order(sub):
-    x = labelled(2, 3, 12)
-    q, k, v = triple(sub.call("split_qkv", x, 4), "split_qkv should return three arrays (q, k, v)")
-    close(q, x[:, :, 0:4], "the first array returned should be q: the first n_state columns")
-    close(k, x[:, :, 4:8], "the second array returned should be k: columns n_state to 2·n_state "
-          "(return q, k, v in that order, as consecutive blocks)")
-    close(v, x[:, :, 8:12], "the third array returned should be v: the last n_state columns")
+def check_qkv(sub, x, n_state, what):
+    q, k, v = triple(sub.call("split_qkv", x, n_state))
+    for i, (got, name) in enumerate(((q, "q"), (k, "k"), (v, "v"))):
+        close(got, x[..., i * n_state:(i + 1) * n_state],
+              f"{what}: {name} should be columns {i * n_state} to {(i + 1) * n_state - 1} "
+              f"(block {i} of n_state = {n_state} columns)", suspects=qkv_suspects(x, n_state, i))
+
+
+@exercise("split_qkv", points=2)
+def test_split_qkv_blocks_in_order(sub):
+    check_qkv(sub, labelled(1, 2, 3, 12), 4, "for x of shape [2, 3, 12] and n_state = 4")
 
 
 @exercise("split_qkv", points=1)
 def test_split_qkv_other_sizes(sub):
-    x = rng(1).normal(size=(1, 5, 15))
-    q, k, v = triple(sub.call("split_qkv", x, 5), "split_qkv should return three arrays (q, k, v)")
-    close(q, x[..., :5], "with n_state = 5, q should be x[:, :, :5]: use the n_state argument")
-    close(k, x[..., 5:10], "with n_state = 5, k should be x[:, :, 5:10]")
-    close(v, x[..., 10:], "with n_state = 5, v should be x[:, :, 10:15]")
+    check_qkv(sub, rng(2).normal(size=(1, 5, 15)), 5, "for x of shape [1, 5, 15] and n_state = 5")
 
 
 # --- split_heads ----------------------------------------------------------------------
 
+def split_suspects(x, n_head, k=False):
+    B, L, D = x.shape
+    d = D // n_head
+    fast = x.reshape(B, L, d, n_head).transpose((0, 3, 2, 1) if k else (0, 3, 1, 2))
+    flat = x.reshape(B, n_head, L, d)
+    return [
+        suspect("split_no_transpose", flat.transpose(0, 1, 3, 2) if k else flat,
+                "the heads mix tokens: a reshape straight to [B, H, L, d] keeps the numbers in "
+                "their order; reshape to [B, L, H, d] (head h = features h·d … (h+1)·d - 1), then "
+                "transpose to [B, H, L, d]"),
+        suspect("split_head_fast_axis", fast,
+                f"head 0 holds features 0, {n_head}, {2 * n_head}, …: reshape to [B, L, H, d] "
+                f"(each head a consecutive chunk of d features), not [B, L, d, H]"),
+        suspect("split_d_h_swapped", x.reshape(B, L, d, n_head).transpose((0, 2, 3, 1) if k else (0, 2, 1, 3)),
+                "d and H are swapped: reshape to [B, L, H, d] with d = D // H, so that the head "
+                "axis has H entries"),
+        suspect("split_k_ignored", ref_split(x, n_head) if k else None,
+                "with k=True the keys should come out transposed, [B, H, d, L], ready for q @ k "
+                "(the k flag is ignored)"),
+        suspect("split_k_wrong_layout", ref_split(x, n_head).transpose(0, 3, 1, 2) if k else None,
+                "with k=True the result should be [B, H, d, L] (transpose [B, L, H, d] with "
+                "(0, 2, 3, 1)), not [B, d, H, L]"),
+    ]
+
+
 @exercise("split_heads", points=1.5)
 def test_split_heads_layout(sub):
-    x = labelled(2, 3, 8)                                    # B=2, L=3, D=8
-    out = sub.call("split_heads", x, 2)
-    check(shape_of(out) == (2, 2, 3, 4),
-          f"[B, L, D] = [2, 3, 8] with 2 heads should give [B, H, L, d] = [2, 2, 3, 4], got {shape_of(out)}")
-    out = np.asarray(out)
-    # row l of head h must be token l's features h·d ... (h+1)·d - 1
-    for h in range(2):
-        if not np.array_equal(out[:, h], x[:, :, 4 * h:4 * h + 4]):
-            if np.array_equal(out.reshape(-1), x.reshape(-1)):
-                check(False, "the heads mix tokens: a reshape straight to [B, H, L, d] does not "
-                      "move the numbers; reshape to [B, L, H, d], then transpose to [B, H, L, d]")
-            check(False, f"head {h} should hold the consecutive features {4 * h}…{4 * h + 3} of "
-                  f"every token (reshape to [B, L, H, d], not [B, L, d, H])")
+    x = labelled(3, 2, 3, 8)                                  # B=2, L=3, D=8
+    close(sub.call("split_heads", x, 2), ref_split(x, 2),
+          "split_heads of a [2, 3, 8] input with 2 heads should be [2, 2, 3, 4]: head h holds "
+          "the consecutive features h·4 … h·4 + 3 of every token", suspects=split_suspects(x, 2))
 
 
 @exercise("split_heads", points=1)
 def test_split_heads_many_heads(sub):
-    x = rng(2).normal(size=(2, 5, 12))
+    x = rng(4).normal(size=(2, 5, 12))
     for n_head in (1, 3, 4, 12):
         close(sub.call("split_heads", x, n_head), ref_split(x, n_head),
               f"split_heads(x, {n_head}) of a [2, 5, 12] input should be [2, {n_head}, 5, "
-              f"{12 // n_head}], head h holding features h·d … (h+1)·d - 1 of each token")
+              f"{12 // n_head}], head h holding features h·d … (h+1)·d - 1 of each token",
+              suspects=split_suspects(x, n_head))
 
 
 @exercise("split_heads", points=1.5)
 def test_split_heads_keys_transposed(sub):
-    x = labelled(2, 5, 6)
-    kh = sub.call("split_heads", x, 3, k=True)
-    check(shape_of(kh) == (2, 3, 2, 5),
-          f"with k=True, [B, L, D] = [2, 5, 6] and 3 heads should give [B, H, d, L] = [2, 3, 2, 5] "
-          f"(the keys come out transposed), got {shape_of(kh)}")
-    close(kh, ref_split(x, 3, k=True),
-          "with k=True each head should be the transpose of the k=False head: permute to "
-          "[0, 2, 3, 1]")
-    q = rng(3).normal(size=(2, 5, 6))
-    qh = ref_split(q, 3)
-    close(qh @ np.asarray(kh), np.einsum("bhld,bhmd->bhlm", qh, ref_split(x, 3)),
-          "q @ split_heads(k, H, k=True) should give the [B, H, L, L] per-head dot products")
+    x = labelled(5, 2, 5, 6)
+    close(sub.call("split_heads", x, 3, k=True), ref_split(x, 3, k=True),
+          "with k=True, [B, L, D] = [2, 5, 6] and 3 heads should give [B, H, d, L] = [2, 3, 2, 5], "
+          "each head the transpose of the k=False head", suspects=split_suspects(x, 3, k=True))
 
 
 # --- merge_heads ----------------------------------------------------------------------
 
+def merge_suspects(x):
+    B, H, L, d = x.shape
+    return [
+        suspect("merge_no_transpose", x.reshape(B, L, H * d),
+                "the merged tokens mix positions: a reshape of [B, H, L, d] straight to "
+                "[B, L, H·d] keeps head order first; transpose back to [B, L, H, d], then reshape"),
+        suspect("merge_head_fast_axis", x.transpose(0, 2, 3, 1).reshape(B, L, H * d),
+                "token l of the merged output interleaves the heads feature by feature: it "
+                "should be head 0's d features, then head 1's (transpose to [B, L, H, d], not "
+                "[B, L, d, H])"),
+    ]
+
+
+def check_merge(sub, x, message):
+    B, H, L, d = x.shape
+    out = sub.call("merge_heads", x)
+    if shape_of(out) == (B, L, d) and H > 1:
+        diagnose("merge_to_d", f"merging [B, H, L, d] = {[B, H, L, d]} should give "
+                 f"[B, L, H·d] = {[B, L, H * d]}: all heads side by side, not [B, L, d] "
+                 f"(the note's [B, L, 64] is a slip)")
+    close(out, ref_merge(x), message, suspects=merge_suspects(x))
+
+
 @exercise("merge_heads", points=1)
 def test_merge_heads_layout(sub):
-    x = labelled(2, 3, 4, 5)                                 # B=2, H=3, L=4, d=5
-    out = sub.call("merge_heads", x)
-    check(shape_of(out) == (2, 4, 15),
-          f"merging [B, H, L, d] = [2, 3, 4, 5] should give [B, L, H·d] = [2, 4, 15] (all heads "
-          f"concatenated, not [B, L, d]), got {shape_of(out)}")
-    out = np.asarray(out)
-    if np.array_equal(out.reshape(-1), x.reshape(-1)):
-        check(False, "the merged tokens mix positions: transpose [B, H, L, d] back to [B, L, H, d] "
-              "before reshaping to [B, L, H·d]")
-    close(out, ref_merge(x), "token l of the merged output should be head 0's d features, then head "
-          "1's, and so on (transpose to [B, L, H, d], then reshape)")
+    check_merge(sub, labelled(6, 2, 3, 4, 5), "merging [B, H, L, d] = [2, 3, 4, 5] should give "
+                "[2, 4, 15]: token l holds head 0's d features, then head 1's, then head 2's")
 
 
 @exercise("merge_heads", points=1)
 def test_merge_inverts_split(sub):
-    x = rng(4).normal(size=(3, 7, 8))
+    x = rng(7).normal(size=(3, 7, 8))
     for n_head in (1, 2, 4):
-        close(sub.call("merge_heads", ref_split(x, n_head)), x,
-              f"merge_heads(split_heads(x, {n_head})) should give back x exactly: merge must be "
-              f"the inverse of split")
+        check_merge(sub, ref_split(x, n_head), f"merge_heads(split_heads(x, {n_head})) should give "
+                    f"back x exactly: merge is the inverse of split")
 
 
 @exercise("merge_heads", points=1)
 def test_merge_heads_bert_sizes(sub):
-    x = rng(5).normal(size=(1, 12, 3, 64))
-    out = sub.call("merge_heads", x)
-    check(shape_of(out) == (1, 3, 768),
-          f"12 heads of 64 features merge into [B, L, 768] (the note's [B, L, 64] is a slip), "
-          f"got {shape_of(out)}")
-    close(out, ref_merge(x), "merging 12 heads of 64 features gives the wrong values")
+    check_merge(sub, rng(8).normal(size=(1, 12, 3, 64)),
+                "12 heads of 64 features merge into [B, L, 768]")

@@ -1,7 +1,10 @@
 """Hidden graders of lesson 03_scaled_dot_product_attention (torch).
 
-Every check uses fixed inputs (the grader's own torch.Generator, never the student's seed)
-and PyTorch's F.scaled_dot_product_attention or exact values as the oracle.
+Inputs are drawn afresh for every grading run (the grader's own torch.Generator, never the
+student's seed); the oracle is PyTorch's F.scaled_dot_product_attention or a float64
+formula. A wrong answer is compared with the outputs of the common mistakes (``suspect``):
+the one it matches is the hint. The masking checks are relations between the student's
+own masked and unmasked weights, so a mistake in the scale costs the scale's points only.
 """
 
 import math
@@ -9,29 +12,112 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.framework import check, close, exercise, shape_of
+from grader.framework import (
+    ON_DEVICE,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    matches,
+    shape_of,
+    suspect,
+)
+from grader.runtime.errors import SubmissionError
+
+MISTAKES = {
+    "mask_inverted": "the mask is read the wrong way round (True taken as masked)",
+    "mask_fill_zero": "masked scores are set to 0 instead of -inf",
+    "mask_after_softmax": "the mask zeroes weights after the softmax without renormalising",
+    "masked_rows_nan": "a query with every key masked gets NaN",
+    "masked_rows_uniform": "a query with every key masked gets uniform weights instead of zeros",
+    "scale_by_d": "the scores are divided by d_k instead of √d_k",
+    "never_scaled": "the scores are not divided by √d_k",
+    "scale_by_lk": "the scores are divided by √(number of keys) instead of √d_k",
+    "softmax_query_axis": "the softmax runs over the queries instead of the keys",
+    "weights_times_keys": "the output is weights @ k instead of weights @ v",
+    "absolute_axes": "the axes are counted from the front (only 4-D inputs work)",
+    "dropout_ignored": "dropout_p is ignored",
+    "dropout_no_rescale": "dropout zeroes weights without rescaling the rest by 1/(1-p)",
+    "causal_upper": "the causal mask is the upper triangle",
+    "causal_no_diagonal": "the causal mask hides the diagonal (a token cannot see itself)",
+    "causal_inverted": "the causal mask is inverted (True = masked)",
+    "causal_float": "the causal mask is not boolean",
+    "causal_device_ignored": "causal_mask ignores its device argument",
+    "padding_inverted": "the padding mask is inverted (True at the padding)",
+    "padding_masks_queries": "the padding mask is [B, 1, L, 1]: it masks queries, not keys",
+    "padding_shape": "the padding mask lacks its broadcast axes ([B, L] or [B, 1, L])",
+    "padding_pad_id_ignored": "the padding mask ignores pad_id",
+}
 
 SDPA = ("torch.nn.functional.scaled_dot_product_attention",)
 
 
-def randn(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+def randn(n, *shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=gen(n), dtype=dtype)
 
 
-def ref_attention(q, k, v, mask=None):
-    """float64 oracle: softmax over allowed keys, fully masked rows -> zeros."""
-    q, k, v = q.double(), k.double(), v.double()
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    w = torch.softmax(scores, -1)
-    if mask is not None:
+def ref_attention(q, k, v, mask=None, scale="sqrt", fill="-inf", clean=True, axis=-1, values=None):
+    """float64 formula, with the common mistakes as options; fully masked rows -> zeros."""
+    q, k, v = q.double(), k.double(), (v if values is None else values).double()
+    d = {"sqrt": math.sqrt(q.size(-1)), "d": q.size(-1), "none": 1.0, "lk": math.sqrt(k.size(-2))}[scale]
+    scores = q @ k.transpose(-2, -1) / d
+    if mask is not None and fill != "after":
+        scores = scores.masked_fill(~mask, {"-inf": float("-inf"), "zero": 0.0, "-1e9": -1e9}[fill])
+    w = torch.softmax(scores, axis)
+    if mask is not None and (clean or fill == "after"):
         w = w.masked_fill(~mask, 0.0)
     return w @ v, w
 
 
+def sdpa_suspects(q, k, v, mask=None, part="weights"):
+    """What the common mistakes return (weights or output) for these inputs."""
+    i = 1 if part == "weights" else 0
+
+    def s(mistake, message, **kw):
+        return suspect(mistake, lambda: ref_attention(q, k, v, **{"mask": mask, **kw})[i], message)
+
+    d, lk = q.size(-1), k.size(-2)
+    found = [
+        s("scale_by_d", f"the scores are divided by d_k = {d}: divide by √d_k = √{d} "
+          f"(d_k = q.size(-1))", scale="d"),
+        s("never_scaled", f"the scores are not scaled: divide q kᵀ by √d_k = √{d}", scale="none"),
+        s("scale_by_lk", f"the scores are divided by √{lk}, the number of keys: divide by √d_k = "
+          f"√{d}, the width of q and k (q.size(-1))", scale="lk"),
+        s("softmax_query_axis", "each key's weights sum to 1 over the queries: take the softmax "
+          "over the last axis (the keys), dim=-1", axis=-2),
+    ]
+    if mask is not None:
+        found += [
+            s("mask_inverted", "the weights go to the keys where the mask is False: True means "
+              "allowed (fill the scores where ~mask)", mask=~mask),
+            s("mask_fill_zero", "masked scores are set to 0, which still gets weight: fill them "
+              "with -inf (or a very large negative number) before the softmax", fill="zero",
+              clean=False),
+            s("mask_after_softmax", "the mask zeroes weights after the softmax, so the allowed "
+              "weights no longer sum to 1: fill masked scores with -inf before the softmax",
+              fill="after"),
+            s("masked_rows_uniform", "a query whose keys are all masked gets uniform weights: its "
+              "weights and output should be 0 (zero the masked weights after the softmax)",
+              fill="-1e9", clean=False),
+            s("masked_rows_nan", "a query whose keys are all masked gets NaN (softmax of all -inf "
+              "is 0/0): zero the masked weights after the softmax", clean=False),
+        ]
+    if part == "output":
+        found.append(s("weights_times_keys", "the output is weights @ k: the weights average the "
+                       "values, so return weights @ v", values=k))
+    return found
+
+
 def attend(sub, *args, **kwargs):
-    result = sub.call("scaled_dot_product_attention", *args, forbid=SDPA, **kwargs)
+    try:
+        result = sub.call("scaled_dot_product_attention", *args, forbid=SDPA, **kwargs)
+    except SubmissionError as exc:
+        if "Dimension out of range" in exc.message and args[0].dim() < 4:
+            diagnose("absolute_axes", f"with {args[0].dim()}-D inputs your code raised "
+                     f"\"Dimension out of range\": count the axes from the end "
+                     f"(k.transpose(-2, -1), q.size(-1)) so that any number of leading axes works")
+        raise
     check(isinstance(result, (tuple, list)) and len(result) == 2,
           "scaled_dot_product_attention should return a pair (output, weights)")
     out, w = result
@@ -40,245 +126,310 @@ def attend(sub, *args, **kwargs):
     return out, w
 
 
-def no_nan(t, message):
-    check(not torch.isnan(t).any(), message)
+def compare(sub, q, k, v, mask=None, what="", **kwargs):
+    """Weights and output against the formula, a mistake named when one fits."""
+    out, w = attend(sub, q, k, v, mask=mask, **kwargs)
+    ref_out, ref_w = ref_attention(q, k, v, mask)
+    close(w, ref_w, f"{what}the weights should be softmax(q kᵀ / √d_k) over the keys",
+          atol=1e-5, suspects=sdpa_suspects(q, k, v, mask))
+    close(out, ref_out, f"{what}the output should be weights @ v", atol=1e-5,
+          suspects=sdpa_suspects(q, k, v, mask, part="output"))
+    return out, w
+
+
+def qkv(n, lead=(2, 3), lq=4, lk=5, d=8, dv=6):
+    return randn(n, *lead, lq, d), randn(n + 1, *lead, lk, d), randn(n + 2, *lead, lk, dv)
+
+
+def masked_like_own(sub, q, k, v, mask, name):
+    """Masking checked against the student's own unmasked weights: w_masked must be w·mask
+    renormalised over the allowed keys (whatever the scale), zero on fully masked rows; the
+    output is compared when the unmasked output is right."""
+    out0, w0 = attend(sub, q, k, v)
+    out, w = attend(sub, q, k, v, mask=mask)
+    try:
+        want = w0.double() * mask
+    except RuntimeError:
+        check(False, f"with {name} the weights should keep their shape {list(w0.shape)}")
+    want = torch.nan_to_num(want / want.sum(-1, keepdim=True), nan=0.0)
+    close(w, want, f"with {name} (True = allowed) masked keys should get exactly zero weight and "
+          f"the allowed keys' weights should still sum to 1", atol=1e-5,
+          suspects=sdpa_suspects(q, k, v, mask))
+    if matches(out0, ref_attention(q, k, v)[0], atol=1e-5):
+        close(out, ref_attention(q, k, v, mask)[0], f"with {name} the output should be the masked "
+              f"weights @ v", atol=1e-5, suspects=sdpa_suspects(q, k, v, mask, part="output"))
 
 
 # --- scaled_dot_product_attention ---------------------------------------------------------
 
-Q = randn(2, 3, 4, 8, seed=1)
-K = randn(2, 3, 5, 8, seed=2)
-V = randn(2, 3, 5, 6, seed=3)
-
-
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_shapes_and_rows(sub):
-    out, w = attend(sub, Q, K, V)
+    q, k, v = qkv(1)
+    out, w = attend(sub, q, k, v)
     check(shape_of(w) == (2, 3, 4, 5),
           f"the weights should be [..., Lq, Lk] = [2, 3, 4, 5] for 4 queries and 5 keys, got {list(w.shape)}")
-    check(shape_of(out) == (2, 3, 4, 6),
-          f"the output should be [..., Lq, d_v] = [2, 3, 4, 6], got {list(out.shape)}")
-    close(w.sum(-1), torch.ones(2, 3, 4),
-          "each query's weights should sum to 1 over the keys: softmax over the wrong axis?", atol=1e-5)
+    close(w.sum(-1), torch.ones(2, 3, 4), "each query's weights should sum to 1 over the keys",
+          atol=1e-5, suspects=[suspect("softmax_query_axis", ref_attention(q, k, v, axis=-2)[1].sum(-1),
+                                       "each key's weights sum to 1 over the queries: take the "
+                                       "softmax over the last axis (the keys), dim=-1")])
+    if shape_of(out) == (2, 3, 4, 8):
+        diagnose("weights_times_keys", "the output has the keys' width (8), not the values' (6): "
+                 "the weights average the values, so return weights @ v")
+    check(shape_of(out) == (2, 3, 4, 6), f"the output should be [..., Lq, d_v] = [2, 3, 4, 6], "
+          f"got {list(out.shape)}")
 
 
 @exercise("scaled_dot_product_attention", points=2)
 def test_sdpa_matches_torch_without_mask(sub):
-    out, w = attend(sub, Q, K, V)
-    ref_out, ref_w = ref_attention(Q, K, V)
-    close(w, ref_w, "the weights should be softmax(q kᵀ / √d_k) over the keys: divide by the "
-          "square root of d_k, and take softmax over the last axis", atol=1e-5)
-    close(out, F.scaled_dot_product_attention(Q, K, V),
-          "the output differs from torch's scaled_dot_product_attention: it should be weights @ v",
-          atol=1e-5)
+    q, k, v = qkv(4)
+    out, _ = compare(sub, q, k, v, what="without a mask ")
+    close(out, F.scaled_dot_product_attention(q, k, v), "the output differs from torch's "
+          "scaled_dot_product_attention", atol=1e-5)
 
 
 @exercise("scaled_dot_product_attention", points=1)
 def test_sdpa_scale_is_square_root(sub):
-    q, k, v = randn(1, 3, 64, seed=4), randn(1, 4, 64, seed=5), randn(1, 4, 2, seed=6)
-    _, w = attend(sub, q, k, v)
-    ref_w = ref_attention(q, k, v)[1]
-    close(w, ref_w, "with d_k = 64 the scores must be divided by √64 = 8 (not by 64, and not left "
-          "unscaled)", atol=1e-5)
+    q, k, v = randn(7, 1, 3, 64), randn(8, 1, 4, 64), randn(9, 1, 4, 2)
+    compare(sub, q, k, v, what="with d_k = 64 (scale √64 = 8) ")
 
 
 @exercise("scaled_dot_product_attention", points=2)
 def test_sdpa_boolean_mask_true_is_allowed(sub):
-    g = torch.Generator().manual_seed(7)
-    mask = torch.rand(2, 3, 4, 5, generator=g) > 0.4
-    mask[..., 0] = True                                      # every row keeps a key
-    out, w = attend(sub, Q, K, V, mask=mask)
-    no_nan(w, "the weights contain NaN with a mask where every query keeps at least one key")
-    check(bool((w[~mask] == 0).all()),
-          "keys where the mask is False must get exactly zero weight (True means allowed: "
-          "is the mask inverted, or the masked scores filled with 0 instead of -inf?)")
-    close(w.sum(-1), torch.ones(2, 3, 4),
-          "with a mask, the weights of the allowed keys should still sum to 1: fill masked scores "
-          "with -inf (or a very large negative number) before the softmax, or renormalise",
-          atol=1e-5)
-    close(out, F.scaled_dot_product_attention(Q, K, V, attn_mask=mask),
-          "with a boolean mask (True = allowed) the output differs from torch's", atol=1e-5)
+    q, k, v = qkv(10)
+    mask = torch.rand(2, 3, 4, 5, generator=gen(13)) > 0.4
+    keep = int(torch.randint(5, (1,), generator=gen(14)))
+    mask[..., keep] = True                                   # every row keeps a key
+    mask[..., (keep + 1) % 5] = False                        # and loses one
+    masked_like_own(sub, q, k, v, mask, "a boolean mask [B, H, Lq, Lk]")
 
 
 @exercise("scaled_dot_product_attention", points=1)
 def test_sdpa_fully_masked_rows_are_zero(sub):
-    mask = torch.ones(4, 5, dtype=torch.bool)
-    mask[1] = False                                          # query 1 may see nothing
-    mask[3, 2:] = False
-    out, w = attend(sub, Q, K, V, mask=mask)
-    no_nan(out, "a query whose keys are all masked gives NaN: its weights and output should be 0")
-    no_nan(w, "a query whose keys are all masked gives NaN weights: they should be 0")
-    check(bool((w[..., 1, :] == 0).all()) and bool((out[..., 1, :] == 0).all()),
-          "a query whose keys are all masked should get all-zero weights and a zero output")
-    ref_out, ref_w = ref_attention(Q, K, V, mask)
-    close(w, ref_w, "with some rows fully masked, the other rows should be unchanged", atol=1e-5)
-    close(out, ref_out, "with some rows fully masked, the other outputs should be unchanged", atol=1e-5)
+    q, k, v = qkv(15)
+    mask = torch.rand(4, 5, generator=gen(18)) > 0.3
+    keep = int(torch.randint(5, (1,), generator=gen(19)))
+    mask[:, keep] = True
+    row = int(torch.randint(4, (1,), generator=gen(20)))
+    mask[(row + 1) % 4, (keep + 1) % 5] = False              # another query sees only some keys
+    mask[row] = False                                        # this query may see nothing
+    out, w = attend(sub, q, k, v, mask=mask)
+    ok = not torch.isnan(w).any() and not torch.isnan(out).any() and \
+        bool((w[..., row, :] == 0).all()) and bool((out[..., row, :] == 0).all())
+    if not ok:
+        close(w, ref_attention(q, k, v, mask)[1], f"query {row} may see no key: its weights and "
+              f"output should be 0 (never NaN)", atol=1e-5, suspects=sdpa_suspects(q, k, v, mask))
+        check(False, f"query {row} may see no key: its weights and output should be 0 (never NaN)")
+    masked_like_own(sub, q, k, v, mask, "a query whose keys are all masked")
 
 
 @exercise("scaled_dot_product_attention", points=1)
 def test_sdpa_masks_broadcast(sub):
-    pad = torch.tensor([[True, True, True, False, False],
-                        [True, True, True, True, False]])[:, None, None, :]   # [B, 1, 1, Lk]
+    lengths = torch.randint(1, 6, (2,), generator=gen(21))
+    pad = (torch.arange(5)[None, :] < lengths[:, None])[:, None, None, :]     # [B, 1, 1, Lk]
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
-    q5 = randn(2, 3, 5, 8, seed=8)
+    q, k, v = qkv(22, lq=5)
     for mask, name in [(pad, "a padding mask [B, 1, 1, Lk]"), (causal, "a causal mask [L, L]"),
                        (pad & causal, "a combined mask [B, 1, L, L]")]:
-        out, w = attend(sub, q5, K, V, mask=mask)
-        ref_out, ref_w = ref_attention(q5, K, V, mask)
-        close(w, ref_w, f"with {name} (broadcast over heads and queries) the weights are wrong",
-              atol=1e-5)
-        close(out, ref_out, f"with {name} the output is wrong", atol=1e-5)
+        masked_like_own(sub, q, k, v, mask, f"{name}, broadcast over heads and queries,")
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_causal_future_does_not_change_past(sub):
-    x = randn(1, 6, 8, seed=9)
+    x = randn(25, 1, 6, 8)
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     y = x.clone()
-    y[:, 4:] = randn(1, 2, 8, seed=10) * 3                  # change the last two tokens
+    y[:, 4:] = randn(26, 1, 2, 8) * 3                       # change the last two tokens
     out_x, _ = attend(sub, x, x, x, mask=causal)
     out_y, _ = attend(sub, y, y, y, mask=causal)
     close(out_y[:, :4], out_x[:, :4],
           "under a causal mask, changing a future token changed an earlier output: "
-          "query i may only use keys j <= i", atol=1e-5)
+          "query i may only use keys j <= i", atol=1e-5,
+          suspects=[suspect("mask_inverted", ref_attention(y, y, y, ~causal)[0][:, :4],
+                            "the weights go to the keys where the mask is False: True means "
+                            "allowed (fill the scores where ~mask)")])
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_padded_key_never_matters(sub):
-    x = randn(1, 5, 8, seed=11)
+    x = randn(27, 1, 5, 8)
     keep = torch.tensor([True, True, True, False, False])
     y = x.clone()
-    y[:, 3:] = randn(1, 2, 8, seed=12) * 10                 # change the padded keys and values
+    y[:, 3:] = randn(28, 1, 2, 8) * 10                      # change the padded keys and values
     out_x, _ = attend(sub, x, x, x, mask=keep)
     out_y, _ = attend(sub, x, y, y, mask=keep)
     close(out_y, out_x, "changing a masked (padded) key or value changed the output: masked keys "
-          "must get exactly zero weight", atol=1e-5)
+          "must get exactly zero weight", atol=1e-5,
+          suspects=[suspect(m, ref_attention(x, y, y, **{"mask": keep, **kw})[0], msg) for m, kw, msg in (
+              ("mask_inverted", {"mask": ~keep}, "the weights go to the keys where the mask is "
+               "False: True means allowed (fill the scores where ~mask)"),
+              ("mask_fill_zero", {"fill": "zero", "clean": False}, "masked scores are set to 0, "
+               "which still gets weight: fill them with -inf before the softmax"))])
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_permutation_equivariant(sub):
-    x = randn(2, 6, 8, seed=13)
-    perm = torch.tensor([3, 0, 5, 1, 4, 2])
-    out, w = attend(sub, x, x, x)
-    out_p, w_p = attend(sub, x[:, perm], x[:, perm], x[:, perm])
+    x = randn(29, 2, 6, 8)
+    perm = torch.randperm(6, generator=gen(30))
+    out, _ = attend(sub, x, x, x)
+    out_p, _ = attend(sub, x[:, perm], x[:, perm], x[:, perm])
     close(out_p, out[:, perm], "attention without positions should be permutation-equivariant: "
           "shuffling the tokens should shuffle the outputs the same way", atol=1e-5)
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_any_leading_axes(sub):
-    q, k, v = randn(4, 8, seed=14), randn(6, 8, seed=15), randn(6, 3, seed=16)
-    out, w = attend(sub, q, k, v)
-    ref_out, ref_w = ref_attention(q, k, v)
-    close(out, ref_out, "plain 2-D inputs q [Lq, d], k [Lk, d], v [Lk, d_v] should work too: "
-          "transpose only the last two axes of k (k.transpose(-2, -1))", atol=1e-5)
-    q3, k3, v3 = randn(2, 4, 8, seed=17), randn(2, 6, 8, seed=18), randn(2, 6, 3, seed=19)
-    out3, _ = attend(sub, q3, k3, v3)
-    close(out3, ref_attention(q3, k3, v3)[0], "3-D inputs [B, L, d] should work too", atol=1e-5)
+    q, k, v = randn(31, 4, 8), randn(32, 6, 8), randn(33, 6, 3)
+    out4, w4 = attend(sub, q[None, None], k[None, None], v[None, None])
+    for lead, what in ((0, "plain 2-D inputs q [Lq, d], k [Lk, d], v [Lk, d_v]"), (1, "3-D inputs [B, L, d]")):
+        shape = (1,) * lead
+        out, w = attend(sub, q.view(*shape, 4, 8), k.view(*shape, 6, 8), v.view(*shape, 6, 3))
+        close(w, w4.reshape(*shape, 4, 6), f"with {what} the weights should be those of the same "
+              f"inputs given as [1, 1, L, d]", atol=1e-5)
+        close(out, out4.reshape(*shape, 4, 3), f"with {what} the output should be that of the same "
+              f"inputs given as [1, 1, L, d]", atol=1e-5)
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_dropout_on_weights(sub):
     # values = identity, so the output *is* the (dropped-out) weight matrix
-    q, k = randn(2, 16, 8, seed=20), randn(2, 16, 8, seed=21)
+    q, k = randn(37, 2, 16, 8), randn(38, 2, 16, 8)
     v = torch.eye(16).expand(2, 16, 16).contiguous()
-    out0, _ = attend(sub, q, k, v, dropout_p=0.0)
-    close(out0, ref_attention(q, k, v)[0], "with dropout_p=0.0 nothing may be dropped", atol=1e-5)
+    out0, w0 = attend(sub, q, k, v, dropout_p=0.0)
+    close(out0, w0, "with dropout_p=0.0 nothing may be dropped: with v the identity the output "
+          "should equal the weights", atol=1e-5)
     out, _ = attend(sub, q, k, v, dropout_p=0.5)
-    ref_w = ref_attention(q, k, v)[1].float()
     dropped = out.abs() < 1e-7
-    kept_ok = torch.isclose(out, 2 * ref_w, atol=1e-5, rtol=1e-4) | dropped
     frac = float(dropped.float().mean())
+    check(frac > 0.05 or not torch.allclose(out, w0, atol=1e-5),
+          "with dropout_p=0.5 no weight was dropped: apply F.dropout(weights, p=dropout_p) to the "
+          "weights before multiplying by v", mistake="dropout_ignored")
+    kept = ~dropped
+    check(not (0.3 < frac < 0.7 and torch.allclose(out[kept], w0[kept], atol=1e-5, rtol=1e-4)),
+          "with dropout_p=0.5 the kept weights should be scaled by 1/(1-p) = 2 (F.dropout does it), "
+          "so that their expected sum stays 1", mistake="dropout_no_rescale")
+    kept_ok = torch.isclose(out, 2 * w0, atol=1e-5, rtol=1e-4) | dropped
     check(bool(kept_ok.all()) and 0.3 < frac < 0.7,
           "with dropout_p=0.5 about half of the weights should be zeroed and the rest scaled by "
-          "1/(1-p) = 2 (F.dropout(weights, p=dropout_p)), before multiplying by v")
+          "1/(1-p) = 2, before multiplying by v")
 
 
 # --- causal_mask ---------------------------------------------------------------------------
 
+def causal_suspects(n):
+    tri = torch.ones(n, n, dtype=torch.bool)
+    return [
+        suspect("causal_upper", tri.triu(), "True sits above the diagonal, so query 0 sees the "
+                "whole future: True belongs on and below the diagonal (tril)"),
+        suspect("causal_no_diagonal", tri.tril(-1), "the diagonal is False, so a token cannot see "
+                "itself (and the first token sees nothing): keep the diagonal, tril() not tril(-1)"),
+        suspect("causal_inverted", ~tri.tril(), "the mask is inverted: True means allowed, so it "
+                "is True on and below the diagonal"),
+    ]
+
+
+def causal(sub, *args, **kwargs):
+    m = sub.call("causal_mask", *args, **kwargs)
+    check(isinstance(m, torch.Tensor), "causal_mask should return a torch tensor")
+    check(m.dtype == torch.bool, f"causal_mask should be a boolean tensor (True = allowed), got "
+          f"{m.dtype}: masks select with True/False", mistake="causal_float")
+    return m
+
+
 @exercise("causal_mask", points=1.5)
 def test_causal_mask_values(sub):
-    m = sub.call("causal_mask", 4)
-    check(isinstance(m, torch.Tensor), "causal_mask should return a torch tensor")
-    check(m.dtype == torch.bool, f"causal_mask should be boolean (True = allowed), got {m.dtype}")
-    check(shape_of(m) == (4, 4), f"causal_mask(4) should be [4, 4], got {list(m.shape)}")
-    want = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
-    check(not bool(m[0, 1:].any()),
-          "query 0 may not see keys 1, 2, 3 (the future): True belongs on and below the "
-          "diagonal (lower triangle), not above it")
-    check(bool(m.diagonal().all()), "every token must be able to see itself: the diagonal is True")
-    close(m, want, "causal_mask(4) should be True exactly on and below the diagonal")
+    n = int(torch.randint(4, 9, (1,), generator=gen(40)))
+    close(causal(sub, n), torch.ones(n, n, dtype=torch.bool).tril(),
+          f"causal_mask({n}) should be True exactly on and below the diagonal",
+          suspects=causal_suspects(n))
 
 
 @exercise("causal_mask", points=0.5)
-def test_causal_mask_sizes_and_device(sub):
-    for n in (1, 7):
-        m = sub.call("causal_mask", n)
-        close(m, torch.ones(n, n, dtype=torch.bool).tril(),
-              f"causal_mask({n}) should be an [{n}, {n}] lower-triangular boolean mask")
-    m = sub.call("causal_mask", 3, device="cpu")
-    close(m, torch.ones(3, 3, dtype=torch.bool).tril(), "causal_mask(3, device='cpu') should work")
-    m = sub.call("causal_mask", 3, "cpu")
-    close(m, torch.ones(3, 3, dtype=torch.bool).tril(),
-          "causal_mask(3, 'cpu') should work (device is the second argument)")
+def test_causal_mask_device(sub):
+    try:
+        m = causal(sub, 3, device="cpu:0", forbid=(ON_DEVICE,))
+        m2 = causal(sub, 3, "cpu:0", forbid=(ON_DEVICE,))
+    except SubmissionError as exc:
+        if exc.exc_type in ("TypeError", "DeviceMismatch"):
+            diagnose("causal_device_ignored", "causal_mask(L, device) should build the mask on "
+                     "`device` (torch.ones(L, L, dtype=torch.bool, device=device)): on a GPU a "
+                     "model asks for its mask there")
+        raise
+    for got in (m, m2):
+        close(got, torch.ones(3, 3, dtype=torch.bool).tril(), "causal_mask(3, device) should be "
+              "the [3, 3] lower-triangular mask", suspects=causal_suspects(3))
 
 
 @exercise("causal_mask", points=1)
 def test_causal_mask_hides_the_future(sub):
-    m = sub.call("causal_mask", 6)
-    check(isinstance(m, torch.Tensor) and shape_of(m) == (6, 6), "causal_mask(6) should be [6, 6]")
-    m = m.to(torch.bool)
-    x = randn(2, 6, 8, seed=30)
+    m = causal(sub, 6)
+    check(shape_of(m) == (6, 6), "causal_mask(6) should be [6, 6]")
+    x = randn(41, 2, 6, 8)
     y = x.clone()
-    y[:, 3:] = randn(2, 3, 8, seed=31) * 5
+    y[:, 3:] = randn(42, 2, 3, 8) * 5
     out_x = F.scaled_dot_product_attention(x, x, x, attn_mask=m)
     out_y = F.scaled_dot_product_attention(y, y, y, attn_mask=m)
     close(out_y[:, :3], out_x[:, :3], "with your causal mask, changing a future token changed an "
           "earlier output: the mask lets a query see the future", atol=1e-5)
-    no_nan(out_x, "with your causal mask some query sees no key at all (a token must see itself)")
+    check(not torch.isnan(out_x).any(),
+          "with your causal mask some query sees no key at all (a token must see itself)")
 
 
 # --- padding_mask --------------------------------------------------------------------------
 
-TOKENS = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 4, 2, 0], [3, 0, 0, 0, 0]])
+def tokens(n, pad_id=0):
+    """A random batch [4, 6], right-padded with pad_id (one row without padding)."""
+    t = torch.randint(1, 9, (4, 6), generator=gen(n))
+    t[t == pad_id] = pad_id + 1
+    lengths = torch.randint(1, 6, (4,), generator=gen(n + 1))
+    lengths[0] = 6
+    t[torch.arange(6)[None, :] >= lengths[:, None]] = pad_id
+    return t
+
+
+def padding_suspects(t, pad_id):
+    keep = t != pad_id
+    return [
+        suspect("padding_inverted", (~keep)[:, None, None, :], "the mask is True at the padding: "
+                "True means a real token that may be attended to (tokens != pad_id)"),
+        suspect("padding_masks_queries", keep[:, None, :, None], "the mask is [B, 1, L, 1], which "
+                "masks queries: padding is hidden from the keys' side, [B, 1, 1, L]"),
+        suspect("padding_shape", keep, "the mask is [B, L]: add the head and query axes, "
+                "[B, 1, 1, L], so that it broadcasts over heads and queries"),
+        suspect("padding_shape", keep[:, None, :], "the mask is [B, 1, L]: it needs both broadcast "
+                "axes, [B, 1, 1, L] (heads, then queries)"),
+        suspect("padding_pad_id_ignored", (t != 0)[:, None, None, :] if pad_id != 0 else None,
+                f"with pad_id={pad_id} the mask is False where tokens == 0: compare with the "
+                f"pad_id argument"),
+    ]
+
+
+def padding(sub, t, pad_id):
+    m = sub.call("padding_mask", t, pad_id)
+    check(isinstance(m, torch.Tensor), "padding_mask should return a torch tensor")
+    check(m.dtype == torch.bool, f"padding_mask should be boolean (True = allowed), got {m.dtype}")
+    close(m, (t != pad_id)[:, None, None, :], f"padding_mask(tokens, {pad_id}) should be "
+          f"[B, 1, 1, L], True exactly where tokens != {pad_id}", suspects=padding_suspects(t, pad_id))
+    return m
 
 
 @exercise("padding_mask", points=1)
 def test_padding_mask_values(sub):
-    m = sub.call("padding_mask", TOKENS, 0)
-    check(isinstance(m, torch.Tensor), "padding_mask should return a torch tensor")
-    check(m.dtype == torch.bool, f"padding_mask should be boolean (True = allowed), got {m.dtype}")
-    check(shape_of(m) == (3, 1, 1, 5),
-          f"padding_mask should have shape [B, 1, 1, L] = [3, 1, 1, 5] so that it broadcasts over "
-          f"heads and queries, got {list(m.shape)}")
-    want = (TOKENS != 0)[:, None, None, :]
-    check(not bool(m[2, 0, 0, 1:].any()),
-          "padding positions must be False (not allowed): is the mask inverted?")
-    close(m, want, "padding_mask should be True exactly where tokens != pad_id")
+    padding(sub, tokens(50), 0)
 
 
 @exercise("padding_mask", points=1)
 def test_padding_mask_other_pad_id(sub):
-    tokens = torch.tensor([[1, 2, 3, 3], [3, 3, 4, 3]])
-    m = sub.call("padding_mask", tokens, 3)
-    close(m, (tokens != 3)[:, None, None, :],
-          "with pad_id=3 the mask should be False where tokens == 3: use the pad_id argument")
+    padding(sub, tokens(52, pad_id=3), 3)
 
 
 @exercise("padding_mask", points=1)
 def test_padding_mask_hides_padded_keys(sub):
-    m = sub.call("padding_mask", TOKENS, 0)
-    check(isinstance(m, torch.Tensor) and m.dim() == 4,
-          "padding_mask should be [B, 1, 1, L]: the head and query axes are missing")
-    check(shape_of(m) == (3, 1, 1, 5),
-          "padding_mask masks keys, so it should be [B, 1, 1, L] (not [B, 1, L, 1], which masks "
-          "queries)")
-    m = m.to(torch.bool)
-    x = randn(3, 2, 5, 8, seed=40)                           # [B, H, L, d]
+    t = tokens(54)
+    m = padding(sub, t, 0)
+    x = randn(56, 4, 2, 6, 8)                                # [B, H, L, d]
     y = x.clone()
-    y[~(TOKENS != 0)[:, None, :, None].expand_as(x)] = 7.0   # change every padded token
+    y[~(t != 0)[:, None, :, None].expand_as(x)] = 7.0        # change every padded token
     out_x = F.scaled_dot_product_attention(x, x, x, attn_mask=m)
     out_y = F.scaled_dot_product_attention(x, y, y, attn_mask=m)
-    check(not torch.isnan(out_x).any(), "with your padding mask a query sees no key at all")
     close(out_y, out_x, "with your padding mask, changing a padded key changed the output: "
           "it should hide the padded keys (last axis), for every head and query", atol=1e-5)

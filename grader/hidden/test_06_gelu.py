@@ -2,7 +2,9 @@
 
 Checked in float64 against torch's own ``F.gelu`` (``approximate="none"`` / ``"tanh"``) and
 autograd, with tolerances far below the 4.7e-4 gap between exact GELU and the tanh
-approximation; the submission may not call ``F.gelu`` / ``nn.GELU`` itself.
+approximation, on points drawn afresh for every grading run; the submission may not call
+``F.gelu`` / ``nn.GELU`` itself. A wrong answer is compared with the formulas of the common
+mistakes (``suspect``): the one it matches is the hint.
 """
 
 import math
@@ -10,17 +12,85 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.framework import check, close, exercise
+from grader.framework import check, close, exercise, gen, suspect
+
+MISTAKES = {
+    "gelu_is_tanh": "gelu computes the tanh approximation instead of x·Φ(x)",
+    "erf_without_sqrt2": "Φ(x) computed as ½(1 + erf(x)) instead of ½(1 + erf(x / √2))",
+    "gelu_sigmoid": "gelu computes the sigmoid approximation x·σ(1.702x)",
+    "gelu_no_x": "gelu returns Φ(x) without the factor x",
+    "dtype_changed": "a float64 input comes back in another dtype",
+    "tanh_no_cubic": "the tanh approximation lacks the 0.044715·x³ term",
+    "tanh_square": "the tanh approximation uses x² instead of x³",
+    "tanh_sqrt_2pi": "the tanh approximation uses √(2π) instead of √(2/π)",
+    "grad_cdf_only": "gelu_grad returns Φ(x) without the x·φ(x) term",
+    "grad_pdf_unnormalised": "the normal density lacks its 1/√(2π)",
+    "grad_of_tanh": "gelu_grad is the derivative of the tanh approximation",
+}
 
 FORBID = ("torch.nn.functional.gelu",)
-GRID = torch.linspace(-6.0, 6.0, 1201, dtype=torch.float64)
-NEAR_GAP = torch.tensor([-2.7, -2.0, -1.5, 1.5, 2.0, 2.7, 3.5], dtype=torch.float64)
-TIGHT = {"atol": 1e-9, "rtol": 1e-9}
-X32 = torch.linspace(-4.0, 4.0, 24, dtype=torch.float32).reshape(2, 3, 4)
+TIGHT = {"atol": 1e-6, "rtol": 1e-6}  # float64 in; far below every mistake's difference
+K = math.sqrt(2.0 / math.pi)
 
 
-def _phi_cdf(x):
-    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+def points(n, size=301):
+    """Sorted points in [-6, 6] for this grading run, float64."""
+    return (torch.rand(size, generator=gen(n), dtype=torch.float64) * 12.0 - 6.0).sort().values
+
+
+def near_gap(n):
+    """Points where exact GELU and its tanh approximation differ most (|x| ≈ 1.5 to 3.5)."""
+    x = 1.5 + 2.0 * torch.rand(8, generator=gen(n), dtype=torch.float64)
+    return torch.cat([x, -x])
+
+
+def phi(x):
+    return 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def pdf(x):
+    return torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def tanh_form(x, k=K, cube=True, power=3):
+    inner = x + 0.044715 * x.pow(power) if cube else x
+    return 0.5 * x * (1.0 + torch.tanh(k * inner))
+
+
+def gelu_suspects(x):
+    return [
+        suspect("gelu_is_tanh", tanh_form(x), "gelu returns the tanh approximation (that is "
+                "gelu_tanh): compute the exact x·Φ(x) = ½·x·(1 + erf(x / √2))"),
+        suspect("erf_without_sqrt2", 0.5 * x * (1.0 + torch.erf(x)), "Φ(x) is ½(1 + erf(x / √2)): "
+                "the √2 inside erf is missing (erf is the CDF of N(0, ½), not of N(0, 1))"),
+        suspect("gelu_sigmoid", x * torch.sigmoid(1.702 * x), "x·σ(1.702x) is another approximation: "
+                "the exercise asks for the exact x·Φ(x) with erf"),
+        suspect("gelu_no_x", phi(x), "gelu returns Φ(x): multiply by x, gelu(x) = x·Φ(x)"),
+    ]
+
+
+def tanh_suspects(x):
+    return [
+        suspect("tanh_no_cubic", tanh_form(x, cube=False), "the 0.044715·x³ term is missing: "
+                "tanh(√(2/π)·(x + 0.044715·x³))"),
+        suspect("tanh_square", tanh_form(x, power=2), "the correction term uses x²: it is "
+                "0.044715·x³ (x³ keeps the sign of x)"),
+        suspect("tanh_sqrt_2pi", tanh_form(x, k=math.sqrt(2.0 * math.pi)), "the constant is "
+                "√(2/π) ≈ 0.798, not √(2π) ≈ 2.507"),
+    ]
+
+
+def grad_suspects(x):
+    t = torch.tanh(K * (x + 0.044715 * x ** 3))
+    tanh_grad = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * K * (1 + 3 * 0.044715 * x * x)
+    return [
+        suspect("grad_cdf_only", phi(x), "the product rule on x·Φ(x) gives two terms: "
+                "Φ(x) + x·φ(x); the x·φ(x) term is missing"),
+        suspect("grad_pdf_unnormalised", phi(x) + x * torch.exp(-0.5 * x * x), "the normal density "
+                "is φ(x) = exp(-x²/2) / √(2π): the 1/√(2π) is missing"),
+        suspect("grad_of_tanh", tanh_grad, "this is the derivative of the tanh approximation: "
+                "differentiate the exact x·Φ(x), which gives Φ(x) + x·φ(x)"),
+    ]
 
 
 def _tensor(y, name, like):
@@ -30,47 +100,53 @@ def _tensor(y, name, like):
     return y
 
 
-def _float32(sub, name, expected):
-    y = _tensor(sub.call(name, X32, forbid=FORBID), name, X32)
-    check(y.dtype == torch.float32, f"`{name}` of a float32 tensor should be float32, got {y.dtype}")
-    close(y, expected, f"`{name}` of a float32 [2, 3, 4] tensor is wrong", atol=2e-6, rtol=1e-5)
+def call(sub, name, x):
+    return _tensor(sub.call(name, x, forbid=FORBID), name, x)
+
+
+def _dtypes(sub, name, expected, suspects):
+    x = (torch.rand(2, 3, 4, generator=gen(90)) * 8.0 - 4.0)
+    for inp in (x, x.double()):
+        y = call(sub, name, inp)
+        check(y.dtype == inp.dtype, f"`{name}` of a {inp.dtype} tensor should be {inp.dtype}, got "
+              f"{y.dtype}: compute in the input's dtype (no .float() or .double() inside)",
+              mistake="dtype_changed")
+    close(call(sub, name, x), expected(x.double()), f"`{name}` of a float32 [2, 3, 4] tensor is wrong",
+          atol=2e-6, rtol=1e-5, suspects=suspects(x.double()))
 
 
 # --- gelu -------------------------------------------------------------------------------
 
 @exercise("gelu", points=1)
 def test_gelu_hand_values(sub):
-    xs = [-3.0, -1.0, 0.0, 0.5, 1.0, 2.0]
-    y = _tensor(sub.call("gelu", torch.tensor(xs, dtype=torch.float64), forbid=FORBID), "gelu",
-                torch.zeros(len(xs)))
-    close(y, [x * _phi_cdf(x) for x in xs],
-          "gelu(x) = x·Φ(x) with Φ(x) = ½(1 + erf(x / √2)): gelu(1) = 0.841345, gelu(-1) = -0.158655, "
-          "gelu(2) = 1.954500 (mind the √2 inside erf)", **TIGHT)
+    x = torch.tensor([-3.0, -1.0, 0.0, 0.5, 1.0, 2.0], dtype=torch.float64)
+    close(call(sub, "gelu", x), x * phi(x),
+          "gelu(x) = x·Φ(x) with Φ(x) = ½(1 + erf(x / √2)): gelu(1) = 0.841345, gelu(-1) = "
+          "-0.158655, gelu(2) = 1.954500", suspects=gelu_suspects(x), **TIGHT)
 
 
 @exercise("gelu", points=1)
 def test_gelu_is_exact(sub):
-    y = _tensor(sub.call("gelu", GRID, forbid=FORBID), "gelu", GRID)
-    check(y.dtype == torch.float64, f"gelu of a float64 tensor should stay float64, got {y.dtype}")
-    gap = _tensor(sub.call("gelu", NEAR_GAP, forbid=FORBID), "gelu", NEAR_GAP)
-    close(gap, F.gelu(NEAR_GAP),
-          "gelu must be the exact x·Φ(x) with erf: near |x| ≈ 2.7 the tanh approximation (that is "
-          "gelu_tanh) is off by 4.7e-4", atol=1e-7, rtol=1e-7)
-    close(y, F.gelu(GRID), "gelu on [-6, 6] does not match exact GELU x·Φ(x)", atol=1e-7, rtol=1e-7)
+    for x in (near_gap(1), points(2)):
+        close(call(sub, "gelu", x), F.gelu(x), "gelu must be the exact x·Φ(x) with erf (near "
+              "|x| ≈ 2.7 the tanh approximation is off by 4.7e-4)", **TIGHT,
+              suspects=gelu_suspects(x))
 
 
 @exercise("gelu", points=0.5)
-def test_gelu_float32(sub):
-    _float32(sub, "gelu", F.gelu(X32.double()))
+def test_gelu_dtypes(sub):
+    _dtypes(sub, "gelu", F.gelu, gelu_suspects)
 
 
 @exercise("gelu", points=0.5)
 def test_gelu_symmetry(sub):
-    y = _tensor(sub.call("gelu", GRID, forbid=FORBID), "gelu", GRID)
-    y_neg = _tensor(sub.call("gelu", -GRID, forbid=FORBID), "gelu", GRID)
-    close(y - y_neg, GRID, "gelu(x) - gelu(-x) should equal x, because Φ(x) + Φ(-x) = 1",
-          atol=1e-9, rtol=1e-9)
-    close(y.clamp(max=0.0).min(), torch.tensor(-0.16997120747),
+    x = points(3)
+    y, y_neg = call(sub, "gelu", x), call(sub, "gelu", -x)
+    close(y - y_neg, x, "gelu(x) - gelu(-x) should equal x, because Φ(x) + Φ(-x) = 1",
+          **TIGHT, suspects=[suspect(s.mistake, s.candidate - gelu_suspects(-x)[i].candidate,
+                                                   s.message) for i, s in enumerate(gelu_suspects(x))])
+    grid = torch.linspace(-0.76, -0.74, 201, dtype=torch.float64)
+    close(call(sub, "gelu", grid).min(), torch.tensor(-0.16997120747, dtype=torch.float64),
           "the smallest value of GELU is -0.169971 (at x ≈ -0.7518)", atol=1e-5, rtol=0)
 
 
@@ -78,25 +154,22 @@ def test_gelu_symmetry(sub):
 
 @exercise("gelu_tanh", points=1)
 def test_gelu_tanh_matches_torch(sub):
-    y = _tensor(sub.call("gelu_tanh", GRID, forbid=FORBID), "gelu_tanh", GRID)
-    close(y, F.gelu(GRID, approximate="tanh"),
-          "gelu_tanh should be ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): check the constant "
-          "√(2/π), the 0.044715 and the cube x³", **TIGHT)
+    x = points(10)
+    close(call(sub, "gelu_tanh", x), F.gelu(x, approximate="tanh"),
+          "gelu_tanh should be ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))", suspects=tanh_suspects(x),
+          **TIGHT)
 
 
 @exercise("gelu_tanh", points=0.5)
 def test_gelu_tanh_hand_values(sub):
-    xs = [-2.0, -1.0, 1.0, 2.0, 3.0]
-    want = [0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))) for x in xs]
-    y = _tensor(sub.call("gelu_tanh", torch.tensor(xs, dtype=torch.float64), forbid=FORBID), "gelu_tanh",
-                torch.zeros(len(xs)))
-    close(y, want, "gelu_tanh(2) should be 1.954598 and gelu_tanh(-2) = -0.045402: the cubic term "
-          "0.044715·x³ keeps its sign for negative x (x³, not x²)", **TIGHT)
+    x = torch.tensor([-2.0, -1.0, 1.0, 2.0, 3.0], dtype=torch.float64)
+    close(call(sub, "gelu_tanh", x), tanh_form(x), "gelu_tanh(2) should be 1.954598 and "
+          "gelu_tanh(-2) = -0.045402", suspects=tanh_suspects(x), **TIGHT)
 
 
 @exercise("gelu_tanh", points=0.5)
-def test_gelu_tanh_float32(sub):
-    _float32(sub, "gelu_tanh", F.gelu(X32.double(), approximate="tanh"))
+def test_gelu_tanh_dtypes(sub):
+    _dtypes(sub, "gelu_tanh", tanh_form, tanh_suspects)
 
 
 # --- gelu_grad --------------------------------------------------------------------------
@@ -109,23 +182,19 @@ def _autograd_gelu(x):
 
 @exercise("gelu_grad", points=1)
 def test_gelu_grad_matches_autograd(sub):
-    y = _tensor(sub.call("gelu_grad", GRID, forbid=FORBID), "gelu_grad", GRID)
-    close(y, _autograd_gelu(GRID),
+    x = points(20)
+    close(call(sub, "gelu_grad", x), _autograd_gelu(x),
           "gelu_grad should be Φ(x) + x·φ(x), with φ(x) = exp(-x²/2) / √(2π) the normal density "
-          "(product rule on x·Φ(x)); it does not match autograd", **TIGHT)
+          "(product rule on x·Φ(x)); it does not match autograd", suspects=grad_suspects(x), **TIGHT)
 
 
 @exercise("gelu_grad", points=0.5)
 def test_gelu_grad_hand_values(sub):
-    xs = [0.0, 1.0, -1.0, 2.0]
-    pdf = [math.exp(-x * x / 2) / math.sqrt(2 * math.pi) for x in xs]
-    want = [_phi_cdf(x) + x * p for x, p in zip(xs, pdf, strict=True)]
-    y = _tensor(sub.call("gelu_grad", torch.tensor(xs, dtype=torch.float64), forbid=FORBID), "gelu_grad",
-                torch.zeros(len(xs)))
-    close(y, want, "GELU'(0) = 0.5, GELU'(1) = Φ(1) + φ(1) = 1.083315, GELU'(-1) = -0.083315: "
-          "both terms, and the 1/√(2π) of the density", **TIGHT)
+    x = torch.tensor([0.0, 1.0, -1.0, 2.0], dtype=torch.float64)
+    close(call(sub, "gelu_grad", x), phi(x) + x * pdf(x), "GELU'(0) = 0.5, GELU'(1) = Φ(1) + φ(1) = "
+          "1.083315, GELU'(-1) = -0.083315", suspects=grad_suspects(x), **TIGHT)
 
 
 @exercise("gelu_grad", points=0.5)
-def test_gelu_grad_float32(sub):
-    _float32(sub, "gelu_grad", _autograd_gelu(X32.double()))
+def test_gelu_grad_dtypes(sub):
+    _dtypes(sub, "gelu_grad", _autograd_gelu, grad_suspects)

@@ -2,23 +2,78 @@
 TokenEmbedding).
 
 The oracle is the paper's formula computed in float64 here; weights are injected by name;
-dropout is off except in the one check of dropout itself.
+inputs are drawn afresh for every grading run; dropout is off except in the one check of
+dropout itself. A wrong table or output is compared with those of the common mistakes
+(``suspect``): the one it matches is the hint.
 """
 
-import numpy as np
+import math
+
 import torch
 
-from grader.framework import check, close, exercise
+from grader.framework import ON_DEVICE, check, close, diagnose, exercise, gen, suspect
+from grader.runtime.errors import SubmissionError
+
+MISTAKES = {
+    "pe_concatenated": "the sines and cosines are concatenated instead of interleaved",
+    "pe_sin_cos_swapped": "cos in the even columns and sin in the odd ones",
+    "pe_exponent_j": "the exponent uses the column index j instead of 2i (pairs do not share a frequency)",
+    "pe_positions_from_1": "positions start at 1 instead of 0",
+    "pe_exponent_i": "the exponent is i/D instead of 2i/D",
+    "pe_multiplied": "pos is multiplied by 10000^(2i/D) instead of divided",
+    "pe_dtype": "the table is not float32",
+    "pe_not_buffer": "pe is a plain attribute, not a registered buffer",
+    "pe_parameter": "pe is registered as a parameter",
+    "pe_buffer_shape": "the buffer pe is not [max_len, d_model]",
+    "pe_rescales_x": "PositionalEncoding multiplies x by √d_model again",
+    "pe_no_dropout": "PositionalEncoding applies no dropout",
+    "pe_dropout_before_add": "dropout is applied to x before adding the encoding",
+    "pe_table_on_cpu": "forward builds a tensor on the CPU instead of using the buffer",
+    "emb_not_scaled": "the embedding is not multiplied by √d_model",
+    "emb_divided": "the embedding is divided by √d_model",
+    "emb_scaled_by_d": "the embedding is multiplied by d_model instead of √d_model",
+    "emb_init": "the embedding keeps N(0, 1) initialisation instead of std d_model^-0.5",
+    "emb_submodule_name": "the nn.Embedding submodule is not named `embedding`",
+}
 
 
-def ref_pe(max_len, d_model):
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+def ref_pe(max_len, d_model, first=0, exponent="2i", multiply=False, layout="interleaved", swap=False):
+    """The paper's table in float64, with the common mistakes as options."""
+    pos = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]
+    if exponent == "j":
+        j = torch.arange(d_model, dtype=torch.float64)
+        angle = pos / 10000.0 ** (j / d_model)
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])
+        return pe
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
-    angle = pos / 10000.0 ** (two_i / d_model)
+    power = 10000.0 ** ((two_i / 2 if exponent == "i" else two_i) / d_model)
+    angle = pos * power if multiply else pos / power
+    sin, cos = (torch.cos(angle), torch.sin(angle)) if swap else (torch.sin(angle), torch.cos(angle))
+    if layout == "concatenated":
+        return torch.cat([sin, cos], 1)[:, :d_model]
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
+    pe[:, 0::2] = sin
+    pe[:, 1::2] = cos[:, : d_model // 2]
     return pe
+
+
+def pe_suspects(max_len, d_model, transform=lambda t: t):
+    options = [
+        ("pe_concatenated", {"layout": "concatenated"}, "the columns should interleave sin, cos, "
+         "sin, cos, … (PE[:, 0::2] = sin, PE[:, 1::2] = cos), not all sines then all cosines"),
+        ("pe_sin_cos_swapped", {"swap": True}, "the sines belong in the even columns 2i and the "
+         "cosines in the odd columns 2i+1 (position 0 is [0, 1, 0, 1, …])"),
+        ("pe_exponent_j", {"exponent": "j"}, "columns 2i and 2i+1 share one frequency 1/10000^(2i/D): "
+         "the exponent uses 2i for both, not the column index"),
+        ("pe_positions_from_1", {"first": 1}, "positions start at 0 (the first row is sin 0 = 0, "
+         "cos 0 = 1): use torch.arange(max_len)"),
+        ("pe_exponent_i", {"exponent": "i"}, "the exponent is 2i/D with 2i the even column index "
+         "(0, 2, 4, …), not i/D"),
+        ("pe_multiplied", {"multiply": True}, "the angle is pos / 10000^(2i/D): divide by the "
+         "power, do not multiply"),
+    ]
+    return [suspect(m, transform(ref_pe(max_len, d_model, **kw)), msg) for m, kw, msg in options]
 
 
 PE_TOL = {"atol": 1e-4, "rtol": 0}  # float32 angles: pos · ω carries ~1e-5 error at pos ≈ 100
@@ -28,10 +83,17 @@ def _table(sub, max_len, d_model):
     pe = sub.call("sinusoidal_positional_encoding", max_len, d_model)
     check(isinstance(pe, torch.Tensor),
           f"sinusoidal_positional_encoding should return a torch tensor, got {type(pe).__name__}")
-    check(tuple(pe.shape) == (max_len, d_model),
-          f"sinusoidal_positional_encoding({max_len}, {d_model}) should be [{max_len}, {d_model}], "
-          f"got {list(pe.shape)}")
     return pe
+
+
+def randn(n, *shape):
+    return torch.randn(*shape, generator=gen(n))
+
+
+def sizes(n):
+    """A table size for this grading run: max_len in [40, 120), d_model even in [8, 64]."""
+    g = gen(n)
+    return int(torch.randint(40, 120, (1,), generator=g)), 2 * int(torch.randint(4, 33, (1,), generator=g))
 
 
 # --- sinusoidal_positional_encoding -----------------------------------------------------
@@ -39,51 +101,67 @@ def _table(sub, max_len, d_model):
 @exercise("sinusoidal_positional_encoding", points=0.5)
 def test_pe_shape_dtype(sub):
     pe = _table(sub, 50, 16)
-    check(pe.dtype == torch.float32, f"the table should be float32, got {pe.dtype}")
+    check(tuple(pe.shape) == (50, 16), f"sinusoidal_positional_encoding(50, 16) should be [50, 16], "
+          f"got {list(pe.shape)}")
+    check(pe.dtype == torch.float32, f"the table should be float32 (like the model's weights), got "
+          f"{pe.dtype}", mistake="pe_dtype")
 
 
 @exercise("sinusoidal_positional_encoding", points=1)
 def test_pe_values(sub):
-    close(_table(sub, 128, 64), ref_pe(128, 64),
-          "PE[pos, 2i] = sin(pos / 10000^(2i/D)) and PE[pos, 2i+1] = cos(pos / 10000^(2i/D)), "
-          "positions from 0, columns interleaved sin, cos, sin, cos, …", **PE_TOL)
-    close(_table(sub, 20, 6), ref_pe(20, 6), "the table for max_len=20, d_model=6 is wrong", **PE_TOL)
+    for max_len, d_model in (sizes(1), (20, 6)):
+        table = _table(sub, max_len, d_model).double()
+        corner = (slice(0, 3), slice(0, 4))  # small angles: float32 is exact enough for any mistake
+        if tuple(table.shape) == (max_len, d_model):
+            close(table[corner], ref_pe(max_len, d_model)[corner], f"the first rows and columns of "
+                  f"the table for max_len={max_len}, d_model={d_model} are wrong",
+                  suspects=pe_suspects(max_len, d_model, lambda t, c=corner: t[c]), **PE_TOL)
+        close(table, ref_pe(max_len, d_model),
+              f"the table for max_len={max_len}, d_model={d_model} should be PE[pos, 2i] = "
+              f"sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))",
+              suspects=pe_suspects(max_len, d_model), **PE_TOL)
 
 
 @exercise("sinusoidal_positional_encoding", points=0.5)
 def test_pe_first_rows_and_columns(sub):
-    pe = _table(sub, 40, 16)
-    close(pe[0], torch.tensor([0.0, 1.0] * 8),
-          "position 0 should be [0, 1, 0, 1, …] (sin 0 = 0 in even columns, cos 0 = 1 in odd ones): "
-          "positions start at 0, and the sines come first", atol=1e-6)
-    pos = torch.arange(40, dtype=torch.float64)
-    close(pe[:, 0], torch.sin(pos), "column 0 should be sin(pos) (i = 0, frequency 1)", **PE_TOL)
-    close(pe[:, 1], torch.cos(pos), "column 1 should be cos(pos): the cosine of the same angle as "
-          "column 0 (interleaved, and the exponent uses 2i, shared by a pair of columns)", **PE_TOL)
+    max_len, d_model = sizes(2)
+    pe = _table(sub, max_len, d_model).double()
+    check(tuple(pe.shape) == (max_len, d_model), f"the table should be [{max_len}, {d_model}]")
+    close(pe[0], ref_pe(1, d_model)[0], "position 0 should be [0, 1, 0, 1, …] (sin 0 = 0 in even "
+          "columns, cos 0 = 1 in odd ones)", atol=1e-6,
+          suspects=pe_suspects(max_len, d_model, lambda t: t[0]))
+    close(pe[:, :2], ref_pe(max_len, d_model)[:, :2], "columns 0 and 1 should be sin(pos) and "
+          "cos(pos) (i = 0, frequency 1)", suspects=pe_suspects(max_len, d_model, lambda t: t[:, :2]),
+          **PE_TOL)
 
 
 @exercise("sinusoidal_positional_encoding", points=0.5)
 def test_pe_pairs_share_an_angle(sub):
-    pe = _table(sub, 60, 32).double()
-    close(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(60, 16),
+    max_len, d_model = sizes(3)
+    pe = _table(sub, max_len, d_model).double()
+    check(tuple(pe.shape) == (max_len, d_model), f"the table should be [{max_len}, {d_model}]")
+    close(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(max_len, d_model // 2),
           "each pair of columns (2i, 2i+1) should be a sin and a cos of the same angle, so "
-          "PE[pos, 2i]² + PE[pos, 2i+1]² = 1", atol=1e-5)
+          "PE[pos, 2i]² + PE[pos, 2i+1]² = 1", atol=1e-5,
+          suspects=pe_suspects(max_len, d_model, lambda t: t[:, 0::2] ** 2 + t[:, 1::2] ** 2))
 
 
 @exercise("sinusoidal_positional_encoding", points=0.5)
 def test_pe_relative_offsets(sub):
-    pe = _table(sub, 100, 32).double()
-    dots = pe[:-7] @ pe[7:].T  # row p, column q: PE[p] · PE[q + 7]
-    diag = torch.diagonal(dots, offset=0)  # PE[p] · PE[p + 7] for every p
-    close(diag, torch.full_like(diag, float(diag[0])),
-          "PE[p] · PE[p + 7] should be the same for every position p (it is Σ cos(7·ω_i)): "
-          "PE[p + k] is a rotation of PE[p]", atol=1e-3)
+    max_len, d_model = sizes(4)
+    k = int(torch.randint(2, 12, (1,), generator=gen(5)))
+    pe = _table(sub, max_len, d_model).double()
+    check(tuple(pe.shape) == (max_len, d_model), f"the table should be [{max_len}, {d_model}]")
+
+    def shifted_dots(t):
+        return (t[:-k] * t[k:]).sum(-1)
+
+    close(shifted_dots(pe), shifted_dots(ref_pe(max_len, d_model)),
+          f"PE[p] · PE[p + {k}] should be the same for every position p, Σ cos({k}·ω_i): PE[p + k] "
+          f"is a rotation of PE[p]", atol=1e-3, suspects=pe_suspects(max_len, d_model, shifted_dots))
 
 
 # --- PositionalEncoding -----------------------------------------------------------------
-
-X = torch.from_numpy(np.random.default_rng(7).normal(size=(2, 10, 16))).float()
-
 
 def _module(sub, *args, **kwargs):
     m = sub.new("PositionalEncoding", *args, **kwargs)
@@ -92,50 +170,78 @@ def _module(sub, *args, **kwargs):
     return m, info
 
 
-@exercise("PositionalEncoding", points=1)
+@exercise("PositionalEncoding", points=0.5)
 def test_pe_is_a_buffer(sub):
     m, info = _module(sub, 16, max_len=50)
     buffers = info["buffers"]
-    check("pe" in buffers, "keep the table as a buffer named `pe` (self.register_buffer('pe', …)), "
-          "not a plain attribute: a buffer moves with .to(device) and is saved in state_dict")
-    check("pe" not in info["parameters"], "`pe` is fixed: register it as a buffer, not a parameter")
+    check("pe" not in info["parameters"], "`pe` is fixed: register it as a buffer "
+          "(self.register_buffer('pe', table)), not an nn.Parameter", mistake="pe_parameter")
+    check("pe" in buffers or not buffers, f"name the buffer `pe` (found {', '.join(buffers)}): "
+          f"the model's code reads it by that name")
+    check("pe" in buffers, "keep the table as a buffer named `pe` (self.register_buffer('pe', "
+          "table)), not a plain attribute: a buffer moves with .to(device) and is saved in "
+          "state_dict", mistake="pe_not_buffer")
     pe = buffers["pe"]
-    check(tuple(pe.shape) == (50, 16),
-          f"the buffer `pe` should be [max_len, d_model] = [50, 16], got {list(pe.shape)}")
+    check(tuple(pe.shape) == (50, 16), f"the buffer `pe` should be [max_len, d_model] = [50, 16], "
+          f"got {list(pe.shape)}: forward adds pe[:L] to x [B, L, D]", mistake="pe_buffer_shape")
     check(pe.dtype == torch.float32, f"the buffer `pe` should be float32, got {pe.dtype}")
-    close(pe, ref_pe(50, 16), "the buffer `pe` should hold the sinusoidal table", **PE_TOL)
+    close(pe.double(), ref_pe(50, 16), "the buffer `pe` should hold the sinusoidal table", **PE_TOL)
     check(not info["parameters"], "PositionalEncoding has nothing to learn: it should have no parameters")
 
 
 @exercise("PositionalEncoding", points=1)
 def test_pe_forward_adds_table(sub):
-    m, _ = _module(sub, 16, max_len=50)
+    max_len = 50
+    m, _ = _module(sub, 16, max_len=max_len)
     m.eval()
-    close(m(X), X.double() + ref_pe(10, 16),
-          "forward(x) should return x + pe[:L] for x of shape [B, L, D] (the same rows for every "
-          "sentence of the batch); do not rescale x here: TokenEmbedding already did", **PE_TOL)
-    zeros = torch.zeros(1, 50, 16)
-    close(m(zeros), ref_pe(50, 16)[None], "with L = max_len every row of pe should be added", **PE_TOL)
+    L = int(torch.randint(5, max_len, (1,), generator=gen(10)))
+    x = randn(11, 2, L, 16)
+    close(m(x), x.double() + ref_pe(L, 16), f"forward(x) should return x + pe[:L] for x of shape "
+          f"[B, L, D] = [2, {L}, 16] (the same rows for every sentence of the batch)",
+          suspects=[suspect("pe_rescales_x", x.double() * 4.0 + ref_pe(L, 16), "forward multiplies x "
+                            "by √d_model: TokenEmbedding already did, so return x + pe[:L]")], **PE_TOL)
+    zeros = torch.zeros(1, max_len, 16)
+    close(m(zeros), ref_pe(max_len, 16)[None], "with L = max_len every row of pe should be added", **PE_TOL)
+
+
+def added(m, x):
+    """x + pe[:L], or x·√D + pe[:L] when the module rescales x (a mistake the forward check
+    charges), so that other checks judge only their own part."""
+    want = x.double() + ref_pe(x.shape[1], x.shape[2])
+    rescaled = x.double() * math.sqrt(x.shape[2]) + ref_pe(x.shape[1], x.shape[2])
+    training = m.inspect()["training"]
+    m.eval()
+    out = m(x)
+    m.train(training)
+    return rescaled if torch.allclose(out.double(), rescaled, atol=1e-4) else want
 
 
 @exercise("PositionalEncoding", points=0.5)
 def test_pe_dropout(sub):
     m, _ = _module(sub, 16, max_len=50, dropout=0.5)
+    x = randn(12, 4, 10, 16).abs() + 1.0
+    expected = added(m, x)
     m.train()
-    ones = torch.ones(4, 10, 16)
-    y = m(ones)
-    expected = ones.double() + ref_pe(10, 16)
+    y = m(x)
     check(isinstance(y, torch.Tensor) and tuple(y.shape) == (4, 10, 16),
           "forward should return a tensor of the shape of x")
-    zeroed = y == 0
+    y = y.double()
+    pe = ref_pe(10, 16).expand_as(y)
+    scale = float((expected - pe)[0, 0, 0] / x[0, 0, 0])
+    zeroed = y.abs() < 1e-7
+    before = (y - pe).abs() < 1e-5  # entries where only the encoding is left: x was dropped
+    check(not (before.float().mean() > 0.2 and torch.allclose(
+        torch.where(before, 0.0, y), torch.where(before, 0.0, 2.0 * scale * x.double() + pe), atol=1e-4)),
+        "dropout is applied to x before the encoding is added: apply it to the sum, "
+        "dropout(x + pe[:L])", mistake="pe_dropout_before_add")
     check(bool(zeroed.any()), "with dropout=0.5 in training mode some entries should be zeroed: "
-          "apply nn.Dropout(dropout) after adding the encoding")
-    kept = torch.where(zeroed, 0.0, y.double())  # the mask is random: report no positions
-    check(torch.allclose(kept, torch.where(zeroed, 0.0, 2.0 * expected), atol=1e-4, rtol=1e-5),
+          "apply nn.Dropout(dropout) after adding the encoding", mistake="pe_no_dropout")
+    check(torch.allclose(torch.where(zeroed, 0.0, y), torch.where(zeroed, 0.0, 2.0 * expected),
+                         atol=1e-4, rtol=1e-5),
           "in training mode the kept entries should be (x + pe[:L]) / (1 - p): add the encoding, "
           "then apply nn.Dropout to the sum")
     m.eval()
-    close(m(ones), expected, "in eval mode dropout should do nothing: output x + pe[:L]", **PE_TOL)
+    close(m(x), expected, "in eval mode dropout should do nothing: output x + pe[:L]", **PE_TOL)
 
 
 @exercise("PositionalEncoding", points=0.5)
@@ -144,28 +250,56 @@ def test_pe_defaults(sub):
     pe = m.get("pe")
     check(isinstance(pe, torch.Tensor) and tuple(pe.shape)[-2:] == (5000, 8),
           "PositionalEncoding(8) should default to max_len = 5000: `pe` of shape [5000, 8]")
+    x = randn(13, 2, 10, 8)
+    expected = added(m, x)
     m.train()  # the default dropout is 0: even in training mode nothing is dropped
-    x = X[:, :, :8]
-    close(m(x), x.double() + ref_pe(10, 8),
+    close(m(x), expected,
           "with the default dropout = 0.0, even in training mode forward(x) should be x + pe[:L]", **PE_TOL)
 
 
+@exercise("PositionalEncoding", points=0.5)
+def test_pe_runs_on_the_model_device(sub):
+    m, _ = _module(sub, 16, max_len=50)
+    m.eval()
+    try:
+        m(randn(14, 2, 7, 16), forbid=(ON_DEVICE,))
+    except SubmissionError as exc:
+        if exc.exc_type == "DeviceMismatch":
+            if "plain tensor attribute" in exc.message:
+                diagnose("pe_not_buffer", f"on a GPU this forward fails: {exc.message}; register "
+                         f"the table with self.register_buffer('pe', table) so that "
+                         f"model.to(device) moves it")
+            diagnose("pe_table_on_cpu", f"on a GPU this forward fails: {exc.message}; add the "
+                     f"registered buffer self.pe[:L], which moves with the model")
+        raise
+
+
 # --- TokenEmbedding ---------------------------------------------------------------------
-
-TOKENS = torch.tensor([[1, 2, 3, 0], [4, 4, 9, 7]])
-W = torch.from_numpy(np.random.default_rng(11).normal(size=(10, 16))).float()
-
 
 def _embedding(sub, vocab, d_model):
     m = sub.new("TokenEmbedding", vocab, d_model)
     info = m.inspect()
     check(info.get("is_module"), "TokenEmbedding should be an nn.Module")
-    check(info["modules"].get("embedding") == "torch.nn.modules.sparse.Embedding",
-          "TokenEmbedding should have a submodule named `embedding`, an nn.Embedding(vocab_size, d_model)")
+    check("embedding" in info["modules"], "TokenEmbedding should have a submodule named "
+          "`embedding`, an nn.Embedding(vocab_size, d_model): weights are loaded by that name",
+          mistake="emb_submodule_name")
+    check(info["modules"]["embedding"] == "torch.nn.modules.sparse.Embedding",
+          "the submodule `embedding` should be an nn.Embedding(vocab_size, d_model)")
     weight = info["parameters"].get("embedding.weight")
     check(weight is not None and tuple(weight.shape) == (vocab, d_model),
           f"the embedding table should be [vocab_size, d_model] = [{vocab}, {d_model}]")
     return m, info
+
+
+def emb_suspects(looked_up, d_model):
+    return [
+        suspect("emb_not_scaled", looked_up, f"the vectors are not scaled: multiply them by "
+                f"√d_model = √{d_model}"),
+        suspect("emb_divided", looked_up / math.sqrt(d_model), f"the vectors are divided by "
+                f"√d_model: multiply them by √{d_model}"),
+        suspect("emb_scaled_by_d", looked_up * d_model, f"the vectors are multiplied by d_model = "
+                f"{d_model}: the factor is its square root, √{d_model}"),
+    ]
 
 
 @exercise("TokenEmbedding", points=0.5)
@@ -175,26 +309,28 @@ def test_embedding_submodule(sub):
 
 @exercise("TokenEmbedding", points=1)
 def test_embedding_scaled_lookup(sub):
-    m, _ = _embedding(sub, 10, 16)
-    m.load_state_dict({"embedding.weight": W})
-    m.eval()
-    y = m(TOKENS)
-    close(y, W[TOKENS] * 4.0,
-          "forward(tokens) should look the tokens up and multiply by √d_model (= 4 for d_model = 16), "
-          "neither leave them unscaled nor divide", atol=1e-5, rtol=1e-5)
-    m2, _ = _embedding(sub, 10, 9)
-    m2.load_state_dict({"embedding.weight": W[:, :9]})
-    close(m2(TOKENS), W[:, :9][TOKENS] * 3.0,
-          "with d_model = 9 the vectors should be multiplied by √9 = 3", atol=1e-5, rtol=1e-5)
+    tokens = torch.randint(0, 10, (2, 5), generator=gen(20))
+    for d_model, n in ((16, 21), (9, 22)):
+        m, _ = _embedding(sub, 10, d_model)
+        w = randn(n, 10, d_model)
+        m.load_state_dict({"embedding.weight": w})
+        m.eval()
+        close(m(tokens), w[tokens] * math.sqrt(d_model),
+              f"forward(tokens) should look the tokens up and multiply by √d_model "
+              f"(= {math.sqrt(d_model):g} for d_model = {d_model})", atol=1e-5, rtol=1e-5,
+              suspects=emb_suspects(w[tokens], d_model))
 
 
 @exercise("TokenEmbedding", points=0.5)
 def test_embedding_init_scale(sub):
     _, info = _embedding(sub, 2000, 64)
     std = float(info["parameters"]["embedding.weight"].double().std())
+    check(not 0.5 < std < 2.0 or 0.5 * 64 ** -0.5 < std < 2.0 * 64 ** -0.5,
+          f"the embedding keeps PyTorch's N(0, 1) initialisation (std {std:.3g}): initialise it "
+          f"with std d_model ** -0.5 (0.125 for d_model = 64), or × √d_model drowns the "
+          f"positional encoding", mistake="emb_init")
     check(0.5 * 64 ** -0.5 < std < 2.0 * 64 ** -0.5,
-          f"initialise the embedding with std d_model ** -0.5 (0.125 for d_model = 64), found std "
-          f"{std:.3g}: N(0, 1) times √d_model would drown the positional encoding")
+          f"initialise the embedding with std d_model ** -0.5 (0.125 for d_model = 64), found std {std:.3g}")
     m, _ = _embedding(sub, 2000, 64)
     m.eval()
     out = m(torch.arange(2000)[None])

@@ -2,10 +2,14 @@
 
 Every layer is compared with PyTorch's own (``nn.TransformerEncoderLayer`` /
 ``nn.TransformerDecoderLayer``, ``batch_first=True``, both LayerNorm placements) after its
-weights are copied into the student's module by name; the whole model is compared with an
-oracle assembled from those layers, and checked by properties (causality, padding
-invariance). ``greedy_decode`` runs against a scripted model (the ``copy_model`` fixture),
-so it is graded independently of the student's Transformer.
+weights are copied into the student's module by name; the whole model is compared with
+the same computation written out in float64 (``transformer_ref``), and checked by
+properties (causality, padding invariance, left padding). ``greedy_decode`` runs against
+a scripted model (the ``copy_model`` fixture), so it is graded independently of the
+student's Transformer. Weights and inputs are drawn afresh for every grading run.
+
+A wrong output is compared with the outputs of the common mistakes (``suspect``), written
+as options of the float64 layers below: the one it matches is the hint.
 """
 
 import math
@@ -13,20 +17,80 @@ import math
 import torch
 from torch import nn
 
-from grader.framework import Failed, check, close, exercise
+from grader.framework import (
+    ON_DEVICE,
+    Failed,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    identify,
+    matches,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 
+MISTAKES = {
+    "ffn_no_activation": "no activation between linear1 and linear2",
+    "ffn_activation_ignored": "the activation argument is ignored",
+    "ffn_tanh_gelu": "the tanh approximation instead of the exact GELU",
+    "ffn_dropout_ignored": "the feed-forward's dropout argument is ignored",
+    "ffn_activation_after": "the activation is applied after linear2",
+    "ln_placement_swapped": "post-LN and pre-LN swapped (norm_first read the wrong way round)",
+    "no_residual_attn": "no residual connection around the self-attention",
+    "no_residual_ff": "no residual connection around the feed-forward",
+    "no_residual_cross": "no residual connection around the cross-attention",
+    "pre_ln_residual_normalised": "pre-LN adds the normalised input to the residual stream",
+    "norms_swapped": "norm1 and norm2 used in each other's place",
+    "src_mask_ignored": "the encoder layer ignores src_mask",
+    "tgt_mask_ignored": "the decoder layer ignores tgt_mask",
+    "memory_mask_ignored": "the decoder layer ignores memory_mask",
+    "cross_kv_from_decoder": "cross-attention takes its keys and values from the decoder",
+    "cross_keys_from_decoder": "cross-attention takes its keys from the decoder",
+    "cross_queries_from_memory": "cross-attention takes its queries from memory",
+    "cross_before_self": "cross-attention before self-attention",
+    "pre_ln_normalised_memory": "pre-LN cross-attention normalises memory with norm2",
+    "attn_no_dropout": "the attention gets no dropout (MultiHeadAttention built without it)",
+    "residual_no_dropout": "no dropout on the sub-layers' outputs",
+    "no_causal_mask": "the decoder's self-attention gets no causal mask",
+    "no_tgt_padding_mask": "the target mask ignores the target's padding",
+    "no_src_padding_mask": "the encoder gets no source padding mask",
+    "no_memory_mask": "the decoder's cross-attention gets no memory mask",
+    "pad_id_hardcoded": "the masks are built from pad id 0, not the model's pad_id",
+    "no_positional_encoding": "no positional encoding",
+    "no_final_norms_pre_ln": "pre-LN without the final encoder_norm / decoder_norm",
+    "final_norms_post_ln": "final norms added in post-LN too",
+    "norm_first_not_passed": "norm_first not passed to the layers",
+    "decoder_uses_src_embed": "the decoder embeds the target with src_embed",
+    "shared_layers": "one layer object repeated: the layers share their weights",
+    "pos_enc_args_ignored": "max_len or dropout do not reach the PositionalEncoding",
+    "layers_no_dropout": "the layers do not get the model's dropout",
+    "embeddings_reinitialised": "the embeddings are re-initialised with std 1",
+    "mask_on_cpu": "a mask made inside the model without device=",
+    "never_stops": "decoding does not stop when every row has ended",
+    "drops_bos": "the decoded rows do not start with bos",
+    "starts_with_pad": "decoding starts from pad instead of bos",
+    "no_pad_after_eos": "tokens after a row's eos are not replaced by pad",
+    "stops_at_first_eos": "decoding stops when any row ends, not every row",
+    "max_len_off_by_one": "decoding returns max_len + 1 tokens",
+    "no_memory_mask_decode": "greedy decoding passes no memory mask",
+    "first_position_logits": "the next token is taken from the first position's logits",
+    "decode_in_train_mode": "greedy decoding runs the model in training mode (dropout on)",
+    "decode_output_on_cpu": "greedy decoding makes its token tensor on the CPU",
+}
+
 D, H, FF = 16, 4, 32
-ATOL = 2e-5
+ATOL = 1e-4  # float32 against float64 (or torch's layers); every mistake is off by far more
 
 
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
+def randn(n, *shape, scale=1.0):
+    return torch.randn(*shape, generator=gen(n)) * scale
 
 
-def _randomize(module, seed):
+def _randomize(module, n):
     """Random weights (LayerNorm scales around 1) so that every parameter matters."""
-    g = _gen(seed)
+    g = gen(n)
     with torch.no_grad():
         for name, p in module.named_parameters():
             if "norm" in name and name.endswith("weight"):
@@ -95,51 +159,206 @@ def _causal(n):
     return torch.tril(torch.ones(n, n, dtype=torch.bool))
 
 
-X = torch.randn(3, 7, D, generator=_gen(1))
-MEM = torch.randn(3, 5, D, generator=_gen(2))
-TGT_X = torch.randn(3, 6, D, generator=_gen(3))
-KEEP_SRC = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] * 4 + [False]])
-KEEP_X = torch.tensor([[True] * 7, [True] * 5 + [False] * 2, [True] * 6 + [False]])
+def _keep(n, batch, length, full_row=True):
+    """A right-padding pattern [batch, length] (True = token), row 0 unpadded."""
+    lengths = torch.randint(2, length, (batch,), generator=gen(n))
+    if full_row:
+        lengths[0] = length
+    return torch.arange(length)[None, :] < lengths[:, None]
+
+
+# --- the same computations in float64, with the common mistakes as options --------------
+
+def _lin(p, name, x):
+    return x @ p[f"{name}.weight"].double().T + p[f"{name}.bias"].double()
+
+
+def _mha(p, prefix, q, k, v, mask=None):
+    """Multi-head attention of the course: mask True = allowed, fully masked rows -> 0."""
+    d = D // H
+
+    def heads(t):
+        return t.reshape(t.shape[0], t.shape[1], H, d).transpose(1, 2)
+
+    qh, kh = heads(_lin(p, f"{prefix}.q_proj", q)), heads(_lin(p, f"{prefix}.k_proj", k))
+    vh = heads(_lin(p, f"{prefix}.v_proj", v))
+    s = qh @ kh.transpose(-2, -1) / math.sqrt(d)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    a = torch.softmax(s, -1)
+    if mask is not None:
+        a = a.masked_fill(~mask, 0.0)
+    out = (a @ vh).transpose(1, 2).reshape(q.shape[0], q.shape[1], D)
+    return _lin(p, f"{prefix}.out_proj", out)
+
+
+def _ln(p, name, x, affine=True):
+    if not affine:
+        return nn.functional.layer_norm(x, (D,), eps=1e-5)
+    return nn.functional.layer_norm(x, (D,), p[f"{name}.weight"].double(), p[f"{name}.bias"].double(), 1e-5)
+
+
+def _ff(p, prefix, x):
+    return _lin(p, f"{prefix}.linear2", torch.relu(_lin(p, f"{prefix}.linear1", x)))
+
+
+def encoder_ref(p, x, mask, norm_first, mistake=None, pre=""):
+    x = x.double()
+    mask = None if mistake == "src_mask_ignored" else mask
+
+    def sa(h):
+        return _mha(p, f"{pre}self_attn", h, h, h, mask)
+
+    n1, n2 = (f"{pre}norm2", f"{pre}norm1") if mistake == "norms_swapped" else (f"{pre}norm1", f"{pre}norm2")
+    if norm_first != (mistake == "ln_placement_swapped"):
+        h = _ln(p, n1, x)
+        x = (h if mistake == "pre_ln_residual_normalised" else x) + sa(h)
+        return (0.0 if mistake == "no_residual_ff" else x) + _ff(p, f"{pre}ff", _ln(p, n2, x))
+    x = _ln(p, n1, (0.0 if mistake == "no_residual_attn" else x) + sa(x))
+    return _ln(p, n2, (0.0 if mistake == "no_residual_ff" else x) + _ff(p, f"{pre}ff", x))
+
+
+def decoder_ref(p, x, mem, tgt_mask, mem_mask, norm_first, mistake=None, pre=""):
+    x, mem = x.double(), mem.double()
+    tgt_mask = None if mistake == "tgt_mask_ignored" else tgt_mask
+    mem_mask = None if mistake == "memory_mask_ignored" else mem_mask
+
+    def sa(h):
+        return _mha(p, f"{pre}self_attn", h, h, h, tgt_mask)
+
+    def ca(h):
+        c = f"{pre}cross_attn"
+        if mistake == "cross_kv_from_decoder":
+            return _mha(p, c, h, h, h, mem_mask)
+        if mistake == "cross_keys_from_decoder":
+            return _mha(p, c, h, h, mem, mem_mask)
+        if mistake == "cross_queries_from_memory":
+            return _mha(p, c, mem, h, h)
+        if mistake == "pre_ln_normalised_memory" and norm_first:
+            m = _ln(p, f"{pre}norm2", mem)
+            return _mha(p, c, h, m, m, mem_mask)
+        return _mha(p, c, h, mem, mem, mem_mask)
+
+    n1, n2, n3 = f"{pre}norm1", f"{pre}norm2", f"{pre}norm3"
+    res_cross = 0.0 if mistake == "no_residual_cross" else 1.0
+    if norm_first != (mistake == "ln_placement_swapped"):
+        x = x + sa(_ln(p, n1, x))
+        x = res_cross * x + ca(_ln(p, n2, x))
+        return x + _ff(p, f"{pre}ff", _ln(p, n3, x))
+    if mistake == "cross_before_self":
+        x = _ln(p, n2, x + ca(x))
+        x = _ln(p, n1, x + sa(x))
+    else:
+        x = _ln(p, n1, x + sa(x))
+        x = _ln(p, n2, res_cross * x + ca(x))
+    return _ln(p, n3, (0.0 if mistake == "no_residual_ff" else x) + _ff(p, f"{pre}ff", x))
+
+
+HINTS = {
+    "ln_placement_swapped": "the layer normalises where the other placement does: with "
+                            "norm_first=True (pre-LN) the norm starts each branch, x + sublayer(norm(x)); "
+                            "with norm_first=False (post-LN) it follows the addition, norm(x + sublayer(x))",
+    "no_residual_attn": "the self-attention sub-layer has no residual connection: post-LN is "
+                        "norm1(x + self_attn(x, x, x)), keep the x +",
+    "no_residual_ff": "the feed-forward sub-layer has no residual connection: add its input back "
+                      "(x + ff(...))",
+    "no_residual_cross": "the cross-attention sub-layer has no residual connection: add its input "
+                         "back (x + cross_attn(...))",
+    "pre_ln_residual_normalised": "pre-LN adds the normalised input to the stream: h = norm1(x), then "
+                                  "x = x + self_attn(h, h, h), with the un-normalised x",
+    "norms_swapped": "norm1 and norm2 are used in each other's place: norm1 belongs to the "
+                     "self-attention sub-layer, norm2 to the feed-forward",
+    "src_mask_ignored": "src_mask does not reach the self-attention: pass it, self_attn(x, x, x, src_mask)",
+    "tgt_mask_ignored": "tgt_mask does not reach the self-attention: pass it, self_attn(x, x, x, tgt_mask)",
+    "memory_mask_ignored": "memory_mask does not reach the cross-attention: pass it, "
+                           "cross_attn(x, memory, memory, memory_mask)",
+    "cross_kv_from_decoder": "cross-attention takes its keys and values from the decoder: they come "
+                             "from the encoder's output, cross_attn(x, memory, memory, memory_mask)",
+    "cross_keys_from_decoder": "cross-attention takes its keys from the decoder: keys and values both "
+                               "come from memory, cross_attn(x, memory, memory, memory_mask)",
+    "cross_queries_from_memory": "cross-attention takes its queries from memory: the queries come from "
+                                 "the decoder, keys and values from memory, cross_attn(x, memory, memory)",
+    "cross_before_self": "cross-attention runs before self-attention: the decoder first attends to "
+                         "what it has written (self_attn, norm1), then to the source (cross_attn, norm2)",
+    "pre_ln_normalised_memory": "norm2 is applied to memory too: in pre-LN only the decoder's stream "
+                                "is normalised, cross_attn(norm2(x), memory, memory)",
+}
+
+
+def layer_suspects(ref, mistakes, *args):
+    return [suspect(m, (lambda m=m: ref(*args, mistake=m)), HINTS[m]) for m in mistakes]
+
+
+ENC_MISTAKES = ("ln_placement_swapped", "no_residual_attn", "no_residual_ff", "pre_ln_residual_normalised",
+                "norms_swapped", "src_mask_ignored")
+DEC_MISTAKES = ("ln_placement_swapped", "no_residual_attn", "no_residual_ff", "no_residual_cross",
+                "pre_ln_normalised_memory", "tgt_mask_ignored", "memory_mask_ignored",
+                "cross_kv_from_decoder", "cross_keys_from_decoder", "cross_queries_from_memory",
+                "cross_before_self")
 
 
 # --- PositionwiseFeedForward ----------------------------------------------------------
 
-def _ffn_params(seed, d_ff=FF):
-    g = _gen(seed)
+def _ffn_params(n, d_ff=FF):
+    g = gen(n)
     return {"linear1.weight": torch.randn(d_ff, D, generator=g) / 4,
             "linear1.bias": 0.3 * torch.randn(d_ff, generator=g),
             "linear2.weight": torch.randn(D, d_ff, generator=g) / math.sqrt(d_ff),
             "linear2.bias": 0.3 * torch.randn(D, generator=g)}
 
 
-def _ffn_oracle(p, x, act):
-    h = act(x @ p["linear1.weight"].T + p["linear1.bias"])
-    return h @ p["linear2.weight"].T + p["linear2.bias"]
+def _ffn_oracle(p, x, act, after=False):
+    h = act(x @ p["linear1.weight"].T + p["linear1.bias"]) if not after else x @ p["linear1.weight"].T + p["linear1.bias"]
+    y = h @ p["linear2.weight"].T + p["linear2.bias"]
+    return act(y) if after else y
 
 
 FFN_HINT = "name the layers linear1 (d_model -> d_ff) and linear2 (d_ff -> d_model)"
 
 
+def ffn_suspects(p, x, activation):
+    def tanh_gelu(t):
+        return nn.functional.gelu(t, approximate="tanh")
+
+    act = torch.relu if activation == "relu" else nn.functional.gelu
+    return [
+        suspect("ffn_no_activation", _ffn_oracle(p, x, lambda t: t), "there is no activation between "
+                "linear1 and linear2: two linear maps in a row are just one linear map"),
+        suspect("ffn_activation_ignored", _ffn_oracle(p, x, torch.relu) if activation == "gelu" else None,
+                'with activation="gelu" the layer still uses ReLU: pick the activation from the '
+                "argument (gelu of lesson 06 for \"gelu\")"),
+        suspect("ffn_tanh_gelu", _ffn_oracle(p, x, tanh_gelu) if activation == "gelu" else None,
+                'with activation="gelu" the activation should be the exact GELU x·Φ(x) (gelu of '
+                "lesson 06), not its tanh approximation"),
+        suspect("ffn_activation_after", _ffn_oracle(p, x, act, after=True), "the activation is applied "
+                "after linear2: FFN(x) = linear2(act(linear1(x)))"),
+    ]
+
+
+def _x(n, B=3, L=7):
+    return randn(n, B, L, D)
+
+
 @exercise("PositionwiseFeedForward", points=1)
 def test_ffn_relu(sub):
-    p = _ffn_params(10)
+    p, x = _ffn_params(10), _x(11)
     ff = _inject(sub.new("PositionwiseFeedForward", D, FF), p, "PositionwiseFeedForward", FFN_HINT)
-    close(ff(X), _ffn_oracle(p, X, torch.relu),
-          "FFN(x) should be linear2(relu(linear1(x))) at every position", atol=ATOL)
+    close(ff(x), _ffn_oracle(p, x, torch.relu), "FFN(x) should be linear2(relu(linear1(x))) at "
+          "every position", atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
 
 
 @exercise("PositionwiseFeedForward", points=1)
 def test_ffn_gelu(sub):
-    p = _ffn_params(11)
+    p, x = _ffn_params(12), _x(13)
     ff = _inject(sub.new("PositionwiseFeedForward", D, FF, activation="gelu"), p,
                  "PositionwiseFeedForward", FFN_HINT)
-    close(ff(X), _ffn_oracle(p, X, nn.functional.gelu),
-          'with activation="gelu" the activation should be the exact GELU x·Φ(x) of lesson 06 '
-          "(is the activation argument ignored?)", atol=ATOL)
+    close(ff(x), _ffn_oracle(p, x, nn.functional.gelu), 'with activation="gelu" the layer should be '
+          "linear2(gelu(linear1(x))) with the exact GELU x·Φ(x) of lesson 06", atol=ATOL,
+          suspects=ffn_suspects(p, x, "gelu"))
     ff2 = _inject(sub.new("PositionwiseFeedForward", D, FF, 0.0, "relu"), p,
                   "PositionwiseFeedForward", FFN_HINT)
-    close(ff2(X), _ffn_oracle(p, X, torch.relu),
-          'with activation="relu" the activation should be ReLU', atol=ATOL)
+    close(ff2(x), _ffn_oracle(p, x, torch.relu), 'with activation="relu" the activation should be '
+          "ReLU", atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
 
 
 @exercise("PositionwiseFeedForward", points=0.5)
@@ -149,77 +368,144 @@ def test_ffn_sizes(sub):
     check("linear1.weight" in params and "linear2.weight" in params, FFN_HINT)
     check(tuple(params["linear1.weight"].shape) == (24, 6) and tuple(params["linear2.weight"].shape) == (6, 24),
           "linear1 should map d_model -> d_ff (weight [d_ff, d_model]) and linear2 d_ff -> d_model")
-    out = ff(torch.randn(2, 3, 6, generator=_gen(12)))
+    out = ff(randn(14, 2, 3, 6))
     check(tuple(out.shape) == (2, 3, 6), "the output should have the input's shape [B, L, d_model]")
 
 
 @exercise("PositionwiseFeedForward", points=0.5)
 def test_ffn_dropout(sub):
-    p = _ffn_params(13, 64)
+    p, x = _ffn_params(15, 64), _x(16)
     ff = _inject(sub.new("PositionwiseFeedForward", D, 64, dropout=0.5), p, "PositionwiseFeedForward", FFN_HINT)
-    close(ff(X), _ffn_oracle(p, X, torch.relu), "in eval mode dropout must do nothing", atol=ATOL)
+    close(ff(x), _ffn_oracle(p, x, torch.relu), "in eval mode dropout must do nothing", atol=ATOL)
     ff.train()
-    out = ff(X)
-    check(not torch.allclose(out, _ffn_oracle(p, X, torch.relu), atol=1e-4),
-          "with dropout=0.5 in training mode some activations should be dropped: "
-          "is the dropout argument used?")
+    out = ff(x)
+    check(not torch.allclose(out, _ffn_oracle(p, x, torch.relu), atol=1e-4),
+          "with dropout=0.5 in training mode some activations should be dropped: pass the dropout "
+          "argument to nn.Dropout, after the activation", mistake="ffn_dropout_ignored")
 
 
 # --- EncoderLayer ----------------------------------------------------------------------
 
-def _torch_encoder(norm_first, seed):
-    layer = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
-    return _randomize(layer, seed).train()  # train mode: no fast path; dropout is 0
+def _torch_encoder(norm_first, n):
+    with torch.random.fork_rng(devices=[]):
+        layer = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
+    return _randomize(layer, n).train()  # train mode: no fast path; dropout is 0
 
 
-def _student_encoder(sub, norm_first, layer):
-    ours = sub.new("EncoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first)
+def _student_encoder(sub, norm_first, layer, dropout=0.0):
+    ours = sub.new("EncoderLayer", D, H, FF, dropout=dropout, norm_first=norm_first)
     return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT)
 
 
-POST_ENC = ("with norm_first=False (post-LN, the paper) the layer should compute "
-            "x = norm1(x + self_attn(x, x, x)), then x = norm2(x + ff(x)); "
-            "compared with nn.TransformerEncoderLayer given the same weights")
-PRE_ENC = ("with norm_first=True (pre-LN) the layer should compute "
-           "x = x + self_attn(h, h, h) with h = norm1(x), then x = x + ff(norm2(x)); "
-           "compared with nn.TransformerEncoderLayer(norm_first=True) given the same weights")
+def _check_encoder(sub, norm_first, n, mask=None, torch_mask=None, what=""):
+    layer = _torch_encoder(norm_first, n)
+    x = _x(n + 1)
+    out = _student_encoder(sub, norm_first, layer)(x, mask) if mask is not None else \
+        _student_encoder(sub, norm_first, layer)(x)
+    want = layer(x, **(torch_mask or {}))
+    placement = ("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then "
+                 "x = x + ff(norm2(x))" if norm_first else
+                 "post-LN (norm_first=False, the paper): x = norm1(x + self_attn(x, x, x)), then "
+                 "x = norm2(x + ff(x))")
+    close(out, want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
+          f"does with the same weights", atol=ATOL,
+          suspects=layer_suspects(encoder_ref, ENC_MISTAKES, _layer_params(layer), x, mask, norm_first))
 
 
 @exercise("EncoderLayer", points=1)
 def test_encoder_post_ln(sub):
-    layer = _torch_encoder(False, 20)
-    close(_student_encoder(sub, False, layer)(X), layer(X), POST_ENC, atol=ATOL)
+    _check_encoder(sub, False, 20)
 
 
 @exercise("EncoderLayer", points=1)
 def test_encoder_pre_ln(sub):
-    layer = _torch_encoder(True, 21)
-    close(_student_encoder(sub, True, layer)(X), layer(X), PRE_ENC, atol=ATOL)
+    _check_encoder(sub, True, 22)
 
 
 @exercise("EncoderLayer", points=1)
-def test_encoder_padding_mask(sub):
-    layer = _torch_encoder(False, 22)
-    ours = _student_encoder(sub, False, layer)
-    close(ours(X, _pad_mask(KEEP_X)), layer(X, src_key_padding_mask=~KEEP_X),
-          "with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: "
-          "pass src_mask to the self-attention", atol=ATOL)
+def test_encoder_masks(sub):
+    keep = _keep(24, 3, 7)
+    _check_encoder(sub, False, 25, _pad_mask(keep), {"src_key_padding_mask": ~keep},
+                   "with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ")
+    _check_encoder(sub, True, 27, _causal(7), {"src_mask": ~_causal(7)},
+                   "pre-LN with an [L, L] src_mask (True = may attend): ")
+
+
+def check_layer_dropout(sub, name, n, sublayers):
+    """Dropout where nn.Transformer*Layer puts it: the attention weights (the MultiHeadAttention
+    is built with the layer's dropout), inside the feed-forward, and on every sub-layer's
+    output before the residual addition. Pre-LN makes the last one readable: with values
+    zeroed and linear2's weight zeroed, each sub-layer outputs a constant c_k, so the layer
+    adds Σ_k dropout(c_k) to x; with c_k = 1, 10, 100 every mix of kept and dropped shows."""
+    p = 0.5
+    m = sub.new(name, D, H, FF, dropout=p, norm_first=True)
+    names = set(m.state_dict())
+    check(all(f"{s}.q_proj.weight" in names for s in sublayers[:-1]) and "ff.linear2.weight" in names,
+          LAYER_HINT)
+    m.train()
+    # 1. attention dropout: uniform weights, values = 1, out_proj the identity
+    for s in sublayers[:-1]:
+        attn = m.get(s)
+        state = attn.state_dict()
+        for key in state:
+            state[key] = torch.zeros_like(state[key])
+        state["v_proj.bias"] = torch.ones(D)
+        state["out_proj.weight"] = torch.eye(D)
+        attn.load_state_dict(state)
+        attn.train()
+        x = _x(n, 4, 12)
+        out = attn(x, x, x)
+        check(not torch.allclose(out, torch.ones_like(out), atol=1e-6),
+              f"{name}({D}, {H}, {FF}, dropout={p}): `{s}` applies no dropout to its attention "
+              f"weights in training mode: build it with the layer's dropout, "
+              f"MultiHeadAttention(d_model, n_head, dropout)", mistake="attn_no_dropout")
+    # 2. residual dropout on each sub-layer's output
+    state = m.state_dict()
+    constants = [1.0, 10.0, 100.0][:len(sublayers)]
+    for s, c in zip(sublayers[:-1], constants, strict=False):
+        state[f"{s}.v_proj.weight"] = torch.zeros_like(state[f"{s}.v_proj.weight"])
+        state[f"{s}.v_proj.bias"] = torch.zeros_like(state[f"{s}.v_proj.bias"])
+        state[f"{s}.out_proj.bias"] = torch.full_like(state[f"{s}.out_proj.bias"], c)
+    state["ff.linear2.weight"] = torch.zeros_like(state["ff.linear2.weight"])
+    state["ff.linear2.bias"] = torch.full_like(state["ff.linear2.bias"], constants[-1])
+    m.load_state_dict(state)
+    x = _x(n + 1, 8, 12)
+    args = (x,) if len(sublayers) == 2 else (x, _x(n + 2, 8, 5))
+    m.eval()
+    if not torch.allclose(m(*args) - x, torch.full_like(x, sum(constants)), atol=1e-3):
+        return  # the pre-LN layer itself is wrong: its own check charges that
+    m.train()
+    added = (m(*args) - x).double()
+    kept = [torch.isclose(added, torch.full_like(added, sum(c / (1 - p) * k for c, k in zip(constants, bits, strict=True))),
+                          atol=1e-3)
+            for bits in _bit_patterns(len(constants))]
+    explained = torch.stack(kept).any(0)
+    full = torch.isclose(added, torch.full_like(added, sum(constants)), atol=1e-3)
+    check(not full.all(), f"{name}(dropout={p}) in training mode applies no dropout to the "
+          f"sub-layers' outputs: x + dropout(sublayer(...)), one nn.Dropout(dropout) per "
+          f"residual (or one shared module)", mistake="residual_no_dropout")
+    both_dropped = float(kept[0].float().mean())  # expected p ** (number of sub-layers)
+    check(bool(explained.all()) and abs(both_dropped - p ** len(constants)) < 0.1,
+          f"{name}(dropout={p}) in training mode should drop each sub-layer's output with "
+          f"probability {p} (and scale the rest by 1/(1 - p)) before adding it to x",
+          mistake="residual_no_dropout")
+
+
+def _bit_patterns(k):
+    return [[(i >> j) & 1 for j in range(k)] for i in range(2 ** k)]
 
 
 @exercise("EncoderLayer", points=1)
-def test_encoder_causal_mask_pre_ln(sub):
-    layer = _torch_encoder(True, 23)
-    ours = _student_encoder(sub, True, layer)
-    close(ours(X, src_mask=_causal(7)), layer(X, src_mask=~_causal(7)),
-          "pre-LN with an [L, L] src_mask: the mask must reach the self-attention "
-          "(True = may attend)", atol=ATOL)
+def test_encoder_dropout_where_the_paper_puts_it(sub):
+    check_layer_dropout(sub, "EncoderLayer", 30, ["self_attn", "ff"])
 
 
 # --- DecoderLayer ----------------------------------------------------------------------
 
-def _torch_decoder(norm_first, seed):
-    layer = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
-    return _randomize(layer, seed).train()
+def _torch_decoder(norm_first, n):
+    with torch.random.fork_rng(devices=[]):
+        layer = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
+    return _randomize(layer, n).train()
 
 
 def _student_decoder(sub, norm_first, layer):
@@ -227,60 +513,77 @@ def _student_decoder(sub, norm_first, layer):
     return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT)
 
 
-POST_DEC = ("with norm_first=False the decoder layer should compute x = norm1(x + self_attn(x, x, x)), "
-            "x = norm2(x + cross_attn(x, memory, memory)), x = norm3(x + ff(x)): self-attention "
-            "first, then cross-attention with queries from the decoder and keys and values from "
-            "memory; compared with nn.TransformerDecoderLayer given the same weights")
-PRE_DEC = ("with norm_first=True the decoder layer should compute x = x + self_attn(h, h, h) with "
-           "h = norm1(x), x = x + cross_attn(norm2(x), memory, memory), x = x + ff(norm3(x)); "
-           "compared with nn.TransformerDecoderLayer(norm_first=True) given the same weights")
-
-
-def _decoder_call(layer_handle, *args, **kwargs):
+def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what=""):
+    layer = _torch_decoder(norm_first, n)
+    p = _layer_params(layer)
+    x, mem = randn(n + 1, 3, 6, D), randn(n + 2, 3, 5, D)
+    ours = _student_decoder(sub, norm_first, layer)
+    kwargs = {k: v for k, v in (("tgt_mask", tgt_mask), ("memory_mask", mem_mask)) if v is not None}
+    placement = ("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), "
+                 "memory, memory), x = x + ff(norm3(x))" if norm_first else
+                 "post-LN: x = norm1(x + self_attn(x, x, x)), x = norm2(x + cross_attn(x, memory, "
+                 "memory)), x = norm3(x + ff(x))")
+    message = (f"{what}the decoder layer should compute {placement} (queries from the decoder, keys "
+               f"and values from memory), as nn.TransformerDecoderLayer does with the same weights")
     try:
-        return layer_handle(*args, **kwargs)
-    except SubmissionError as exc:
-        raise Failed(f"the decoder layer failed on a target of length 6 and a memory of length 5 "
-                     f"({exc.exc_type}: {exc.message[:200]}): cross-attention takes its queries "
-                     f"from the decoder and its keys and values from memory") from None
+        out = ours(x, mem, **kwargs)
+    except SubmissionError:
+        # a target of 6 and a memory of 5 positions made it fail: with equal lengths the
+        # same mistake runs, and the output tells which one it is
+        x5 = x[:, :5]
+        t5 = tgt_mask[:5, :5] if tgt_mask is not None else None
+        try:
+            out5 = ours(x5, mem, **dict(kwargs, **({"tgt_mask": t5} if t5 is not None else {})))
+        except SubmissionError:
+            raise
+        found = identify(out5, decoder_ref(p, x5, mem, t5, mem_mask, norm_first), layer_suspects(
+            decoder_ref, DEC_MISTAKES, p, x5, mem, t5, mem_mask, norm_first), atol=ATOL)
+        if found is not None:
+            diagnose(found.mistake, f"{found.message} (with a target of 6 and a memory of 5 "
+                     f"positions the layer fails)")
+        raise
+    torch_kwargs = {}
+    if tgt_mask is not None:
+        torch_kwargs["tgt_mask"] = ~tgt_mask
+    if mem_mask is not None:
+        torch_kwargs["memory_key_padding_mask"] = ~mem_mask[:, 0, 0, :]
+    close(out, layer(x, mem, **torch_kwargs), message, atol=ATOL, suspects=layer_suspects(
+        decoder_ref, DEC_MISTAKES, p, x, mem, tgt_mask, mem_mask, norm_first))
+    return ours, x, mem
 
 
 @exercise("DecoderLayer", points=1)
 def test_decoder_post_ln(sub):
-    layer = _torch_decoder(False, 30)
-    out = _decoder_call(_student_decoder(sub, False, layer), TGT_X, MEM)
-    close(out, layer(TGT_X, MEM), POST_DEC, atol=ATOL)
+    _check_decoder(sub, False, 40)
 
 
 @exercise("DecoderLayer", points=1)
 def test_decoder_pre_ln(sub):
-    layer = _torch_decoder(True, 31)
-    out = _decoder_call(_student_decoder(sub, True, layer), TGT_X, MEM)
-    close(out, layer(TGT_X, MEM), PRE_DEC, atol=ATOL)
+    _check_decoder(sub, True, 43)
 
 
-@exercise("DecoderLayer", points=1)
+@exercise("DecoderLayer", points=0.75)
 def test_decoder_target_mask(sub):
-    layer = _torch_decoder(False, 32)
-    ours = _student_decoder(sub, False, layer)
-    out = _decoder_call(ours, TGT_X, MEM, tgt_mask=_causal(6))
-    changed = TGT_X.clone()
-    changed[:, 3:] = torch.randn(3, 3, D, generator=_gen(33))
-    later = _decoder_call(ours, changed, MEM, tgt_mask=_causal(6))
-    close(later[:, :3], out[:, :3], "with the causal tgt_mask, changing later target positions "
-          "must not change earlier outputs: pass tgt_mask to the self-attention", atol=ATOL)
-    close(out, layer(TGT_X, MEM, tgt_mask=~_causal(6)),
-          "with a causal tgt_mask the decoder layer differs from nn.TransformerDecoderLayer", atol=ATOL)
+    ours, x, mem = _check_decoder(sub, False, 46, tgt_mask=_causal(6),
+                                  what="with a causal tgt_mask [Lt, Lt]: ")
+    changed = x.clone()
+    changed[:, 3:] = randn(49, 3, 3, D)
+    close(ours(changed, mem, tgt_mask=_causal(6))[:, :3], ours(x, mem, tgt_mask=_causal(6))[:, :3],
+          "with the causal tgt_mask, changing later target positions must not change earlier "
+          "outputs", atol=ATOL)
 
 
-@exercise("DecoderLayer", points=1)
+@exercise("DecoderLayer", points=0.75)
 def test_decoder_memory_mask_pre_ln(sub):
-    layer = _torch_decoder(True, 34)
-    ours = _student_decoder(sub, True, layer)
-    out = _decoder_call(ours, TGT_X, MEM, tgt_mask=_causal(6), memory_mask=_pad_mask(KEEP_SRC))
-    close(out, layer(TGT_X, MEM, tgt_mask=~_causal(6), memory_key_padding_mask=~KEEP_SRC),
-          "with memory_mask [B, 1, 1, Ls] the cross-attention must not look at the source's "
-          "padding: pass memory_mask to cross_attn (and tgt_mask to self_attn)", atol=ATOL)
+    keep = _keep(50, 3, 5)
+    _check_decoder(sub, True, 51, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
+                   what="with memory_mask [B, 1, 1, Ls] the cross-attention must not look at the "
+                   "source's padding: ")
+
+
+@exercise("DecoderLayer", points=0.5)
+def test_decoder_dropout_where_the_paper_puts_it(sub):
+    check_layer_dropout(sub, "DecoderLayer", 55, ["self_attn", "cross_attn", "ff"])
 
 
 # --- Transformer -----------------------------------------------------------------------
@@ -288,80 +591,188 @@ def test_decoder_memory_mask_pre_ln(sub):
 SV, TV = 11, 13
 
 
-def _pe(n, d):
-    pos = torch.arange(n, dtype=torch.float64)[:, None]
+def _pe(n, d, first=0):
+    pos = torch.arange(first, first + n, dtype=torch.float64)[:, None]
     i = torch.arange(0, d, 2, dtype=torch.float64)
     angle = pos / torch.pow(10000.0, i / d)
     pe = torch.zeros(n, d, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-    return pe.float()
+    return pe
 
 
-class Oracle:
-    """A Transformer assembled from torch's layers; weights under the contract's names."""
+def transformer_params(n, norm_first, n_enc=2, n_dec=2):
+    """Random weights under the contract's names (taken from torch's layers)."""
+    p = {}
+    for i in range(n_enc):
+        p.update(_layer_params(_torch_encoder(norm_first, n + i), f"encoder_layers.{i}."))
+    for i in range(n_dec):
+        p.update(_layer_params(_torch_decoder(norm_first, n + 10 + i), f"decoder_layers.{i}."))
+    g = gen(n + 99)
+    p["src_embed.embedding.weight"] = torch.randn(SV, D, generator=g) / math.sqrt(D)
+    p["tgt_embed.embedding.weight"] = torch.randn(TV, D, generator=g) / math.sqrt(D)
+    p["generator.weight"] = torch.randn(TV, D, generator=g) / math.sqrt(D)
+    p["generator.bias"] = 0.1 * torch.randn(TV, generator=g)
+    if norm_first:
+        for name in ("encoder_norm", "decoder_norm"):
+            p[f"{name}.weight"] = 1.0 + 0.3 * torch.randn(D, generator=g)
+            p[f"{name}.bias"] = 0.2 * torch.randn(D, generator=g)
+    return p
 
-    def __init__(self, norm_first, seed, n_enc=2, n_dec=2, pad_id=0):
-        self.norm_first, self.pad_id = norm_first, pad_id
-        self.enc = [_torch_encoder(norm_first, seed + i) for i in range(n_enc)]
-        self.dec = [_torch_decoder(norm_first, seed + 10 + i) for i in range(n_dec)]
-        g = _gen(seed + 99)
-        self.params = {
-            "src_embed.embedding.weight": torch.randn(SV, D, generator=g) / math.sqrt(D),
-            "tgt_embed.embedding.weight": torch.randn(TV, D, generator=g) / math.sqrt(D),
-            "generator.weight": torch.randn(TV, D, generator=g) / math.sqrt(D),
-            "generator.bias": 0.1 * torch.randn(TV, generator=g),
-        }
-        for i, layer in enumerate(self.enc):
-            self.params.update(_layer_params(layer, f"encoder_layers.{i}."))
-        for i, layer in enumerate(self.dec):
-            self.params.update(_layer_params(layer, f"decoder_layers.{i}."))
-        if norm_first:
-            for name in ("encoder_norm", "decoder_norm"):
-                self.params[f"{name}.weight"] = 1.0 + 0.3 * torch.randn(D, generator=g)
-                self.params[f"{name}.bias"] = 0.2 * torch.randn(D, generator=g)
 
-    def _norm(self, name, x):
-        return nn.functional.layer_norm(x, (D,), self.params[f"{name}.weight"],
-                                        self.params[f"{name}.bias"], 1e-5)
+class OwnLayers:
+    """The student's own EncoderLayer and DecoderLayer holding the weights of ``p``, built on
+    demand: the Transformer is judged on how it assembles its layers (masks, embeddings,
+    positions, final norms), so a mistake inside a layer costs that layer's points only."""
 
-    def encode(self, src):
-        x = self.params["src_embed.embedding.weight"][src] * math.sqrt(D) + _pe(src.shape[1], D)
-        for layer in self.enc:
-            x = layer(x, src_key_padding_mask=src == self.pad_id)
-        return self._norm("encoder_norm", x) if self.norm_first else x
+    def __init__(self, sub, p, n_enc=2, n_dec=2):
+        self.sub, self.p, self.n = sub, p, (n_enc, n_dec)
+        self.cache = {}
 
-    def forward(self, src, tgt):
-        memory = self.encode(src)
-        x = self.params["tgt_embed.embedding.weight"][tgt] * math.sqrt(D) + _pe(tgt.shape[1], D)
-        for layer in self.dec:
-            x = layer(x, memory, tgt_mask=~_causal(tgt.shape[1]), tgt_key_padding_mask=tgt == self.pad_id,
-                      memory_key_padding_mask=src == self.pad_id)
-        if self.norm_first:
-            x = self._norm("decoder_norm", x)
-        return x @ self.params["generator.weight"].T + self.params["generator.bias"]
+    def _layer(self, name, prefix, norm_first):
+        own = {k[len(prefix):]: v for k, v in self.p.items() if k.startswith(prefix)}
+        return _inject(self.sub.new(name, D, H, FF, dropout=0.0, norm_first=norm_first), own, name, LAYER_HINT)
+
+    def get(self, norm_first):
+        if norm_first not in self.cache:
+            self.cache[norm_first] = (
+                [self._layer("EncoderLayer", f"encoder_layers.{i}.", norm_first) for i in range(self.n[0])],
+                [self._layer("DecoderLayer", f"decoder_layers.{i}.", norm_first) for i in range(self.n[1])])
+        return self.cache[norm_first]
+
+
+def transformer_ref(p, src, tgt, norm_first, pad_id, mistake=None, n_enc=2, n_dec=2, part="logits",
+                    layers=None):
+    """The lesson's Transformer in float64 (masks built from pad_id), with the common
+    mistakes as options; ``part="memory"`` returns the encoder's output. With ``layers`` (an
+    ``OwnLayers``), the student's own layers do the layers' work."""
+    pad = 0 if mistake == "pad_id_hardcoded" else pad_id
+    src_mask = (src != pad)[:, None, None, :]
+    Lt = tgt.shape[1]
+    causal = _causal(Lt)
+    tgt_pad = (tgt != pad)[:, None, None, :]
+    tgt_mask = {"no_causal_mask": tgt_pad, "no_tgt_padding_mask": causal}.get(mistake, causal & tgt_pad)
+    pe = not mistake == "no_positional_encoding"
+    layers_first = False if mistake == "norm_first_not_passed" else norm_first
+
+    def embed(table, t):
+        x = p[f"{table}.embedding.weight"].double()[t] * math.sqrt(D)
+        return x + _pe(t.shape[1], D) if pe else x
+
+    def final(name, x):
+        if norm_first and mistake != "no_final_norms_pre_ln":
+            return _ln(p, name, x)
+        return _ln(p, name, x, affine=False) if mistake == "final_norms_post_ln" else x
+
+    def encoder(i, x, mask):
+        i = 0 if mistake == "shared_layers" else i
+        if layers is not None:
+            return layers.get(layers_first)[0][i](x.float(), mask).double()
+        return encoder_ref(p, x, mask, layers_first, pre=f"encoder_layers.{i}.")
+
+    def decoder(i, y, memory, mask, mem_mask):
+        if layers is not None:
+            return layers.get(layers_first)[1][i](y.float(), memory.float(), mask, mem_mask).double()
+        return decoder_ref(p, y, memory, mask, mem_mask, layers_first, pre=f"decoder_layers.{i}.")
+
+    x = embed("src_embed", src)
+    for i in range(n_enc):
+        x = encoder(i, x, None if mistake == "no_src_padding_mask" else src_mask)
+    memory = final("encoder_norm", x)
+    if part == "memory":
+        return memory
+    y = embed("src_embed" if mistake == "decoder_uses_src_embed" else "tgt_embed", tgt)
+    for i in range(n_dec):
+        y = decoder(i, y, memory, tgt_mask, None if mistake == "no_memory_mask" else src_mask)
+    return _lin(p, "generator", final("decoder_norm", y))
+
+
+def judged(sub, p, src, tgt, norm_first, pad_id, part="logits"):
+    """The expected output, and the ``layers`` to judge suspects with: the student's own
+    layers when they can be built and run, else the right ones."""
+    own = OwnLayers(sub, p)
+    try:
+        return transformer_ref(p, src, tgt, norm_first, pad_id, part=part, layers=own), own
+    except (Failed, SubmissionError):
+        return transformer_ref(p, src, tgt, norm_first, pad_id, part=part), None
+
+
+TRANSFORMER_HINTS = {
+    "no_causal_mask": "the decoder's self-attention has no causal mask, so each position sees the "
+                      "target tokens after it: tgt_mask = causal_mask(Lt) & padding_mask(tgt, pad_id)",
+    "no_tgt_padding_mask": "the target mask ignores the target's padding: with a left-padded target "
+                           "the real tokens attend to the pads; tgt_mask = causal_mask(Lt) & "
+                           "padding_mask(tgt, pad_id)",
+    "no_src_padding_mask": "the encoder's self-attention gets no source padding mask: pass "
+                           "padding_mask(src, pad_id) to every encoder layer",
+    "no_memory_mask": "the decoder's cross-attention gets no memory mask, so it attends to the "
+                      "source's padding: pass padding_mask(src, pad_id) as memory_mask",
+    "pad_id_hardcoded": "the masks are built from pad id 0: build them from the model's pad_id "
+                        "(self.pad_id; 3 here)",
+    "no_positional_encoding": "no positional encoding is added: x = pos_enc(embed(tokens)) for the "
+                              "source and the target",
+    "no_final_norms_pre_ln": "with norm_first=True each stack should end with its final LayerNorm: "
+                             "encoder_norm on the memory, decoder_norm before the generator",
+    "final_norms_post_ln": "post-LN (norm_first=False) has no final norms: the last layer already "
+                           "ends with a LayerNorm (nn.Transformer adds them anyway)",
+    "norm_first_not_passed": "the layers run post-LN although norm_first=True: pass norm_first to "
+                             "every EncoderLayer and DecoderLayer",
+    "decoder_uses_src_embed": "the target is embedded with src_embed: the decoder reads "
+                              "tgt_embed(tgt)",
+    "shared_layers": "the encoder layers share their weights: build a new layer for every position "
+                     "of the nn.ModuleList (a list comprehension), not [layer] * N",
+}
+
+
+def transformer_suspects(p, src, tgt, norm_first, pad_id, layers=None, part="logits", select=lambda t: t,
+                         mistakes=tuple(TRANSFORMER_HINTS)):
+    return [suspect(m, (lambda m=m: select(transformer_ref(p, src, tgt, norm_first, pad_id, m, part=part,
+                                                           layers=layers))),
+                    TRANSFORMER_HINTS[m]) for m in mistakes]
 
 
 TRANSFORMER_HINT = ("use the submodule names src_embed, tgt_embed (TokenEmbedding), pos_enc, "
                     "encoder_layers, decoder_layers (nn.ModuleList), generator, and encoder_norm, "
                     "decoder_norm when norm_first=True")
 
-SRC = torch.tensor([[4, 5, 6, 7, 8, 2], [9, 10, 4, 2, 0, 0], [5, 2, 0, 0, 0, 0]])
-TGT = torch.tensor([[1, 4, 5, 6, 7, 8, 2], [1, 9, 10, 11, 12, 2, 0], [1, 3, 2, 0, 0, 0, 0]])
 
-
-def _model(sub, oracle, n_enc=2, n_dec=2):
+def _model(sub, n, norm_first, pad_id=0, n_enc=2, n_dec=2, dropout=0.0, max_len=64):
+    p = transformer_params(n, norm_first, n_enc, n_dec)
     m = sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
-                num_decoder_layers=n_dec, d_ff=FF, dropout=0.0, max_len=64,
-                pad_id=oracle.pad_id, norm_first=oracle.norm_first)
-    return _inject(m, oracle.params, "Transformer", TRANSFORMER_HINT)
+                num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
+                pad_id=pad_id, norm_first=norm_first)
+    names = set(m.inspect()["parameters"])
+    if "encoder_layers.1.self_attn.q_proj.weight" not in names and \
+            "encoder_layers.0.self_attn.q_proj.weight" in names and n_enc > 1:
+        diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
+    return _inject(m, p, "Transformer", TRANSFORMER_HINT), p
 
 
-def _logits(model, src, tgt):
-    out = model(src, tgt)
+def _logits(model, src, tgt, **kwargs):
+    out = model(src, tgt, **kwargs)
     check(tuple(getattr(out, "shape", ())) == (src.shape[0], tgt.shape[1], TV),
           f"forward(src, tgt) should return logits [B, Lt, tgt_vocab] = "
           f"{[src.shape[0], tgt.shape[1], TV]}, got {list(getattr(out, 'shape', []))}")
     return out
+
+
+def batch(n, pad_id=0, B=3, Ls=6, Lt=7, left=False):
+    """Token batches [B, Ls], [B, Lt], padded with pad_id on the right (or the left), the
+    first row unpadded; ids 1 and 2 are bos and eos, and every target holds the id TV - 1,
+    which the source vocabulary lacks."""
+    g = gen(n)
+    src = torch.randint(3, SV, (B, Ls), generator=g)
+    tgt = torch.randint(3, TV, (B, Lt), generator=g)
+    src[src == pad_id] = 4
+    tgt[tgt == pad_id] = 4
+    tgt[:, 0] = 1
+    keep_s, keep_t = _keep(n + 1, B, Ls), _keep(n + 2, B, Lt)
+    if left:
+        keep_s, keep_t = keep_s.flip(1), keep_t.flip(1)
+        for b in range(B):  # bos opens the real tokens of a left-padded target
+            tgt[b, int((~keep_t[b]).sum())] = 1
+    first = (~keep_t).sum(1)                 # where each target's bos sits
+    tgt[torch.arange(B), first + 1] = TV - 1  # a target id beyond the source vocabulary in every row
+    return src.masked_fill(~keep_s, pad_id), tgt.masked_fill(~keep_t, pad_id)
 
 
 @exercise("Transformer", points=0.5)
@@ -370,86 +781,149 @@ def test_transformer_structure(sub):
         m = sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=2,
                     num_decoder_layers=3, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
                     norm_first=norm_first)
-        info = m.inspect()
-        names = set(info["parameters"])
-        expected = set(Oracle(norm_first, 40, 2, 3).params)
+        names = set(m.inspect()["parameters"])
+        expected = set(transformer_params(60, norm_first, 2, 3))
         missing = sorted(expected - names)
-        check(not missing, f"Transformer(norm_first={norm_first}) has no parameter "
-              f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: {TRANSFORMER_HINT}")
         if not norm_first:
             check(not any(n.startswith(("encoder_norm", "decoder_norm")) for n in names),
-                  "post-LN (norm_first=False) has no final encoder_norm / decoder_norm: the last "
-                  "layer already ends with a LayerNorm (nn.Transformer adds them anyway)")
+                  TRANSFORMER_HINTS["final_norms_post_ln"], mistake="final_norms_post_ln")
+        if missing and all(k.startswith("encoder_layers.1.") for k in missing):
+            diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
+        check(not missing, f"Transformer(norm_first={norm_first}) has no parameter "
+              f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: {TRANSFORMER_HINT}")
     check(m.get("pad_id") == 0, "the model should keep its padding id in the attribute pad_id")
 
 
 @exercise("Transformer", points=0.5)
 def test_transformer_encode(sub):
-    oracle = Oracle(False, 50)
-    m = _model(sub, oracle)
-    close(m.method("encode", SRC), oracle.encode(SRC),
-          "encode(src) should return the encoder output [B, Ls, d_model]: embed (× √d_model), "
-          "add the positional encoding, run the encoder layers with the source padding mask",
-          atol=ATOL)
+    m, p = _model(sub, 62, False)
+    src, _ = batch(63)
+    want, own = judged(sub, p, src, src, False, 0, part="memory")
+    close(m.method("encode", src), want,
+          "encode(src) should return the encoder output [B, Ls, d_model]: embed (× √d_model), add "
+          "the positional encoding, run the encoder layers with the source padding mask",
+          atol=ATOL, suspects=transformer_suspects(p, src, src, False, 0, own, part="memory"))
 
 
 @exercise("Transformer", points=1)
 def test_transformer_post_ln_logits(sub):
-    oracle = Oracle(False, 60)
-    m = _model(sub, oracle)
-    want = oracle.forward(SRC, TGT)
-    got = _logits(m, SRC, TGT)
-    keep = TGT != 0
+    m, p = _model(sub, 64, False)
+    src, tgt = batch(65)
+    keep = tgt != 0
+    want, own = judged(sub, p, src, tgt, False, 0)
+    try:
+        got = _logits(m, src, tgt)
+    except SubmissionError as exc:
+        if exc.exc_type == "IndexError":  # target ids beyond the source vocabulary?
+            small = tgt.clamp(max=SV - 1)
+            if matches(_logits(m, src, small), transformer_ref(p, src, small, False, 0, "decoder_uses_src_embed",
+                                                               layers=own), atol=ATOL):
+                diagnose("decoder_uses_src_embed", TRANSFORMER_HINTS["decoder_uses_src_embed"])
+        raise
     close(got[keep], want[keep],
           "with injected weights the logits differ from the paper's model (post-LN, no final "
-          "norms): embeddings × √d_model + positional encoding, encoder and decoder stacks with "
-          "padding and causal masks built from pad_id, then generator", atol=ATOL)
+          "norms)", atol=ATOL, suspects=transformer_suspects(p, src, tgt, False, 0, own, select=lambda t: t[keep]))
 
 
-@exercise("Transformer", points=1)
+@exercise("Transformer", points=0.75)
 def test_transformer_pre_ln_logits(sub):
-    oracle = Oracle(True, 70)
-    m = _model(sub, oracle)
-    want = oracle.forward(SRC, TGT)
-    got = _logits(m, SRC, TGT)
-    keep = TGT != 0
-    close(got[keep], want[keep],
-          "with norm_first=True the logits differ from a pre-LN model: each stack should end "
-          "with its final LayerNorm (encoder_norm on the memory, decoder_norm before the "
-          "generator)", atol=ATOL)
+    m, p = _model(sub, 66, True)
+    src, tgt = batch(67)
+    keep = tgt != 0
+    want, own = judged(sub, p, src, tgt, True, 0)
+    close(_logits(m, src, tgt)[keep], want[keep],
+          "with norm_first=True the logits differ from the pre-LN model (pre-LN layers, then "
+          "encoder_norm and decoder_norm)", atol=ATOL,
+          suspects=transformer_suspects(p, src, tgt, True, 0, own, select=lambda t: t[keep]))
 
 
-@exercise("Transformer", points=1)
+@exercise("Transformer", points=0.5)
 def test_transformer_causality(sub):
-    oracle = Oracle(False, 80)
-    m = _model(sub, oracle)
-    base = _logits(m, SRC, TGT)
+    m, p = _model(sub, 68, False)
+    src, tgt = batch(69)
+    base = _logits(m, src, tgt)
+    own = OwnLayers(sub, p)
+    try:
+        own_base = transformer_ref(p, src, tgt, False, 0, layers=own)
+    except (Failed, SubmissionError):
+        own = None
     for k in (1, 3, 5):
-        changed = TGT.clone()
-        changed[:, k:] = torch.randint(3, TV, changed[:, k:].shape, generator=_gen(k))
-        close(_logits(m, SRC, changed)[:, :k], base[:, :k],
+        changed = tgt.clone()
+        changed[:, k:] = torch.randint(3, TV, changed[:, k:].shape, generator=gen(70 + k))
+        if own is not None and not matches(transformer_ref(p, src, changed, False, 0, layers=own)[:, :k],
+                                           own_base[:, :k], atol=ATOL):
+            return  # the decoder layer itself lets the future in: DecoderLayer's checks charge it
+        close(_logits(m, src, changed)[:, :k], base[:, :k],
               f"changing target tokens from position {k} on changed the logits of earlier "
               f"positions: forward must build the causal mask for the decoder's self-attention",
-              atol=ATOL)
+              atol=ATOL, suspects=[suspect("no_causal_mask", lambda c=changed, k=k: transformer_ref(
+                  p, src, c, False, 0, "no_causal_mask", layers=own)[:, :k],
+                  TRANSFORMER_HINTS["no_causal_mask"])])
 
 
-@exercise("Transformer", points=1)
-def test_transformer_padding_invariance(sub):
-    oracle = Oracle(True, 90, pad_id=3)
-    m = _model(sub, oracle)
-    src = torch.tensor([[4, 5, 6, 7, 2, 3, 3], [9, 10, 2, 3, 3, 3, 3]])
-    tgt = torch.tensor([[1, 4, 5, 2, 3, 3], [1, 8, 9, 10, 11, 2]])
-    batch = _logits(m, src, tgt)
-    alone = _logits(m, src[:1, :5], tgt[:1, :4])
-    close(batch[:1, :4], alone, "the logits of a sentence changed when the batch padded it "
-          "(pad_id=3 here): build the source padding mask from the model's pad_id and use it in "
-          "the encoder and as the decoder's memory mask", atol=ATOL)
-    longer = _logits(m, src[:1, :5], torch.tensor([[1, 4, 5, 2, 3, 3, 3, 3]]))
-    close(longer[:, :4], alone, "padding the target changed the logits of real tokens: "
-          "build the target mask from the causal mask and the target padding", atol=ATOL)
-    close(batch[1:], _logits(m, src[1:, :3], tgt[1:]), "the logits changed when the source was "
-          "padded: the decoder's cross-attention must not look at source padding (memory_mask)",
-          atol=ATOL)
+@exercise("Transformer", points=0.75)
+def test_transformer_padding(sub):
+    m, p = _model(sub, 74, True, pad_id=3)
+    for left in (False, True):
+        src, tgt = batch(75 + left, pad_id=3, left=left)
+        keep = tgt != 3
+        side = "left" if left else "right"
+        want, own = judged(sub, p, src, tgt, True, 3)
+        close(_logits(m, src, tgt)[keep], want[keep],
+              f"with source and target padded on the {side} (pad_id=3) the logits of the real "
+              f"tokens are wrong: every mask comes from the model's pad_id, the target's from "
+              f"causal_mask(Lt) & padding_mask(tgt, pad_id)", atol=ATOL,
+              suspects=transformer_suspects(p, src, tgt, True, 3, own, select=lambda t, k=keep: t[k]))
+    src, tgt = batch(77, pad_id=3)
+    alone = _logits(m, src[1:2, :int((src[1] != 3).sum())], tgt[1:2, :int((tgt[1] != 3).sum())])
+    close(_logits(m, src, tgt)[1:2, :alone.shape[1]], alone, "the logits of a sentence changed when "
+          "the batch padded it", atol=ATOL)
+
+
+@exercise("Transformer", points=0.5)
+def test_transformer_dropout_and_initialisation(sub):
+    m = sub.new("Transformer", 300, 400, d_model=D, n_head=H, num_encoder_layers=1,
+                num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0)
+    params = m.inspect()["parameters"]
+    for table in ("src_embed", "tgt_embed"):
+        w = params.get(f"{table}.embedding.weight")
+        check(w is not None, TRANSFORMER_HINT)
+        std = float(w.double().std())
+        check(0.5 * D ** -0.5 < std < 2.0 * D ** -0.5, f"{table}'s table has std {std:.3g}: keep "
+              f"TokenEmbedding's initialisation, std d_model^-0.5 = {D ** -0.5:.3g} (std 1 times "
+              f"√d_model would drown the positional encoding)", mistake="embeddings_reinitialised")
+    pe = m.get("pos_enc.pe")
+    check(isinstance(pe, torch.Tensor) and tuple(pe.shape)[-2:] == (37, D),
+          f"Transformer(max_len=37) should build PositionalEncoding(d_model, max_len, dropout): "
+          f"pos_enc.pe should be [37, {D}]", mistake="pos_enc_args_ignored")
+    enc = m.get("pos_enc")
+    enc.train()
+    x = torch.ones(2, 30, D)
+    check(bool((enc(x) == 0).any()), "Transformer(dropout=0.5) should pass its dropout to "
+          "PositionalEncoding(d_model, max_len, dropout): in training mode pos_enc drops nothing",
+          mistake="pos_enc_args_ignored")
+    layer = m.get("encoder_layers.0")
+    layer.train()
+    y = randn(80, 2, 9, D)
+    first, second = layer(y), layer(y)
+    check(not torch.allclose(first, second), "Transformer(dropout=0.5) should pass its dropout to "
+          "every EncoderLayer and DecoderLayer: in training mode the encoder layer drops nothing",
+          mistake="layers_no_dropout")
+
+
+@exercise("Transformer", points=0.5)
+def test_transformer_runs_on_the_model_device(sub):
+    m, _ = _model(sub, 82, True, pad_id=3)
+    src, tgt = batch(83, pad_id=3, left=True)
+    try:
+        _logits(m, src, tgt, forbid=(ON_DEVICE,))
+        m.method("encode", src, forbid=(ON_DEVICE,))
+    except SubmissionError as exc:
+        if exc.exc_type == "DeviceMismatch":
+            diagnose("mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make every tensor "
+                     f"built inside the model on the input's device (causal_mask(Lt, "
+                     f"device=tgt.device), torch.ones(..., device=...), ones_like)")
+        raise
 
 
 # --- greedy_decode ---------------------------------------------------------------------
@@ -457,87 +931,153 @@ def test_transformer_padding_invariance(sub):
 PAD, BOS, EOS, JUNK, V = 0, 1, 2, 12, 13
 
 
-def _expected(src_rows, max_len):
-    """What greedy decoding of the copy model gives: bos, the source up to its eos, pads."""
-    out = []
-    for row in src_rows:
-        seq = [BOS]
-        for tok in row:
-            if len(seq) >= max_len:
-                break
-            seq.append(tok)
-            if tok == EOS:
-                break
-        out.append(seq)
-    width = max(len(s) for s in out)
-    return torch.tensor([s + [PAD] * (width - len(s)) for s in out])
+def simulate(src_rows, max_len, mistake=None):
+    """Greedy decoding of the copy model, as a decoder with ``mistake`` would do it."""
+    B = len(src_rows)
+
+    def predict(row, prefix, masked=True):
+        """The copy model's next token after ``prefix`` (see runtime.fixtures.copy_model)."""
+        src = src_rows[row]
+        t = len(prefix) - 1 if mistake != "first_position_logits" else 0
+        expected = [BOS] + list(src)
+        ok = prefix[:t + 1] == expected[:t + 1]
+        pad_seen = not masked and PAD in src
+        return src[t] if ok and t < len(src) and not pad_seen else JUNK
+
+    first = PAD if mistake == "starts_with_pad" else BOS
+    ys = [[first] for _ in range(B)]
+    done = [False] * B
+    limit = max_len + 1 if mistake == "max_len_off_by_one" else max_len
+
+    def running():
+        if len(ys[0]) >= limit:
+            return False
+        if mistake == "never_stops":
+            return True
+        return not (any(done) if mistake == "stops_at_first_eos" else all(done))
+
+    while running():
+        for b in range(B):
+            tok = predict(b, ys[b], masked=mistake != "no_memory_mask_decode")
+            if done[b] and mistake != "no_pad_after_eos":
+                tok = PAD
+            ys[b].append(tok)
+            done[b] = done[b] or tok == EOS
+    out = torch.tensor(ys)
+    return out[:, 1:] if mistake == "drops_bos" else out
 
 
-def _decode(sub, src, max_len):
+DECODE_HINTS = {
+    "never_stops": "decoding goes on to max_len after every row has produced eos: stop as soon as "
+                   "every row has ended",
+    "drops_bos": "the rows do not start with bos_id: return the whole sequence, bos included",
+    "starts_with_pad": "decoding starts from pad: every row starts with bos_id, "
+                       "ys = torch.full((B, 1), bos_id, ...)",
+    "no_pad_after_eos": "after a row's eos the following positions should be model.pad_id, whatever "
+                        "the model predicts there, while the other rows go on",
+    "stops_at_first_eos": "decoding stops when the first row produces eos: go on until every row "
+                          "has ended (or max_len)",
+    "max_len_off_by_one": "the output has max_len + 1 tokens: max_len counts every token, bos "
+                          "included",
+    "no_memory_mask_decode": "a padded source decodes differently: pass the source padding mask to "
+                             "the decoder, decode(ys, memory, memory_mask=padding_mask(src, "
+                             "model.pad_id)), or call model(src, ys)",
+    "first_position_logits": "the next token is taken from the first position's logits: take the "
+                             "last position's, logits[:, -1]",
+}
+
+
+def decode_sources(n, B=2, L=6, eos_at=None, padded=False):
+    """Random sources [B, L] of tokens 3..11 with an eos in each row (at ``eos_at`` if given,
+    else at different random positions)."""
+    g = gen(n)
+    src = torch.randint(3, 12, (B, L), generator=g)
+    pos = eos_at if eos_at is not None else (1 + torch.randperm(L - 1, generator=g)[:B]).tolist()  # rows end apart
+    for b, i in enumerate(pos):
+        src[b, i] = EOS
+        if padded:
+            src[b, i + 1:] = PAD
+    return src
+
+
+def _decode(sub, src, max_len, forbid=()):
     model = sub.fixture("copy_model", vocab=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
-    out = sub.call("greedy_decode", model, src, max_len, BOS, EOS)
+    out = sub.call("greedy_decode", model, src, max_len, BOS, EOS, forbid=forbid)
     check(hasattr(out, "shape") and out.dim() == 2, "greedy_decode should return a tensor [B, T] of token ids")
     check(out.shape[0] == src.shape[0], f"greedy_decode should return one row per source sentence "
           f"({src.shape[0]}), got {out.shape[0]}")
-    check(bool((out[:, 0] == BOS).all()), "every decoded row should start with bos_id (do not drop it)")
-    return out
+    if not bool((out[:, 0] == BOS).all()):
+        if bool((out[:, 0] == PAD).all()):
+            diagnose("starts_with_pad", DECODE_HINTS["starts_with_pad"])
+        if matches(out, simulate(src.tolist(), max_len, "drops_bos")):
+            diagnose("drops_bos", DECODE_HINTS["drops_bos"])
+        check(False, "every decoded row should start with bos_id")
+    return out, model
 
 
-def _check_decoded(out, want, message):
-    """Compare, saying which rule of greedy decoding was broken."""
-    n, m = out.shape[1], want.shape[1]
-    for row, ref in zip(out[:, :min(n, m)].tolist(), want[:, :min(n, m)].tolist(), strict=False):
-        if row == ref:
-            continue
-        first = next(i for i, (a, b) in enumerate(zip(row, ref, strict=False)) if a != b)
-        if EOS in ref and first > ref.index(EOS):
-            check(False, "after a row's eos every later position must be model.pad_id, whatever "
-                  "the model predicts there, while the other rows go on")
-        check(False, message)
-    check(n <= m, f"decoding went on to length {n} although every row had ended (with eos) at "
-          f"length {m}: stop as soon as every row has produced eos")
-    check(n >= m, f"decoding stopped at length {n}, before every row had produced eos (expected "
-          f"length {m}); only max_len ends it earlier")
+def _check_decoded(sub, src, max_len, message, exact_length=False):
+    """Compare with greedy decoding; extra columns of pad after every row has ended are
+    charged by the checks of the stopping rule only (``exact_length``)."""
+    out, model = _decode(sub, src, max_len)
+    want = simulate(src.tolist(), max_len)
+    n = want.shape[1]
+    if not exact_length and out.shape[1] > n and bool((out[:, n:] == PAD).all()):
+        out = out[:, :n]
+    close(out, want, message, suspects=[suspect(m, simulate(src.tolist(), max_len, m), DECODE_HINTS[m])
+                                        for m in DECODE_HINTS])
+    return out, model
 
 
-@exercise("greedy_decode", points=1)
+@exercise("greedy_decode", points=0.75)
 def test_greedy_copies_and_starts_with_bos(sub):
-    src = torch.tensor([[5, 6, 7, 8, 2], [9, 4, 10, 6, 2]])
-    out = _decode(sub, src, 10)
-    _check_decoded(out, _expected(src.tolist(), 10),
-                   "decoding a model that copies its source should give bos followed by the source "
-                   "through eos: at every step append the argmax of the last position's logits and "
-                   "feed the sequence back")
+    src = decode_sources(90, eos_at=[4, 4], B=2, L=5)
+    _check_decoded(sub, src, 10, "decoding a model that copies its source should give bos followed "
+                   "by the source through eos: at every step append the argmax of the last "
+                   "position's logits and feed the sequence back")
 
 
 @exercise("greedy_decode", points=1)
 def test_greedy_stops_when_all_ended(sub):
-    src = torch.tensor([[5, 6, 2, 7, 8, 9, 10, 11], [9, 2, 4, 5, 6, 7, 8, 9]])
-    out = _decode(sub, src, 12)
-    _check_decoded(out, _expected(src.tolist(), 12), "decoding should stop right after the last eos")
+    src = decode_sources(91, L=8)
+    _check_decoded(sub, src, 12, "decoding should stop right after the last row's eos", exact_length=True)
 
 
-@exercise("greedy_decode", points=1)
+@exercise("greedy_decode", points=0.5)
 def test_greedy_pads_after_eos(sub):
-    src = torch.tensor([[5, 2, 7, 8, 9, 2], [9, 4, 10, 6, 8, 2]])
-    out = _decode(sub, src, 10)
-    _check_decoded(out, _expected(src.tolist(), 10), "after eos a row must hold only pad_id")
+    src = decode_sources(92, eos_at=[1, 5], L=6)
+    _check_decoded(sub, src, 10, "after a row's eos every position should be pad while the other "
+                   "rows go on")
 
 
 @exercise("greedy_decode", points=0.5)
 def test_greedy_max_len(sub):
-    src = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 4, 2], [4, 4, 5, 5, 6, 6, 7, 7, 2]])
-    out = _decode(sub, src, 5)
-    check(out.shape[1] == 5, f"with max_len=5 and no eos in sight the output should have exactly "
-          f"5 tokens including bos, got {out.shape[1]}")
-    close(out, _expected(src.tolist(), 5), "with max_len=5 the output is bos and the first 4 tokens")
+    src = decode_sources(93, eos_at=[8, 8], L=9)
+    _check_decoded(sub, src, 5, "with max_len=5 and no eos in sight the output should be bos and "
+                   "the first 4 tokens", exact_length=True)
 
 
 @exercise("greedy_decode", points=0.5)
 def test_greedy_padded_source(sub):
-    src = torch.tensor([[5, 6, 7, 8, 2], [9, 4, 2, 0, 0]])
-    out = _decode(sub, src, 10)
-    _check_decoded(out, _expected(src.tolist(), 10),
-                   "a padded source decoded differently: pass the source padding mask to the "
-                   "decoder as memory_mask (decode(ys, memory, memory_mask=...)), or call "
-                   "model(src, ys)")
+    src = decode_sources(94, eos_at=[4, 2], L=5, padded=True)
+    _check_decoded(sub, src, 10, "a padded source should decode as it would alone")
+
+
+@exercise("greedy_decode", points=0.5)
+def test_greedy_eval_mode(sub):
+    model = sub.fixture("copy_model", vocab=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
+    sub.call("greedy_decode", model, decode_sources(95, L=6), 10, BOS, EOS)
+    check(model.get("calls_in_training") == 0, "greedy_decode runs the model in training mode, "
+          "so dropout is on while it translates: call model.eval() before decoding",
+          mistake="decode_in_train_mode")
+
+
+@exercise("greedy_decode", points=0.25)
+def test_greedy_on_the_model_device(sub):
+    src = decode_sources(96, L=6)
+    try:
+        _decode(sub, src, 10, forbid=(ON_DEVICE,))
+    except SubmissionError as exc:
+        if exc.exc_type == "DeviceMismatch":
+            diagnose("decode_output_on_cpu", f"on a GPU this decoding fails: {exc.message}; make the "
+                     f"tokens on the source's device, torch.full(..., device=src.device)")
+        raise

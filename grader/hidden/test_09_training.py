@@ -3,25 +3,80 @@
 Never trains for real: ``noam_lr`` against the formula and its shape, ``label_smoothed_nll``
 against ``F.cross_entropy`` (which it may not call), ``train_step`` on a tiny trusted model
 (the ``tiny_seq2seq`` fixture, rebuilt here as the oracle) with a trusted SGD optimizer: the
-returned loss, the parameters after one and after two steps, the scheduler's order.
+returned loss, the parameters after one and after two steps, the scheduler's order, the
+training mode, the device. Inputs are drawn afresh for every grading run. A wrong answer is
+compared with the results of the common mistakes (``suspect``): the one it matches is the
+hint.
 """
 
 import math
 
 import torch
-import torch.nn.functional as F
 
-from grader.framework import Failed, check, close, exercise
+from grader.framework import (
+    ON_DEVICE_MODEL,
+    Failed,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 from grader.runtime.fixtures import tiny_seq2seq
+
+MISTAKES = {
+    "noam_warmup_exponent": "the warm-up term uses warmup^-0.5 instead of warmup^-1.5",
+    "noam_no_d_model": "the d_model^-0.5 factor is missing",
+    "noam_d_model_sign": "the factor is d_model^0.5 instead of d_model^-0.5",
+    "noam_max": "max instead of min",
+    "noam_steps_from_0": "steps counted from 0 (step + 1 inside)",
+    "noam_no_step_factor": "the warm-up term lacks its factor step",
+    "nll_pads_counted": "padding positions are counted in the mean",
+    "nll_smoothing_v_minus_1": "ε spread over the V - 1 wrong classes instead of all V",
+    "nll_smoothing_ignored": "the smoothing term is missing",
+    "nll_sum": "the loss is summed instead of averaged",
+    "nll_softmax_axis": "the log-softmax runs over the tokens instead of the classes",
+    "nll_pad_id_hardcoded": "padding taken as id 0 instead of pad_id",
+    "no_zero_grad": "optimizer.zero_grad() is never called",
+    "no_optimizer_step": "optimizer.step() is never called",
+    "two_optimizer_steps": "optimizer.step() is called twice",
+    "returns_tensor": "train_step returns a tensor instead of a float",
+    "returns_loss_after_update": "train_step returns the loss after the update",
+    "target_not_shifted": "the loss is scored on the decoder's input instead of tgt[:, 1:]",
+    "smoothing_not_passed": "train_step does not pass smoothing to the loss",
+    "step_pad_id_hardcoded": "train_step scores with pad id 0 instead of model.pad_id",
+    "scheduler_before_optimizer": "scheduler.step() before optimizer.step()",
+    "scheduler_ignored": "the scheduler is never stepped",
+    "train_step_eval_mode": "train_step trains the model in evaluation mode",
+    "batch_not_moved": "the batch is not moved to the model's device",
+}
 
 NO_CE = ("torch.nn.functional.cross_entropy",)
 
 
 # --- noam_lr ---------------------------------------------------------------------------
 
-def ref_noam(step, d_model, warmup):
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+NOAM = {
+    None: lambda s, d, w: d ** -0.5 * min(s ** -0.5, s * w ** -1.5),
+    "noam_warmup_exponent": lambda s, d, w: d ** -0.5 * min(s ** -0.5, s * w ** -0.5),
+    "noam_no_d_model": lambda s, d, w: min(s ** -0.5, s * w ** -1.5),
+    "noam_d_model_sign": lambda s, d, w: d ** 0.5 * min(s ** -0.5, s * w ** -1.5),
+    "noam_max": lambda s, d, w: d ** -0.5 * max(s ** -0.5, s * w ** -1.5),
+    "noam_steps_from_0": lambda s, d, w: d ** -0.5 * min((s + 1) ** -0.5, (s + 1) * w ** -1.5),
+    "noam_no_step_factor": lambda s, d, w: d ** -0.5 * min(s ** -0.5, w ** -1.5),
+}
+NOAM_HINTS = {
+    "noam_warmup_exponent": "during warm-up the rate is step · warmup^-1.5 (times d_model^-0.5): the "
+                            "exponent of warmup is -1.5, so that both terms meet at step = warmup",
+    "noam_no_d_model": "the factor d_model^-0.5 is missing: a wider model takes smaller steps",
+    "noam_d_model_sign": "the factor is d_model^-0.5, not d_model^0.5: a wider model takes smaller steps",
+    "noam_max": "the rate is the min of the two terms: with max it starts at its largest and never warms up",
+    "noam_steps_from_0": "steps count from 1 (noam_lr(1, ...) is the first rate): use step as given, "
+                         "not step + 1",
+    "noam_no_step_factor": "the warm-up term is step · warmup^-1.5: it grows with the step",
+}
 
 
 def _lr(sub, step, d_model, warmup):
@@ -32,90 +87,149 @@ def _lr(sub, step, d_model, warmup):
         raise Failed("noam_lr should return a number (a Python float)") from None
 
 
+def _rates(sub, cases):
+    return torch.tensor([_lr(sub, *c) for c in cases], dtype=torch.float64)
+
+
+def _noam_suspects(cases):
+    return [suspect(m, torch.tensor([NOAM[m](*c) for c in cases], dtype=torch.float64), NOAM_HINTS[m])
+            for m in NOAM_HINTS]
+
+
+def noam_cases(n):
+    g = gen(n)
+    cases = []
+    for _ in range(2):
+        d_model = 2 ** int(torch.randint(5, 10, (1,), generator=g))
+        warmup = int(torch.randint(100, 5000, (1,), generator=g))
+        cases += [(s, d_model, warmup) for s in (1, int(torch.randint(2, warmup, (1,), generator=g)),
+                                                warmup, int(torch.randint(warmup + 1, 40 * warmup, (1,), generator=g)))]
+    return cases
+
+
 @exercise("noam_lr", points=1)
 def test_noam_values(sub):
-    for d_model, warmup in ((512, 4000), (64, 400)):
-        for step in (1, 7, warmup // 2, warmup, 2 * warmup, 25_000):
-            got, want = _lr(sub, step, d_model, warmup), ref_noam(step, d_model, warmup)
-            check(math.isclose(got, want, rel_tol=1e-6),
-                  f"noam_lr({step}, {d_model}, {warmup}) should be d_model^-0.5 · min(step^-0.5, "
-                  f"step · warmup^-1.5) = {want:.6g}, got {got:.6g} (steps count from 1)")
+    cases = noam_cases(1)
+    close(_rates(sub, cases), torch.tensor([NOAM[None](*c) for c in cases], dtype=torch.float64),
+          f"noam_lr(step, d_model, warmup) should be d_model^-0.5 · min(step^-0.5, step · "
+          f"warmup^-1.5) at (step, d_model, warmup) = {cases} (steps count from 1)",
+          rtol=1e-6, atol=0, suspects=_noam_suspects(cases))
 
 
 @exercise("noam_lr", points=0.5)
 def test_noam_peak_at_warmup(sub):
-    warmup = 50
-    values = [_lr(sub, s, 64, warmup) for s in range(1, 4 * warmup)]
-    peak = 1 + max(range(len(values)), key=values.__getitem__)
-    check(peak == warmup, f"the rate should rise linearly up to step = warmup ({warmup}) and decay "
-          f"after it, but it peaks at step {peak}: the warm-up term is step · warmup^-1.5")
-    check(math.isclose(values[warmup - 1], (64 * warmup) ** -0.5, rel_tol=1e-6),
-          "at step = warmup the rate should be (d_model · warmup)^-0.5")
+    warmup = int(torch.randint(20, 80, (1,), generator=gen(2)))
+    cases = [(s, 64, warmup) for s in range(1, 4 * warmup)]
+    values = _rates(sub, cases)
+    peak = 1 + int(values.argmax())
+    if peak != warmup or not math.isclose(float(values[warmup - 1]), (64 * warmup) ** -0.5, rel_tol=1e-6):
+        close(values, torch.tensor([NOAM[None](*c) for c in cases], dtype=torch.float64),
+              f"the rate should rise linearly up to step = warmup ({warmup}), where it is "
+              f"(d_model · warmup)^-0.5, and decay after it, but it peaks at step {peak}",
+              rtol=1e-6, atol=0, suspects=_noam_suspects(cases))
 
 
 @exercise("noam_lr", points=0.5)
 def test_noam_d_model_factor(sub):
     for step in (10, 1000):
         ratio = _lr(sub, step, 256, 100) / _lr(sub, step, 64, 100)
-        check(math.isclose(ratio, 0.5, rel_tol=1e-6),
-              "a 4× wider model should get half the learning rate: multiply by d_model^-0.5")
+        if not math.isclose(ratio, 0.5, rel_tol=1e-6):
+            check(not math.isclose(ratio, 1.0, rel_tol=1e-6), NOAM_HINTS["noam_no_d_model"],
+                  mistake="noam_no_d_model")
+            check(not math.isclose(ratio, 2.0, rel_tol=1e-6), NOAM_HINTS["noam_d_model_sign"],
+                  mistake="noam_d_model_sign")
+            check(False, "a 4× wider model should get half the learning rate: multiply by d_model^-0.5")
 
 
 # --- label_smoothed_nll ----------------------------------------------------------------
 
-G = torch.Generator().manual_seed(9)
-LOGITS = 2.0 * torch.randn(3, 6, 11, generator=G)
-TARGET = torch.tensor([[4, 5, 6, 7, 2, 0], [4, 9, 2, 0, 0, 0], [10, 3, 8, 5, 6, 2]])
+def logits_and_target(n, V=11, pad_id=0, pads=True):
+    """Logits [3, 6, V] and a target [3, 6] (padding at the end of two rows)."""
+    g = gen(n)
+    logits = 2.0 * torch.randn(3, 6, V, generator=g)
+    target = torch.randint(1, V, (3, 6), generator=g)
+    target[target == pad_id] = (pad_id + 1) % V
+    if pads:
+        target[1, 3:] = pad_id
+        target[2, 5:] = pad_id
+    return logits, target
 
 
-def ref_nll(logits, target, smoothing, pad_id):
+def ref_nll(logits, target, smoothing, pad_id, mistake=None):
     V = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, V), target.reshape(-1), ignore_index=pad_id,
-                           label_smoothing=smoothing)
+    x, t = logits.reshape(-1, V).double(), target.reshape(-1)
+    keep = t != (0 if mistake == "nll_pad_id_hardcoded" else pad_id)
+    logp = torch.log_softmax(x, dim=0 if mistake == "nll_softmax_axis" else -1)
+    nll = -logp.gather(1, t[:, None].clamp(0, V - 1)).squeeze(1)
+    if mistake == "nll_smoothing_v_minus_1":
+        uniform = (-logp.sum(-1) - nll) / (V - 1)
+    else:
+        uniform = -logp.mean(-1)
+    eps = 0.0 if mistake == "nll_smoothing_ignored" else smoothing
+    per_token = (1.0 - eps) * nll + eps * uniform
+    if mistake == "nll_pads_counted":
+        return ((1.0 - eps) * nll * keep + eps * uniform).mean()
+    if mistake == "nll_pads_zeroed":
+        return (per_token * keep).mean()
+    if mistake == "nll_sum":
+        return per_token[keep].sum()
+    return per_token[keep].mean()
+
+
+NLL_HINTS = {
+    "nll_pads_counted": "the padding positions count in the mean: average over the tokens that are "
+                        "not pad_id only (select them, or divide by their number)",
+    "nll_pads_zeroed": "the padding positions are zeroed but still counted in the mean: divide by "
+                       "the number of real tokens, not of all positions",
+    "nll_smoothing_v_minus_1": "ε is spread over the V - 1 wrong classes: the course (like "
+                               "F.cross_entropy) spreads it over all V classes, ε·mean_k(-log p_k)",
+    "nll_smoothing_ignored": "the smoothing term is missing: loss = (1 - ε)·(-log p_y) + ε·mean_k(-log p_k)",
+    "nll_sum": "the loss is summed over the tokens: it should be their mean",
+    "nll_softmax_axis": "the log-softmax runs over the tokens: it runs over the V classes (the last axis)",
+    "nll_pad_id_hardcoded": "padding is taken as id 0: compare the target with the pad_id argument",
+}
+NLL_IDS = {"nll_pads_zeroed": "nll_pads_counted"}
+
+
+def nll_suspects(logits, target, smoothing, pad_id):
+    return [suspect(NLL_IDS.get(m, m), (lambda m=m: ref_nll(logits, target, smoothing, pad_id, m)), NLL_HINTS[m])
+            for m in NLL_HINTS]
 
 
 def _nll(sub, *args):
-    try:
-        return sub.call("label_smoothed_nll", *args, forbid=NO_CE)
-    except SubmissionError as exc:
-        if exc.exc_type == "ForbiddenCall":
-            raise Failed("label_smoothed_nll calls F.cross_entropy; build the loss yourself from "
-                         "torch.log_softmax") from None
-        raise
+    return sub.call("label_smoothed_nll", *args, forbid=NO_CE)
+
+
+def check_nll(sub, logits, target, smoothing, pad_id, message):
+    got = _nll(sub, logits, target, smoothing, pad_id)
+    close(got, ref_nll(logits, target, smoothing, pad_id), message, atol=1e-5,
+          suspects=nll_suspects(logits, target, smoothing, pad_id))
+    return got
 
 
 @exercise("label_smoothed_nll", points=1)
 def test_nll_without_smoothing(sub):
-    target = TARGET.clone()
-    target[target == 0] = 1  # no padding here
-    close(_nll(sub, LOGITS, target, 0.0, 0), ref_nll(LOGITS, target, 0.0, 0),
-          "with smoothing=0 the loss is the mean of -log softmax(logits)[target] over all tokens",
-          atol=1e-5)
+    logits, target = logits_and_target(10, pads=False)
+    check_nll(sub, logits, target, 0.0, 0, "with smoothing=0 and no padding the loss is the mean "
+              "of -log softmax(logits)[target] over all tokens")
 
 
 @exercise("label_smoothed_nll", points=1)
 def test_nll_with_smoothing(sub):
-    target = TARGET.clone()
-    target[target == 0] = 1
+    logits, target = logits_and_target(11, pads=False)
     for eps in (0.1, 0.3):
-        close(_nll(sub, LOGITS, target, eps, 0), ref_nll(LOGITS, target, eps, 0),
-              f"with smoothing={eps} the target keeps 1 - ε on the right class and spreads ε "
-              f"uniformly over all V classes (the right one included, like F.cross_entropy): "
-              f"loss = (1 - ε)·(-log p_y) + ε·mean_k(-log p_k)", atol=1e-5)
+        check_nll(sub, logits, target, eps, 0, f"with smoothing={eps} the target keeps 1 - ε on the "
+                  f"right class and spreads ε uniformly over all V classes (the right one included, "
+                  f"like F.cross_entropy)")
 
 
 @exercise("label_smoothed_nll", points=0.5)
 def test_nll_ignores_padding(sub):
     for pad_id in (0, 5):
-        target = TARGET.clone()
-        if pad_id:
-            target[target == 5] = 1
-            target[TARGET == 0] = pad_id
-        want = ref_nll(LOGITS, target, 0.1, pad_id)
-        close(_nll(sub, LOGITS, target, 0.1, pad_id), want,
-              f"the loss should be the mean over the tokens that are not pad_id ({pad_id}): "
-              f"padding must neither add to the sum nor to the count", atol=1e-5)
-        other = LOGITS.clone()
+        logits, target = logits_and_target(12 + pad_id, pad_id=pad_id)
+        want = check_nll(sub, logits, target, 0.1, pad_id, f"the loss should be the mean over the "
+                         f"tokens that are not pad_id ({pad_id})")
+        other = logits.clone()
         other[target == pad_id] = 50.0
         close(_nll(sub, other, target, 0.1, pad_id), want,
               "the logits at padding positions must not change the loss", atol=1e-5)
@@ -123,48 +237,86 @@ def test_nll_ignores_padding(sub):
 
 @exercise("label_smoothed_nll", points=0.5)
 def test_nll_shapes(sub):
-    target = TARGET.masked_fill(TARGET == 0, 1)  # no padding: this checks shapes only
-    flat_logits, flat_target = LOGITS.reshape(-1, 11), target.reshape(-1)
+    logits, target = logits_and_target(20, pads=False)
+    flat_logits, flat_target = logits.reshape(-1, 11), target.reshape(-1)
     got = _nll(sub, flat_logits, flat_target, 0.2, 0)
     check(hasattr(got, "shape") and tuple(got.shape) == (),
           "the loss should be a scalar tensor (shape []), the mean over tokens")
-    close(got, ref_nll(LOGITS, target, 0.2, 0), "logits [N, V] with target [N] should work too",
-          atol=1e-5)
+    close(got, ref_nll(logits, target, 0.2, 0), "logits [N, V] with target [N] should work too",
+          atol=1e-5, suspects=nll_suspects(flat_logits, flat_target, 0.2, 0))
 
 
 # --- train_step ------------------------------------------------------------------------
 
 SV, TV = 9, 10
-SRC = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0], [8, 8, 2, 0]])
-TGT = torch.tensor([[1, 4, 5, 6, 2], [1, 7, 2, 0, 0], [1, 9, 9, 8, 2]])
 
 
-def _swap_pad(t, pad_id):
-    """The batch with its padding written as pad_id (no real token is pad_id here)."""
-    return t.masked_fill(t == 0, pad_id)
+def step_batch(n, pad_id=0):
+    """A batch (src [3, 4], tgt [3, 5]) starting with bos (1), ending with eos (2), padded."""
+    g = gen(n)
+    src = torch.randint(3, SV, (3, 4), generator=g)
+    tgt = torch.randint(3, TV, (3, 5), generator=g)
+    src[:, -1], tgt[:, 0], tgt[:, -1] = 2, 1, 2
+    src[1, 2:], tgt[1, 3:] = pad_id, pad_id
+    src[1, 1], tgt[1, 2] = 2, 2
+    return src, tgt
 
 
 def _oracle(pad_id=0, seed=3):
     return tiny_seq2seq(SV, TV, 8, pad_id, seed)
 
 
-def _oracle_loss(model, src, tgt, smoothing):
+def _oracle_loss(model, src, tgt, smoothing, target_slice=slice(1, None), pad_id=None):
     logits = model(src, tgt[:, :-1])
-    return ref_nll(logits, tgt[:, 1:], smoothing, model.pad_id), logits
+    return ref_nll(logits, tgt[:, target_slice], smoothing, model.pad_id if pad_id is None else pad_id).float(), logits
 
 
-def _sgd_step(model, src, tgt, lr, smoothing=0.0):
-    model.zero_grad()
-    loss, _ = _oracle_loss(model, src, tgt, smoothing)
-    loss.backward()
-    with torch.no_grad():
-        for p in model.parameters():
-            p -= lr * p.grad
-    return loss.item()
+def _sgd_steps(model, batches, lrs, smoothing=0.0, mistake=None):
+    """What train_step does to ``model`` (SGD) over ``batches``, with one of the mistakes."""
+    grads = None
+    for (src, tgt), lr in zip(batches, lrs, strict=True):
+        if mistake != "no_zero_grad" or grads is None:
+            model.zero_grad()
+        target = slice(None, -1) if mistake == "target_not_shifted" else slice(1, None)
+        eps = 0.0 if mistake == "smoothing_not_passed" else smoothing
+        pad = 0 if mistake == "step_pad_id_hardcoded" else None
+        loss, _ = _oracle_loss(model, src, tgt, eps, target, pad)
+        loss.backward()
+        grads = True
+        if mistake == "no_optimizer_step":
+            continue
+        with torch.no_grad():
+            for _ in range(2 if mistake == "two_optimizer_steps" else 1):
+                for p in model.parameters():
+                    p -= lr * p.grad
+    return model
 
 
-def _student_setup(sub, lr, pad_id=0, seed=3, scheduler=False):
+STEP_HINTS = {
+    "no_zero_grad": "the second train_step moved the parameters along the sum of both steps' "
+                    "gradients: call optimizer.zero_grad() before backward (PyTorch adds new "
+                    "gradients to the old ones)",
+    "no_optimizer_step": "the parameters did not change: train_step must call loss.backward() and "
+                         "optimizer.step()",
+    "two_optimizer_steps": "the parameters moved two steps: call optimizer.step() once per train_step",
+    "target_not_shifted": "the loss is scored on the decoder's input tgt[:, :-1]: the model reads "
+                          "tgt[:, :-1] and must predict tgt[:, 1:]",
+    "smoothing_not_passed": "the loss ignores train_step's smoothing: pass it on, "
+                            "label_smoothed_nll(logits, tgt[:, 1:], smoothing, model.pad_id)",
+    "step_pad_id_hardcoded": "the loss takes pad id 0: score with the model's own pad id, "
+                             "label_smoothed_nll(..., model.pad_id)",
+    "scheduler_before_optimizer": "the scheduler is stepped before the optimizer, so the first step "
+                                  "already uses the second learning rate: call scheduler.step() "
+                                  "after optimizer.step()",
+    "scheduler_ignored": "the scheduler is never stepped: call scheduler.step() after "
+                         "optimizer.step() when one is given",
+}
+
+
+def _student_setup(sub, lr, pad_id=0, seed=3, scheduler=False, train=True):
     model = sub.fixture("tiny_seq2seq", SV, TV, 8, pad_id, seed)
+    if not train:
+        model.eval()
     optimizer = sub.fixture("sgd", model, lr=lr)
     sched = sub.fixture("step_lr", optimizer, step_size=1, gamma=0.5) if scheduler else None
     return model, optimizer, sched
@@ -174,18 +326,34 @@ def _params(model_handle):
     return {k: v for k, v in model_handle.inspect()["parameters"].items()}
 
 
-def _compare_params(model_handle, oracle, message):
-    got = _params(model_handle)
-    for name, p in oracle.named_parameters():
-        close(got[name], p.detach(), message, atol=1e-5)
+def _flat(params):
+    return torch.cat([p.detach().reshape(-1).float() for _, p in sorted(params.items())])
 
 
-@exercise("train_step", points=1.5)
+def _compare_params(model_handle, batches, lrs, message, mistakes, smoothing=0.0, lr_variants=None):
+    got = _flat(_params(model_handle))
+    want = _flat(dict(_sgd_steps(_oracle(), batches, lrs, smoothing).named_parameters()))
+    suspects = [suspect(m, (lambda m=m: _flat(dict(_sgd_steps(_oracle(), batches, lrs, smoothing, m).named_parameters()))),
+                        STEP_HINTS[m]) for m in mistakes if m in STEP_HINTS]
+    for m, other_lrs in (lr_variants or {}).items():
+        suspects.append(suspect(m, (lambda o=other_lrs: _flat(dict(_sgd_steps(_oracle(), batches, o, smoothing).named_parameters()))),
+                                STEP_HINTS[m]))
+    close(got, want, message, atol=1e-5, suspects=suspects)
+
+
+STEP_MISTAKES = ("no_zero_grad", "no_optimizer_step", "two_optimizer_steps", "target_not_shifted",
+                 "smoothing_not_passed", "step_pad_id_hardcoded")
+
+
+@exercise("train_step", points=1.25)
 def test_train_step_returns_loss_before_update(sub):
     pad_id = 3
-    src, tgt = _swap_pad(SRC, pad_id), _swap_pad(TGT, pad_id)
+    src, tgt = step_batch(30, pad_id)
     model, optimizer, _ = _student_setup(sub, lr=0.5, pad_id=pad_id)
     loss = sub.call("train_step", model, (src, tgt), optimizer, None, 0.1)
+    check(not hasattr(loss, "shape"), f"train_step should return the loss as a Python float "
+          f"(loss.item()), not a {type(loss).__name__}: a tensor would keep its graph alive",
+          mistake="returns_tensor")
     check(isinstance(loss, float), f"train_step should return the loss as a Python float "
           f"(loss.item()), got a {type(loss).__name__}")
     oracle = _oracle(pad_id)
@@ -197,46 +365,80 @@ def test_train_step_returns_loss_before_update(sub):
         own = float(sub.call("label_smoothed_nll", logits, tgt[:, 1:], 0.1, pad_id))
     except Exception:  # noqa: BLE001 - their loss is broken: judge against the true one
         own = float(want)
-    check(math.isclose(loss, own, rel_tol=1e-4, abs_tol=1e-6) or math.isclose(loss, float(want), rel_tol=1e-4),
-          f"train_step returned {loss:.5f}, but the loss before the update is {float(want):.5f}: "
-          f"feed the model tgt[:, :-1], score it on tgt[:, 1:] with label_smoothed_nll(..., "
-          f"smoothing, model.pad_id), and return the loss computed before optimizer.step()")
+    if math.isclose(loss, own, rel_tol=1e-4, abs_tol=1e-6) or math.isclose(loss, float(want), rel_tol=1e-4):
+        return
+    stepped = _sgd_steps(_oracle(pad_id), [(src, tgt)], [0.5], 0.1)
+    with torch.no_grad():
+        after, _ = _oracle_loss(stepped, src, tgt, 0.1)
+        candidates = {m: float(_oracle_loss(_oracle(pad_id), src, tgt, *args)[0]) for m, args in (
+            ("target_not_shifted", (0.1, slice(None, -1))), ("smoothing_not_passed", (0.0,)),
+            ("step_pad_id_hardcoded", (0.1, slice(1, None), 0)))}
+    candidates["returns_loss_after_update"] = float(after)
+    hints = dict(STEP_HINTS, returns_loss_after_update="train_step returned the loss after the "
+                 "update: compute the loss, keep loss.item(), then step; return the value from "
+                 "before optimizer.step()")
+    for mistake, value in candidates.items():
+        if math.isclose(loss, value, rel_tol=1e-4) and not math.isclose(value, float(want), rel_tol=1e-4):
+            diagnose(mistake, f"{hints[mistake]} (yours {loss:.5f}, right {float(want):.5f})")
+    check(False, f"train_step returned {loss:.5f}, but the loss before the update is "
+          f"{float(want):.5f}: feed the model tgt[:, :-1], score it on tgt[:, 1:] with "
+          f"label_smoothed_nll(..., smoothing, model.pad_id), and return the loss computed before "
+          f"optimizer.step()")
 
 
 @exercise("train_step", points=1)
 def test_train_step_updates_parameters(sub):
+    batch = step_batch(31)
     model, optimizer, _ = _student_setup(sub, lr=0.5)
     before = _params(model)
-    sub.call("train_step", model, (SRC, TGT), optimizer)
+    sub.call("train_step", model, batch, optimizer)
     after = _params(model)
-    check(any(not torch.equal(before[k], after[k]) for k in before),
-          "the parameters did not change: train_step must call loss.backward() and optimizer.step()")
-    oracle = _oracle()
-    _sgd_step(oracle, SRC, TGT, lr=0.5)
-    _compare_params(model, oracle, "after one train_step the parameters should be exactly one "
-                    "optimizer step along the gradient of the loss (backward once, step once)")
+    check(any(not torch.equal(before[k], after[k]) for k in before), STEP_HINTS["no_optimizer_step"],
+          mistake="no_optimizer_step")
+    _compare_params(model, [batch], [0.5], "after one train_step the parameters should be exactly one "
+                    "optimizer step along the gradient of the loss (backward once, step once)",
+                    STEP_MISTAKES)
 
 
-@exercise("train_step", points=1)
+@exercise("train_step", points=0.75)
 def test_train_step_zero_grad(sub):
+    first, second = step_batch(32), step_batch(33)
     model, optimizer, _ = _student_setup(sub, lr=0.5)
-    sub.call("train_step", model, (SRC, TGT), optimizer)
-    sub.call("train_step", model, (SRC[:2], TGT[:2]), optimizer)
-    oracle = _oracle()
-    _sgd_step(oracle, SRC, TGT, lr=0.5)
-    _sgd_step(oracle, SRC[:2], TGT[:2], lr=0.5)
-    _compare_params(model, oracle, "the second train_step moved the parameters along the sum of "
-                    "both steps' gradients: call optimizer.zero_grad() before backward (PyTorch "
-                    "adds new gradients to the old ones)")
+    sub.call("train_step", model, first, optimizer)
+    sub.call("train_step", model, second, optimizer)
+    _compare_params(model, [first, second], [0.5, 0.5], "after two train_steps the parameters should "
+                    "be two optimizer steps, each along its own batch's gradient", STEP_MISTAKES)
 
 
 @exercise("train_step", points=0.5)
 def test_train_step_scheduler(sub):
+    first, second = step_batch(34), step_batch(35)
     model, optimizer, sched = _student_setup(sub, lr=0.4, scheduler=True)
-    sub.call("train_step", model, (SRC, TGT), optimizer, sched)
-    sub.call("train_step", model, (SRC[1:], TGT[1:]), optimizer, scheduler=sched)
-    oracle = _oracle()
-    _sgd_step(oracle, SRC, TGT, lr=0.4)
-    _sgd_step(oracle, SRC[1:], TGT[1:], lr=0.2)
-    _compare_params(model, oracle, "with a scheduler, train_step should call scheduler.step() once, "
-                    "after optimizer.step(): the first step uses the initial learning rate")
+    sub.call("train_step", model, first, optimizer, sched)
+    sub.call("train_step", model, second, optimizer, scheduler=sched)
+    _compare_params(model, [first, second], [0.4, 0.2], "with a scheduler (the rate halves after "
+                    "each step), train_step should call scheduler.step() once, after "
+                    "optimizer.step(): the first step uses the initial learning rate", STEP_MISTAKES,
+                    lr_variants={"scheduler_before_optimizer": [0.2, 0.1], "scheduler_ignored": [0.4, 0.4]})
+
+
+@exercise("train_step", points=0.25)
+def test_train_step_training_mode(sub):
+    model, optimizer, _ = _student_setup(sub, lr=0.1, train=False)  # left in eval mode by an evaluation
+    sub.call("train_step", model, step_batch(36), optimizer)
+    check(model.get("calls_in_eval") == 0, "train_step ran the model in evaluation mode (an "
+          "evaluation before it left it there): call model.train() at the start, so that dropout "
+          "is on while training", mistake="train_step_eval_mode")
+
+
+@exercise("train_step", points=0.25)
+def test_train_step_on_the_model_device(sub):
+    model, optimizer, _ = _student_setup(sub, lr=0.1)
+    try:
+        sub.call("train_step", model, step_batch(37), optimizer, forbid=(ON_DEVICE_MODEL,))
+    except SubmissionError as exc:
+        if exc.exc_type == "DeviceMismatch":
+            diagnose("batch_not_moved", f"with the model on a GPU and the batch on the CPU (a "
+                     f"DataLoader's), this step fails: {exc.message}; move src and tgt to the "
+                     f"model's device first (device = next(model.parameters()).device)")
+        raise

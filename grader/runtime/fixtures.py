@@ -40,6 +40,8 @@ def copy_model(vocab: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, ju
     the target so far is what the model itself predicted (bos, src[0], ...); it predicts
     ``junk_id`` past the end of the source, after a wrong prefix, and wherever the source's
     padding is visible through ``memory_mask`` (as a real model's output would be disturbed).
+    It is built in training mode, as a model fresh from training is, and counts the calls
+    made while it is still in training mode (``calls_in_training``: dropout would be on).
     """
     import torch
     from torch import nn
@@ -51,11 +53,17 @@ def copy_model(vocab: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, ju
             self.vocab = vocab
             self.generator = nn.Identity()
             self.dummy = nn.Parameter(torch.zeros(1))  # so that next(model.parameters()) works
+            self.calls_in_training = 0
+
+        def _called(self) -> None:
+            self.calls_in_training += int(self.training)
 
         def encode(self, src: Any, src_mask: Any = None) -> Any:
+            self._called()
             return nn.functional.one_hot(src.long(), vocab).float() + 0.0 * self.dummy
 
         def decode(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
+            self._called()
             src = memory.argmax(-1)
             B, Lt = tgt.shape
             Ls = src.shape[1]
@@ -98,11 +106,13 @@ def _tiny_seq2seq_class() -> Any:
         """A deterministic, differentiable seq2seq stand-in with the lesson-08 call
         ``model(src, tgt) -> logits [B, Lt, V]`` and ``pad_id``. Position i sees the mean of
         the non-pad source embeddings and target tokens 0..i only (causal), so a shifted
-        or unshifted target changes the loss."""
+        or unshifted target changes the loss. It counts the forward passes made in evaluation
+        mode (``calls_in_eval``: dropout would be off while training)."""
 
         def __init__(self, src_vocab: int, tgt_vocab: int, d: int = 8, pad_id: int = 0, seed: int = 0):
             super().__init__()
             self.pad_id = pad_id
+            self.calls_in_eval = 0
             self.src_embed = nn.Embedding(src_vocab, d)
             self.tgt_embed = nn.Embedding(tgt_vocab, d)
             self.out = nn.Linear(d, tgt_vocab)
@@ -112,6 +122,7 @@ def _tiny_seq2seq_class() -> Any:
                     p.copy_(torch.randn(p.shape, generator=g) * 0.7)
 
         def forward(self, src: Any, tgt: Any) -> Any:
+            self.calls_in_eval += int(not self.training)
             keep = (src != self.pad_id).unsqueeze(-1).float()
             context = (self.src_embed(src) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
             h = torch.tanh(self.tgt_embed(tgt) + context[:, None, :])

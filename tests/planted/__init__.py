@@ -3,13 +3,18 @@
 Each module ``tests/planted/lNN.py`` defines ``LESSON``, ``BUGS`` and ``ALTERNATIVES``.
 A :class:`Variant` edits solution cells of the reference notebook (by nbgrader grade_id):
 ``replace`` substitutes text inside the cell (the text must be there, so a variant
-cannot silently rot), ``source`` replaces the whole cell. A bug must lose points on its
-``exercise``; an alternative must keep full marks everywhere.
+cannot silently rot), ``source`` replaces the whole cell. A bug declares the ``mistake``
+it plants (a key of its lesson's ``MISTAKES`` in ``grader/hidden``): it must lose points on
+its ``exercise``, the first hint there must name that mistake, and no hint anywhere may
+name another (``related`` lists the ids a bug may also show: the same mistake seen from a
+second exercise). ``score`` is what the exercise earns with the bug, when the rubric fixes
+it (CONTRIBUTING). An alternative must keep full marks everywhere.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -24,6 +29,9 @@ class Variant:
     source: str | None = None
     cell: str | None = None  # grade_id of the cell to edit, if not the exercise's own
     also: dict[str, Any] = field(default_factory=dict)  # extra {grade_id: [(old, new), ...]}
+    mistake: str = ""  # the id of the planted mistake (bugs only)
+    related: tuple[str, ...] = ()  # other ids its hints may show
+    score: float | None = None  # the exercise's score with this bug, when the rubric fixes it
 
     def apply(self, nb: dict[str, Any]) -> dict[str, Any]:
         nb = copy.deepcopy(nb)
@@ -48,10 +56,20 @@ def _cell(nb: dict[str, Any], grade_id: str) -> dict[str, Any]:
     raise AssertionError(f"no cell with grade_id {grade_id}")
 
 
-def bug(exercise: str, description: str, *pairs: tuple[str, str], **kw: Any) -> Variant:
-    return Variant(exercise, description, replace=tuple(pairs), **kw)
+def bug(exercise: str, mistake: str, description: str, *pairs: tuple[str, str], **kw: Any) -> Variant:
+    """A planted mistake: text substitutions in the exercise's cell."""
+    return Variant(exercise, description, replace=tuple(pairs), mistake=mistake, **kw)
 
 
 def modules() -> list[Any]:
-    return [importlib.import_module(f"planted.{m.name}")
-            for m in pkgutil.iter_modules(__path__) if m.name.startswith("l")]
+    """The lesson modules, each bug given its rubric score from the module's ``SCORES``
+    (``{(exercise, description): score}``)."""
+    found = []
+    for m in pkgutil.iter_modules(__path__):
+        if m.name.startswith("l") and m.name[1:].isdigit():
+            module = importlib.import_module(f"planted.{m.name}")
+            scores = getattr(module, "SCORES", {})
+            module.BUGS = [dataclasses.replace(v, score=scores.get((v.exercise, v.description), v.score))
+                           for v in module.BUGS]
+            found.append(module)
+    return found

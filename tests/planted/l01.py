@@ -5,30 +5,30 @@ from planted import Variant, bug
 LESSON = "01_attention_by_hand"
 
 BUGS = [
-    bug("dot_scores", "transposed scores K @ Q.T", ("Q @ K.T", "K @ Q.T")),
-    bug("dot_scores", "elementwise product summed over the wrong axis",
+    bug("dot_scores", "scores_transposed", "transposed scores K @ Q.T", ("Q @ K.T", "K @ Q.T")),
+    bug("dot_scores", "scores_wrong_axis", "elementwise product summed over the wrong axis",
         ("return Q @ K.T", "return (Q[:, None, :] * K[None, :, :]).sum(0)")),
-    bug("softmax", "no max subtraction (overflows)",
+    bug("softmax", "softmax_no_max", "no max subtraction (overflows)",
         ("x - np.max(x, axis=axis, keepdims=True)", "x")),
-    bug("softmax", "softmax over axis 0 whatever `axis` says",
+    bug("softmax", "softmax_axis_ignored", "softmax over axis 0 whatever `axis` says",
         ("axis=axis, keepdims=True)\n    e", "axis=0, keepdims=True)\n    e"),
-        ("np.sum(e, axis=axis", "np.sum(e, axis=0")),
-    bug("softmax", "global instead of per-row maximum",
+        ("np.sum(e, axis=axis", "np.sum(e, axis=0"), related=("attention_softmax_axis",)),
+    bug("softmax", "softmax_global_max", "global instead of per-row maximum",
         ("np.max(x, axis=axis, keepdims=True)", "np.max(x)")),
-    bug("softmax", "sum over the wrong axis (no keepdims)",
+    bug("softmax", "softmax_sum_all", "sum over the wrong axis (no keepdims)",
         ("np.sum(e, axis=axis, keepdims=True)", "np.sum(e)")),
-    bug("softmax", "NaN for -inf entries (subtracting the max lost, nan_to_num on the inputs)",
+    bug("softmax", "softmax_neginf", "NaN for -inf entries (subtracting the max lost, nan_to_num on the inputs)",
         ("x = np.asarray(x, dtype=np.float64)",
          "x = np.nan_to_num(np.asarray(x, dtype=np.float64), neginf=0.0)")),
-    bug("attention", "scaled by d_k instead of sqrt(d_k)",
+    bug("attention", "scale_by_dk", "scaled by d_k instead of sqrt(d_k)",
         ("np.sqrt(K.shape[-1])", "K.shape[-1]")),
-    bug("attention", "scale flag ignored (always scaled)",
+    bug("attention", "scale_flag_ignored", "scale flag ignored (always scaled)",
         ("if scale:\n        scores", "if True:\n        scores")),
-    bug("attention", "never scaled", ("if scale:\n        scores", "if False:\n        scores")),
-    bug("attention", "softmax over the query axis", ("softmax(scores, axis=-1)", "softmax(scores, axis=0)")),
-    bug("attention", "returns weights then output", ("return weights @ V, weights", "return weights, weights @ V")),
-    bug("attention", "weights applied to the keys", ("weights @ V", "weights @ K")),
-    bug("attention", "scores transposed", ("scores = dot_scores(Q, K)", "scores = dot_scores(K, Q)")),
+    bug("attention", "never_scaled", "never scaled", ("if scale:\n        scores", "if False:\n        scores")),
+    bug("attention", "attention_softmax_axis", "softmax over the query axis", ("softmax(scores, axis=-1)", "softmax(scores, axis=0)")),
+    bug("attention", "attention_pair_order", "returns weights then output", ("return weights @ V, weights", "return weights, weights @ V")),
+    bug("attention", "weights_times_keys", "weights applied to the keys", ("weights @ V", "weights @ K")),
+    bug("attention", "scores_transposed", "scores transposed", ("scores = dot_scores(Q, K)", "scores = dot_scores(K, Q)")),
 ]
 
 ALTERNATIVES = [
@@ -59,3 +59,21 @@ def attention(Q, K, V, scale=True):
     return (np.einsum("nm,mv->nv", w, V), w)
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('dot_scores', 'transposed scores K @ Q.T'): 1,
+    ('dot_scores', 'elementwise product summed over the wrong axis'): 0,
+    ('softmax', 'no max subtraction (overflows)'): 2.5,
+    ('softmax', 'softmax over axis 0 whatever `axis` says'): 0,
+    ('softmax', 'global instead of per-row maximum'): 3.5,
+    ('softmax', 'sum over the wrong axis (no keepdims)'): 0,
+    ('softmax', 'NaN for -inf entries (subtracting the max lost, nan_to_num on the inputs)'): 3.5,
+    ('attention', 'scaled by d_k instead of sqrt(d_k)'): 1,
+    ('attention', 'scale flag ignored (always scaled)'): 3,
+    ('attention', 'never scaled'): 1,
+    ('attention', 'softmax over the query axis'): 0,
+    ('attention', 'returns weights then output'): 0,
+    ('attention', 'weights applied to the keys'): 1.5,
+    ('attention', 'scores transposed'): 1.5,
+}

@@ -6,36 +6,36 @@ LESSON = "02_split_heads"
 
 BUGS = [
     # split_qkv
-    bug("split_qkv", "interleaved instead of block split",
+    bug("split_qkv", "qkv_interleaved", "interleaved instead of block split",
         ("q = x[:, :, :n_state]", "q = x[:, :, 0::3]"),
         ("k = x[:, :, n_state:2 * n_state]", "k = x[:, :, 1::3]"),
         ("v = x[:, :, 2 * n_state:3 * n_state]", "v = x[:, :, 2::3]")),
-    bug("split_qkv", "q and k swapped", ("return q, k, v", "return k, q, v")),
-    bug("split_qkv", "v and q swapped", ("return q, k, v", "return v, k, q")),
-    bug("split_qkv", "blocks of a hard-coded width", ("n_state:2 * n_state]", "4:8]"),
+    bug("split_qkv", "qkv_order", "q and k swapped", ("return q, k, v", "return k, q, v")),
+    bug("split_qkv", "qkv_order", "v and q swapped", ("return q, k, v", "return v, k, q")),
+    bug("split_qkv", "qkv_hardcoded_width", "blocks of a hard-coded width", ("n_state:2 * n_state]", "4:8]"),
         ("q = x[:, :, :n_state]", "q = x[:, :, :4]"), ("v = x[:, :, 2 * n_state:3 * n_state]", "v = x[:, :, 8:]")),
     # split_heads
-    bug("split_heads", "reshape straight to [B, H, L, d] without transpose",
+    bug("split_heads", "split_no_transpose", "reshape straight to [B, H, L, d] without transpose",
         ("new_x = x.reshape(B, L, n_head, D // n_head)           # [B, L, H, d]\n"
          "    return new_x.transpose((0, 2, 3, 1) if k else (0, 2, 1, 3))",
          "new_x = x.reshape(B, n_head, L, D // n_head)\n"
          "    return new_x.transpose(0, 1, 3, 2) if k else new_x")),
-    bug("split_heads", "k flag ignored", ("(0, 2, 3, 1) if k else (0, 2, 1, 3)", "(0, 2, 1, 3)")),
-    bug("split_heads", "k flag gives [B, H, L, d] transposed the wrong way",
+    bug("split_heads", "split_k_ignored", "k flag ignored", ("(0, 2, 3, 1) if k else (0, 2, 1, 3)", "(0, 2, 1, 3)")),
+    bug("split_heads", "split_k_wrong_layout", "k flag gives [B, H, L, d] transposed the wrong way",
         ("(0, 2, 3, 1) if k else", "(0, 3, 2, 1) if k else")),
-    bug("split_heads", "head as the fast axis (reshape [B, L, d, H])",
+    bug("split_heads", "split_head_fast_axis", "head as the fast axis (reshape [B, L, d, H])",
         ("new_x = x.reshape(B, L, n_head, D // n_head)           # [B, L, H, d]\n"
          "    return new_x.transpose((0, 2, 3, 1) if k else (0, 2, 1, 3))",
          "new_x = x.reshape(B, L, D // n_head, n_head)\n"
          "    return new_x.transpose((0, 3, 2, 1) if k else (0, 3, 1, 2))")),
-    bug("split_heads", "d and H confused (reshape [B, L, d, H] read as heads)",
+    bug("split_heads", "split_d_h_swapped", "d and H confused (reshape [B, L, d, H] read as heads)",
         ("x.reshape(B, L, n_head, D // n_head)", "x.reshape(B, L, D // n_head, n_head)")),
     # merge_heads
-    bug("merge_heads", "reshape without transposing back",
+    bug("merge_heads", "merge_no_transpose", "reshape without transposing back",
         ("return x.transpose(0, 2, 1, 3).reshape(B, L, H * d)", "return x.reshape(B, L, H * d)")),
-    bug("merge_heads", "wrong permutation (head as the fast axis)",
+    bug("merge_heads", "merge_head_fast_axis", "wrong permutation (head as the fast axis)",
         ("x.transpose(0, 2, 1, 3)", "x.transpose(0, 2, 3, 1)")),
-    bug("merge_heads", "merged to [B, L, d] (the source note's slip)",
+    bug("merge_heads", "merge_to_d", "merged to [B, L, d] (the source note's slip)",
         ("return x.transpose(0, 2, 1, 3).reshape(B, L, H * d)",
          "return x.transpose(0, 2, 1, 3).mean(axis=2)")),
 ]
@@ -83,3 +83,19 @@ def merge_heads(x):
     return np.einsum("bhld->blhd", x).reshape(B, L, H * d)
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('split_qkv', 'interleaved instead of block split'): 0,
+    ('split_qkv', 'q and k swapped'): 0,
+    ('split_qkv', 'v and q swapped'): 0,
+    ('split_qkv', 'blocks of a hard-coded width'): 2,
+    ('split_heads', 'reshape straight to [B, H, L, d] without transpose'): 0,
+    ('split_heads', 'k flag ignored'): 2.5,
+    ('split_heads', 'k flag gives [B, H, L, d] transposed the wrong way'): 2.5,
+    ('split_heads', 'head as the fast axis (reshape [B, L, d, H])'): 0,
+    ('split_heads', 'd and H confused (reshape [B, L, d, H] read as heads)'): 0,
+    ('merge_heads', 'reshape without transposing back'): 0,
+    ('merge_heads', 'wrong permutation (head as the fast axis)'): 0,
+    ('merge_heads', "merged to [B, L, d] (the source note's slip)"): 0,
+}

@@ -7,28 +7,28 @@ SDPA = "scaled_dot_product_attention"
 
 BUGS = [
     # scaled_dot_product_attention
-    bug(SDPA, "mask inverted", ("scores.masked_fill(~allowed", "scores.masked_fill(allowed"),
+    bug(SDPA, "mask_inverted", "mask inverted", ("scores.masked_fill(~allowed", "scores.masked_fill(allowed"),
         ("weights.masked_fill(~allowed", "weights.masked_fill(allowed")),
-    bug(SDPA, "masked scores filled with 0", ('masked_fill(~allowed, float("-inf"))', "masked_fill(~allowed, 0.0)"),
+    bug(SDPA, "mask_fill_zero", "masked scores filled with 0", ('masked_fill(~allowed, float("-inf"))', "masked_fill(~allowed, 0.0)"),
         ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
-    bug(SDPA, "mask applied after softmax without renormalising",
+    bug(SDPA, "mask_after_softmax", "mask applied after softmax without renormalising",
         ('scores = scores.masked_fill(~allowed, float("-inf"))', "pass")),
-    bug(SDPA, "NaN on fully masked rows (-inf fill, no clean-up)",
+    bug(SDPA, "masked_rows_nan", "NaN on fully masked rows (-inf fill, no clean-up)",
         ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
-    bug(SDPA, "fully masked rows uniform (finite fill, no clean-up)",
+    bug(SDPA, "masked_rows_uniform", "fully masked rows uniform (finite fill, no clean-up)",
         ('float("-inf"))', "-1e9)"), ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
-    bug(SDPA, "scaled by d instead of sqrt(d)", ("/ math.sqrt(d_k)", "/ d_k")),
-    bug(SDPA, "not scaled", ("/ math.sqrt(d_k)", "")),
-    bug(SDPA, "scaled by sqrt of the number of keys", ("math.sqrt(d_k)", "math.sqrt(k.size(-2))")),
-    bug(SDPA, "softmax over the query axis", ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")),
-    bug(SDPA, "weights applied to the keys", ("torch.matmul(weights, v)", "torch.matmul(weights, k)")),
-    bug(SDPA, "k transposed over the wrong axes (only works for 4-D inputs)",
+    bug(SDPA, "scale_by_d", "scaled by d instead of sqrt(d)", ("/ math.sqrt(d_k)", "/ d_k")),
+    bug(SDPA, "never_scaled", "not scaled", ("/ math.sqrt(d_k)", "")),
+    bug(SDPA, "scale_by_lk", "scaled by sqrt of the number of keys", ("math.sqrt(d_k)", "math.sqrt(k.size(-2))")),
+    bug(SDPA, "softmax_query_axis", "softmax over the query axis", ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")),
+    bug(SDPA, "weights_times_keys", "weights applied to the keys", ("torch.matmul(weights, v)", "torch.matmul(weights, k)")),
+    bug(SDPA, "absolute_axes", "k transposed over the wrong axes (only works for 4-D inputs)",
         ("k.transpose(-2, -1)", "k.transpose(2, 3)")),
-    bug(SDPA, "dropout ignored", ("if dropout_p > 0.0:", "if False:")),
-    bug(SDPA, "dropout without rescaling",
+    bug(SDPA, "dropout_ignored", "dropout ignored", ("if dropout_p > 0.0:", "if False:")),
+    bug(SDPA, "dropout_no_rescale", "dropout without rescaling",
         ("weights = F.dropout(weights, p=dropout_p)",
          "weights = weights * (torch.rand_like(weights) > dropout_p)")),
-    bug(SDPA, "calls F.scaled_dot_product_attention", source='''
+    bug(SDPA, "library_call", "calls F.scaled_dot_product_attention", source='''
 def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -37,18 +37,18 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
     return out, torch.softmax(scores, -1).nan_to_num(0.0)
 '''),
     # causal_mask
-    bug("causal_mask", "upper instead of lower triangle", (".tril()", ".triu()")),
-    bug("causal_mask", "a token unable to see itself", (".tril()", ".tril(diagonal=-1)")),
-    bug("causal_mask", "inverted (True = masked)", ("return torch.ones", "return ~torch.ones")),
-    bug("causal_mask", "float mask", ("dtype=torch.bool", "dtype=torch.float32")),
-    bug("causal_mask", "device ignored (no device parameter)",
+    bug("causal_mask", "causal_upper", "upper instead of lower triangle", (".tril()", ".triu()")),
+    bug("causal_mask", "causal_no_diagonal", "a token unable to see itself", (".tril()", ".tril(diagonal=-1)")),
+    bug("causal_mask", "causal_inverted", "inverted (True = masked)", ("return torch.ones", "return ~torch.ones")),
+    bug("causal_mask", "causal_float", "float mask", ("dtype=torch.bool", "dtype=torch.float32")),
+    bug("causal_mask", "causal_device_ignored", "device ignored (no device parameter)",
         ("def causal_mask(L: int, device=None)", "def causal_mask(L: int)"), ("device=device", "")),
     # padding_mask
-    bug("padding_mask", "inverted", ("tokens != pad_id", "tokens == pad_id")),
-    bug("padding_mask", "masking queries instead of keys", ("[:, None, None, :]", "[:, None, :, None]")),
-    bug("padding_mask", "missing its broadcast axes", ("[:, None, None, :]", "")),
-    bug("padding_mask", "only one broadcast axis", ("[:, None, None, :]", "[:, None, :]")),
-    bug("padding_mask", "pad_id ignored (always 0)", ("tokens != pad_id", "tokens != 0")),
+    bug("padding_mask", "padding_inverted", "inverted", ("tokens != pad_id", "tokens == pad_id")),
+    bug("padding_mask", "padding_masks_queries", "masking queries instead of keys", ("[:, None, None, :]", "[:, None, :, None]")),
+    bug("padding_mask", "padding_shape", "missing its broadcast axes", ("[:, None, None, :]", "")),
+    bug("padding_mask", "padding_shape", "only one broadcast axis", ("[:, None, None, :]", "[:, None, :]")),
+    bug("padding_mask", "padding_pad_id_ignored", "pad_id ignored (always 0)", ("tokens != pad_id", "tokens != 0")),
 ]
 
 ALTERNATIVES = [
@@ -87,6 +87,19 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
         w = w * keep / (1 - dropout_p)
     return w @ v, w
 '''),
+    Variant(SDPA, "in-place masked_fill_ with the dtype's minimum, rows with no key zeroed by any()", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    scores = (q / math.sqrt(q.shape[-1])) @ k.mT
+    if mask is not None:
+        mask = torch.broadcast_to(mask, scores.shape)
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights * mask.any(dim=-1, keepdim=True) * mask
+    if dropout_p:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ v, weights
+'''),
     Variant("causal_mask", "tril of ones, then bool", source='''
 def causal_mask(L, device=None):
     return torch.tril(torch.ones(L, L, device=device)).bool()
@@ -110,3 +123,31 @@ def padding_mask(tokens, pad_id):
     return (tokens != pad_id).view(B, 1, 1, L)
 '''),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('scaled_dot_product_attention', 'mask inverted'): 5,
+    ('scaled_dot_product_attention', 'masked scores filled with 0'): 5,
+    ('scaled_dot_product_attention', 'mask applied after softmax without renormalising'): 5,
+    ('scaled_dot_product_attention', 'NaN on fully masked rows (-inf fill, no clean-up)'): 9,
+    ('scaled_dot_product_attention', 'fully masked rows uniform (finite fill, no clean-up)'): 9,
+    ('scaled_dot_product_attention', 'scaled by d instead of sqrt(d)'): 7,
+    ('scaled_dot_product_attention', 'not scaled'): 7,
+    ('scaled_dot_product_attention', 'scaled by sqrt of the number of keys'): 7,
+    ('scaled_dot_product_attention', 'softmax over the query axis'): 2,
+    ('scaled_dot_product_attention', 'weights applied to the keys'): 5.5,
+    ('scaled_dot_product_attention', 'k transposed over the wrong axes (only works for 4-D inputs)'): 6.5,
+    ('scaled_dot_product_attention', 'dropout ignored'): 9.5,
+    ('scaled_dot_product_attention', 'dropout without rescaling'): 9.5,
+    ('scaled_dot_product_attention', 'calls F.scaled_dot_product_attention'): 0,
+    ('causal_mask', 'upper instead of lower triangle'): 0,
+    ('causal_mask', 'a token unable to see itself'): 1,
+    ('causal_mask', 'inverted (True = masked)'): 0,
+    ('causal_mask', 'float mask'): 0,
+    ('causal_mask', 'device ignored (no device parameter)'): 2.5,
+    ('padding_mask', 'inverted'): 0,
+    ('padding_mask', 'masking queries instead of keys'): 0,
+    ('padding_mask', 'missing its broadcast axes'): 0,
+    ('padding_mask', 'only one broadcast axis'): 0,
+    ('padding_mask', 'pad_id ignored (always 0)'): 2,
+}

@@ -49,36 +49,36 @@ def inline(scale="d", weights="w.detach()"):
 
 
 BUGS = [
-    Variant(MHA, "scaled by sqrt(d_model) instead of sqrt(d_head)", source=inline(scale="D")),
-    bug(MHA, "scaled by sqrt(d_model) (rescaled queries around the lesson 03 call)",
+    Variant(MHA, "scaled by sqrt(d_model) instead of sqrt(d_head)", mistake="scale_d_model", source=inline(scale="D")),
+    bug(MHA, "scale_d_model", "scaled by sqrt(d_model) (rescaled queries around the lesson 03 call)",
         (ATTEND, ATTEND.replace("(q, k, v,", "(q * math.sqrt(d / self.d_model), k, v,"))),
-    bug(MHA, "heads split by a reshape without transpose", (SPLIT, SPLIT.replace(
+    bug(MHA, "split_no_transpose", "heads split by a reshape without transpose", (SPLIT, SPLIT.replace(
         "view(B, Lq, H, d).transpose(1, 2)", "reshape(B, H, Lq, d)").replace(
         "view(B, Lk, H, d).transpose(1, 2)", "reshape(B, H, Lk, d)"))),
-    bug(MHA, "head as the fast axis when splitting", (SPLIT, SPLIT.replace(
+    bug(MHA, "split_head_fast_axis", "head as the fast axis when splitting", (SPLIT, SPLIT.replace(
         "view(B, Lq, H, d).transpose(1, 2)", "view(B, Lq, d, H).permute(0, 3, 1, 2)").replace(
         "view(B, Lk, H, d).transpose(1, 2)", "view(B, Lk, d, H).permute(0, 3, 1, 2)"))),
-    bug(MHA, "heads merged by a reshape without transposing back",
+    bug(MHA, "merge_no_transpose", "heads merged by a reshape without transposing back",
         ("out = out.transpose(1, 2).reshape(B, Lq, self.d_model)", "out = out.reshape(B, Lq, self.d_model)")),
-    bug(MHA, "heads merged in the wrong order",
+    bug(MHA, "merge_head_fast_axis", "heads merged in the wrong order",
         ("out = out.transpose(1, 2).reshape(B, Lq, self.d_model)",
          "out = out.permute(0, 2, 3, 1).reshape(B, Lq, self.d_model)")),
-    bug(MHA, "output projection skipped", ("return self.out_proj(out)", "return out")),
-    bug(MHA, "keys and values taken from the query",
+    bug(MHA, "no_out_proj", "output projection skipped", ("return self.out_proj(out)", "return out")),
+    bug(MHA, "kv_from_query", "keys and values taken from the query",
         ("self.k_proj(key).view(B, Lk,", "self.k_proj(query).view(B, Lq,"),
         ("self.v_proj(value).view(B, Lk,", "self.v_proj(query).view(B, Lq,")),
-    bug(MHA, "values taken from the keys", ("self.v_proj(value)", "self.v_proj(key)")),
-    bug(MHA, "bias=False ignored", ("bias=bias)", "bias=True)")),
-    bug(MHA, "attn_weights averaged over heads", ("self.attn_weights = weights.detach()",
+    bug(MHA, "values_from_keys", "values taken from the keys", ("self.v_proj(value)", "self.v_proj(key)")),
+    bug(MHA, "bias_ignored", "bias=False ignored", ("bias=bias)", "bias=True)")),
+    bug(MHA, "attn_weights_averaged", "attn_weights averaged over heads", ("self.attn_weights = weights.detach()",
                                                  "self.attn_weights = weights.mean(1).detach()")),
-    Variant(MHA, "attn_weights averaged over heads (inline attention)", source=inline(weights="w.mean(1)")),
-    bug(MHA, "attn_weights never stored", ("self.attn_weights = weights.detach()", "pass")),
-    bug(MHA, "mask ignored", ("scaled_dot_product_attention(q, k, v, mask, p)",
+    Variant(MHA, "attn_weights averaged over heads (inline attention)", mistake="attn_weights_averaged", source=inline(weights="w.mean(1)")),
+    bug(MHA, "attn_weights_missing", "attn_weights never stored", ("self.attn_weights = weights.detach()", "pass")),
+    bug(MHA, "mask_ignored", "mask ignored", ("scaled_dot_product_attention(q, k, v, mask, p)",
                               "scaled_dot_product_attention(q, k, v, None, p)")),
-    bug(MHA, "dropout also in eval mode", ("p = self.dropout if self.training else 0.0", "p = self.dropout")),
-    bug(MHA, "dropout never applied", ("p = self.dropout if self.training else 0.0", "p = 0.0")),
-    bug(MHA, "k_proj used for the values", ("self.v_proj(value)", "self.k_proj(value)")),
-    Variant(MHA, "wraps nn.MultiheadAttention", source='''
+    bug(MHA, "dropout_in_eval", "dropout also in eval mode", ("p = self.dropout if self.training else 0.0", "p = self.dropout")),
+    bug(MHA, "dropout_never", "dropout never applied", ("p = self.dropout if self.training else 0.0", "p = 0.0")),
+    bug(MHA, "v_with_k_proj", "k_proj used for the values", ("self.v_proj(value)", "self.k_proj(value)")),
+    Variant(MHA, "wraps nn.MultiheadAttention", mistake="library_call", source='''
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_head, dropout=0.0, bias=True):
         super().__init__()
@@ -103,12 +103,46 @@ class MultiHeadAttention(nn.Module):
         self.attn_weights = w
         return out
 '''),
-    Variant(MHA, "calls F.scaled_dot_product_attention", source=INLINE.replace(
+    Variant(MHA, "calls F.scaled_dot_product_attention", mistake="library_call", source=INLINE.replace(
         "        s = torch.einsum", "        fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
         "        s = torch.einsum").replace("SCALE", "d").replace("WEIGHTS", "w.detach()")),
 ]
 
+BUGS += [
+    Variant(MHA, "an all-True mask made on the CPU when none is given (inline attention)",
+            mistake="mask_on_cpu", source=inline().replace(
+                "        if mask is not None:\n            s = torch.where",
+                "        if mask is None:\n            mask = torch.ones(Lq, key.size(1), dtype=torch.bool)\n"
+                "        if mask is not None:\n            s = torch.where")),
+]
+
 ALTERNATIVES = [
+    Variant(MHA, "an all-True mask on the query's device when none is given", replace=(
+        (ATTEND, "        if mask is None:\n            mask = torch.ones(Lq, Lk, dtype=torch.bool, device=query.device)\n" + ATTEND),)),
+    Variant(MHA, "one head at a time: chunk the projections, loop, concatenate", source='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, dropout=0.0, bias=True):
+        super().__init__()
+        self.heads = n_head
+        self.p_drop = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        qs = self.q_proj(query).chunk(self.heads, dim=-1)
+        ks = self.k_proj(key).chunk(self.heads, dim=-1)
+        vs = self.v_proj(value).chunk(self.heads, dim=-1)
+        outs, weights = [], []
+        for q, k, v in zip(qs, ks, vs):
+            m = None if mask is None else mask.squeeze(1) if mask.dim() == 4 else mask
+            o, w = scaled_dot_product_attention(q, k, v, m, self.p_drop if self.training else 0.0)
+            outs.append(o)
+            weights.append(w)
+        self.attn_weights = torch.stack(weights, dim=1).detach()
+        return self.out_proj(torch.cat(outs, dim=-1))
+'''),
     Variant(MHA, "inline einsum attention, unflatten/permute, torch.where with -1e9 and renormalisation",
             source=inline()),
     Variant(MHA, "split and merge with helper methods, swapaxes, lesson 03 attention", source='''
@@ -164,3 +198,27 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out.permute(0, 2, 1, 3).reshape(B, Lq, D))
 '''),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('MultiHeadAttention', 'scaled by sqrt(d_model) instead of sqrt(d_head)'): 8.5,
+    ('MultiHeadAttention', 'scaled by sqrt(d_model) (rescaled queries around the lesson 03 call)'): 8.5,
+    ('MultiHeadAttention', 'heads split by a reshape without transpose'): 9,
+    ('MultiHeadAttention', 'head as the fast axis when splitting'): 9.5,
+    ('MultiHeadAttention', 'heads merged by a reshape without transposing back'): 10,
+    ('MultiHeadAttention', 'heads merged in the wrong order'): 10.5,
+    ('MultiHeadAttention', 'output projection skipped'): 9.5,
+    ('MultiHeadAttention', 'keys and values taken from the query'): 8,
+    ('MultiHeadAttention', 'values taken from the keys'): 8,
+    ('MultiHeadAttention', 'bias=False ignored'): 11.5,
+    ('MultiHeadAttention', 'attn_weights averaged over heads'): 11,
+    ('MultiHeadAttention', 'attn_weights averaged over heads (inline attention)'): 11,
+    ('MultiHeadAttention', 'attn_weights never stored'): 11,
+    ('MultiHeadAttention', 'mask ignored'): 10,
+    ('MultiHeadAttention', 'dropout also in eval mode'): 11.5,
+    ('MultiHeadAttention', 'dropout never applied'): 11.5,
+    ('MultiHeadAttention', 'k_proj used for the values'): 9.5,
+    ('MultiHeadAttention', 'wraps nn.MultiheadAttention'): 0,
+    ('MultiHeadAttention', 'calls F.scaled_dot_product_attention'): 0,
+    ('MultiHeadAttention', 'an all-True mask made on the CPU when none is given (inline attention)'): 11.5,
+}

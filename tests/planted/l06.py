@@ -8,25 +8,25 @@ EXACT = "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))"
 TANH = "return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))"
 
 BUGS = [
-    bug("gelu", "the tanh approximation passed off as exact", (EXACT, TANH)),
-    bug("gelu", "erf(x) instead of erf(x / √2)", ("torch.erf(x / math.sqrt(2.0))", "torch.erf(x)")),
-    bug("gelu", "x·sigmoid(1.702x)", (EXACT, "return x * torch.sigmoid(1.702 * x)")),
-    bug("gelu", "Φ(x) without the factor x", (EXACT, "return 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))")),
-    bug("gelu", "calls F.gelu (the operation the exercise teaches)", (EXACT, "return F.gelu(x)")),
-    bug("gelu", "uses nn.GELU", (EXACT, "return nn.GELU()(x)")),
-    bug("gelu", "computes in float32 whatever the input", (EXACT, EXACT.replace("x / ", "x.float() / ").replace("0.5 * x", "0.5 * x.float()"))),
-    bug("gelu_tanh", "cubic term missing", ("(x + 0.044715 * x.pow(3))", "x")),
-    bug("gelu_tanh", "x² instead of x³", ("x.pow(3)", "x.pow(2)")),
-    bug("gelu_tanh", "sqrt(2π) instead of sqrt(2/π)", ("math.sqrt(2.0 / math.pi)", "math.sqrt(2.0 * math.pi)")),
-    bug("gelu_tanh", "calls F.gelu(approximate='tanh')", (TANH, "return F.gelu(x, approximate='tanh')")),
-    bug("gelu_grad", "Φ(x) alone", ("return cdf + x * pdf", "return cdf")),
-    bug("gelu_grad", "density without 1/√(2π)",
+    bug("gelu", "gelu_is_tanh", "the tanh approximation passed off as exact", (EXACT, TANH)),
+    bug("gelu", "erf_without_sqrt2", "erf(x) instead of erf(x / √2)", ("torch.erf(x / math.sqrt(2.0))", "torch.erf(x)")),
+    bug("gelu", "gelu_sigmoid", "x·sigmoid(1.702x)", (EXACT, "return x * torch.sigmoid(1.702 * x)")),
+    bug("gelu", "gelu_no_x", "Φ(x) without the factor x", (EXACT, "return 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))")),
+    bug("gelu", "library_call", "calls F.gelu (the operation the exercise teaches)", (EXACT, "return F.gelu(x)")),
+    bug("gelu", "library_call", "uses nn.GELU", (EXACT, "return nn.GELU()(x)")),
+    bug("gelu", "dtype_changed", "computes in float32 whatever the input", (EXACT, EXACT.replace("x / ", "x.float() / ").replace("0.5 * x", "0.5 * x.float()"))),
+    bug("gelu_tanh", "tanh_no_cubic", "cubic term missing", ("(x + 0.044715 * x.pow(3))", "x")),
+    bug("gelu_tanh", "tanh_square", "x² instead of x³", ("x.pow(3)", "x.pow(2)")),
+    bug("gelu_tanh", "tanh_sqrt_2pi", "sqrt(2π) instead of sqrt(2/π)", ("math.sqrt(2.0 / math.pi)", "math.sqrt(2.0 * math.pi)")),
+    bug("gelu_tanh", "library_call", "calls F.gelu(approximate='tanh')", (TANH, "return F.gelu(x, approximate='tanh')")),
+    bug("gelu_grad", "grad_cdf_only", "Φ(x) alone", ("return cdf + x * pdf", "return cdf")),
+    bug("gelu_grad", "grad_pdf_unnormalised", "density without 1/√(2π)",
         ("pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)", "pdf = torch.exp(-0.5 * x * x)")),
-    bug("gelu_grad", "derivative of the tanh approximation",
+    bug("gelu_grad", "grad_of_tanh", "derivative of the tanh approximation",
         ("cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))\n    pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)\n    return cdf + x * pdf",
          "k = math.sqrt(2.0 / math.pi)\n    t = torch.tanh(k * (x + 0.044715 * x ** 3))\n"
          "    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)")),
-    bug("gelu_grad", "autograd through F.gelu", source="""
+    bug("gelu_grad", "library_call", "autograd through F.gelu", source="""
 def gelu_grad(x):
     x = x.detach().clone().requires_grad_(True)
     with torch.enable_grad():
@@ -65,3 +65,22 @@ def gelu_grad(x):
     return g
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('gelu', 'the tanh approximation passed off as exact'): 0,
+    ('gelu', 'erf(x) instead of erf(x / √2)'): 0,
+    ('gelu', 'x·sigmoid(1.702x)'): 0,
+    ('gelu', 'Φ(x) without the factor x'): 0,
+    ('gelu', 'calls F.gelu (the operation the exercise teaches)'): 0,
+    ('gelu', 'uses nn.GELU'): 0,
+    ('gelu', 'computes in float32 whatever the input'): 2.5,
+    ('gelu_tanh', 'cubic term missing'): 0,
+    ('gelu_tanh', 'x² instead of x³'): 0,
+    ('gelu_tanh', 'sqrt(2π) instead of sqrt(2/π)'): 0,
+    ('gelu_tanh', "calls F.gelu(approximate='tanh')"): 0,
+    ('gelu_grad', 'Φ(x) alone'): 0,
+    ('gelu_grad', 'density without 1/√(2π)'): 0,
+    ('gelu_grad', 'derivative of the tanh approximation'): 0,
+    ('gelu_grad', 'autograd through F.gelu'): 0,
+}

@@ -7,46 +7,63 @@ LESSON = "07_positional_encoding"
 FILL = "pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])"
 
 BUGS = [
-    bug("sinusoidal_positional_encoding", "concatenated instead of interleaved",
+    bug("sinusoidal_positional_encoding", "pe_concatenated", "concatenated instead of interleaved",
         (FILL, "pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)")),
-    bug("sinusoidal_positional_encoding", "sin and cos swapped",
+    bug("sinusoidal_positional_encoding", "pe_sin_cos_swapped", "sin and cos swapped",
         (FILL, "pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle[:, : d_model // 2])")),
-    bug("sinusoidal_positional_encoding", "every column index instead of 2i in the exponent",
+    bug("sinusoidal_positional_encoding", "pe_exponent_j", "every column index instead of 2i in the exponent",
         ("two_i = torch.arange(0, d_model, 2, dtype=torch.float32)", "j = torch.arange(d_model, dtype=torch.float32)"),
         ("angle = position / torch.pow(10000.0, two_i / d_model)", "angle = position / torch.pow(10000.0, j / d_model)"),
         (FILL, "pe[:, 0::2] = torch.sin(angle[:, 0::2])\n    pe[:, 1::2] = torch.cos(angle[:, 1::2])")),
-    bug("sinusoidal_positional_encoding", "positions start at 1",
+    bug("sinusoidal_positional_encoding", "pe_positions_from_1", "positions start at 1",
         ("torch.arange(max_len, dtype=torch.float32)", "torch.arange(1, max_len + 1, dtype=torch.float32)")),
-    bug("sinusoidal_positional_encoding", "exponent i/D instead of 2i/D",
+    bug("sinusoidal_positional_encoding", "pe_exponent_i", "exponent i/D instead of 2i/D",
         ("torch.pow(10000.0, two_i / d_model)", "torch.pow(10000.0, two_i / 2 / d_model)")),
-    bug("sinusoidal_positional_encoding", "multiplies by 10000^(2i/D) instead of dividing",
+    bug("sinusoidal_positional_encoding", "pe_multiplied", "multiplies by 10000^(2i/D) instead of dividing",
         ("position / torch.pow(10000.0, two_i / d_model)", "position * torch.pow(10000.0, two_i / d_model)")),
-    bug("sinusoidal_positional_encoding", "returns float64", ("return pe", "return pe.double()")),
-    bug("PositionalEncoding", "pe kept as a plain attribute",
+    bug("sinusoidal_positional_encoding", "pe_dtype", "returns float64", ("return pe", "return pe.double()")),
+    bug("PositionalEncoding", "pe_not_buffer", "pe kept as a plain attribute",
         ('self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))',
          "self.pe = sinusoidal_positional_encoding(max_len, d_model)")),
-    bug("PositionalEncoding", "pe registered as a parameter",
+    bug("PositionalEncoding", "pe_parameter", "pe registered as a parameter",
         ('self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))',
          "self.pe = nn.Parameter(sinusoidal_positional_encoding(max_len, d_model), requires_grad=False)")),
-    bug("PositionalEncoding", "scales x by √d_model again",
+    bug("PositionalEncoding", "pe_rescales_x", "scales x by √d_model again",
         ("self.dropout(x + self.pe[: x.size(1)])", "self.dropout(x * math.sqrt(x.size(-1)) + self.pe[: x.size(1)])")),
-    bug("PositionalEncoding", "dropout forgotten", ("self.dropout(x + self.pe[: x.size(1)])", "x + self.pe[: x.size(1)]")),
-    bug("PositionalEncoding", "dropout before adding the encoding",
+    bug("PositionalEncoding", "pe_no_dropout", "dropout forgotten", ("self.dropout(x + self.pe[: x.size(1)])", "x + self.pe[: x.size(1)]")),
+    bug("PositionalEncoding", "pe_dropout_before_add", "dropout before adding the encoding",
         ("self.dropout(x + self.pe[: x.size(1)])", "self.dropout(x) + self.pe[: x.size(1)]")),
-    bug("PositionalEncoding", "pe stored as [1, max_len, d_model]",
+    bug("PositionalEncoding", "pe_buffer_shape", "pe stored as [1, max_len, d_model]",
         ("sinusoidal_positional_encoding(max_len, d_model))", "sinusoidal_positional_encoding(max_len, d_model)[None])"),
         ("self.pe[: x.size(1)]", "self.pe[:, : x.size(1)]")),
-    bug("TokenEmbedding", "not scaled", ("return self.embedding(tokens) * math.sqrt(self.d_model)",
+    bug("TokenEmbedding", "emb_not_scaled", "not scaled", ("return self.embedding(tokens) * math.sqrt(self.d_model)",
                                          "return self.embedding(tokens)")),
-    bug("TokenEmbedding", "divided by √d_model", ("self.embedding(tokens) * math.sqrt", "self.embedding(tokens) / math.sqrt")),
-    bug("TokenEmbedding", "scaled by d_model instead of √d_model",
+    bug("TokenEmbedding", "emb_divided", "divided by √d_model", ("self.embedding(tokens) * math.sqrt", "self.embedding(tokens) / math.sqrt")),
+    bug("TokenEmbedding", "emb_scaled_by_d", "scaled by d_model instead of √d_model",
         ("* math.sqrt(self.d_model)", "* self.d_model")),
-    bug("TokenEmbedding", "N(0, 1) initialisation kept (drowns the encoding once scaled)",
+    bug("TokenEmbedding", "emb_init", "N(0, 1) initialisation kept (drowns the encoding once scaled)",
         ("nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model ** -0.5)", "pass")),
-    bug("TokenEmbedding", "submodule named emb", ("self.embedding", "self.emb")),
+    bug("TokenEmbedding", "emb_submodule_name", "submodule named emb", ("self.embedding", "self.emb")),
+]
+
+BUGS += [
+    bug("PositionalEncoding", "pe_table_on_cpu", "table rebuilt in forward (on the CPU)",
+        ("self.dropout(x + self.pe[: x.size(1)])",
+         "self.dropout(x + sinusoidal_positional_encoding(x.size(1), x.size(2)))")),
 ]
 
 ALTERNATIVES = [
+    Variant("PositionalEncoding", "buffer [1, max_len, D] style avoided: pe sliced with narrow and "
+            "moved to x's device and dtype", source="""
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))
+
+    def forward(self, x):
+        return self.drop(x + self.pe.narrow(0, 0, x.size(1)).to(x.dtype))
+"""),
     Variant("sinusoidal_positional_encoding", "log-space frequencies (the PyTorch tutorial's form)", source="""
 def sinusoidal_positional_encoding(max_len, d_model):
     position = torch.arange(0, max_len).unsqueeze(1).float()
@@ -94,3 +111,26 @@ class TokenEmbedding(nn.Module):
         return self.scale * self.embedding(tokens)
 """),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('sinusoidal_positional_encoding', 'concatenated instead of interleaved'): 1,
+    ('sinusoidal_positional_encoding', 'sin and cos swapped'): 1.5,
+    ('sinusoidal_positional_encoding', 'every column index instead of 2i in the exponent'): 0.5,
+    ('sinusoidal_positional_encoding', 'positions start at 1'): 1.5,
+    ('sinusoidal_positional_encoding', 'exponent i/D instead of 2i/D'): 1.5,
+    ('sinusoidal_positional_encoding', 'multiplies by 10000^(2i/D) instead of dividing'): 1.5,
+    ('sinusoidal_positional_encoding', 'returns float64'): 2.5,
+    ('PositionalEncoding', 'pe kept as a plain attribute'): 2,
+    ('PositionalEncoding', 'pe registered as a parameter'): 2.5,
+    ('PositionalEncoding', 'scales x by √d_model again'): 2,
+    ('PositionalEncoding', 'dropout forgotten'): 2.5,
+    ('PositionalEncoding', 'dropout before adding the encoding'): 2.5,
+    ('PositionalEncoding', 'pe stored as [1, max_len, d_model]'): 2.5,
+    ('TokenEmbedding', 'not scaled'): 0.5,
+    ('TokenEmbedding', 'divided by √d_model'): 0.5,
+    ('TokenEmbedding', 'scaled by d_model instead of √d_model'): 0.5,
+    ('TokenEmbedding', 'N(0, 1) initialisation kept (drowns the encoding once scaled)'): 1.5,
+    ('TokenEmbedding', 'submodule named emb'): 0,
+    ('PositionalEncoding', 'table rebuilt in forward (on the CPU)'): 2.5,
+}

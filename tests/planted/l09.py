@@ -9,61 +9,83 @@ MEAN = "return ((1.0 - smoothing) * nll + smoothing * uniform).mean()"
 
 BUGS = [
     # noam_lr
-    bug("noam_lr", "warmup exponent -0.5", (NOAM, "return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)")),
-    bug("noam_lr", "missing d_model factor", (NOAM, "return min(step ** -0.5, step * warmup ** -1.5)")),
-    bug("noam_lr", "d_model factor with the wrong sign (d_model ** 0.5)",
+    bug("noam_lr", "noam_warmup_exponent", "warmup exponent -0.5", (NOAM, "return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)")),
+    bug("noam_lr", "noam_no_d_model", "missing d_model factor", (NOAM, "return min(step ** -0.5, step * warmup ** -1.5)")),
+    bug("noam_lr", "noam_d_model_sign", "d_model factor with the wrong sign (d_model ** 0.5)",
         (NOAM, "return d_model ** 0.5 * min(step ** -0.5, step * warmup ** -1.5)")),
-    bug("noam_lr", "max instead of min", (NOAM, "return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)")),
-    bug("noam_lr", "steps counted from 0 (step + 1 inside)",
+    bug("noam_lr", "noam_max", "max instead of min", (NOAM, "return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)")),
+    bug("noam_lr", "noam_steps_from_0", "steps counted from 0 (step + 1 inside)",
         (NOAM, "return d_model ** -0.5 * min((step + 1) ** -0.5, (step + 1) * warmup ** -1.5)")),
-    bug("noam_lr", "warm-up without the step factor",
+    bug("noam_lr", "noam_no_step_factor", "warm-up without the step factor",
         (NOAM, "return d_model ** -0.5 * min(step ** -0.5, warmup ** -1.5)")),
     # label_smoothed_nll
-    bug("label_smoothed_nll", "pads counted in the loss mean",
+    bug("label_smoothed_nll", "nll_pads_counted", "pads counted in the loss mean",
         ("logp, target = logp[keep], target[keep]\n    ", ""),
         ("nll = -logp.gather(1, target[:, None]).squeeze(1)",
          "nll = -logp.gather(1, target[:, None]).squeeze(1) * keep")),
-    bug("label_smoothed_nll", "pads zeroed but still counted in the mean",
+    bug("label_smoothed_nll", "nll_pads_counted", "pads zeroed but still counted in the mean",
         ("logp, target = logp[keep], target[keep]\n    ", ""),
         (MEAN, "return (((1.0 - smoothing) * nll + smoothing * uniform) * keep).mean()")),
-    bug("label_smoothed_nll", "smoothing spread over V-1 classes",
+    bug("label_smoothed_nll", "nll_smoothing_v_minus_1", "smoothing spread over V-1 classes",
         ("uniform = -logp.mean(dim=-1)",
          "uniform = (-logp.sum(dim=-1) - nll) / (V - 1)")),
-    bug("label_smoothed_nll", "smoothing ignored",
+    bug("label_smoothed_nll", "nll_smoothing_ignored", "smoothing ignored",
         (MEAN, "return nll.mean()")),
-    bug("label_smoothed_nll", "sum instead of mean",
+    bug("label_smoothed_nll", "nll_sum", "sum instead of mean",
         (MEAN, "return ((1.0 - smoothing) * nll + smoothing * uniform).sum()")),
-    bug("label_smoothed_nll", "softmax over the wrong axis",
+    bug("label_smoothed_nll", "nll_softmax_axis", "softmax over the wrong axis",
         ("torch.log_softmax(logits.reshape(-1, V).float(), dim=-1)",
          "torch.log_softmax(logits.reshape(-1, V).float(), dim=0)")),
-    bug("label_smoothed_nll", "calls F.cross_entropy",
+    bug("label_smoothed_nll", "library_call", "calls F.cross_entropy",
         ("V = logits.size(-1)",
          "V = logits.size(-1)\n    return F.cross_entropy(logits.reshape(-1, V), target.reshape(-1), "
          "ignore_index=pad_id, label_smoothing=smoothing)")),
-    bug("label_smoothed_nll", "pad id hard-coded to 0", ("keep = target != pad_id", "keep = target != 0")),
+    bug("label_smoothed_nll", "nll_pad_id_hardcoded", "pad id hard-coded to 0", ("keep = target != pad_id", "keep = target != 0")),
     # train_step
-    bug("train_step", "no zero_grad", ("optimizer.zero_grad(set_to_none=True)\n    ", "")),
-    bug("train_step", "no optimiser step", ("optimizer.step()\n    ", "")),
-    bug("train_step", "returns the loss tensor, not a float", ("return loss.item()", "return loss")),
-    bug("train_step", "returns the loss after the update",
+    bug("train_step", "no_zero_grad", "no zero_grad", ("optimizer.zero_grad(set_to_none=True)\n    ", "")),
+    bug("train_step", "no_optimizer_step", "no optimiser step", ("optimizer.step()\n    ", "")),
+    bug("train_step", "returns_tensor", "returns the loss tensor, not a float", ("return loss.item()", "return loss")),
+    bug("train_step", "returns_loss_after_update", "returns the loss after the update",
         ("return loss.item()",
          "with torch.no_grad():\n        return label_smoothed_nll(model(src, tgt[:, :-1]), tgt[:, 1:], smoothing, model.pad_id).item()")),
-    bug("train_step", "target not shifted (scored on the decoder input)",
+    bug("train_step", "target_not_shifted", "target not shifted (scored on the decoder input)",
         ("logits.float(), tgt[:, 1:], smoothing", "logits.float(), tgt[:, :-1], smoothing")),
-    bug("train_step", "smoothing not passed to the loss",
+    bug("train_step", "smoothing_not_passed", "smoothing not passed to the loss",
         ("logits.float(), tgt[:, 1:], smoothing, model.pad_id", "logits.float(), tgt[:, 1:], 0.0, model.pad_id")),
-    bug("train_step", "pad id hard-coded to 0",
+    bug("train_step", "step_pad_id_hardcoded", "pad id hard-coded to 0",
         ("logits.float(), tgt[:, 1:], smoothing, model.pad_id", "logits.float(), tgt[:, 1:], smoothing, 0")),
-    bug("train_step", "scheduler stepped before the optimizer",
+    bug("train_step", "scheduler_before_optimizer", "scheduler stepped before the optimizer",
         ("optimizer.step()\n    if scheduler is not None:\n        scheduler.step()",
          "if scheduler is not None:\n        scheduler.step()\n    optimizer.step()")),
-    bug("train_step", "scheduler ignored",
+    bug("train_step", "scheduler_ignored", "scheduler ignored",
         ("if scheduler is not None:\n        scheduler.step()", "pass")),
-    bug("train_step", "two optimiser steps",
+    bug("train_step", "two_optimizer_steps", "two optimiser steps",
         ("optimizer.step()\n", "optimizer.step()\n    optimizer.step()\n")),
 ]
 
+BUGS += [
+    bug("train_step", "train_step_eval_mode", "no model.train() (an evaluation left the model in eval mode)",
+        ("    model.train()\n", "")),
+    bug("train_step", "batch_not_moved", "the batch is not moved to the model's device",
+        ("src, tgt = (t.to(device, non_blocking=True) for t in batch)", "src, tgt = batch")),
+]
+
 ALTERNATIVES = [
+    Variant("train_step", "the value kept before backward, device from the first parameter", source='''
+def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
+    model.train(True)
+    device = next(iter(model.parameters())).device
+    src, tgt = batch[0].to(device), batch[1].to(device)
+    decoder_in, wanted = tgt[:, :-1], tgt[:, 1:]
+    loss = label_smoothed_nll(model(src, decoder_in), wanted, smoothing, model.pad_id)
+    value = loss.detach().item()
+    optimizer.zero_grad(set_to_none=False)
+    loss.backward()
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return value
+'''),
     Variant("noam_lr", "if/else on the warm-up and math.pow", source='''
 def noam_lr(step, d_model, warmup):
     if step < warmup:
@@ -92,7 +114,8 @@ def label_smoothed_nll(logits, target, smoothing, pad_id):
 '''),
     Variant("train_step", "zero_grad after the step, full target then logits sliced", source='''
 def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
-    src, tgt = batch
+    device = model.generator.weight.device if hasattr(model, "generator") else next(model.parameters()).device
+    src, tgt = (t.to(device) for t in batch)
     model.train()
     logits = model(src, tgt)[:, :-1]
     loss = label_smoothed_nll(logits, tgt[:, 1:], smoothing, model.pad_id)
@@ -104,3 +127,33 @@ def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
     return float(loss.detach())
 '''),
 ]
+
+# What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
+SCORES = {
+    ('noam_lr', 'warmup exponent -0.5'): 0.5,
+    ('noam_lr', 'missing d_model factor'): 0,
+    ('noam_lr', 'd_model factor with the wrong sign (d_model ** 0.5)'): 0,
+    ('noam_lr', 'max instead of min'): 0.5,
+    ('noam_lr', 'steps counted from 0 (step + 1 inside)'): 0.5,
+    ('noam_lr', 'warm-up without the step factor'): 0.5,
+    ('label_smoothed_nll', 'pads counted in the loss mean'): 2.5,
+    ('label_smoothed_nll', 'pads zeroed but still counted in the mean'): 2.5,
+    ('label_smoothed_nll', 'smoothing spread over V-1 classes'): 1,
+    ('label_smoothed_nll', 'smoothing ignored'): 1,
+    ('label_smoothed_nll', 'sum instead of mean'): 0,
+    ('label_smoothed_nll', 'softmax over the wrong axis'): 0,
+    ('label_smoothed_nll', 'calls F.cross_entropy'): 0,
+    ('label_smoothed_nll', 'pad id hard-coded to 0'): 2.5,
+    ('train_step', 'no zero_grad'): 2.75,
+    ('train_step', 'no optimiser step'): 1.75,
+    ('train_step', 'returns the loss tensor, not a float'): 2.75,
+    ('train_step', 'returns the loss after the update'): 2.75,
+    ('train_step', 'target not shifted (scored on the decoder input)'): 0.5,
+    ('train_step', 'smoothing not passed to the loss'): 2.75,
+    ('train_step', 'pad id hard-coded to 0'): 2.75,
+    ('train_step', 'scheduler stepped before the optimizer'): 3.5,
+    ('train_step', 'scheduler ignored'): 3.5,
+    ('train_step', 'two optimiser steps'): 1.75,
+    ('train_step', 'no model.train() (an evaluation left the model in eval mode)'): 3.75,
+    ('train_step', "the batch is not moved to the model's device"): 3.75,
+}
