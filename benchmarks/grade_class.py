@@ -1,17 +1,25 @@
 """Benchmark: grade one class with ``grader grade`` and with ``nbgrader autograde``.
 
     python benchmarks/grade_class.py --lesson 04_multi_head_attention --students 100 --jobs 2
+    sudo python benchmarks/grade_class.py --as-user alice:/home/alice/venv/bin/python \
+        --nbgrader-students 0
 
 Builds a class of correct, buggy (planted bugs from tests/planted) and blank submissions,
 grades it with the course grader (sandboxed, ``--jobs N``) and with nbgrader autograde in
 a temporary course, and prints seconds per submission side by side with their ratio.
 nbgrader is slow (a kernel per notebook), so ``--nbgrader-students K`` grades only the
-first K submissions with it (default: all) and the per-submission figures are compared.
+first K submissions with it (default: all; 0 skips it).
+
+``--as-user USER:PYTHON[:COURSE]`` (run as root) grades the same class a second time as
+USER, with PYTHON (e.g. that user's venv) from COURSE (a checkout USER can read; default
+this one): the sandbox then runs unprivileged (a user namespace, rlimits instead of root's
+cgroups), and the two medians per submission are printed side by side with their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import shutil
 import subprocess
@@ -50,15 +58,24 @@ def build_class(lesson: str, students: int, folder: Path) -> dict[str, str]:
     return kinds
 
 
-def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, out: Path) -> dict:
+def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, out: Path,
+                      user: str | None = None, python: str = sys.executable,
+                      course: Path = ROOT) -> dict:
+    cmd = [python, "-m", "grader", "grade", str(submitted), "--lesson", lesson, "--out",
+           str(out), "--jobs", str(jobs), "--isolation", isolation]
+    if user is not None:
+        out.mkdir(parents=True)
+        shutil.chown(out, user)
+        cmd = ["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin",
+               f"HOME={Path('~' + user).expanduser()}", *cmd]
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", lesson,
-                    "--out", str(out), "--jobs", str(jobs), "--isolation", isolation],
-                   check=True, cwd=ROOT, capture_output=True)
+    proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"grading failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}")
     wall = time.perf_counter() - start
     run = json.loads((out / "run.json").read_text())
     return {"wall": wall, "median": run["median_seconds_per_submission"], "n": run["students"],
-            "protections": run["protections"]}
+            "protections": run["protections"], "missing": run["sandbox"]["missing"]}
 
 
 def run_nbgrader(submitted: Path, lesson: str, count: int, course: Path) -> dict:
@@ -80,28 +97,51 @@ def main() -> None:
     parser.add_argument("--lesson", default="04_multi_head_attention")
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--isolation", default="full")
+    parser.add_argument("--isolation", default="auto")
     parser.add_argument("--nbgrader-students", type=int, default=None)
+    parser.add_argument("--as-user", default=None, metavar="USER:PYTHON[:COURSE]")
     args = parser.parse_args()
 
+    rows: list[tuple[str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        tmp.chmod(0o755)
         kinds = build_class(args.lesson, args.students, tmp / "submitted")
-        ours = run_course_grader(tmp / "submitted", args.lesson, args.jobs, args.isolation, tmp / "out")
-        theirs = run_nbgrader(tmp / "submitted", args.lesson, args.nbgrader_students or args.students,
-                              tmp / "course")
-    ours_per = ours["wall"] / ours["n"]
-    theirs_per = theirs["wall"] / theirs["n"]
+        rows.append((f"`grade --jobs {args.jobs}` as {getpass.getuser()}, {sys.executable}",
+                     run_course_grader(tmp / "submitted", args.lesson, args.jobs,
+                                       args.isolation, tmp / "out")))
+        if args.as_user:
+            user, python, *course = args.as_user.split(":")
+            rows.append((f"`grade --jobs {args.jobs}` as {user}, {python}",
+                         run_course_grader(tmp / "submitted", args.lesson, args.jobs,
+                                           args.isolation, tmp / "out-user", user, python,
+                                           Path(course[0]) if course else ROOT)))
+        count = args.students if args.nbgrader_students is None else args.nbgrader_students
+        theirs = run_nbgrader(tmp / "submitted", args.lesson, count, tmp / "course") if count else None
     mix = {k: list(kinds.values()).count(k) for k in ("correct", "buggy", "blank")}
-    print(f"lesson {args.lesson}: {args.students} submissions {mix}; machine: {subprocess.getoutput('nproc')} cores")
-    print(f"course grader protections: {', '.join(ours['protections'])}")
+    print(f"lesson {args.lesson}: {args.students} submissions {mix}; machine: "
+          f"{subprocess.getoutput('nproc')} cores; load: {subprocess.getoutput('uptime').strip()}")
+    for label, r in rows:
+        print(f"{label}: protections {', '.join(r['protections'])}; missing "
+              f"{', '.join(r['missing']) or 'none'}")
     print()
     print("| grader | submissions | total s | s / submission | median s / submission |")
     print("|---|---|---|---|---|")
-    print(f"| python -m grader grade --jobs {args.jobs} | {ours['n']} | {ours['wall']:.1f} | {ours_per:.3f} | {ours['median']:.3f} |")
-    print(f"| nbgrader autograde | {theirs['n']} | {theirs['wall']:.1f} | {theirs_per:.3f} | – |")
+    for label, r in rows:
+        print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | "
+              f"{r['median']:.3f} |")
+    if theirs is not None:
+        print(f"| nbgrader autograde | {theirs['n']} | {theirs['wall']:.1f} | "
+              f"{theirs['wall'] / theirs['n']:.3f} | – |")
     print()
-    print(f"nbgrader autograde / course grader, per submission: {theirs_per / ours_per:.1f}×")
+    ours = rows[0][1]
+    if len(rows) > 1:
+        user = rows[1][1]
+        print(f"{rows[1][0].split(',')[0]} / root, median per submission: "
+              f"{user['median'] / ours['median']:.2f}×")
+    if theirs is not None:
+        print(f"nbgrader autograde / course grader, per submission: "
+              f"{(theirs['wall'] / theirs['n']) / (ours['wall'] / ours['n']):.1f}×")
 
 
 if __name__ == "__main__":

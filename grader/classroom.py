@@ -2,9 +2,11 @@
 
 ``SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb`` in (nbgrader's layout); out:
 ``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json``
-(the ``check`` object plus ``status``) and ``feedback/<id>/<lesson>.html``. Each
-student's files are written atomically as soon as they are graded, so an interrupted run
-loses nothing, and a rerun grades only the students without results (``force`` regrades).
+(the ``check`` object plus ``status``), ``feedback/<id>/<lesson>.html`` and ``run.json``
+(what ran, with the sandbox's active and missing protections). Each student's files are
+written atomically as soon as they are graded, so an interrupted run (Ctrl-C, SIGTERM:
+``Interrupted``) loses nothing, and a rerun grades only the students without results
+(``force`` regrades).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from coursekit import catalogue
 
 from . import results
 from .engine import exercise_points, grade_with_worker
+from .limits import DEFAULT_LIMITS, Limits
 from .notebook import NotebookError, parse_notebook
 from .results import Report, Status, not_graded
 
@@ -39,10 +42,17 @@ class Options:
     out: Path
     jobs: int = 1
     force: bool = False
-    isolation: str = "full"  # "full" | "auto" | "none"
-    wall_s: float = 120.0
-    call_timeout: float = 20.0
-    memory_bytes: int = 2 << 30
+    isolation: str = "auto"  # "auto" | "strict" | "none" (see grader.sandbox.probe)
+    require: tuple[str, ...] = ()  # protections "auto" must not go without
+    limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+
+
+class Interrupted(Exception):
+    """``grade`` was stopped by a signal (SIGTERM; Ctrl-C raises KeyboardInterrupt)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
 
 
 # --- workers ----------------------------------------------------------------------------
@@ -63,26 +73,20 @@ def public_files(lesson: str) -> dict[str, Path]:
 
 
 @contextlib.contextmanager
-def workers(opts: Options) -> Iterator[tuple[Callable[[bytes], Any], list[str]]]:
-    """Yields ``(start, protections)``: ``start(notebook_bytes)`` returns a fresh worker."""
-    if opts.isolation == "none":
-        from .launch import LocalLimits, LocalWorker
+def workers(opts: Options) -> Iterator[Any]:
+    """The sandbox pool that grades this class (``pool.start()`` gives a fresh worker,
+    ``pool.plan`` says which protections are active and which are missing)."""
+    from .sandbox import SandboxPool, default_worker_files
 
-        limits = LocalLimits(memory_bytes=opts.memory_bytes)
-        yield (lambda _nb: LocalWorker(limits)), list(LocalWorker.protections)
-        return
-    from .sandbox import Limits, SandboxPool, default_worker_files
-
-    limits = Limits(wall_s=opts.wall_s, memory_bytes=opts.memory_bytes)
     files = {**default_worker_files(), **public_files(opts.lesson)}
-    with SandboxPool(jobs=opts.jobs, limits=limits, isolation=opts.isolation,
-                     worker_files=files) as pool:
-        yield pool.start, list(pool.protections)
+    with SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
+                     require=opts.require, worker_files=files) as pool:
+        yield pool
 
 
 # --- one student ------------------------------------------------------------------------
 
-def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> Report:
+def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[], Any]) -> Report:
     lesson = opts.lesson
     # nbgrader's layout: <student>/<lesson>/<notebook>, the notebook of any edition
     folder = submitted / student / lesson
@@ -100,15 +104,7 @@ def grade_student(student: str, opts: Options, submitted: Path, start: Callable[
     except (NotebookError, OSError) as exc:
         return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
                           f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
-    worker = start(data)
-    watchdog = threading.Timer(opts.wall_s, worker.kill)
-    watchdog.start()
-    try:
-        report = grade_with_worker(nb, lesson, worker, notebook=shown, load_timeout=opts.wall_s,
-                                   call_timeout=opts.call_timeout)
-    finally:
-        watchdog.cancel()
-    return report
+    return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits)
 
 
 # --- files ------------------------------------------------------------------------------
@@ -137,6 +133,8 @@ class RunSummary:
     seconds: float
     per_submission: list[float]
     protections: list[str]
+    missing: dict[str, str] = field(default_factory=dict)
+    left: int = 0  # students not graded because the run was interrupted
 
     @property
     def median_s(self) -> float:
@@ -147,28 +145,53 @@ def student_folders(submitted: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def grade_class(submitted: Path, opts: Options, progress: bool = True) -> RunSummary:
+def grade_class(submitted: Path, opts: Options, progress: bool = True,
+                on_plan: Callable[[Any], None] | None = None) -> RunSummary:
+    """Grade every student without a result (all with ``force``). On Ctrl-C or SIGTERM
+    (``Interrupted``) the workers are killed, the results being computed are dropped, and
+    the exception propagates with ``.summary`` attached: the files already written stay."""
     from tqdm import tqdm
 
     students = student_folders(submitted)
     out = opts.out
-    (out / "results").mkdir(parents=True, exist_ok=True)
     todo = [s for s in students if opts.force or not (out / "results" / f"{s}.json").exists()]
     started = time.perf_counter()
     seconds: list[float] = []
-    with workers(opts) as (start, protections), ThreadPoolExecutor(max(1, opts.jobs)) as pool, \
-            tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb", disable=not progress) as bar:
-        futures = {pool.submit(_grade_and_save, s, opts, submitted, start): s for s in todo}
-        for future in as_completed(futures):
-            seconds.append(future.result())
-            bar.update(1)
+    stop = threading.Event()
+    with workers(opts) as pool:  # refuses (strict, require) before anything is written
+        (out / "results").mkdir(parents=True, exist_ok=True)
+        if on_plan is not None:
+            on_plan(pool.plan)
+        summary = RunSummary(0, len(students) - len(todo), 0.0, seconds, pool.protections,
+                             dict(pool.plan.missing))
+        executor = ThreadPoolExecutor(max(1, opts.jobs))
+        futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop)
+                   for s in todo]
+        try:
+            with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
+                      disable=not progress) as bar:
+                for future in as_completed(futures):
+                    seconds.append(future.result())
+                    bar.update(1)
+        except BaseException as exc:
+            stop.set()  # results finished from now on are dropped: our kill may have hurt them
+            for future in futures:
+                future.cancel()
+            pool.close()
+            executor.shutdown(wait=True)
+            summary.graded = sum(1 for f in futures if not f.cancelled() and f.exception() is None
+                                 and f.result() is not None)
+            summary.left = len(todo) - summary.graded
+            exc.summary = summary  # type: ignore[attr-defined]
+            raise
+        executor.shutdown(wait=True)
     write_csv(out, students, list(exercise_points(opts.lesson)))
-    summary = RunSummary(len(todo), len(students) - len(todo), time.perf_counter() - started,
-                         seconds, protections)
+    summary.graded, summary.seconds = len(todo), time.perf_counter() - started
     write_atomic(out / "run.json", json.dumps({
         "lesson": opts.lesson, "students": len(students), "graded": summary.graded,
-        "reused": summary.reused, "jobs": opts.jobs, "isolation": opts.isolation,
-        "protections": protections, "seconds": round(summary.seconds, 3),
+        "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
+        "protections": pool.protections, "sandbox": pool.plan.report(),
+        "limits": opts.limits.as_dict(), "seconds": round(summary.seconds, 3),
         "median_seconds_per_submission": round(summary.median_s, 4)}, indent=2))
     return summary
 
@@ -183,16 +206,24 @@ def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> Non
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {student} (attempt {attempt + 1})\n{text}")
 
 
-def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[bytes], Any]) -> float:
+def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
+                    stop: threading.Event) -> float | None:
+    """Grade one student and write their files; None when the run was stopped first."""
     began = time.perf_counter()
     report, failure = None, "unknown"
     for attempt in range(2):  # a failure of the machinery (not of the notebook) is retried once
+        if stop.is_set():
+            return None
         try:
             report = grade_student(student, opts, submitted, start)
             break
         except Exception as exc:  # noqa: BLE001 - one submission never costs another its result
+            if stop.is_set():
+                return None
             _log_error(opts.out, student, attempt, exc)
             failure = type(exc).__name__
+    if stop.is_set():
+        return None
     if report is None:
         report = not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
                             Status.ERROR,

@@ -8,6 +8,7 @@ import sys
 import warnings
 from typing import TextIO
 
+from .limits import DEFAULT_LIMITS
 from .notebook import NotebookError
 
 
@@ -42,7 +43,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_interrupted(signum: int, frame: object) -> None:
+    from .classroom import Interrupted
+
+    raise Interrupted(signum)
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
+    import signal
     from pathlib import Path
 
     from .classroom import Options, grade_class
@@ -58,19 +66,38 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
         return 2
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
+    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, memory_bytes=int(args.memory * (1 << 30)))
+    require = tuple(r.strip() for r in (args.require or "").split(",") if r.strip())
+    from .sandbox.probe import PROTECTIONS
+
+    unknown = [r for r in require if r not in PROTECTIONS]
+    if unknown:
+        print(f"grader: unknown protection(s) {', '.join(unknown)}; known: "
+              f"{', '.join(PROTECTIONS)}", file=sys.stderr)
+        return 2
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
-                   isolation=args.isolation, wall_s=args.timeout,
-                   memory_bytes=int(args.memory * (1 << 30)))
+                   isolation=args.isolation, require=require, limits=limits)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
-        summary = grade_class(submitted, opts)
-    except Exception as exc:  # noqa: BLE001 - e.g. the sandbox is unavailable: say why, briefly
+        summary = grade_class(submitted, opts,
+                              on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - say why, briefly
+        done = getattr(exc, "summary", None)
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
+            left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
+            print(f"grader: interrupted ({left}); every result written is complete: run the "
+                  "same command again to grade the rest", file=sys.stderr)
+            return 128 + getattr(exc, "signum", signal.SIGINT)
         if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
             print(f"grader: {exc}", file=sys.stderr)
             return 3
         raise
     print(f"graded {summary.graded} submission(s), kept {summary.reused} earlier result(s) "
           f"in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
-    print(f"protections: {', '.join(summary.protections) or 'none'}")
+    isolation = "strict" if opts.isolation == "full" else opts.isolation
+    print(f"protections: {', '.join(summary.protections) or 'none'} (isolation {isolation})")
+    if summary.missing:
+        print(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
     print(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
     return 0
 
@@ -134,8 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("notebook")
     check.add_argument("--format", choices=["text", "json"], default="text")
     check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
-    check.add_argument("--timeout", type=float, default=120.0,
-                       help="seconds the notebook may take to run (default 120)")
+    check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
+                       help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")
     check.set_defaults(func=cmd_check)
 
     grade = commands.add_parser("grade", help="grade a class, each notebook in a sandbox")
@@ -144,11 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--out", required=True, help="folder for grades.csv, results/, feedback/")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
     grade.add_argument("--force", action="store_true", help="regrade students already graded")
-    grade.add_argument("--isolation", choices=["full", "auto", "none"], default="full",
-                       help="full: every protection or refuse; auto: what this machine allows; "
-                            "none: no sandbox (only for trusted notebooks)")
-    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per notebook")
-    grade.add_argument("--memory", type=float, default=2.0, help="GiB of memory per notebook")
+    grade.add_argument("--isolation", choices=["auto", "strict", "none", "full"], default="auto",
+                       help="auto (default): sandbox with every protection this machine offers, "
+                            "listed with the missing ones; strict: refuse unless every "
+                            "protection is active (full: old name of strict); none: no "
+                            "sandbox (only for trusted notebooks)")
+    grade.add_argument("--require", default=None, metavar="PROTECTIONS",
+                       help="comma-separated protections to refuse to grade without, e.g. "
+                            "memory-cap,no-network (see the README's threat model)")
+    grade.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
+                       help=f"seconds per notebook (default {DEFAULT_LIMITS.wall_s:g})")
+    grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_bytes / (1 << 30),
+                       help="GiB of memory per notebook (default "
+                            f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
     grade.set_defaults(func=cmd_grade)
 
     release = commands.add_parser(

@@ -16,6 +16,7 @@ from coursekit import catalogue
 
 from . import runner
 from .framework import grading_run
+from .limits import DEFAULT_LIMITS, Limits
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
 from .remote import RemoteSubmission
@@ -116,17 +117,20 @@ def resolve_lesson(path: str | Path, lesson: str | None) -> str:
 
 
 def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
-                      load_timeout: float = 120.0, call_timeout: float = 20.0) -> Report:
-    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one)."""
+                      limits: Limits = DEFAULT_LIMITS) -> Report:
+    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
+    worker enforces ``limits.wall_s`` itself; each request waits at most ``limits.call_s``."""
     start = time.perf_counter()
-    sub = RemoteSubmission(worker.sock, call_timeout)
+    sub = RemoteSubmission(worker.sock, limits.call_s)
     cell_errors: list[dict[str, Any]] = []
     try:
         try:
-            loaded = sub.load(cells_to_run(nb), timeout=load_timeout)
+            loaded = sub.load(cells_to_run(nb), timeout=limits.wall_s + 5)
             cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
         except GradingError:
             pass  # recorded in sub.broken; every check then fails with its reason
+        if isinstance(sub.broken, WorkerDied) and getattr(worker, "timed_out", False):
+            sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
         results = run_hidden_tests(sub, lesson)
     finally:
         if isinstance(sub.broken, WorkerTimeout):
@@ -143,15 +147,19 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
             report.status = Status.CRASHED
         if isinstance(sub.broken, WorkerTimeout) and report.status != Status.MEMORY:
             report.status = Status.TIMEOUT
+    elif any(str(e.get("error", "")).startswith("MemoryError") for e in cell_errors):
+        report.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
     report.seconds = time.perf_counter() - start
     return report
 
 
-def check_notebook(path: str | Path, lesson: str | None = None, **kwargs: Any) -> Report:
+def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,
+                   load_timeout: float | None = None) -> Report:
     """``grader check``: read, run in a local worker process, grade. Raises NotebookError
-    (unreadable notebook) or KeyError (unknown lesson)."""
+    (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock."""
     from .launch import LocalWorker
 
     nb = read_notebook(path)
     lesson = resolve_lesson(path, lesson)
-    return grade_with_worker(nb, lesson, LocalWorker(), notebook=str(path), **kwargs)
+    limits = limits.with_(wall_s=load_timeout)
+    return grade_with_worker(nb, lesson, LocalWorker(limits), notebook=str(path), limits=limits)

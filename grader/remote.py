@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from .limits import DEFAULT_LIMITS
 from .runtime import protocol
 from .runtime.errors import (
     BadValue,
@@ -24,7 +25,7 @@ class RemoteSubmission(Submission):
     with the same error, so the remaining checks fail fast instead of waiting.
     """
 
-    def __init__(self, sock: socket.socket, call_timeout: float = 10.0):
+    def __init__(self, sock: socket.socket, call_timeout: float = DEFAULT_LIMITS.call_s):
         self.sock = sock
         self.call_timeout = call_timeout
         self.broken: Exception | None = None

@@ -5,12 +5,17 @@ one scores exactly what its honest part deserves (zero on top of a blank noteboo
 marks on top of a correct one). Afterwards nothing outside the output folder changed, no
 student process is left, the loopback listener saw nothing, and no output file holds
 hidden test code or more than a bounded excerpt of what a notebook printed.
+
+It runs wherever the default isolation can contain these attacks (bubblewrap works); CI
+runs it as root with the system Python, as root from a venv and as an unprivileged user
+from a venv, with ``COURSE_REQUIRE_SANDBOX=1`` so that it fails instead of skipping.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -21,16 +26,19 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, lesson_path, solution_path
 
-from grader.sandbox import available_protections
+from grader.sandbox import missing_protections
 
 LESSON = "01_attention_by_hand"
 MARK = f"hostile-{uuid.uuid4().hex[:8]}"
 OUTSIDE = Path("/tmp") / f"{MARK}-outside.txt"
 IN_REPO = ROOT / f"{MARK}-in-repo.txt"
 
-pytestmark = pytest.mark.skipif("seccomp" not in available_protections() or
-                                "bwrap" not in available_protections(),
-                                reason="full isolation is not available on this machine")
+# What containing these attacks takes; memory and process caps may be rlimits.
+CONTAINING = ("files-hidden", "read-only", "no-network", "processes-unreachable",
+              "nothing-outlives", "syscall-filter")
+LACKING = {p: why for p, why in missing_protections().items() if p in CONTAINING}
+pytestmark = pytest.mark.skipif(bool(LACKING) and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
+                                reason=f"this machine cannot contain the attacks: {LACKING}")
 
 HOSTILE = {
     "reads_solutions": f"""
@@ -150,9 +158,14 @@ def _listener() -> tuple[socket.socket, list[bytes]]:
 
 
 def _snapshot() -> dict[str, int]:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    return {f: (ROOT / f).stat().st_mtime_ns for f in files if (ROOT / f).exists()}
+    """Every file of the checkout (git or not) and when it last changed."""
+    snap = {}
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if d not in (".git", "__pycache__", ".pytest_cache")]
+        for name in files:
+            path = os.path.join(folder, name)
+            snap[path] = os.lstat(path).st_mtime_ns
+    return snap
 
 
 def test_hostile_class_is_graded_safely(tmp_path) -> None:
@@ -178,6 +191,9 @@ def test_hostile_class_is_graded_safely(tmp_path) -> None:
                           capture_output=True, text=True, cwd=ROOT, timeout=900)
     server.close()
     assert proc.returncode == 0, proc.stderr[-3000:]
+    sandbox = json.loads((out / "run.json").read_text())["sandbox"]
+    print(f"\nprotections: {sandbox}")
+    assert not [p for p in CONTAINING if p not in sandbox["active"]], sandbox
 
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         table = {r["student_id"]: r for r in csv.DictReader(f)}
@@ -188,7 +204,9 @@ def test_hostile_class_is_graded_safely(tmp_path) -> None:
     assert status["spins_forever"] == "timeout"
     assert status["memory_bomb"] == "memory"
     assert status["os_exit"] == status["segfault"] == "crashed"
-    assert status["honest"] == status["blank"] == status["kills_the_grader"] == "ok"
+    assert status["honest"] == status["blank"] == "ok"
+    # in its own pid namespace its parent reads as pid 0, and kill(0) ends its own group
+    assert status["kills_the_grader"] in ("ok", "crashed")
 
     assert not seen, f"the loopback listener received {seen}"
     assert not OUTSIDE.exists() and not IN_REPO.exists()

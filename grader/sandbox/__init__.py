@@ -1,38 +1,42 @@
 """Isolation layer of the class grader: run each student's worker in a sandbox.
 
-``SandboxPool`` keeps warm "zygote" processes inside bubblewrap (only the interpreter,
-its packages and the worker's own code are visible, read-only) and forks one confined
-worker per submission: its own cgroup (memory, pids), rlimits, private tmpfs scratch,
-unprivileged uid, no capabilities, no_new_privs and a seccomp filter. The trusted side
-enforces the wall clock and kills the whole cgroup at the end.
+``SandboxPool`` keeps warm "zygote" processes (inside bubblewrap where it works: only the
+interpreter, its packages and the worker's own code are visible, read-only) and forks
+one confined worker per submission. What confines it depends on the machine, and is
+named by what it stops (``PROTECTIONS``): per-submission pid, mount and IPC namespaces,
+a private tmpfs scratch, a uid of its own (root) or a user namespace (everyone else), no
+capabilities, no_new_privs, a seccomp filter, a cgroup (v1 or v2) or rlimits. The
+trusted side enforces the wall clock and kills every process of the submission.
 
 Use (the engine's side)::
 
-    with SandboxPool(jobs=2, limits=Limits(wall_s=60), isolation="full") as pool:
-        print(pool.protections)          # exactly what is active
+    with SandboxPool(jobs=2, limits=Limits(wall_s=60)) as pool:
+        print(pool.plan.describe())      # what is active, and what is missing and why
         worker = pool.start()            # a fresh fork; ~20-40 ms; thread-safe
         ...                              # talk to serve() over worker.sock
         worker.kill()                    # on a broken socket / deadline (idempotent)
         status = worker.finish()         # "ok" | "memory" | "timeout" | "crashed"
         excerpt = worker.output_excerpt(2000)
 
-``isolation="full"`` raises ``SandboxUnavailable`` naming what is missing; ``"auto"`` runs
-with ``available_protections()``; ``"none"`` (explicit only) runs unconfined.
+``isolation="auto"`` (default) uses what the machine offers; ``"strict"`` raises
+``SandboxUnavailable`` naming every missing protection; ``"none"`` runs unconfined.
 """
 
-from .limits import Limits
+from ..limits import Limits
 from .pool import SandboxError, SandboxPool, SandboxWorker, WorkerHandle, default_worker_files
 from .probe import (
-    ALL_PROTECTIONS,
+    PROTECTIONS,
+    Plan,
     SandboxUnavailable,
     available_protections,
-    missing_reasons,
-    select_protections,
+    missing_protections,
+    plan,
 )
 
 __all__ = [
-    "ALL_PROTECTIONS",
+    "PROTECTIONS",
     "Limits",
+    "Plan",
     "SandboxError",
     "SandboxPool",
     "SandboxUnavailable",
@@ -40,6 +44,6 @@ __all__ = [
     "WorkerHandle",
     "available_protections",
     "default_worker_files",
-    "missing_reasons",
-    "select_protections",
+    "missing_protections",
+    "plan",
 ]

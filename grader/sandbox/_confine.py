@@ -12,14 +12,27 @@ import errno
 import os
 import resource
 import socket
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+# statvfs f_flag bits -> the mount flags a remount must keep (a locked mount refuses to lose them)
+_KEPT_FLAGS = {0x2: MS_NOSUID, 0x4: MS_NODEV, 0x8: MS_NOEXEC, 0x400: 0x400, 0x800: 0x800,
+               0x1000: 0x200000}
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 _CAP_VERSION_3 = 0x20080522
@@ -112,29 +125,108 @@ def build_seccomp_filter() -> Any:
     return flt
 
 
-def private_tmpfs(path: str, size_bytes: int, uid: int, gid: int) -> None:
-    """A fresh mount namespace with a private, size-capped tmpfs at ``path``.
+def _mount(source: bytes, target: str, fstype: bytes | None, flags: int, opts: bytes | None,
+           what: str) -> None:
+    _check(_libc.mount(source, target.encode(), fstype, flags, opts), what)
 
-    The tmpfs disappears with the last process of the submission.
+
+def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int,
+                   keep: Sequence[str] = (), new_proc: bool = False) -> None:
+    """In a fresh mount namespace (and a fresh SysV IPC namespace): a private, size-capped
+    tmpfs at ``scratch`` and on ``/dev/shm``, and ``/dev`` read-only; with ``new_proc`` (we
+    are in a new pid namespace), a ``/proc`` that shows only that namespace. ``keep``:
+    folders below ``scratch`` (a venv in /tmp) bound back, read-only, on top.
+
+    Everything disappears with the last process of the submission.
     """
-    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount private /")
-    opts = f"size={max(size_bytes, 1 << 20)},mode=0700,uid={uid},gid={gid}".encode()
-    _check(
-        _libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts),
-        "mount tmpfs",
-    )
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
+    _mount(b"none", "/", None, MS_REC | MS_PRIVATE, None, "mount --make-rprivate /")
+    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
+    size = max(size_bytes, 1 << 20)
+    mode = "0711" if kept else "0700"  # 0711: we (no DAC caps as root) must reach below it
+    opts = f"size={size},mode={mode},uid={uid},gid={gid}".encode()
+    _mount(b"tmpfs", scratch, b"tmpfs", MS_NOSUID | MS_NODEV, opts, f"mount tmpfs on {scratch}")
+    for path, fd in kept:
+        _libc.setfsuid(uid)  # its owner may write in the scratch (root here lacks DAC caps)
+        try:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        finally:
+            _libc.setfsuid(os.getuid())
+        _mount(f"/proc/self/fd/{fd}".encode(), path, None, MS_BIND | MS_REC, None, f"bind {path}")
+        remount_read_only(path)
+        os.close(fd)
+    if os.path.isdir("/dev/shm") and scratch != "/dev/shm":
+        opts = f"size={size},mode=1777".encode()
+        _mount(b"tmpfs", "/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts, "mount tmpfs on /dev/shm")
+    if new_proc:
+        _mount(b"proc", "/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mount /proc")
+    if os.path.ismount("/dev") and not os.statvfs("/dev").f_flag & os.ST_RDONLY:
+        remount_read_only("/dev")  # bwrap's /dev is a tmpfs (its device nodes are binds)
 
 
-def set_rlimits(limits: Mapping[str, int]) -> None:
-    """Lower rlimits (never raise: root here lacks CAP_SYS_RESOURCE)."""
+def remount_read_only(path: str) -> None:
+    kept = os.statvfs(path).f_flag
+    flags = MS_REMOUNT | MS_BIND | 0x1  # MS_RDONLY
+    for bit, flag in _KEPT_FLAGS.items():
+        if kept & bit:
+            flags |= flag
+    _mount(b"none", path, None, flags, None, f"remount {path} read-only")
+
+
+def unshare_pid() -> None:
+    """Our next child is process 1 of a new pid namespace (we stay where we are)."""
+    _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+
+
+def enter_pid_namespace(fd: int) -> None:
+    """Our next child is born in the pid namespace ``fd`` refers to (ours, again)."""
+    _check(_libc.setns(fd, CLONE_NEWPID), "setns(CLONE_NEWPID)")
+
+
+def unshare_network() -> None:
+    """A network namespace of its own: only a loopback device, and that one down."""
+    _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+
+
+def set_child_subreaper() -> None:
+    """Orphans of our descendants become our children (so we can kill every last one)."""
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
+
+
+def set_parent_death_signal() -> None:
+    _check(_libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "PR_SET_PDEATHSIG")
+
+
+def set_not_dumpable() -> None:
+    """No ptrace and no /proc access to this process from processes of the same uid."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")
+
+
+def set_dumpable() -> None:
+    """Back to normal (a fork inherits the zygote's "not dumpable")."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
+
+
+def _memory_rlimit() -> int:
+    # RLIMIT_DATA counts heap and private writable mappings (not reserved address space,
+    # which torch has plenty of); elsewhere only RLIMIT_AS exists.
+    return resource.RLIMIT_DATA if sys.platform.startswith("linux") else resource.RLIMIT_AS
+
+
+def set_rlimits(limits: Mapping[str, int], nproc_base: int = 0) -> None:
+    """Lower rlimits (never raise: root here lacks CAP_SYS_RESOURCE). ``max_pids`` is
+    counted on top of ``nproc_base`` processes that RLIMIT_NPROC already counts (those of
+    the same uid in the same user namespace); ``memory_bytes`` only when given."""
     table = {
         "cpu_s": resource.RLIMIT_CPU,
         "file_size_bytes": resource.RLIMIT_FSIZE,
         "open_files": resource.RLIMIT_NOFILE,
         "max_pids": resource.RLIMIT_NPROC,
+        "memory_bytes": _memory_rlimit(),
     }
     wanted = {res: int(limits[key]) for key, res in table.items() if key in limits}
+    if resource.RLIMIT_NPROC in wanted:
+        wanted[resource.RLIMIT_NPROC] += nproc_base
     wanted[resource.RLIMIT_CORE] = 0
     for res, value in wanted.items():
         soft, hard = resource.getrlimit(res)
@@ -162,16 +254,26 @@ def _clear_all_caps() -> None:
     _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
-def drop_privileges(uid: int, gid: int) -> None:
-    """Switch to ``uid``/``gid`` for good, with an empty bounding set and no caps."""
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
+def _drop_bounding_set() -> None:
     for cap in range(_LAST_CAP + 1):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() not in (
             errno.EINVAL,
             errno.EPERM,
         ):
             _check(-1, "PR_CAPBSET_DROP")
+
+
+def drop_capabilities() -> None:
+    """Keep our uid; empty every capability set (and the bounding set, where allowed)."""
+    _drop_bounding_set()
+    _clear_all_caps()
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Switch to ``uid``/``gid`` for good, with an empty bounding set and no caps."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    _drop_bounding_set()
     os.setresuid(uid, uid, uid)
     _clear_all_caps()
     if os.getuid() != uid or os.geteuid() != uid or os.getegid() != gid:

@@ -3,17 +3,28 @@
 Started once per pool slot (``python -I -B _zygote.py CONFIG_JSON``). It imports the
 preloaded modules (numpy, torch) without running any multithreaded operation, then
 waits on its control socket (SOCK_SEQPACKET, JSON lines, file descriptors passed
-with SCM_RIGHTS) and forks one confined child per submission. Standard library only
+with SCM_RIGHTS) and forks one confined worker per submission. Standard library only
 (plus ``pyseccomp``): nothing from ``grader`` is importable here but the worker code.
 
-Control messages, trusted side -> zygote: ``{"op": "spawn", "id", "uid", "gid",
-"scratch", "tmpfs", "limits", ...}`` with fds ``[socket, output]``. Zygote -> trusted
-side: ``{"op": "ready"}`` once, ``{"op": "spawned", "id", "pid"}`` and ``{"op": "exit",
-"id", "status"}`` (the raw wait status).
+A zygote serves one submission at a time. In ``"ns"`` mode the worker W is born in a pid
+namespace of its own, whose process 1 is a ``sleep`` spawned just before it (W cannot
+signal it; the zygote is out of W's sight): W sees no process but its own. W then enters
+a mount and IPC namespace of its own, with a fresh tmpfs as scratch folder and on
+``/dev/shm`` and its own ``/proc``. (Its parent, the zygote, is outside that namespace,
+so ``os.getppid()`` reads 0 there.) When W ends, the zygote kills that process 1, and the
+kernel kills whatever else is left in the namespace. ``"plain"`` mode (no namespaces
+allowed here) uses a scratch folder on disk, and the zygote, a child subreaper, kills
+whatever W left behind. Either way the exit is reported once nothing of W is left.
+
+Control messages, trusted side -> zygote: ``{"op": "spawn", "id", ...}`` with fds
+``[socket, output]``, ``{"op": "kill", "id"}``. Zygote -> trusted side: ``{"op":
+"ready"}`` once, ``{"op": "spawned", "id", "pid"}`` and ``{"op": "exit", "id",
+"status"}`` (W's wait status).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib
 import json
@@ -27,6 +38,10 @@ import traceback
 from typing import Any
 
 _SANDBOX_FD = 3
+_WAKE_FDS: list[int] = []  # the zygote's signal wake-up pipe, closed in each child
+_OWN_PID_NS = [-1]  # "ns" mode: our own pid namespace, to return to after each submission
+_ZYGOTE_PID = [-1]
+_SLEEP = ""  # "ns" mode: the program each submission's process 1 runs
 
 
 def _send(ctrl: socket.socket, **msg: Any) -> None:
@@ -61,82 +76,76 @@ def _redirect_fds(sock_fd: int, out_fd: int) -> socket.socket:
     return socket.socket(fileno=_SANDBOX_FD)
 
 
-def _handshake(sock: socket.socket) -> bytes:
-    """Tell the trusted side our pid (translated by the kernel), wait until it has put us
-    in our cgroup, then receive the notebook bytes."""
+def _handshake(sock: socket.socket) -> None:
+    """Tell the trusted side our pid (translated by the kernel) and wait until it has put
+    us in our cgroup."""
     sock.settimeout(30)
     if hasattr(socket, "SCM_CREDENTIALS"):
         creds = struct.pack("3i", os.getpid(), os.getuid(), os.getgid())
         sock.sendmsg([b"h"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
     else:  # no pid namespace there: the zygote's view of our pid is the grader's
         sock.sendall(b"h")
-    header = _recv_exact(sock, 9)
-    if header[:1] != b"g":
+    if sock.recv(1) != b"g":
         raise RuntimeError("no go-ahead from the grading process")
-    return _recv_exact(sock, struct.unpack("!Q", header[1:])[0])
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise EOFError("grading process went away")
-        buf += chunk
-    return bytes(buf)
+def _own_processes() -> int:
+    """Processes of our uid that we can see: what RLIMIT_NPROC counts already."""
+    if not os.path.isdir("/proc/self"):
+        return 0
+    uid, count = os.getuid(), 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.stat(f"/proc/{name}").st_uid == uid
+    return count
 
 
-def _confine(req: dict[str, Any], flt: Any) -> str:
+def _confine(req: dict[str, Any], flt: Any) -> None:
     import _confine as cf
 
     uid, gid, scratch = req["uid"], req["gid"], req["scratch"]
-    limits = req["limits"]
-    if req["tmpfs"]:
-        cf.private_tmpfs(scratch, limits["scratch_bytes"], uid, gid)
-    else:
+    if not req["tmpfs"]:
         os.makedirs(scratch, mode=0o700, exist_ok=True)
         if req["drop_uid"]:
             os.chown(scratch, uid, gid)
     if req["rlimits"]:
-        cf.set_rlimits(limits)
+        cf.set_rlimits(req["rlimits"], req["nproc_base"])
     if req["drop_uid"]:
         cf.drop_privileges(uid, gid)
-        if not cf.capabilities_all_zero():
-            raise RuntimeError("capabilities still present after the privilege drop")
+    elif req["drop_caps"]:
+        cf.drop_capabilities()
+    if (req["drop_uid"] or req["drop_caps"]) and not cf.capabilities_all_zero():
+        raise RuntimeError("capabilities still present after the privilege drop")
     if req["no_new_privs"]:
         cf.set_no_new_privs()
     if flt is not None:
         flt.load()
-    return scratch
 
 
-def _enter_scratch(scratch: str, notebook: bytes) -> None:
+def _enter_scratch(scratch: str) -> None:
     import tempfile
 
     os.chdir(scratch)
     for var in ("HOME", "TMPDIR", "PWD"):
         os.environ[var] = scratch
     tempfile.tempdir = None
-    if notebook:
-        path = os.path.join(scratch, "submission.ipynb")
-        with open(path, "wb") as fh:
-            fh.write(notebook)
-        os.environ["GRADER_NOTEBOOK"] = path
 
 
-def _child(
-    ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any
-) -> None:
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
-    ctrl.detach()
+def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) -> None:
+    """W: confine ourselves, then serve the grader until it is done with us."""
     sock = _redirect_fds(fds[0], fds[1])
     sys.stdout.reconfigure(line_buffering=True)  # a killed worker's last lines still show
     try:
-        notebook = _handshake(sock)
-        scratch = _confine(req, flt)
-        _enter_scratch(scratch, notebook)
+        if cfg["mode"] == "ns":
+            import _confine as cf
+
+            cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"],
+                              cfg["keep_under_scratch"], new_proc=True)
+            cf.set_dumpable()
+        _handshake(sock)
+        _confine(req, flt)
+        _enter_scratch(req["scratch"])
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(1)
         module, _, func = cfg["entry"].partition(":")
@@ -145,10 +154,8 @@ def _child(
         sock.sendall(b"r")
     except BaseException as exc:  # noqa: BLE001 - report, then die
         traceback.print_exc()
-        try:
-            sock.sendall(b"e" + f"{type(exc).__name__}: {exc}".encode()[:4000])
-        finally:
-            os._exit(71)
+        _report_failure(sock, exc)
+        os._exit(71)
     code = 0
     try:
         entry(sock)
@@ -164,17 +171,55 @@ def _child(
         os._exit(code)
 
 
+def _report_failure(sock: socket.socket, exc: BaseException) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(b"e" + f"{type(exc).__name__}: {exc}".encode()[:4000])
+
+
+def _child(
+    ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any
+) -> None:
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    os.close(ctrl.detach())
+    for fd in _WAKE_FDS:
+        os.close(fd)
+    if cfg["parent_death"]:
+        import _confine as cf
+
+        cf.set_parent_death_signal()
+    _worker(req, fds, cfg, flt)
+
+
 def _spawn(
     ctrl: socket.socket,
     req: dict[str, Any],
     fds: list[int],
     cfg: dict[str, Any],
     flt: Any,
-    children: dict[int, int],
+    children: dict[int, tuple[int, str | None, int]],
 ) -> None:
+    req["nproc_base"] = 0 if req["drop_uid"] else _own_processes() + 1
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    init = 0
+    if cfg["mode"] == "ns":
+        import _confine as cf
+
+        cf.unshare_pid()  # our next children are born in a new pid namespace...
+        try:
+            init = _spawn_init([*fds, ctrl.fileno(), *_WAKE_FDS])  # ...its process 1, then W
+            pid = os.fork()
+        except BaseException:
+            if init:
+                os.kill(init, signal.SIGKILL)
+            raise
+        finally:
+            if os.getpid() == _ZYGOTE_PID[0]:
+                cf.enter_pid_namespace(_OWN_PID_NS[0])  # the next submission's will be fresh
+    else:
+        pid = os.fork()
     if pid == 0:
         try:
             _child(ctrl, req, fds, cfg, flt)
@@ -182,12 +227,56 @@ def _spawn(
             os._exit(70)
     for fd in fds:
         os.close(fd)
-    children[pid] = req["id"]
+    # a scratch folder inside the zygote's own sandbox is removed once the submission ends
+    leftover = req["scratch"] if cfg["mode"] != "ns" and cfg["in_bwrap"] else None
+    children[pid] = (req["id"], leftover, init)
     _send(ctrl, op="spawned", id=req["id"], pid=pid)
 
 
-def _reap(ctrl: socket.socket, children: dict[int, int]) -> None:
-    while children:
+def _spawn_init(close: list[int]) -> int:
+    """Process 1 of the submission's pid namespace: ``sleep infinity``, spawned without
+    copying our memory (vfork). W cannot signal it (process 1 ignores what it has no
+    handler for); when W ends we kill it, and the kernel then kills all that is left."""
+    actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in close]
+    if _SLEEP:
+        return os.posix_spawn(_SLEEP, [_SLEEP, "infinity"], {}, file_actions=actions,
+                              setsid=True)
+    pid = os.fork()
+    if pid == 0:
+        for fd in close:
+            os.close(fd)
+        while True:
+            signal.pause()
+    return pid
+
+
+def _children() -> list[int]:
+    """Our children (any thread's: an orphan may be given to any of them), from /proc."""
+    pids: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as fh:
+            pids += [int(p) for p in fh.read().split()]
+    return pids
+
+
+def _kill_orphans(timeout_s: float = 5.0) -> None:
+    """SIGKILL and reap every child we have (W's orphans, adopted by us as subreaper)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (pids := _children()) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    time.sleep(0.001)  # not dead yet: the next round looks again
+
+
+def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
+          cfg: dict[str, Any]) -> None:
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -195,7 +284,30 @@ def _reap(ctrl: socket.socket, children: dict[int, int]) -> None:
         if pid == 0:
             return
         if pid in children:
-            _send(ctrl, op="exit", id=children.pop(pid), status=status)
+            sub, leftover, init = children.pop(pid)
+            if init:  # its namespace ends with its process 1: nothing of it is left after
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(init, 0)
+            if cfg["subreaper"]:
+                _kill_orphans()
+            if leftover:
+                import shutil
+
+                shutil.rmtree(leftover, ignore_errors=True)
+            _send(ctrl, op="exit", id=sub, status=status)
+
+
+def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]]) -> None:
+    for pid, (sub, _, init) in children.items():
+        if sub == req.get("id"):
+            if init:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
 
 
 def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
@@ -204,7 +316,8 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
     os.set_blocking(wake_r, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: dict[int, int] = {}
+    _WAKE_FDS[:] = [wake_r, wake_w]
+    children: dict[int, tuple[int, str | None, int]] = {}
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     _send(ctrl, op="ready", pid=os.getpid(), threads=threads)
     while True:
@@ -216,29 +329,59 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
                         break
                 except BlockingIOError:
                     break
-            _reap(ctrl, children)
+            _reap(ctrl, children, cfg)
         if ctrl in readable:
             data, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 4)
-            if not data:
-                return
+            if not data:  # the pool closed: no finalization (seconds, with torch loaded)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
             req = json.loads(data)
             if req.get("op") == "spawn" and len(fds) == 2:
                 _spawn(ctrl, req, fds, cfg, flt, children)
-            else:
-                for fd in fds:
-                    os.close(fd)
+                continue
+            for fd in fds:
+                os.close(fd)
+            if req.get("op") == "kill":
+                _kill(req, children)
+
+
+def _own_namespaces(cf: Any, network: bool) -> None:
+    """Become process 1 of a pid namespace of our own (owned by our user namespace, unlike
+    bwrap's, so we may ``setns`` back to it after each submission's ``unshare``) and,
+    without bwrap, of a network namespace of our own. Our parent waits and ends as we do."""
+    import shutil
+
+    if network:
+        cf.unshare_network()
+    cf.unshare_pid()
+    pid = os.fork()
+    if pid != 0:
+        os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) & 0xFF)
+    cf.set_parent_death_signal()
+    _OWN_PID_NS[0] = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _ZYGOTE_PID[0] = os.getpid()
+    global _SLEEP
+    _SLEEP = shutil.which("sleep", path="/usr/bin:/bin") or ""
 
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     sys.path[:0] = cfg["code_paths"]
+    sys.path += [p for p in cfg["python_paths"] if p not in sys.path]  # e.g. PYTHONPATH's
     ctrl = socket.socket(fileno=cfg["ctrl_fd"])
-    _import_preloads(cfg)
-    flt = None
-    if cfg["seccomp"]:
-        import _confine
+    import _confine
 
-        flt = _confine.build_seccomp_filter()
+    if cfg["parent_death"]:
+        _confine.set_parent_death_signal()
+    if cfg["mode"] == "ns":
+        _own_namespaces(_confine, network=cfg["own_namespaces"])
+    if cfg["subreaper"]:
+        _confine.set_child_subreaper()
+    if sys.platform.startswith("linux"):
+        _confine.set_not_dumpable()  # no ptrace, no /proc peeking by a worker of our uid
+    _import_preloads(cfg)
+    flt = _confine.build_seccomp_filter() if cfg["seccomp"] else None
     _serve(ctrl, cfg, flt)
 
 

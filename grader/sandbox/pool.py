@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..limits import DEFAULT_LIMITS, Limits
 from . import bwrap, probe
 from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
-from .limits import Limits
 from .output import OutputTap
 
 _HERE = Path(__file__).resolve().parent
@@ -105,7 +105,7 @@ def _seed_matplotlib_cache(dest: Path) -> None:
 
 def _zygote_env(home: str, mpl_dir: str) -> dict[str, str]:
     env = {
-        "PATH": "/usr/bin:/bin",
+        "PATH": os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable), "/usr/bin", "/bin"])),
         "LANG": "C.UTF-8",
         "HOME": home,
         "TMPDIR": home,
@@ -124,7 +124,7 @@ class _Zygote:
         self,
         cfg: dict[str, Any],
         code_dir: Path,
-        use_bwrap: bool,
+        plan: probe.Plan,
         startup_timeout: float,
         launcher: ThreadPoolExecutor,
     ) -> None:
@@ -135,25 +135,20 @@ class _Zygote:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ctrl = ours
         self._pending = bytearray()
-        code_root = bwrap.SANDBOX_CODE if use_bwrap else str(code_dir)
+        self._send_lock = threading.Lock()
+        code_root = bwrap.SANDBOX_CODE if plan.bwrap else str(code_dir)
         cfg = dict(
             cfg, ctrl_fd=theirs.fileno(), code_paths=[f"{code_root}/_sbx", f"{code_root}/code"]
         )
-        inner = [
-            os.path.realpath(sys.executable),
-            "-I",
-            "-B",
-            f"{code_root}/_sbx/_zygote.py",
-            json.dumps(cfg),
-        ]
-        path = probe.bwrap_path() if use_bwrap else None
+        inner = [sys.executable, "-I", "-B", f"{code_root}/_sbx/_zygote.py", json.dumps(cfg)]
         cmd = (
-            bwrap.bwrap_command(path, code_dir, inner, os.geteuid() == 0, code_dir.parent / "mpl")
-            if path
+            bwrap.bwrap_command(plan.bwrap, code_dir, inner, os.geteuid() == 0,
+                                code_dir.parent / "mpl")
+            if plan.bwrap
             else inner
         )
-        # bwrap --die-with-parent ties the zygote to the *thread* that forked it: fork
-        # from the pool's long-lived launcher thread, never from a short-lived one.
+        # bwrap --die-with-parent (and the zygote's own parent-death signal) ties the zygote
+        # to the *thread* that forked it: fork from the pool's long-lived launcher thread.
         self.proc = launcher.submit(
             subprocess.Popen,
             cmd,
@@ -161,7 +156,7 @@ class _Zygote:
             stdout=subprocess.DEVNULL,
             pass_fds=[theirs.fileno()],
             env=_zygote_env("/tmp", bwrap.SANDBOX_MPL)
-            if use_bwrap
+            if plan.bwrap
             else _zygote_env(str(code_dir.parent / "home"), str(code_dir.parent / "mpl")),
             start_new_session=True,
         ).result()
@@ -173,6 +168,14 @@ class _Zygote:
                 f"the sandbox zygote did not start (got {ready!r}); see its traceback on stderr"
             )
         self.threads = ready.get("threads")
+
+    def send(self, msg: dict[str, Any], fds: list[int] = ()) -> None:
+        data = json.dumps(msg).encode() + b"\n"
+        with self._send_lock:
+            if fds:
+                socket.send_fds(self.ctrl, [data], list(fds))
+            else:
+                self.ctrl.sendall(data)
 
     def recv(self, timeout: float | None) -> dict[str, Any] | None:
         """The next message (one JSON object per line), or None on timeout or EOF."""
@@ -217,7 +220,6 @@ class SandboxWorker:
         self.uid = uid
         self.limits = limits
         self.pid = 0
-        self.ns_pid = 0
         self.cgroup: SubmissionCgroup | None = None
         self.host_scratch: str | None = None
         self.status: int | None = None
@@ -225,6 +227,7 @@ class SandboxWorker:
         self._kill_reason: str | None = None
         self._deadline_hit = False
         self._lock = threading.Lock()
+        self._finish_lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._tap: OutputTap | None = None
         self.sock: socket.socket
@@ -245,29 +248,38 @@ class SandboxWorker:
             for target in (-self.pid, self.pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(target, signal.SIGKILL)
-        if self.cgroup is None and "uid-drop" in self._pool.protections:
+        elif self.status is None:  # not joined yet: only the zygote knows where it is
+            with contextlib.suppress(OSError):
+                self._zygote.send({"op": "kill", "id": self.id})
+        if self.cgroup is None and self._pool.plan.uid_drop:
             _kill_uid(self.uid, 2.0)  # no cgroup: setsid'd descendants still share our uid
 
     def _on_deadline(self) -> None:
         self._deadline_hit = True
         self.kill("timeout")
 
+    @property
+    def timed_out(self) -> bool:
+        """Killed by its wall clock."""
+        return self._deadline_hit
+
     def output_excerpt(self, max_chars: int = 2000) -> str:
         """A bounded excerpt of what the worker printed (head and tail)."""
         return self._tap.excerpt(max_chars) if self._tap else ""
-
-    @property
-    def protections(self) -> list[str]:
-        return list(self._pool.protections)
 
     @property
     def output_bytes(self) -> int:
         return self._tap.total if self._tap else 0
 
     def finish(self, grace_s: float = 2.0) -> str:
-        """Reap and clean up; returns "ok", "memory", "timeout" or "crashed"."""
-        if self.reason is not None:
-            return self.reason
+        """Reap and clean up; returns "ok", "memory", "timeout" or "crashed". Thread-safe:
+        a second caller (the pool closing) waits for the first one's answer."""
+        with self._finish_lock:
+            if self.reason is None:
+                self._finish(grace_s)
+            return self.reason  # type: ignore[return-value]
+
+    def _finish(self, grace_s: float) -> None:
         try:
             self.status = self._wait_exit(grace_s)
             if self.status is None:
@@ -275,12 +287,11 @@ class SandboxWorker:
                 self.status = self._wait_exit(10.0)
             with self._lock:
                 self._kill_everything()  # daemons left behind by a worker that exited
-            if "uid-drop" in self._pool.protections:
+            if self._pool.plan.uid_drop:
                 _kill_uid(self.uid)  # ...and wait until the last one is reaped
             self.reason = self._classify()
         finally:
             self._cleanup()
-        return self.reason
 
     def _wait_exit(self, timeout: float) -> int | None:
         deadline = time.monotonic() + timeout
@@ -348,27 +359,41 @@ def _kill_uid(uid: int, timeout_s: float = 10.0) -> bool:
 
 
 class SandboxPool:
-    """Warm pool of sandbox zygotes; ``start()`` forks a fresh worker per submission."""
+    """Warm pool of sandbox zygotes; ``start()`` forks a fresh worker per submission.
+
+    ``isolation`` is ``"auto"`` (every protection the machine offers), ``"strict"``
+    (refuse unless every protection is there) or ``"none"``; ``require`` names protections
+    that ``auto`` must not go without. ``plan`` says what is active and what is missing.
+    """
 
     def __init__(
         self,
         jobs: int = 1,
         limits: Limits | None = None,
-        isolation: str = "full",
+        isolation: str = "auto",
         preload: tuple[str, ...] = DEFAULT_PRELOAD,
         entry: str = "grader.runtime.worker:serve",
         worker_files: Mapping[str, Path | bytes] | None = None,
         startup_timeout: float = 120.0,
+        require: tuple[str, ...] = (),
     ) -> None:
         self.jobs = max(1, jobs)
-        self.limits = limits or Limits()
-        self.isolation = isolation
-        self.protections: list[str] = probe.select_protections(isolation)
+        self.limits = limits or DEFAULT_LIMITS
+        self.plan = probe.plan(isolation, require)
+        self.isolation = self.plan.isolation
+        self.protections: list[str] = self.plan.protections
         self.entry = entry
         self._cfg = {
             "preload": list(preload),
             "entry": entry,
-            "seccomp": "seccomp" in self.protections,
+            "mode": "ns" if self.plan.namespaces else "plain",
+            "seccomp": self.plan.seccomp,
+            "subreaper": self.plan.subreaper,
+            "own_namespaces": self.plan.new_net,  # no bwrap: the zygote's own network namespace
+            "parent_death": sys.platform.startswith("linux") and not self.plan.bwrap,
+            "in_bwrap": bool(self.plan.bwrap),
+            "python_paths": bwrap.import_paths(),
+            "keep_under_scratch": bwrap.under_scratch("/tmp"),
         }
         self._worker_files = default_worker_files() if worker_files is None else worker_files
         self._startup_timeout = startup_timeout
@@ -385,7 +410,11 @@ class SandboxPool:
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> SandboxPool:
-        self.open()
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -400,9 +429,8 @@ class SandboxPool:
         (state / "mpl").mkdir(mode=0o700)
         _seed_matplotlib_cache(state / "mpl")
         self._code_dir = _build_code_dir(state, self._worker_files)
-        controllers = [p.split()[1] for p in self.protections if p.startswith("cgroup ")]
-        if controllers:
-            self._cgroups = PoolCgroups(controllers)
+        if self.plan.cgroups:
+            self._cgroups = PoolCgroups(self.plan.cgroups)
         errors: list[BaseException] = []
 
         def boot() -> None:
@@ -423,11 +451,7 @@ class SandboxPool:
     def _new_zygote(self) -> _Zygote:
         assert self._code_dir is not None
         return _Zygote(
-            self._cfg,
-            self._code_dir,
-            "bwrap" in self.protections,
-            self._startup_timeout,
-            self._launcher,
+            self._cfg, self._code_dir, self.plan, self._startup_timeout, self._launcher
         )
 
     def _add_zygote(self, zygote: _Zygote) -> None:
@@ -453,7 +477,7 @@ class SandboxPool:
                 return self._free.get(timeout=1.0)
             except queue.Empty:
                 with self._lock:
-                    if not self._zygotes:
+                    if not self._zygotes or self._closed:
                         raise SandboxError("no sandbox zygote is left in this pool") from None
 
     def _replace(self, zygote: _Zygote) -> _Zygote:
@@ -473,6 +497,7 @@ class SandboxPool:
             active = list(self._active)
         for worker in active:
             worker.kill("crashed")
+        for worker in active:
             worker.finish(grace_s=1.0)
         self._closed = True
         for cg in self._stale_cgroups:
@@ -490,15 +515,9 @@ class SandboxPool:
             shutil.rmtree(self._code_dir.parent, ignore_errors=True)
 
     # -- submissions ----------------------------------------------------------------------
-    def start(
-        self, notebook_bytes: bytes | None = None, limits: Limits | None = None
-    ) -> SandboxWorker:
-        """Fork a fresh confined worker; returns once it is ready to serve.
-
-        ``notebook_bytes`` (optional) is written to ``submission.ipynb`` in the worker's
-        scratch folder (its path is in the worker's ``GRADER_NOTEBOOK``); ``limits``
-        overrides the pool's limits for this submission.
-        """
+    def start(self, limits: Limits | None = None) -> SandboxWorker:
+        """Fork a fresh confined worker; returns once it is ready to serve. ``limits``
+        overrides the pool's limits for this submission."""
         if self._code_dir is None:
             self.open()
         if self._closed:
@@ -512,28 +531,26 @@ class SandboxPool:
         with self._lock:
             self._active.add(worker)
         try:
-            self._launch(worker, zygote, notebook_bytes or b"")
+            self._launch(worker, zygote)
         except BaseException:
             worker.kill("crashed")
             worker.finish(grace_s=0.5)
             raise
         return worker
 
-    def _launch(self, worker: SandboxWorker, zygote: _Zygote, notebook: bytes) -> None:
+    def _launch(self, worker: SandboxWorker, zygote: _Zygote) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         if hasattr(socket, "SO_PASSCRED"):
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         worker.sock = ours
         out_r, out_w = os.pipe()
-        worker._tap = OutputTap(out_r)
+        worker._tap = OutputTap(out_r, keep=worker.limits.output_bytes)
         if self._cgroups is not None:
             worker.cgroup = self._cgroups.submission(
                 f"sub-{worker.id}", worker.limits.memory_bytes, worker.limits.max_pids
             )
         try:
-            req = self._spawn_request(worker)
-            message = json.dumps(req).encode() + b"\n"
-            socket.send_fds(zygote.ctrl, [message], [theirs.fileno(), out_w])
+            zygote.send(self._spawn_request(worker), [theirs.fileno(), out_w])
         finally:
             theirs.close()
             os.close(out_w)
@@ -542,41 +559,54 @@ class SandboxPool:
             msg = zygote.recv(30.0)  # a late exit report of an earlier worker
         if msg is None or msg.get("op") != "spawned":
             raise SandboxError(f"the sandbox zygote did not fork a worker (got {msg!r})")
-        worker.ns_pid = int(msg["pid"])
-        worker.pid = self._join(worker, ours, notebook)
+        worker.pid = self._join(worker, ours, int(msg["pid"]))
         worker._timer = threading.Timer(worker.limits.wall_s, worker._on_deadline)
         worker._timer.daemon = True
         worker._timer.start()
         self._await_ready(ours)
 
     def _spawn_request(self, worker: SandboxWorker) -> dict[str, Any]:
-        prot = self.protections
-        tmpfs = "tmpfs-scratch" in prot
-        if "bwrap" in prot:
-            scratch = "/tmp"
+        plan, lim = self.plan, worker.limits
+        if plan.namespaces:
+            scratch = "/tmp"  # a fresh tmpfs in the submission's own mount namespace
+        elif plan.bwrap:
+            scratch = f"/tmp/scratch-{worker.id}"  # the zygote removes it afterwards
         else:
             scratch = tempfile.mkdtemp(prefix=f"grader-sbx-scratch-{worker.id}-")
             worker.host_scratch = scratch
+        rlimits: dict[str, int] = {}
+        if plan.rlimits:
+            rlimits = {k: v for k, v in lim.as_dict().items()
+                       if k in ("cpu_s", "file_size_bytes", "open_files")}
+            if sys.platform.startswith("linux"):  # elsewhere we cannot count what it counts
+                # even beside a pids cgroup: a fork over RLIMIT_NPROC fails before copying
+                # the address space, a fork over pids.max only after (a fork bomb crawls)
+                rlimits["max_pids"] = lim.max_pids
+            if "memory" not in plan.cgroups:
+                rlimits["memory_bytes"] = lim.memory_bytes
         return {
             "op": "spawn",
             "id": worker.id,
-            "uid": worker.uid,
-            "gid": worker.uid,
+            "uid": worker.uid if plan.uid_drop else os.getuid(),
+            "gid": worker.uid if plan.uid_drop else os.getgid(),
             "scratch": scratch,
-            "tmpfs": tmpfs,
-            "drop_uid": "uid-drop" in prot,
-            "rlimits": "rlimits" in prot,
-            "no_new_privs": "no_new_privs" in prot,
-            "limits": worker.limits.as_dict(),
+            "scratch_bytes": lim.scratch_bytes,
+            "tmpfs": plan.namespaces,
+            "drop_uid": plan.uid_drop,
+            "drop_caps": plan.namespaces or bool(plan.bwrap),
+            "no_new_privs": plan.no_new_privs,
+            "rlimits": rlimits,
         }
 
-    def _join(self, worker: SandboxWorker, sock: socket.socket, notebook: bytes) -> int:
-        """Receive the child's pid (translated by the kernel), put it in its cgroup, go."""
+    def _join(self, worker: SandboxWorker, sock: socket.socket, pid: int) -> int:
+        """Receive the worker's pid (translated by the kernel), put it in its cgroup, go.
+        ``pid``: the zygote's view, right where there is no pid namespace in between."""
         sock.settimeout(30.0)
         data, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(64))
+        if data == b"e":
+            raise SandboxError(f"the sandbox could not confine a worker: {_read_error(sock)}")
         if data != b"h":
             raise SandboxError("the worker died before its handshake")
-        pid = worker.ns_pid
         for level, kind, payload in ancdata:
             if level == socket.SOL_SOCKET and kind == getattr(socket, "SCM_CREDENTIALS", None):
                 pid = struct.unpack("3i", payload[:12])[0]  # the kernel translated it for us
@@ -584,7 +614,7 @@ class SandboxPool:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 0)
         if worker.cgroup is not None:
             worker.cgroup.add(pid)
-        sock.sendall(b"g" + struct.pack("!Q", len(notebook)) + notebook)
+        sock.sendall(b"g")
         return pid
 
     @staticmethod
@@ -593,11 +623,11 @@ class SandboxPool:
         if first == b"r":
             sock.settimeout(None)
             return
-        detail = b""
-        if first == b"e":
-            with contextlib.suppress(OSError):
-                detail = sock.recv(4096)
-        raise SandboxError(
-            "the worker failed to confine itself: "
-            + (detail.decode("utf-8", "replace") or "it died")
-        )
+        detail = _read_error(sock) if first == b"e" else ""
+        raise SandboxError("the worker failed to confine itself: " + (detail or "it died"))
+
+
+def _read_error(sock: socket.socket) -> str:
+    with contextlib.suppress(OSError):
+        return sock.recv(4096).decode("utf-8", "replace")
+    return ""

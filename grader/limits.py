@@ -1,0 +1,39 @@
+"""Every limit a graded notebook runs under, in one place (``check``, ``grade``, the sandbox).
+
+``check`` and ``grade`` use the same defaults, so a notebook that passes ``check`` on a
+student's laptop is not cut short by ``grade`` on the instructor's machine. How each limit
+is enforced depends on what the machine allows (see ``grader.sandbox``): the memory cap is
+a cgroup where one is writable, else a per-process ``RLIMIT_DATA``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_s: float = 120.0  # the whole notebook: running its cells and answering every check
+    call_s: float = 20.0  # one request of a hidden check (a call, an attribute, a backward)
+    cpu_s: int | None = None  # CPU seconds per process (RLIMIT_CPU); None: wall_s + 10
+    memory_bytes: int = 2 << 30  # the submission's memory
+    max_pids: int = 64  # processes and threads of the submission
+    file_size_bytes: int = 64 << 20  # largest file it may write (RLIMIT_FSIZE)
+    open_files: int = 256  # RLIMIT_NOFILE
+    scratch_bytes: int = 256 << 20  # its private scratch folder (a tmpfs, where available)
+    output_bytes: int = 64 << 10  # what is kept of what it prints: this much head and tail
+
+    @property
+    def cpu_limit_s(self) -> int:
+        return int(self.cpu_s if self.cpu_s is not None else self.wall_s + 10)
+
+    def with_(self, **changes: Any) -> Limits:
+        """A copy with some limits changed (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(asdict(self), cpu_s=self.cpu_limit_s)
+
+
+DEFAULT_LIMITS = Limits()
