@@ -5,8 +5,8 @@ Reads what ``python -m grader grade --out DIR`` wrote (``grades.csv``, ``results
 rate, the most common hints per exercise with how many students got each, the
 submissions that did not run to the end (timeouts, crashes, memory, unreadable), the
 students to look at, and similarity flags on the long exercises with both listings side
-by side (when the submitted notebooks are at hand: ``--submitted``, or the folder
-``run.json`` names). Plots are inline SVG (matplotlib), the page needs no network and no
+by side (when the submitted notebooks are at hand: ``--submitted``, or else the folder
+``grade`` read, which ``run.json`` records). Plots are inline SVG (matplotlib), the page needs no network and no
 script.
 """
 

@@ -315,7 +315,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     write_csv(out, students, list(exercise_points(opts.lesson)), opts.deadlines)
     summary.graded, summary.seconds = len(todo), time.perf_counter() - started
     write_atomic(out / "run.json", json.dumps({
-        "lesson": opts.lesson, "students": len(students), "graded": summary.graded,
+        "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),
+        "graded": summary.graded,
         "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
         "protections": pool.protections, "sandbox": pool.plan.report(),
         "limits": opts.limits.as_dict(), "grader": settings["grader"],

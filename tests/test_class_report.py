@@ -72,13 +72,15 @@ def report(out: Path, *extra: str) -> str:
 
 def test_report_summary_and_self_contained_page(graded) -> None:
     submitted, out = graded
-    text = report(out, "--submitted", str(submitted))
+    assert json.loads((out / "run.json").read_text())["submitted"] == str(submitted.resolve())
+    text = report(out)  # the notebooks from the folder run.json names
     rows = grades(out)
     scores = [float(r["score"]) for r in rows]
     assert text.startswith(f"wrote {out / 'report.html'}: 8 student(s), {LESSON}")
     assert f"mean {statistics.fmean(scores):.1f}, median {statistics.median(scores):g} of 10" in text
     assert "status: ok 5, " in text and all(f"{s} 1" in text for s in ("timeout", "unreadable", "missing"))
     assert "every exercise of 01_attention_by_hand is too short" in text
+    assert "protections active" in (out / "report.html").read_text(encoding="utf-8")
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<script" not in page and not re.search(r"(src|href)=\"(https?:)?//", page)
     assert page.count("<svg") == 2

@@ -54,9 +54,14 @@ def unpack(package: Path, root: Path) -> Path:
     return root
 
 
-def run_autograder(root: Path) -> tuple[dict, str]:
+# The interpreter run_autograder uses (setup.sh's venv on Gradescope); COURSE_TEST_PYTHON
+# may name another one with the course's packages, e.g. one any user can read.
+PYTHON = os.environ.get("COURSE_TEST_PYTHON") or sys.executable
+
+
+def run_autograder(root: Path, **env_extra: str) -> tuple[dict, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
+    env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=PYTHON, **env_extra)
     proc = subprocess.run([str(root / "source" / "run_autograder")], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -122,7 +127,7 @@ def test_reference_notebook_gets_full_marks_whatever_its_name(package, tmp_path)
     results, stdout = run_autograder(root)
     assert results["score"] == 10.0 and results["extra_data"]["status"] == "ok"
     assert all(t["status"] == "passed" and t["score"] == t["max_score"] for t in results["tests"])
-    assert "protections: " in stdout and "autograder-files-private" in stdout
+    assert "protections active" in stdout and "  + autograder-files-private: " in stdout
     assert results["extra_data"]["notebook"] == "My Lesson 1 (final).ipynb"
     assert stat.S_IMODE(os.stat(root).st_mode) == 0o755  # private only while grading
 
@@ -162,7 +167,23 @@ if patched:
 '''
 
 
-def test_hostile_notebook_cannot_read_graders_forge_or_write_results(package, tmp_path) -> None:
+def uid_drop_without_bwrap() -> str | None:
+    """Why a container without user namespaces cannot be stood in for here, or None."""
+    probe = subprocess.run([PYTHON, "-c", "from grader.sandbox.probe import plan; p = plan('auto'); "
+                            "print(p.uid_drop or p.missing.get('processes-unreachable', ''))"],
+                           env={**os.environ, "GRADER_SANDBOX_WITHOUT": "bwrap,namespaces",
+                                "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, cwd=ROOT)
+    answer = probe.stdout.strip()
+    return None if answer == "True" else answer or probe.stderr[-500:]
+
+
+@pytest.mark.parametrize("without", ["", "bwrap,namespaces"], ids=["this-machine", "no-user-namespaces"])
+def test_hostile_notebook_cannot_read_graders_forge_or_write_results(package, tmp_path, without) -> None:
+    """Every attack, with what this machine allows, and as in a Docker container that forbids
+    user namespaces (Gradescope's, perhaps): no bubblewrap, no namespaces, root, so the
+    notebook runs under a uid of its own and /autograder is made root-only."""
+    if without and (why := uid_drop_without_bwrap()):
+        pytest.skip(f"no uid drop without bwrap here: {why}")
     root = unpack(package, tmp_path / "autograder")
     nb = json.loads(solution_path(LESSON).read_text(encoding="utf-8"))
     nb["cells"].append({"cell_type": "code", "execution_count": None, "id": "hostile", "metadata": {},
@@ -170,11 +191,13 @@ def test_hostile_notebook_cannot_read_graders_forge_or_write_results(package, tm
     (root / "submission" / "hostile.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     hidden = root / "source" / "course" / "grader" / "hidden" / "test_01_attention_by_hand.py"
     before = hidden.read_bytes()
-    results, stdout = run_autograder(root)
-    assert results["score"] == 10.0, results["tests"]  # every attack failed
+    results, stdout = run_autograder(root, GRADER_SANDBOX_WITHOUT=without)
+    assert results["score"] == 10.0, (results["tests"], stdout)  # every attack failed
     assert hidden.read_bytes() == before
     assert sorted(p.name for p in (root / "results").iterdir()) == ["results.json"]
     assert "99" not in json.dumps(results) and "99" not in stdout
+    if without:
+        assert "  - files-hidden: MISSING" in stdout and "  + autograder-files-private: " in stdout
 
 
 @pytest.mark.parametrize("files, expected", [

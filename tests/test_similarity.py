@@ -48,7 +48,7 @@ def test_no_independent_pair_flagged_and_distinctive_copies_are(cases) -> None:
     assert {r[0] for r in rows if r[2] == "-"} == {"noam_lr", "label_smoothed_nll"}  # too short
     pairs, copies, found = (sum(r[i] for r in compared) for i in (2, 4, 5))
     assert pairs > 250 and copies >= 30
-    assert found / copies >= 0.85, misses
+    assert found / copies >= 0.9, misses
     # what is missed are copies of code that is nearly the reference or the plainest answer
     assert all("straightforward" in m or "alternative: causal target mask" in m for m in misses), misses
 

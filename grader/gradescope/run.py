@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from coursekit import catalogue
+
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG_NAME = "autograder.json"
 STUDENT = "submission"
@@ -39,6 +41,7 @@ GRADER_RESERVE_BYTES = 512 << 20
 MIN_NOTEBOOK_BYTES = 1 << 30
 RECOMMENDED_CONTAINER_BYTES = 2 << 30
 IGNORED_PARTS = {"__MACOSX", ".ipynb_checkpoints"}
+PRIVATE = "autograder-files-private"  # the protection this module adds to the sandbox's
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,6 @@ def _ignored(rel: Path) -> bool:
 def other_lesson(notebook: Path, lesson: str) -> str | None:
     """The lesson a notebook seems to be, when it defines none of ``lesson``'s graded names
     but some of another's (a student who uploaded the wrong notebook)."""
-    from coursekit import catalogue
-
     from ..notebook import NotebookError, read_notebook
 
     try:
@@ -167,7 +168,7 @@ def private_files(layout: Layout) -> Iterator[list[str]]:
             modes[path] = os.stat(path).st_mode & 0o7777
             os.chmod(path, 0o700)
     try:
-        yield ["autograder-files-private"]
+        yield [PRIVATE]
     finally:
         for path, mode in modes.items():
             with contextlib.suppress(OSError):
@@ -185,8 +186,6 @@ def zeroed(lesson: str, sentence: str) -> list[Any]:
 
 
 def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
-    from coursekit import catalogue
-
     number = int(catalogue.get(cfg.lesson).number)
     entries = []
     for i, x in enumerate(exercises, 1):
@@ -234,30 +233,32 @@ def write_results(layout: Layout, doc: dict[str, Any]) -> None:
 @dataclass
 class Outcome:
     doc: dict[str, Any]
-    protections: list[str]
-    missing: dict[str, str]
+    protections: dict[str, str]  # active protection -> how it is met
+    missing: dict[str, str]  # missing protection -> why
     memory_bytes: int
 
 
 def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
     from ..classroom import Options, grade_student, workers
+    from ..limits import DEFAULT_LIMITS
 
     memory = notebook_memory_bytes(cfg)
     notebook, problem = find_notebook(layout.submission)
     if notebook is None:
         doc = document(cfg, zeroed(cfg.lesson, problem), [problem], status="missing",
                        seconds=time.monotonic() - started, extra={"notebook": None})
-        return Outcome(doc, [], {}, memory)
+        return Outcome(doc, {}, {}, memory)
     shown = notebook.relative_to(layout.submission).as_posix()
     with private_files(layout) as private, tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         submitted = Path(tmp) / "submitted"
-        copy = submitted / STUDENT / cfg.lesson / f"{cfg.lesson}.ipynb"
+        copy = submitted / STUDENT / cfg.lesson / catalogue.get(cfg.lesson).student().name
         copy.parent.mkdir(parents=True)
         shutil.copyfile(notebook, copy)
         opts = Options(lesson=cfg.lesson, out=Path(tmp) / "out", isolation=cfg.isolation,
-                       wall_s=cfg.timeout_s, memory_bytes=memory)
-        with workers(opts) as (start, protections):
-            report = grade_student(STUDENT, opts, submitted, start)
+                       limits=DEFAULT_LIMITS.with_(wall_s=cfg.timeout_s, memory_bytes=memory))
+        with workers(opts) as pool:
+            report = grade_student(STUDENT, opts, submitted, pool.start)
+            plan = pool.plan
     lines = [f"{cfg.lesson}: {report.score:g} of {report.max_score:g} points "
              f"(notebook {shown})."]
     if report.status != "ok":
@@ -268,19 +269,18 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
     if report.cell_errors:
         lines.append("Cells that raised an error while your notebook ran:")
         lines += [f"  cell {e.get('cell')}: {str(e.get('error'))[:200]}" for e in report.cell_errors[:10]]
-    active = protections + private
+    active, missing = dict(plan.active), dict(plan.missing)
+    if private and (plan.uid_drop or plan.bwrap):
+        active[PRIVATE] = ("/autograder (graders, results, submission metadata) is root-only while "
+                           "the notebook runs as " + ("another uid" if plan.uid_drop else "a sandbox "
+                                                      "that does not even see it"))
+    elif os.geteuid() == 0:
+        missing[PRIVATE] = ("the notebook runs as root here (no uid of its own, no bwrap): file "
+                            "permissions cannot keep it out of /autograder")
     doc = document(cfg, report.exercises, lines, status=report.status,
                    seconds=time.monotonic() - started,
-                   extra={"notebook": shown, "protections": active})
-    return Outcome(doc, active, _missing(cfg.isolation, active), memory)
-
-
-def _missing(isolation: str, active: list[str]) -> dict[str, str]:
-    if isolation == "none":
-        return {}
-    from ..sandbox import missing_reasons
-
-    return {name: why for name, why in missing_reasons().items() if name not in active}
+                   extra={"notebook": shown, "protections": list(active), "missing": list(missing)})
+    return Outcome(doc, active, missing, memory)
 
 
 GRADER_FAILED = ("The autograder could not grade this submission because of a problem on our "
@@ -301,9 +301,12 @@ def report_stdout(cfg: Config, outcome: Outcome, seconds: float) -> None:
     doc = outcome.doc
     print(f"lesson {cfg.lesson}  (package: {cfg.built or 'unknown build'})")
     print(f"notebook: {doc['extra_data'].get('notebook')}   status: {doc['extra_data']['status']}")
-    print(f"protections: {', '.join(outcome.protections) or 'none'}")
+    print(f"isolation {cfg.isolation}: {len(outcome.protections)} protections active"
+          + (f", {len(outcome.missing)} missing" if outcome.missing else ""))
+    for name, how in outcome.protections.items():
+        print(f"  + {name}: {how}")
     for name, why in outcome.missing.items():
-        print(f"  not available here: {name} ({why})")
+        print(f"  - {name}: MISSING, {why}")
     limit = container_memory_limit()
     print(f"limits per notebook: {cfg.timeout_s:g} s, {outcome.memory_bytes / (1 << 30):.2f} GiB "
           f"(container: {'no limit' if limit is None else f'{limit / (1 << 30):.2f} GiB'})")
@@ -331,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the student still gets a clear results.json
         traceback.print_exc(file=sys.stdout)
         outcome = Outcome(failure(cfg, started, GRADER_FAILED, f"{type(exc).__name__}: {exc}"),
-                          [], {}, 0)
+                          {}, {}, 0)
     write_results(layout, outcome.doc)
     report_stdout(cfg, outcome, time.monotonic() - started)
     return 0
