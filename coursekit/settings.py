@@ -22,8 +22,8 @@ variable             meaning
                      notebook's process; in an nbgrader kernel the student's code could
                      read it, so set it only for the sandboxed ``grader grade``
 ``COURSE_CALL_TIMEOUT`` seconds one call of a hidden check may take inside an nbgrader
-                     kernel (``grader.kernel``; :func:`call_timeout`); default: the
-                     grader's, 20. ``check`` and ``grade`` take ``--call-timeout`` instead
+                     kernel (:func:`call_timeout`); default: the grader's, 20.
+                     ``check`` and ``grade`` take ``--call-timeout`` instead
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
