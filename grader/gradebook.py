@@ -37,7 +37,8 @@ def point_table(points: dict[str, float] | None = None) -> str:
     """The course's points per lesson as a Markdown table (the README shows it)."""
     points = points or lesson_points()
     lines = ["| lesson | points |", "| --- | ---: |"]
-    lines += [f"| `{lesson}` | {value:g} |" for lesson, value in points.items()]
+    # plain ids: the README's lesson table is the one whose ids are in backticks
+    lines += [f"| {lesson} | {value:g} |" for lesson, value in points.items()]
     lines.append(f"| total | {sum(points.values()):g} |")
     return "\n".join(lines)
 
