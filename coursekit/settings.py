@@ -21,6 +21,11 @@ variable             meaning
                      every run draws fresh inputs. The grader never passes it to the
                      notebook's process; in an nbgrader kernel the student's code could
                      read it, so set it only for the sandboxed ``grader grade``
+``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
+                     (default), ``zh``, or ``both`` to let students choose
+                     (:func:`edition`; ``grader/nbgrader_editions.py``)
+``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
+                     the language of the notebook graded (:func:`language`)
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -41,6 +46,12 @@ DIRECTION = "COURSE_DIRECTION"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
 GRADER_SEED = "COURSE_GRADER_SEED"
+EDITION = "COURSE_EDITION"
+LANG = "COURSE_LANG"
+
+#: The editions an nbgrader course may hold (COURSE_EDITION), and the hints' languages.
+EDITION_CHOICES = ("en", "zh", "both")
+LANGUAGES = ("en", "zh")
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -88,3 +99,17 @@ def run_dir() -> Path:
 def grader_seed() -> str | None:
     """``$COURSE_GRADER_SEED`` (any text), or None when it is not set."""
     return os.environ.get(GRADER_SEED, "").strip() or None
+def edition() -> str:
+    """``$COURSE_EDITION`` (``en``, ``zh`` or ``both``), default ``en``."""
+    value = (os.environ.get(EDITION) or "en").strip().lower()
+    if value not in EDITION_CHOICES:
+        raise ValueError(f"{EDITION} must be one of {', '.join(EDITION_CHOICES)}, got {value!r}")
+    return value
+
+
+def language() -> str | None:
+    """``$COURSE_LANG`` (``en`` or ``zh``), or None when it is not set (or not a language
+    the hints are written in)."""
+    value = (os.environ.get(LANG) or "").strip().lower().replace("-", "_").split("_")[0]
+    return value if value in LANGUAGES else None
+

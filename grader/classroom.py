@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
+from coursekit.earlier import unfinished
 
-from . import results
+from . import i18n, results
 from .engine import exercise_points, grade_with_worker
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import NotebookError, parse_notebook
@@ -45,6 +46,7 @@ class Options:
     isolation: str = "auto"  # "auto" | "strict" | "none" (see grader.sandbox.probe)
     require: tuple[str, ...] = ()  # protections "auto" must not go without
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+    lang: str | None = None  # the feedback's language; None: each notebook's (grader.i18n)
 
 
 class Interrupted(Exception):
@@ -86,12 +88,31 @@ def workers(opts: Options) -> Iterator[Any]:
 
 # --- one student ------------------------------------------------------------------------
 
+def handed_in(folder: Path, lesson: catalogue.Lesson) -> Path:
+    """The notebook a student handed in for ``lesson``: of its editions (``<id>.ipynb``,
+    ``<id>.zh.ipynb``), the one they worked in, the one with the fewest exercises still
+    raising NotImplementedError (an nbgrader submission may carry both editions, one
+    untouched); on a tie, English. The English path when there is none."""
+    names = [path.name for path in lesson.notebooks("student").values()]
+    found = [folder / name for name in names if (folder / name).is_file()]
+    if len(found) <= 1:
+        return found[0] if found else folder / names[0]
+
+    def left(path: Path) -> int:
+        try:
+            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+                return len(lesson.graded) + 1
+            return len(unfinished(path, lesson.graded))
+        except Exception:  # noqa: BLE001 - unreadable: the other edition is the one to grade
+            return len(lesson.graded) + 1
+    return min(found, key=left)
+
+
 def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[], Any]) -> Report:
     lesson = opts.lesson
     # nbgrader's layout: <student>/<lesson>/<notebook>, the notebook of any edition
     folder = submitted / student / lesson
-    names = [path.name for path in catalogue.get(lesson).notebooks("student").values()]
-    path = next((folder / name for name in names if (folder / name).is_file()), folder / names[0])
+    path = handed_in(folder, catalogue.get(lesson))
     shown = path.relative_to(submitted).as_posix()
     if not path.is_file():
         return not_graded(shown, lesson, exercise_points(lesson), Status.MISSING,
@@ -229,7 +250,8 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
         report = not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
                             Status.ERROR,
                             f"The grader failed on this submission ({failure}); see errors.log.")
+    lang = i18n.choose(opts.lang, report.edition)
     write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
-                 results.feedback_html(report, student))
+                 results.feedback_html(i18n.localize(report, lang), student))
     write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))
     return time.perf_counter() - began

@@ -16,6 +16,7 @@ from coursekit import catalogue
 
 from . import runner
 from .framework import grading_run
+from .i18n import notebook_edition
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
@@ -102,7 +103,8 @@ def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "",
     sub = in_process_submission(nb)
     with quiet():
         results = run_hidden_tests(sub, lesson, seed=seed)
-    return Report(notebook, lesson, results, seconds=time.perf_counter() - start)
+    return Report(notebook, lesson, results, seconds=time.perf_counter() - start,
+                  edition=notebook_edition(nb, notebook))
 
 
 def resolve_lesson(path: str | Path, lesson: str | None) -> str:
@@ -140,7 +142,7 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
         sub.close()
         status = worker.finish()
     report = Report(notebook, lesson, results, cell_errors=cell_errors,
-                    output_excerpt=worker.output_excerpt())
+                    output_excerpt=worker.output_excerpt(), edition=notebook_edition(nb, notebook))
     if sub.broken is not None:
         report.status = Status.of_worker(status)
         if report.status == Status.OK:
