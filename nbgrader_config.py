@@ -1,5 +1,9 @@
 """nbgrader configuration of the course: reference notebooks in solutions/, student
-notebooks generated into lessons/ (``nbgrader generate_assignment <lesson>``)."""
+notebooks generated into lessons/ (``nbgrader generate_assignment <lesson>``).
+
+Each lesson may have two editions (``NN_name.ipynb``, ``NN_name.zh.ipynb``). A course
+holds one of them, or both for students to choose: ``COURSE_EDITION=en`` (default), ``zh``
+or ``both`` (see grader/nbgrader_editions.py and the README's instructors' section)."""
 
 import importlib.util
 import os
@@ -55,3 +59,10 @@ if GRADER:
 c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<last_first>[^/_]+)_(?:LATE_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
     r"(?P<file_id>[^/]+)$")
+
+# Which edition's notebooks the course holds, which language the hints are in, and an
+# export that counts a notebook's editions once.
+if GRADER:
+    from grader.nbgrader_editions import configure
+
+    configure(c)

@@ -52,6 +52,7 @@ class Lesson:
     graded: tuple[str, ...] = ()    # the names a student writes, graded by the hidden tests
     datasets: tuple[str, ...] = ()  # folders of datasets/ its code reads
     editions: tuple[str, ...] = ("en",)
+    title_zh: str = ""              # the Chinese edition's title (docs/zh-glossary.md's terms)
     root: Path = field(default=ROOT, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,6 +66,16 @@ class Lesson:
     @property
     def number(self) -> str:
         return self.id[:2]
+
+    def title_in(self, edition: str = "en") -> str:
+        """The lesson's title in an edition's language (English where it has none)."""
+        return self.title_zh if edition == "zh" and self.title_zh else self.title
+
+    def heading(self, edition: str = "en") -> str:
+        """The first line of the edition's notebook: ``# Lesson 01 · <title>``, ``# 第 01 课 · <标题>``."""
+        if edition == "zh":
+            return f"# 第 {self.number} 课 · {self.title_in('zh')}"
+        return f"# Lesson {self.number} · {self.title}"
 
     def notebook(self, kind: str = "solution", edition: str = "en") -> Path:
         """``solutions/<id>/<id>.ipynb`` (kind ``solution``) or ``lessons/...`` (``student``);
@@ -146,24 +157,36 @@ def _read_facts(path: Path, _mtime_ns: int, _size: int) -> _Facts:
 
 LESSONS: tuple[Lesson, ...] = (
     Lesson("01_attention_by_hand", "Attention by hand: 优 and 秀",
-           graded=("dot_scores", "softmax", "attention")),
+           graded=("dot_scores", "softmax", "attention"), editions=("en", "zh"),
+           title_zh="手算注意力：优与秀"),
     Lesson("02_split_heads", "Splitting into heads, the BERT-keras way",
-           graded=("split_qkv", "split_heads", "merge_heads")),
+           graded=("split_qkv", "split_heads", "merge_heads"), editions=("en", "zh"),
+           title_zh="拆分成多个头：BERT-keras 的做法"),
     Lesson("03_scaled_dot_product_attention", "Scaled dot-product attention, with masks",
-           graded=("scaled_dot_product_attention", "causal_mask", "padding_mask")),
+           graded=("scaled_dot_product_attention", "causal_mask", "padding_mask"),
+           editions=("en", "zh"), title_zh="缩放点积注意力与掩码"),
     Lesson("04_multi_head_attention", "Multi-head attention",
-           graded=("MultiHeadAttention",)),
+           graded=("MultiHeadAttention",),
+           title_zh="多头注意力", editions=("en", "zh")),
     Lesson("05_layer_norm", "Layer normalisation (层规范化) versus batch normalisation (批量规范化)",
-           graded=("layer_norm", "batch_norm", "layer_norm_backward", "LayerNorm")),
+           graded=("layer_norm", "batch_norm", "layer_norm_backward", "LayerNorm"),
+           title_zh="层规范化与批量规范化", editions=("en", "zh")),
     Lesson("06_gelu", "GELU, the activation of the feed-forward block",
-           graded=("gelu", "gelu_tanh", "gelu_grad")),
+           graded=("gelu", "gelu_tanh", "gelu_grad"),
+           title_zh="GELU：前馈网络的激活函数", editions=("en", "zh")),
     Lesson("07_positional_encoding", "Positional encoding (位置编码) and scaled token embeddings",
-           graded=("sinusoidal_positional_encoding", "PositionalEncoding", "TokenEmbedding")),
+           graded=("sinusoidal_positional_encoding", "PositionalEncoding", "TokenEmbedding"),
+           editions=("en", "zh"),
+           title_zh="位置编码与缩放的词元嵌入"),
     Lesson("08_transformer", "The whole Transformer: encoder, decoder, masks, greedy decoding",
            graded=("PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
-                   "greedy_decode")),
+                   "greedy_decode"),
+           editions=("en", "zh"),
+           title_zh="完整的 Transformer：编码器、解码器、掩码与贪心搜索"),
     Lesson("09_training", "Training the Transformer: 1234 → 一千二百三十四",
-           graded=("noam_lr", "label_smoothed_nll", "train_step"), datasets=("numerals",)),
+           graded=("noam_lr", "label_smoothed_nll", "train_step"), datasets=("numerals",),
+           editions=("en", "zh"),
+           title_zh="训练 Transformer：1234 → 一千二百三十四"),
 )
 
 

@@ -24,6 +24,11 @@ variable             meaning
 ``COURSE_CALL_TIMEOUT`` seconds one call of a hidden check may take inside an nbgrader
                      kernel (:func:`call_timeout`); default: the grader's, 20.
                      ``check`` and ``grade`` take ``--call-timeout`` instead
+``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
+                     (default), ``zh``, or ``both`` to let students choose
+                     (:func:`edition`; ``grader/nbgrader_editions.py``)
+``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
+                     the language of the notebook graded (:func:`language`)
 ==================== =====================================================================
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
@@ -45,6 +50,12 @@ THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
 GRADER_SEED = "COURSE_GRADER_SEED"
 CALL_TIMEOUT = "COURSE_CALL_TIMEOUT"
+EDITION = "COURSE_EDITION"
+LANG = "COURSE_LANG"
+
+#: The editions an nbgrader course may hold (COURSE_EDITION), and the hints' languages.
+EDITION_CHOICES = ("en", "zh", "both")
+LANGUAGES = ("en", "zh")
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -106,3 +117,19 @@ def call_timeout() -> float | None:
     if seconds <= 0:
         raise ValueError(f"{CALL_TIMEOUT} must be positive, got {value!r}")
     return seconds
+
+
+def edition() -> str:
+    """``$COURSE_EDITION`` (``en``, ``zh`` or ``both``), default ``en``."""
+    value = (os.environ.get(EDITION) or "en").strip().lower()
+    if value not in EDITION_CHOICES:
+        raise ValueError(f"{EDITION} must be one of {', '.join(EDITION_CHOICES)}, got {value!r}")
+    return value
+
+
+def language() -> str | None:
+    """``$COURSE_LANG`` (``en`` or ``zh``), or None when it is not set (or not a language
+    the hints are written in)."""
+    value = (os.environ.get(LANG) or "").strip().lower().replace("-", "_").split("_")[0]
+    return value if value in LANGUAGES else None
+

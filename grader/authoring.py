@@ -11,7 +11,7 @@ out as a hand-written module would be (imports at the top, sorted, only those us
 
 ``tests/test_lessons.py`` fails while one is stale. ``python -m grader.authoring
 --assignments [LESSONS]`` first regenerates the student notebooks too (``nbgrader
-generate_assignment <id> --force`` for each lesson of the catalogue). This module is for
+generate_assignment <id> --force`` for each lesson of the catalogue, every edition). This module is for
 authors only: it is not part of what students install or what a release ships.
 """
 
@@ -152,6 +152,13 @@ def _import_block(imports: list[ast.Import | ast.ImportFrom], used: set[str]) ->
     return "\n\n".join("\n".join(sections[k]) for k in sorted(sections))
 
 
+def generate_command(lesson: str) -> list[str]:
+    """``nbgrader generate_assignment`` of every edition of ``lesson`` into ``lessons/``
+    (``nbgrader_config.py`` may narrow the notebooks to one edition for an instructor's
+    course; the repository's ``lessons/`` holds them all)."""
+    return ["nbgrader", "generate_assignment", lesson, "--force", "--CourseDirectory.notebook_id=*"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.authoring", description=__doc__.split("\n\n")[0])
     parser.add_argument("--assignments", action="store_true",
@@ -161,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.assignments:
         for lesson in catalogue.select(args.lessons):
-            subprocess.run(["nbgrader", "generate_assignment", lesson.id, "--force"],
-                           cwd=catalogue.ROOT, check=True)
+            subprocess.run(generate_command(lesson.id), cwd=catalogue.ROOT, check=True)
     for written in write_all():
         print(written.relative_to(catalogue.ROOT), file=sys.stderr)
     return 0

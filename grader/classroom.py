@@ -36,7 +36,7 @@ from typing import Any
 
 from coursekit import catalogue
 
-from . import provenance, results, submissions
+from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
 from .limits import DEFAULT_LIMITS, Limits
@@ -58,6 +58,7 @@ class Options:
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
     students: tuple[str, ...] = ()  # regrade these (and only these) students
     deadlines: Deadlines | None = None  # the course's due dates, extensions, penalty rule
+    lang: str | None = None  # the feedback's language; None: each notebook's (grader.i18n)
 
 
 class Interrupted(Exception):
@@ -374,8 +375,9 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
     if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
         lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
         shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe().capitalize() + "."])
+    lang = i18n.choose(opts.lang, report.edition)
     write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
-                 results.feedback_html(shown, student))
+                 results.feedback_html(i18n.localize(shown, lang), student))
     record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
                   graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))

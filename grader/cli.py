@@ -25,6 +25,7 @@ def _private_stdout() -> TextIO:
 def cmd_check(args: argparse.Namespace) -> int:
     from . import results as fmt
     from .engine import check_notebook
+    from .i18n import choose, localize
 
     out = _private_stdout() if args.format == "json" else sys.stdout
     try:
@@ -36,6 +37,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
         return 2
+    result = localize(result, choose(args.lang, result.edition))
     if args.format == "json":
         out.write(fmt.to_json(result) + "\n")
         out.flush()
@@ -89,7 +91,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
             return 2
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
                    isolation=args.isolation, require=require, limits=limits,
-                   students=tuple(args.student or ()), deadlines=deadlines)
+                   students=tuple(args.student or ()), deadlines=deadlines,
+                   lang=args.lang)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         summary = grade_class(submitted, opts,
@@ -134,7 +137,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     try:
         plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
-                     with_references=args.with_references)
+                     with_references=args.with_references, lang=args.lang)
     except ReleaseError as exc:
         print(f"grader release: {exc}", file=sys.stderr)
         return 2
@@ -299,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
                        help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")
     _call_timeout_option(check)
+    check.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the hints (default: $COURSE_LANG, else the notebook's: "
+                            "zh for a Chinese edition)")
     check.set_defaults(func=cmd_check)
 
     grade = commands.add_parser("grade", help="grade a class, each notebook in a sandbox")
@@ -328,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="GiB of memory per notebook (default "
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
     _call_timeout_option(grade)
+    grade.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the feedback pages (default: each notebook's; "
+                            "grades.csv and results/ are always English)")
     grade.set_defaults(func=cmd_grade)
 
     gradebook = commands.add_parser(
@@ -385,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "students' own notebooks")
     release.add_argument("--with-references", action="store_true",
                          help="ship the course's code of every lesson the bundled ones build on")
+    release.add_argument("--lang", choices=["en", "zh", "both"], default="en",
+                         help="the lessons' edition: en (default), zh (Chinese, with a Chinese "
+                              "README), or both for students to choose")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
 

@@ -18,6 +18,7 @@ from coursekit import catalogue, settings
 
 from . import messages, runner
 from .framework import fresh_seed, grading_run
+from .i18n import notebook_edition
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
@@ -104,7 +105,8 @@ def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "",
     sub = in_process_submission(nb)
     with quiet():
         results = run_hidden_tests(sub, lesson, seed=seed)
-    return Report(notebook, lesson, results, seconds=time.perf_counter() - start)
+    return Report(notebook, lesson, results, seconds=time.perf_counter() - start,
+                  edition=notebook_edition(nb, notebook))
 
 
 def resolve_lesson(path: str | Path, lesson: str | None) -> str:
@@ -189,7 +191,7 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
     start = time.perf_counter()
     cells = cells_to_run(nb)
     pending = list(exercise_points(lesson))
-    report = Report(notebook, lesson, [])
+    report = Report(notebook, lesson, [], edition=notebook_edition(nb, notebook))
     if seed is None:
         seed = fresh_seed()
         report.seed = None if settings.grader_seed() else seed  # never the instructor's secret

@@ -26,6 +26,7 @@ from typing import Any
 from coursekit import settings
 
 from .engine import quiet, run_hidden_tests
+from .i18n import choose, words
 from .limits import DEFAULT_LIMITS
 from .submission import InProcessSubmission
 
@@ -40,13 +41,15 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
             failure = f"{exercise}: the grader could not run ({type(exc).__name__}: {exc})"
         else:
             failure = ""
+    t = words(choose(None))  # $COURSE_LANG: nbgrader_config.py sets it per notebook's edition
     if failure:
-        print(failure)
+        print(t(failure))
         return 0.0
     points = float(sum(r.points for r in results))
     max_points = float(sum(r.max_points for r in results))
-    print(f"{exercise}: {points:g} / {max_points:g} points")
+    print(t(f"{exercise}: {points:g} / {max_points:g} points"))
     for result in results:
         for hint in result.hints:
-            print(f"  hint: {hint}")
+            label = t("hint:")
+            print(f"  {label}{'' if label.endswith('：') else ' '}{t(hint)}")
     return points

@@ -48,6 +48,10 @@ class ReleaseError(Exception):
     """The bundle cannot be built; ``str(exc)`` is a one-line reason."""
 
 
+#: ``--lang``: the editions a bundle's lessons ship in.
+LANGS = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
+
+
 @dataclass
 class Plan:
     lessons: list[Lesson]
@@ -55,6 +59,39 @@ class Plan:
     references: list[Lesson] = field(default_factory=list)  # reference modules that ship
     uses_own: dict[str, list[Lesson]] = field(default_factory=dict)  # lesson id -> the students' own
     not_bundled: list[Lesson] = field(default_factory=list)  # of those, the ones not in the bundle
+    lang: str = "en"                                          # en, zh or both (--lang)
+
+    def editions(self, lesson: Lesson) -> list[str]:
+        """The editions of ``lesson`` this bundle ships: those ``--lang`` asks for that the
+        lesson has, else its English one."""
+        return [e for e in LANGS[self.lang] if e in lesson.editions] or ["en"]
+
+    def notebook(self, lesson: Lesson, edition: str | None = None) -> str:
+        """``lessons/<id>/<id>[.zh].ipynb``: the path of one of its notebooks in the bundle."""
+        editions = self.editions(lesson)
+        edition = edition if edition in editions else editions[0]
+        return f"lessons/{lesson.id}/{lesson.notebook('student', edition).name}"
+
+    @property
+    def untranslated(self) -> list[Lesson]:
+        """Lessons without an edition ``--lang`` asks for: they ship in English only."""
+        return [lesson for lesson in self.lessons
+                if any(e not in lesson.editions for e in LANGS[self.lang])]
+
+    def keeps(self, lesson: Lesson, path: Path) -> bool:
+        """Whether a file of the lesson's folder ships: its notebooks in this bundle's
+        editions, and its figures in them (``name.zh.png`` in a Chinese bundle, where it
+        exists; ``name.png`` otherwise)."""
+        editions = self.editions(lesson)
+        name = path.name
+        if name.endswith(".ipynb"):
+            return any(name == lesson.notebook("student", e).name for e in editions)
+        stem, dot, suffix = name.rpartition(".")
+        for edition, mark in catalogue.EDITIONS.items():
+            if mark and stem.endswith(mark):           # a figure of another edition
+                return edition in editions
+        variants = [path.with_name(f"{stem}{catalogue.EDITIONS[e]}{dot}{suffix}") for e in editions]
+        return "en" in editions or not any(v.is_file() for v in variants)
 
 
 def select(spec: str | None, course: Catalogue, option: str = "--lessons") -> list[Lesson]:
@@ -281,8 +318,12 @@ def scan(bundle: Path, p: Plan, course: Catalogue) -> list[str]:
 
 def build(out: str | Path, spec: str | None = None, course: Catalogue | None = None,
           force: bool = False, with_reference: str | None = None,
-          with_references: bool = False) -> Plan:
-    """Build the bundle of the lessons ``spec`` selects into the new folder ``out``."""
+          with_references: bool = False, lang: str = "en") -> Plan:
+    """Build the bundle of the lessons ``spec`` selects into the new folder ``out``, in the
+    editions ``lang`` names (``en``, ``zh`` or ``both``); a Chinese bundle's README is
+    Chinese, one with both editions has ``README.md`` and ``README.zh.md``."""
+    if lang not in LANGS:
+        raise ReleaseError(f"--lang: {lang!r} is not one of {', '.join(LANGS)}")
     course = course or catalogue.COURSE
     root = course.root
     out = Path(out)
@@ -295,6 +336,7 @@ def build(out: str | Path, spec: str | None = None, course: Catalogue | None = N
     lessons = select(spec, course.released())
     references = select(with_reference, course, "--with-reference") if with_reference else None
     p = plan(lessons, course, references, with_references)
+    p.lang = lang
     version, pins, python = _pins(root)
     torch_pin = next((pin for pin in pins if _name(pin) == "torch"), "torch")
     reference_files = {lesson.reference_file for lesson in course}
@@ -307,14 +349,19 @@ def build(out: str | Path, spec: str | None = None, course: Catalogue | None = N
     with tempfile.TemporaryDirectory(prefix=".bundle-", dir=out.parent) as tmp:
         stage = Path(tmp) / "bundle"
         for lesson in p.lessons:
-            _copy_tree(lesson.student().parent, stage / "lessons" / lesson.id)
+            _copy_tree(lesson.student().parent, stage / "lessons" / lesson.id,
+                       lambda path, lesson=lesson: p.keeps(lesson, path))
         for notebook in sorted((stage / "lessons").rglob("*.ipynb")):
             bundle_advice(notebook)
         _copy_tree(root / "coursekit", stage / "coursekit", keep_helper)
         for name in p.datasets:
             _copy_tree(root / "datasets" / name, stage / "datasets" / name)
-        files = {"README.md": render("release-README.md.j2", plan=p, torch_pin=torch_pin,
-                                     python=python),
+        readmes = {"en": {"README.md": "release-README.md.j2"},
+                   "zh": {"README.md": "release-README.zh.md.j2"},
+                   "both": {"README.md": "release-README.md.j2", "README.zh.md": "release-README.zh.md.j2"}}
+        files = {name: render(template, plan=p, torch_pin=torch_pin, python=python)
+                 for name, template in readmes[lang].items()}
+        files |= {
                  "pyproject.toml": render("release-pyproject.toml.j2", version=version, pins=pins,
                                           python=python),
                  "requirements.txt": render("release-requirements.txt.j2", pins=pins),
@@ -344,6 +391,11 @@ def summary(out: Path, p: Plan, course: Catalogue | None = None) -> str:
     size = sum(f.stat().st_size for f in files)
     lines = [f"wrote {out}: {len(p.lessons)} lesson(s), {len(files)} files, {size / 1e6:.2f} MB",
              f"  lessons:  {', '.join(lesson.id for lesson in p.lessons)}",
+             *([f"  edition:  {p.lang}" + (" (README in Chinese)" if p.lang == "zh" else
+                                            " (README.md and README.zh.md)" if p.lang == "both" else "")]
+               if p.lang != "en" else []),
+             *([f"  note: in English only (no Chinese edition yet): "
+                f"{', '.join(lesson.id for lesson in p.untranslated)}"] if p.untranslated else []),
              f"  datasets: {', '.join(p.datasets) or '(none)'}"]
     if not p.references:
         lines.append("  reference code: none (no lesson's answers ship)")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -105,6 +106,8 @@ class Report:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. a call that hung, which file was graded
     seed: int | None = None  # the hidden inputs' seed, when drawn at random (reproducible)
+    edition: str = "en"   # the notebook's edition (grader.i18n.notebook_edition)
+    lang: str = "en"      # the language of its hints (grader.i18n.localize); records stay English
 
     @property
     def score(self) -> float:
@@ -133,7 +136,9 @@ class Report:
                 "max_score": self.max_score, "exercises": [e.as_dict() for e in self.exercises]}
 
     def as_record(self) -> dict[str, Any]:
-        """``results/<student>.json``: the ``check`` object plus ``status``."""
+        """``results/<student>.json``: the ``check`` object plus ``status``; in English
+        whatever the student's language, like the gradebook (its ``notebook`` names the
+        edition handed in)."""
         return dict(self.as_dict(), status=str(self.status))
 
     def provenance(self) -> dict[str, Any]:
@@ -168,7 +173,11 @@ def record_json(report: Report) -> str:
 
 
 def to_text(report: Report, color: bool = False) -> str:
-    """The ``grader check`` table for people."""
+    """The ``grader check`` table for people, in the report's language."""
+    from .i18n import words
+
+    t = words(report.lang)
+
     def paint(text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if color else text
 
@@ -177,17 +186,28 @@ def to_text(report: Report, color: bool = False) -> str:
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
         lines.append(f"  {mark} {e.name:<{width}}  {e.points:5.1f} / {e.max_points:<5.1f}")
-        lines += [f"      hint: {hint}" for hint in e.hints]
-    lines.append(f"    {'total':<{width}}  {report.score:5.1f} / {report.max_score:<5.1f}")
+        lines += [f"      {_label(t('hint:'))}{hint}" for hint in e.hints]
+    lines.append(f"    {_pad(t('total'), width)}  {report.score:5.1f} / {report.max_score:<5.1f}")
     if report.status != Status.OK:
-        lines += ["", paint(report.message, "33")]
+        lines += ["", paint(t(report.message), "33")]
     elif report.notes:
-        lines += ["", *(paint(note, "33") for note in report.notes)]
+        lines += ["", *(paint(t(note), "33") for note in report.notes)]
     if report.cell_errors:
-        lines += ["", "Cells that raised an error while the notebook ran:"]
+        lines += ["", t("Cells that raised an error while the notebook ran:")]
         for err in report.cell_errors[:10]:
-            lines.append(f"  cell {err.get('cell')}: {str(err.get('error'))[:200]}")
+            lines.append(f"  {t('cell')} {err.get('cell')}: {str(err.get('error'))[:200]}")
     return "\n".join(lines)
+
+
+def _label(text: str) -> str:
+    """``hint: `` or ``提示：`` (a full-width colon carries its own space)."""
+    return text if text.endswith("：") else text + " "
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` padded to ``width`` terminal columns (a Chinese character takes two)."""
+    wide = sum(1 for ch in text if unicodedata.east_asian_width(ch) in "WF")
+    return text + " " * max(0, width - len(text) - wide)
 
 
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
@@ -221,8 +241,10 @@ def csv_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -
 
 
 def feedback_html(report: Report, student: str) -> str:
-    """The student's feedback page: points and hints, never a hidden test's code."""
+    """The student's feedback page, in the report's language (:func:`grader.i18n.localize`):
+    points and hints, never a hidden test's code."""
+    from .i18n import words
     from .templating import render
 
-    return render("feedback.html.j2", report=report, student=student,
+    return render("feedback.html.j2", report=report, student=student, t=words(report.lang),
                   errors=report.cell_errors[:10], excerpt=report.output_excerpt[:2000])

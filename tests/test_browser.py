@@ -167,9 +167,9 @@ def browser_page(tmp_path: Path, request):
             context.close()
 
 
-def open_lesson(page, base: str, token: str) -> None:
+def open_lesson(page, base: str, token: str, name: str = f"{LESSON}.ipynb") -> None:
     # A unique workspace per test: JupyterLab would otherwise restore another test's tabs.
-    page.goto(f"{base}/lab/workspaces/t{uuid.uuid4().hex}/tree/lessons/{LESSON}/{LESSON}.ipynb"
+    page.goto(f"{base}/lab/workspaces/t{uuid.uuid4().hex}/tree/lessons/{LESSON}/{name}"
               f"?token={token}&reset")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     # The kernel indicator says idle while the kernel is still starting: wait for "Idle"
@@ -263,3 +263,33 @@ def test_lesson_01_left_blank_fails_validate(tmp_path, request) -> None:
         expect(dialog).to_contain_text("The following cell failed:")
         expect(dialog).to_contain_text("NotImplementedError")
         expect(dialog).not_to_contain_text("passes all the tests")
+
+
+def test_the_chinese_lesson_01_solved_in_jupyterlab_passes_its_chinese_tests_and_validate(
+        tmp_path, request) -> None:
+    """The Chinese edition opens in JupyterLab with its Chinese title, its visible tests speak
+    Chinese, its plots draw Chinese labels without a missing-glyph warning, and Validate passes."""
+    name = f"{LESSON}.zh.ipynb"
+    if not (ROOT / "lessons" / LESSON / name).is_file():
+        pytest.skip("lesson 01 has no Chinese edition")
+    answers = _answers()
+    with jupyterlab(tmp_path) as (base, token, course), browser_page(tmp_path, request) as page:
+        open_lesson(page, base, token, name)
+        expect(page.locator(".jp-Notebook .jp-MarkdownCell h1").first).to_contain_text(
+            "第 01 课 · 手算注意力：优与秀")
+        for grade_id, answer in answers.items():
+            type_answer(page, grade_id, answer)
+        run_all(page)
+        test_cells = cell(page, "可见测试通过")
+        expect(test_cells).to_have_count(3)
+        for i, exercise in enumerate(answers):
+            outputs = test_cells.nth(i).locator(".jp-OutputArea")
+            expect(outputs).to_contain_text(f"{exercise}：可见测试通过 ✓")
+        expect(page.locator('.jp-Notebook [data-mime-type="application/vnd.jupyter.stderr"]')).to_have_count(0)
+        expect(page.locator(".jp-Notebook .jp-OutputArea-output",
+                            has_text=re.compile(r"Traceback|Error:"))).to_have_count(0)
+        dialog = validate(page)
+        expect(dialog).to_contain_text("Success! Your notebook passes all the tests.")
+        saved = json.loads((course / "lessons" / LESSON / name).read_text())
+        assert not any("raise NotImplementedError()" in "".join(c["source"])
+                       for c in saved["cells"] if c["cell_type"] == "code")

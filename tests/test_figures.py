@@ -10,8 +10,10 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT, lessons, solution_path
+from conftest import ROOT, lessons
 from matplotlib.testing.compare import compare_images
+
+from coursekit import catalogue
 
 FIGURE_LINK = re.compile(r"!\[[^\]]*\]\((figures/[\w.\-]+\.png)\)")
 TOLERANCE = 2.0  # RMS difference in 0-255 grey levels: antialiasing, not content
@@ -26,10 +28,32 @@ def _make_figures():
 
 
 def shown(lesson: str) -> set[str]:
-    """The figure paths the lesson's markdown shows, relative to its folder."""
-    cells = json.loads(solution_path(lesson).read_text(encoding="utf-8"))["cells"]
-    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    return set(FIGURE_LINK.findall(text))
+    """The figure paths the lesson's markdown shows (in any edition), relative to its folder."""
+    found: set[str] = set()
+    for path in catalogue.get(lesson).notebooks().values():
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        found |= set(FIGURE_LINK.findall(text))
+    return found
+
+
+@pytest.mark.parametrize("lesson", [x for x in lessons() if "zh" in catalogue.get(x).editions] or ["none"])
+def test_a_chinese_edition_shows_its_own_figures(lesson: str) -> None:
+    """Where a figure has a Chinese version (``<name>.zh.png``) the Chinese edition shows it,
+    and the English edition never does."""
+    if lesson == "none":
+        pytest.skip("no lesson has a Chinese edition yet")
+    entry = catalogue.get(lesson)
+    by_edition = {}
+    for edition, path in entry.notebooks().items():
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        by_edition[edition] = set(FIGURE_LINK.findall(
+            "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")))
+    assert not {f for f in by_edition["en"] if f.endswith(".zh.png")}
+    chinese = {f.removesuffix(".zh.png") for f in committed(lesson) if f.endswith(".zh.png")}
+    english_shown = {f.removesuffix(".png") for f in by_edition["zh"] if not f.endswith(".zh.png")}
+    assert not english_shown & chinese, f"{lesson}: the Chinese edition shows the English version " \
+        f"of {sorted(english_shown & chinese)}: link <name>.zh.png"
 
 
 def committed(lesson: str) -> set[str]:
@@ -75,10 +99,16 @@ def test_figures_have_no_timestamps(tmp_path) -> None:
     assert all(b"Software" not in data and b"Creation" not in data for data in first.values())
 
 
-def test_a_release_bundle_carries_the_figures(tmp_path) -> None:
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_release_bundle_carries_the_figures(tmp_path, lang: str) -> None:
+    """Every figure its notebooks show (a Chinese bundle: the Chinese versions)."""
     from grader import release
 
-    release.build(tmp_path / "course", "01-03")
+    release.build(tmp_path / "course", "01-03", lang=lang)
     for lesson in lessons()[:3]:
-        for figure in committed(lesson):
+        entry = catalogue.get(lesson)
+        edition = lang if lang in entry.editions else "en"
+        cells = json.loads(entry.solution(edition).read_text(encoding="utf-8"))["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        for figure in set(FIGURE_LINK.findall(text)):
             assert (tmp_path / "course" / "lessons" / lesson / figure).is_file(), f"the bundle lacks {lesson}/{figure}"

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, lesson_path, lessons, solution_path
+from conftest import ROOT, lessons, solution_path
 
 from coursekit import catalogue
 from grader import authoring
@@ -128,18 +128,20 @@ def test_lessons_equal_a_fresh_generation(tmp_path) -> None:
     shutil.copytree(ROOT / "solutions", course / "solutions")
     shutil.copy(ROOT / "nbgrader_config.py", course)
     for lesson in lessons():
-        subprocess.run(["nbgrader", "generate_assignment", lesson, "--force"], cwd=course,
-                       check=True, capture_output=True)
-        fresh = (course / "lessons" / lesson / f"{lesson}.ipynb").read_bytes()
-        assert fresh == lesson_path(lesson).read_bytes(), (
-            f"lessons/{lesson} is stale: run `nbgrader generate_assignment {lesson} --force`")
+        subprocess.run(authoring.generate_command(lesson), cwd=course, check=True, capture_output=True)
+        for edition, path in catalogue.get(lesson).notebooks("student").items():
+            fresh = course / "lessons" / lesson / path.name
+            assert fresh.read_bytes() == path.read_bytes(), (
+                f"lessons/{lesson}/{path.name} ({edition}) is stale: run "
+                f"`python -m grader.authoring --assignments {lesson[:2]}`")
 
 
 def test_student_notebooks_contain_no_solutions_or_hidden_tests() -> None:
     for lesson in lessons():
-        text = lesson_path(lesson).read_text(encoding="utf-8")
-        for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "grader.kernel"):
-            assert marker not in text, f"{lesson}: student notebook contains {marker!r}"
+        for path in catalogue.get(lesson).notebooks("student").values():
+            text = path.read_text(encoding="utf-8")
+            for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "grader.kernel"):
+                assert marker not in text, f"{path.name}: student notebook contains {marker!r}"
 
 
 def test_reference_modules_are_generated_from_solutions() -> None:

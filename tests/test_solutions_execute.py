@@ -1,5 +1,5 @@
-"""Every reference notebook runs top to bottom in a real kernel, and its hidden-test
-cells (grader.kernel.grade, as nbgrader runs them) give full points."""
+"""Every reference notebook (each edition's) runs top to bottom in a real kernel, and its
+hidden-test cells (grader.kernel.grade, as nbgrader runs them) give full points."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import os
 
 import nbformat
 import pytest
-from conftest import lessons, solution_path
+from conftest import lessons
 from nbclient import NotebookClient
 
+from coursekit import catalogue
 
-@pytest.mark.parametrize("lesson", lessons())
-def test_solution_notebook_runs_and_scores_full_marks_in_kernel(lesson: str, tmp_path) -> None:
-    nb = nbformat.read(solution_path(lesson), as_version=4)
+EDITIONS = [(lesson, edition) for lesson in lessons() for edition in catalogue.get(lesson).editions]
+
+
+@pytest.mark.parametrize(("lesson", "edition"), EDITIONS, ids=[f"{x}-{e}" for x, e in EDITIONS])
+def test_solution_notebook_runs_and_scores_full_marks_in_kernel(lesson: str, edition: str, tmp_path) -> None:
+    nb = nbformat.read(catalogue.get(lesson).solution(edition), as_version=4)
     os.environ["COURSE_PRESET"] = "smoke"
     client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(tmp_path)}})

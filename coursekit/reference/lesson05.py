@@ -41,7 +41,7 @@ class LayerNormFunction(torch.autograd.Function):
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(ctx, x, weight, bias, eps):
         centered = x - x.mean(dim=-1, keepdim=True)
-        inv_std = torch.rsqrt((centered * centered).mean(dim=-1, keepdim=True) + eps)  # 1/σ
+        inv_std = torch.rsqrt((centered * centered).mean(dim=-1, keepdim=True) + eps)  # 1/σ̂ = 1/sqrt(σ² + ε)
         x_hat = centered * inv_std
         ctx.save_for_backward(x_hat, inv_std, weight)
         return torch.addcmul(bias, x_hat, weight)               # bias + x_hat * weight
@@ -58,7 +58,7 @@ class LayerNormFunction(torch.autograd.Function):
         dx_hat = dout * weight
         mean_dx_hat = dx_hat.mean(dim=-1, keepdim=True)
         mean_dx_hat_x_hat = dout_x_hat.mul_(weight).mean(dim=-1, keepdim=True)  # mean(dx_hat * x_hat)
-        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) / σ, computed in place
+        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) / σ̂, computed in place
         dx = dx_hat.sub_(mean_dx_hat).sub_(x_hat * mean_dx_hat_x_hat).mul_(inv_std)
         return dx, dweight, dbias, None                         # no gradient for eps
 

@@ -4,7 +4,9 @@
     python docs/figures/make_figures.py --lessons 03,08 # some
     python docs/figures/make_figures.py --retrain       # also retrain lesson 09's model
 
-Each figure is written to ``solutions/<lesson>/figures/<name>.png``
+Each figure is written to ``solutions/<lesson>/figures/<name>.png`` (and, for a lesson
+with a Chinese edition, ``<name>.zh.png``: its diagrams' words come from ``TEXT_ZH``, its
+notebook figures from the Chinese notebook's own cells, which have the same ids);
 ``nbgrader
 generate_assignment`` copies that folder into ``lessons/<lesson>/`` (and a release bundle
 carries it), and the lessons' markdown shows it as ``![…](figures/<name>.png)``. Two kinds:
@@ -43,6 +45,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from coursekit import catalogue  # noqa: E402
 from coursekit.fonts import use_cjk_font  # noqa: E402
 
 DPI = 90
@@ -50,6 +53,96 @@ CHECKPOINT = Path(__file__).resolve().parent / "numerals_cpu.pt"
 _MAGIC = re.compile(r"^\s*[%!].*$", re.M)
 
 # ----------------------------------------------------------------------------- diagrams
+#
+# A diagram's words go through _t: in a lesson's Chinese edition (figures/<name>.zh.png)
+# they come from TEXT_ZH, keyed by the English text; making a Chinese figure whose words
+# are missing there fails and lists them. ("Editions" in CONTRIBUTING.md.)
+
+TEXT_ZH: dict[str, str] = {
+    # lesson 01: soft_lookup
+    "a dictionary: the one equal key": "字典：只找那个相等的键",
+    "query": "查询",
+    "key {}": "键 {}",
+    "value {}": "值 {}",
+    "exact match or nothing (KeyError)": "要么完全相等，要么报错（KeyError）",
+    "attention: compare with every key, average the values": "注意力：与每个键比较，再对值加权平均",
+    "score {}": "分数 {}",
+    "softmax weights": "softmax 权重",
+    "weights ≥ 0, summing to 1: a weighted average (attention pooling, 注意力汇聚)":
+        "权重非负、和为 1：对值做加权平均，即注意力汇聚（attention pooling）",
+    # lesson 03: masks
+    "key": "键",
+    "pad": "填充",
+    "padding_mask: [B, 1, 1, L]\nno query looks at a pad": "padding_mask：[B, 1, 1, L]\n任何查询都不看填充位置",
+    "causal_mask: [L, L]\nno query looks ahead": "causal_mask：[L, L]\n任何查询都不看后面的位置",
+    "causal & padding\nboth at once (decoder)": "causal & padding\n两者同时生效（解码器）",
+    # lesson 08: transformer, model_masks, families
+    "encoder self-attention\nsrc_mask = padding_mask(src)": "编码器自注意力\nsrc_mask = padding_mask(src)",
+    "decoder masked self-attention\ntgt_mask = causal & padding_mask(tgt)":
+        "解码器掩蔽自注意力\ntgt_mask = causal & padding_mask(tgt)",
+    "cross-attention\nmemory_mask = padding_mask(src)": "编码器－解码器注意力\nmemory_mask = padding_mask(src)",
+    "key (encoder output)": "键（编码器输出）",
+    "query (decoder)": "查询（解码器）",
+    "add & norm": "相加并规范化",
+    "src tokens [B, Ls]  (digits + eos)": "源词元 [B, Ls]（数字 + eos）",
+    "tgt tokens [B, Lt]  (bos + reading)": "目标词元 [B, Lt]（bos + 读法）",
+    "TokenEmbedding × √D\n+ PositionalEncoding": "TokenEmbedding × √D\n+ PositionalEncoding",
+    "N ×": "N ×",
+    "× N": "× N",
+    "multi-head self-attention": "多头自注意力",
+    "feed-forward (FFN)": "前馈网络（FFN）",
+    "memory [B, Ls, D]": "memory [B, Ls, D]",
+    "mask:\npadding_mask(src)": "掩码：\npadding_mask(src)",
+    "masked multi-head\nself-attention": "掩蔽多头\n自注意力",
+    "cross-attention\nQ: decoder   K, V: memory": "编码器－解码器注意力\nQ：解码器   K、V：memory",
+    "mask: causal_mask\n& padding_mask(tgt)": "掩码：causal_mask\n& padding_mask(tgt)",
+    "keys, values": "键、值",
+    "generator: Linear(D, V)": "generator：Linear(D, V)",
+    "logits [B, Lt, V] → softmax": "logits [B, Lt, V] → softmax",
+    "encoder self-attention: every source token sees every real source token":
+        "编码器自注意力：每个源词元都能看到所有真实的源词元",
+    "decoder self-attention: each target position sees itself and earlier ones":
+        "解码器自注意力：每个目标位置只能看到自己和更早的位置",
+    "cross-attention (编码器－解码器注意力): target queries, source keys and values":
+        "编码器－解码器注意力（交叉注意力）：查询来自目标序列，键和值来自源序列",
+    "post-LN (the paper): each sub-layer is x ← LayerNorm(x + Sublayer(x));\n"
+    "pre-LN (norm_first=True): x ← x + Sublayer(LayerNorm(x)), plus a final norm per stack":
+        "后置规范化（post-LN，论文）：每个子层为 x ← LayerNorm(x + Sublayer(x))；\n"
+        "前置规范化（pre-LN，norm_first=True）：x ← x + Sublayer(LayerNorm(x))，每个层堆叠末尾再加一个规范化",
+    "bidirectional self-attention": "双向自注意力",
+    "feed-forward": "前馈网络",
+    "BERT: encoder only": "BERT：仅编码器",
+    "mask: padding\nonly": "掩码：只有\n填充掩码",
+    "masked language model (掩蔽语言模型):\nguess the [MASK]ed tokens": "掩蔽语言模型：\n猜出被 [MASK] 替换的词元",
+    "encoder: self-attention": "编码器：自注意力",
+    "decoder: masked self + cross": "解码器：掩蔽自注意力 + 编码器－解码器注意力",
+    "encoder–decoder (lessons 08–09)": "编码器－解码器（第 08–09 课）",
+    "sequence to sequence: translation,\nsummarisation (Transformer, T5, BART)":
+        "序列到序列：翻译、\n摘要（Transformer、T5、BART）",
+    "causal self-attention": "因果自注意力",
+    "GPT: decoder only": "GPT：仅解码器",
+    "mask: causal\n(no cross-attention)": "掩码：因果掩码\n（没有编码器－解码器注意力）",
+    "language model:\npredict the next token": "语言模型：\n预测下一个词元",
+    "keep the\nencoder": "保留\n编码器",
+    "keep the\ndecoder": "保留\n解码器",
+}
+
+_LANG = {"edition": "en"}
+
+
+class MissingWords(KeyError):
+    """Words of a diagram without their translation (TEXT_ZH)."""
+
+
+def _t(text: str) -> str:
+    """``text`` in the language of the figure being made."""
+    if _LANG["edition"] == "en":
+        return text
+    if text not in TEXT_ZH:
+        _LANG.setdefault("missing", []).append(text)
+        return text
+    return TEXT_ZH[text]
+
 
 BLUE, ORANGE, GREEN, GREY = "#4c72b0", "#dd8452", "#55a868", "#8c8c8c"
 SELF_COLOUR, MASKED_COLOUR, CROSS_COLOUR = "#c6dbef", "#fdd0a2", "#c7e9c0"
@@ -73,30 +166,30 @@ def soft_lookup() -> plt.Figure:
         ax.set_xlim(0, 10)
         ax.set_ylim(0, 7)
         ax.axis("off")
-    hard.set_title("a dictionary: the one equal key", fontsize=11)
-    _box(hard, 1.4, 3.5, 1.8, 0.8, "query\n秀", face="#eeeeee")
+    hard.set_title(_t("a dictionary: the one equal key"), fontsize=11)
+    _box(hard, 1.4, 3.5, 1.8, 0.8, _t("query") + "\n秀", face="#eeeeee")
     for y, key, value, hit in [(5.2, "优", "v₁", False), (3.5, "秀", "v₂", True), (1.8, "好", "v₃", False)]:
-        _box(hard, 5.0, y, 1.4, 0.8, f"key {key}", face="#ffe9a8" if hit else "white")
-        _box(hard, 7.8, y, 1.4, 0.8, f"value {value}", face="#ffe9a8" if hit else "white")
+        _box(hard, 5.0, y, 1.4, 0.8, _t("key {}").format(key), face="#ffe9a8" if hit else "white")
+        _box(hard, 7.8, y, 1.4, 0.8, _t("value {}").format(value), face="#ffe9a8" if hit else "white")
         _arrow(hard, (5.7, y), (7.1, y), colour=GREY)
         _arrow(hard, (2.3, 3.5), (4.3, y), colour="k" if hit else "#dddddd", lw=1.6 if hit else 0.8)
-    hard.text(5.0, 0.5, "exact match or nothing (KeyError)", ha="center", fontsize=9, color=GREY)
+    hard.text(5.0, 0.5, _t("exact match or nothing (KeyError)"), ha="center", fontsize=9, color=GREY)
 
-    soft.set_title("attention: compare with every key, average the values", fontsize=11)
-    _box(soft, 0.9, 3.5, 1.4, 0.8, "query q", face="#eeeeee")
+    soft.set_title(_t("attention: compare with every key, average the values"), fontsize=11)
+    _box(soft, 0.9, 3.5, 1.4, 0.8, _t("query") + " q", face="#eeeeee")
     weights = [0.15, 0.70, 0.15]
     for y, (i, w) in zip((5.2, 3.5, 1.8), enumerate(weights), strict=True):
-        _box(soft, 3.4, y, 1.3, 0.8, f"key k{'₁₂₃'[i]}")
+        _box(soft, 3.4, y, 1.3, 0.8, _t("key {}").format(f"k{'₁₂₃'[i]}"))
         _arrow(soft, (1.6, 3.5), (2.75, y), colour=GREY)
-        soft.text(4.2, y + 0.45, f"score q·k{'₁₂₃'[i]}", fontsize=8, color=GREY)
+        soft.text(4.2, y + 0.45, _t("score {}").format(f"q·k{'₁₂₃'[i]}"), fontsize=8, color=GREY)
         soft.add_patch(plt.Rectangle((5.0, y - 0.3), 1.8 * w, 0.6, color=BLUE))
         soft.text(5.05 + 1.8 * w, y, f" {w:.2f}", va="center", fontsize=9)
-        _box(soft, 7.7, y, 1.2, 0.8, f"value v{'₁₂₃'[i]}")
-    soft.text(5.9, 6.25, "softmax weights", ha="center", fontsize=9)
+        _box(soft, 7.7, y, 1.2, 0.8, _t("value {}").format(f"v{'₁₂₃'[i]}"))
+    soft.text(5.9, 6.25, _t("softmax weights"), ha="center", fontsize=9)
     _box(soft, 9.3, 3.5, 1.2, 1.6, "0.15 v₁\n+ 0.70 v₂\n+ 0.15 v₃", face="#d9ead3", fontsize=8)
     for y in (5.2, 3.5, 1.8):
         _arrow(soft, (8.3, y), (8.7, 3.5), colour=GREY)
-    soft.text(5.5, 0.5, "weights ≥ 0, summing to 1: a weighted average (attention pooling, 注意力汇聚)",
+    soft.text(5.5, 0.5, _t("weights ≥ 0, summing to 1: a weighted average (attention pooling, 注意力汇聚)"),
               ha="center", fontsize=9, color=GREY)
     fig.tight_layout()
     return fig
@@ -118,9 +211,9 @@ def _mask_panel(ax, allowed, rows, cols, title, colour):
     ax.set_yticks([y - 0.5 for y in range(1, len(rows))], minor=True)
     ax.grid(which="minor", color="white", lw=1.5)
     ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
-    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(_t("key"))
+    ax.set_ylabel(_t("query"))
+    ax.set_title(_t(title), fontsize=10)
 
 
 def masks() -> plt.Figure:
@@ -129,7 +222,7 @@ def masks() -> plt.Figure:
 
     from coursekit.reference.lesson03 import causal_mask, padding_mask
 
-    chars = ["这", "很", "优", "秀", "pad", "pad"]
+    chars = ["这", "很", "优", "秀", _t("pad"), _t("pad")]
     tokens = torch.tensor([[5, 6, 7, 8, 0, 0]])
     pad = padding_mask(tokens, 0)[0, 0].expand(6, 6)              # [1, 1, L] -> [L, L]
     causal = causal_mask(6)
@@ -147,8 +240,8 @@ def model_masks() -> plt.Figure:
 
     from coursekit.reference.lesson03 import causal_mask, padding_mask
 
-    src_labels = ["2", "0", "eos", "pad", "pad"]
-    tgt_labels = ["bos", "二", "十", "eos", "pad", "pad"]
+    src_labels = ["2", "0", "eos", _t("pad"), _t("pad")]
+    tgt_labels = ["bos", "二", "十", "eos", _t("pad"), _t("pad")]
     src = torch.tensor([[5, 6, 2, 0, 0]])
     tgt = torch.tensor([[1, 7, 8, 2, 0, 0]])
     src_mask = padding_mask(src, 0)[0, 0]                         # [1, Ls]
@@ -160,15 +253,15 @@ def model_masks() -> plt.Figure:
                 "decoder masked self-attention\ntgt_mask = causal & padding_mask(tgt)", ORANGE)
     _mask_panel(axes[2], src_mask.expand(6, 5), tgt_labels, src_labels,
                 "cross-attention\nmemory_mask = padding_mask(src)", GREEN)
-    axes[2].set_xlabel("key (encoder output)")
-    axes[2].set_ylabel("query (decoder)")
+    axes[2].set_xlabel(_t("key (encoder output)"))
+    axes[2].set_ylabel(_t("query (decoder)"))
     fig.tight_layout()
     return fig
 
 
 def _sublayer(ax, x, y, w, text, face):
-    _box(ax, x, y, w, 0.62, text, face=face, fontsize=9)
-    _box(ax, x, y + 0.78, w, 0.42, "add & norm", face="#f3f3d0", fontsize=8)
+    _box(ax, x, y, w, 0.62, _t(text), face=face, fontsize=9)
+    _box(ax, x, y + 0.78, w, 0.42, _t("add & norm"), face="#f3f3d0", fontsize=8)
 
 
 def transformer() -> plt.Figure:
@@ -179,40 +272,40 @@ def transformer() -> plt.Figure:
     ax.axis("off")
     ex, dx, w = 2.9, 7.7, 2.9
     # inputs
-    _box(ax, ex, 0.45, w, 0.5, "src tokens [B, Ls]  (digits + eos)", fontsize=8)
-    _box(ax, dx, 0.45, w, 0.5, "tgt tokens [B, Lt]  (bos + reading)", fontsize=8)
+    _box(ax, ex, 0.45, w, 0.5, _t("src tokens [B, Ls]  (digits + eos)"), fontsize=8)
+    _box(ax, dx, 0.45, w, 0.5, _t("tgt tokens [B, Lt]  (bos + reading)"), fontsize=8)
     for x in (ex, dx):
-        _box(ax, x, 1.35, w, 0.55, "TokenEmbedding × √D\n+ PositionalEncoding", face="#eadcf0", fontsize=8)
+        _box(ax, x, 1.35, w, 0.55, _t("TokenEmbedding × √D\n+ PositionalEncoding"), face="#eadcf0", fontsize=8)
         _arrow(ax, (x, 0.7), (x, 1.07))
     # encoder stack
     ax.add_patch(FancyBboxPatch((ex - w / 2 - 0.35, 2.15), w + 0.7, 3.45, boxstyle="round,pad=0.02",
                                 facecolor="none", edgecolor=GREY, ls="--"))
-    ax.text(ex - w / 2 - 0.45, 3.9, "N ×", ha="right", fontsize=11)
+    ax.text(ex - w / 2 - 0.45, 3.9, _t("N ×"), ha="right", fontsize=11)
     _sublayer(ax, ex, 2.75, w, "multi-head self-attention", SELF_COLOUR)
     _sublayer(ax, ex, 4.45, w, "feed-forward (FFN)", "#e8e8e8")
     _arrow(ax, (ex, 1.63), (ex, 2.44))
     _arrow(ax, (ex, 3.74), (ex, 4.14))
-    ax.text(ex, 6.1, "memory [B, Ls, D]", ha="center", fontsize=9)
+    ax.text(ex, 6.1, _t("memory [B, Ls, D]"), ha="center", fontsize=9)
     _arrow(ax, (ex, 5.44), (ex, 5.95))
-    ax.text(ex + w / 2 + 0.1, 2.75, "mask:\npadding_mask(src)", va="center", fontsize=8, color=BLUE)
+    ax.text(ex + w / 2 + 0.1, 2.75, _t("mask:\npadding_mask(src)"), va="center", fontsize=8, color=BLUE)
     # decoder stack
     ax.add_patch(FancyBboxPatch((dx - w / 2 - 0.35, 2.15), w + 0.7, 5.15, boxstyle="round,pad=0.02",
                                 facecolor="none", edgecolor=GREY, ls="--"))
-    ax.text(dx + w / 2 + 0.45, 6.6, "× N", ha="left", fontsize=11)
+    ax.text(dx + w / 2 + 0.45, 6.6, _t("× N"), ha="left", fontsize=11)
     _sublayer(ax, dx, 2.75, w, "masked multi-head\nself-attention", MASKED_COLOUR)
     _sublayer(ax, dx, 4.45, w, "cross-attention\nQ: decoder   K, V: memory", CROSS_COLOUR)
     _sublayer(ax, dx, 6.15, w, "feed-forward (FFN)", "#e8e8e8")
     _arrow(ax, (dx, 1.63), (dx, 2.44))
     _arrow(ax, (dx, 3.74), (dx, 4.14))
     _arrow(ax, (dx, 5.44), (dx, 5.84))
-    ax.text(dx + w / 2 + 0.1, 2.75, "mask: causal_mask\n& padding_mask(tgt)", va="center", fontsize=8,
+    ax.text(dx + w / 2 + 0.1, 2.75, _t("mask: causal_mask\n& padding_mask(tgt)"), va="center", fontsize=8,
             color=ORANGE)
     _arrow(ax, (ex + 0.9, 6.05), (dx - w / 2, 4.45), colour=GREEN, lw=1.6, rad=-0.25)
-    ax.text(5.3, 5.95, "keys, values", fontsize=8, color=GREEN)
-    ax.text(dx + w / 2 + 0.1, 4.45, "mask:\npadding_mask(src)", va="center", fontsize=8, color=GREEN)
+    ax.text(5.3, 5.95, _t("keys, values"), fontsize=8, color=GREEN)
+    ax.text(dx + w / 2 + 0.1, 4.45, _t("mask:\npadding_mask(src)"), va="center", fontsize=8, color=GREEN)
     # output
-    _box(ax, dx, 8.0, w, 0.5, "generator: Linear(D, V)", face="#eadcf0", fontsize=9)
-    _box(ax, dx, 8.85, w, 0.5, "logits [B, Lt, V] → softmax", fontsize=9)
+    _box(ax, dx, 8.0, w, 0.5, _t("generator: Linear(D, V)"), face="#eadcf0", fontsize=9)
+    _box(ax, dx, 8.85, w, 0.5, _t("logits [B, Lt, V] → softmax"), fontsize=9)
     _arrow(ax, (dx, 7.14), (dx, 7.75))
     _arrow(ax, (dx, 8.25), (dx, 8.6))
     # legend
@@ -220,9 +313,9 @@ def transformer() -> plt.Figure:
                                         (MASKED_COLOUR, "decoder self-attention: each target position sees itself and earlier ones"),
                                         (CROSS_COLOUR, "cross-attention (编码器－解码器注意力): target queries, source keys and values")]):
         ax.add_patch(plt.Rectangle((0.3, 10.55 - 0.45 * i), 0.35, 0.3, facecolor=colour, edgecolor="k", lw=0.5))
-        ax.text(0.8, 10.7 - 0.45 * i, text, va="center", fontsize=9)
-    ax.text(0.3, 9.2, "post-LN (the paper): each sub-layer is x ← LayerNorm(x + Sublayer(x));\n"
-                      "pre-LN (norm_first=True): x ← x + Sublayer(LayerNorm(x)), plus a final norm per stack",
+        ax.text(0.8, 10.7 - 0.45 * i, _t(text), va="center", fontsize=9)
+    ax.text(0.3, 9.2, _t("post-LN (the paper): each sub-layer is x ← LayerNorm(x + Sublayer(x));\n"
+                      "pre-LN (norm_first=True): x ← x + Sublayer(LayerNorm(x)), plus a final norm per stack"),
             fontsize=8, color="#444444")
     fig.tight_layout()
     return fig
@@ -231,9 +324,9 @@ def transformer() -> plt.Figure:
 def _stack(ax, x, y, w, layers, title, faces):
     top = y
     for text, face in reversed(layers):
-        _box(ax, x, top, w, 0.55, text, face=face, fontsize=8)
+        _box(ax, x, top, w, 0.55, _t(text), face=face, fontsize=8)
         top += 0.7
-    ax.text(x, top + 0.05, title, ha="center", fontsize=12)
+    ax.text(x, top + 0.05, _t(title), ha="center", fontsize=12)
     return top
 
 
@@ -259,20 +352,20 @@ def families() -> plt.Figure:
     _stack(ax, 1.9, 0.8, 2.6, [("bidirectional self-attention", SELF_COLOUR), ("feed-forward", "#e8e8e8")],
            "BERT: encoder only", None)
     _mini_mask(ax, 1.3, 3.55, "full")
-    ax.text(2.1, 3.3, "mask: padding\nonly", fontsize=8)
-    ax.text(1.9, 0.15, "masked language model (掩蔽语言模型):\nguess the [MASK]ed tokens", ha="center", fontsize=8)
+    ax.text(2.1, 3.3, _t("mask: padding\nonly"), fontsize=8)
+    ax.text(1.9, 0.15, _t("masked language model (掩蔽语言模型):\nguess the [MASK]ed tokens"), ha="center", fontsize=8)
     _stack(ax, 6.0, 0.8, 2.9, [("encoder: self-attention", SELF_COLOUR), ("decoder: masked self + cross", CROSS_COLOUR)],
            "encoder–decoder (lessons 08–09)", None)
-    ax.text(6.0, 0.15, "sequence to sequence: translation,\nsummarisation (Transformer, T5, BART)", ha="center", fontsize=8)
+    ax.text(6.0, 0.15, _t("sequence to sequence: translation,\nsummarisation (Transformer, T5, BART)"), ha="center", fontsize=8)
     _stack(ax, 10.1, 0.8, 2.6, [("causal self-attention", MASKED_COLOUR), ("feed-forward", "#e8e8e8")],
            "GPT: decoder only", None)
     _mini_mask(ax, 9.5, 3.55, "causal")
-    ax.text(10.3, 3.3, "mask: causal\n(no cross-attention)", fontsize=8)
-    ax.text(10.1, 0.15, "language model:\npredict the next token", ha="center", fontsize=8)
+    ax.text(10.3, 3.3, _t("mask: causal\n(no cross-attention)"), fontsize=8)
+    ax.text(10.1, 0.15, _t("language model:\npredict the next token"), ha="center", fontsize=8)
     _arrow(ax, (4.45, 1.5), (3.3, 1.5), colour=GREY, lw=1.5)
     _arrow(ax, (7.55, 1.5), (8.7, 1.5), colour=GREY, lw=1.5)
-    ax.text(3.9, 1.7, "keep the\nencoder", ha="center", fontsize=8, color=GREY)
-    ax.text(8.1, 1.7, "keep the\ndecoder", ha="center", fontsize=8, color=GREY)
+    ax.text(3.9, 1.7, _t("keep the\nencoder"), ha="center", fontsize=8, color=GREY)
+    ax.text(8.1, 1.7, _t("keep the\ndecoder"), ha="center", fontsize=8, color=GREY)
     fig.tight_layout()
     return fig
 
@@ -289,8 +382,8 @@ class NotebookFigures:
     globals: dict[str, object] = field(default_factory=dict)  # names the cells may use
 
 
-def _notebook_cells(lesson: str) -> list[dict]:
-    path = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
+def _notebook_cells(lesson: str, edition: str = "en") -> list[dict]:
+    path = catalogue.get(lesson).solution(edition)
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     for cell in cells:
         cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -302,9 +395,10 @@ def _is_test_cell(cell: dict) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
-def run_notebook_figures(lesson: str, spec: NotebookFigures) -> dict[str, plt.Figure]:
+def run_notebook_figures(lesson: str, spec: NotebookFigures, edition: str = "en") -> dict[str, plt.Figure]:
     """Execute the reference notebook's code cells in order, up to its last figure cell,
-    and collect the figures that the cells of ``spec.cells`` draw."""
+    and collect the figures that the cells of ``spec.cells`` draw (in the notebook of
+    ``edition``: the Chinese edition's cells carry its Chinese labels, with the same ids)."""
     import numpy as np
     import torch
 
@@ -316,7 +410,7 @@ def run_notebook_figures(lesson: str, spec: NotebookFigures) -> dict[str, plt.Fi
     show = plt.show
     plt.show = lambda *a, **k: None                       # keep the figures open
     try:
-        for cell in _notebook_cells(lesson):
+        for cell in _notebook_cells(lesson, edition):
             if not wanted:
                 break
             cid = cell.get("id")
@@ -401,7 +495,8 @@ def retrain_09() -> None:
 
 
 def make(lessons: list[str] | None = None, out: Path | None = None) -> list[Path]:
-    """Write the figures of ``lessons`` (default all) and return their paths."""
+    """Write the figures of ``lessons`` (default all), in every edition the lesson has
+    (``<name>.png``, ``<name>.zh.png``), and return their paths."""
     use_cjk_font()
     plt.rcParams.update({"figure.dpi": DPI, "savefig.dpi": DPI, "svg.hashsalt": "course"})
     written = []
@@ -409,17 +504,30 @@ def make(lessons: list[str] | None = None, out: Path | None = None) -> list[Path
     if lessons:
         chosen = [lesson for lesson in chosen if lesson[:2] in {x[:2] for x in lessons}]
     for lesson in chosen:
-        figures = {name: draw() for name, draw in DIAGRAMS.get(lesson, {}).items()}
-        if lesson in NOTEBOOK_FIGURES:
-            figures.update(run_notebook_figures(lesson, NOTEBOOK_FIGURES[lesson]))
-        folder = (out or ROOT / "solutions") / lesson / "figures"
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, fig in figures.items():
-            path = folder / f"{name}.png"
-            fig.savefig(path, dpi=DPI, metadata={"Software": None})
-            written.append(path)
-        plt.close("all")
+        for edition in figure_editions(lesson):
+            _LANG.clear()
+            _LANG["edition"] = edition
+            figures = {name: draw() for name, draw in DIAGRAMS.get(lesson, {}).items()}
+            if _LANG.get("missing"):
+                raise MissingWords(f"{lesson}: add to TEXT_ZH in docs/figures/make_figures.py: "
+                                   f"{sorted(set(_LANG['missing']))}")
+            _LANG["edition"] = "en"
+            if lesson in NOTEBOOK_FIGURES:
+                figures.update(run_notebook_figures(lesson, NOTEBOOK_FIGURES[lesson], edition))
+            folder = (out or ROOT / "solutions") / lesson / "figures"
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, fig in figures.items():
+                path = folder / f"{name}{catalogue.EDITIONS[edition]}.png"
+                fig.savefig(path, dpi=DPI, metadata={"Software": None})
+                written.append(path)
+            plt.close("all")
     return written
+
+
+def figure_editions(lesson: str) -> list[str]:
+    """The editions of ``lesson`` whose reference notebook exists."""
+    entry = catalogue.get(lesson)
+    return [edition for edition in entry.editions if entry.solution(edition).is_file()]
 
 
 def main(argv: list[str] | None = None) -> None:

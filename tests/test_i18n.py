@@ -1,0 +1,215 @@
+"""The grader speaks Chinese (grader/i18n.py): every sentence a student may read has a
+translation that cannot silently go stale; hints made of hints translate piece by piece;
+``check`` answers in the notebook's language, ``--lang`` and ``COURSE_LANG`` choose another;
+the gradebook stays English."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from coursekit import catalogue
+from grader import i18n
+from grader.engine import grade_in_process
+from grader.results import ExerciseResult, Report
+
+ZH_LESSONS = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
+
+
+# --- reading the templates ----------------------------------------------------------------
+
+SOURCE = '''
+"""A docstring is not a message."""
+MISTAKES = {"axis": "softmax over the wrong axis"}
+
+def test_x(sub):
+    """Nor is this one."""
+    w = sub.call("softmax", x)
+    check(ok, f"softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument")
+    close(w, want, "rows of the weights should sum to 1" " (each query's)")
+    check(ok, "the output has shape " + str(shape) + ", expected [n, d_v]")
+    if "sum to" in text:
+        pass
+    print(t("total"))
+    name = f"{prefix}.weight"
+'''
+
+
+def test_templates_are_the_messages_as_written() -> None:
+    assert sorted(i18n.templates_in_python(SOURCE)) == sorted([
+        "softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument",
+        "rows of the weights should sum to 1 (each query's)",
+        "the output has shape {str(shape)}, expected [n, d_v]",
+        "total",
+    ])
+
+
+def test_literal_braces_are_escaped() -> None:
+    assert i18n.templates_in_python('check(ok, "a set {0, 1} of two keys")') == ["a set {{0, 1}} of two keys"]
+    assert i18n.fields("a set {{0, 1}} of {n} keys") == ["{n}"]
+
+
+# --- translating --------------------------------------------------------------------------
+
+TABLE = {
+    "softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument":
+        "softmax(x, axis={axis}) 在第 0 轴上归一化：请使用参数 `axis`",
+    "at index {list(map(int, worst))}: yours {yours}, right {right}":
+        "在下标 {list(map(int, worst))} 处：你的是 {yours}，正确的是 {right}",
+    "+{folded} related check{'s' if folded > 1 else ''} failed": "另有 {folded} 项相关检查未通过",
+    "calling `{exc.target}` raised {exc.exc_type}: {exc.message}{where}":
+        "调用 `{exc.target}` 时抛出了 {exc.exc_type}：{exc.message}{where}",
+    "the output of {what} is wrong": "{what} 的输出不对",
+    "the decoder layer": "解码器层",
+    "total": "总分",
+}
+
+
+@pytest.fixture()
+def fake_zh(monkeypatch):
+    i18n.catalogue.cache_clear()
+    i18n._patterns.cache_clear()
+    monkeypatch.setattr(i18n, "catalogue", lambda lang: TABLE if lang == "zh" else {})
+    i18n._patterns.cache_clear()
+    yield
+    i18n._patterns.cache_clear()
+
+
+def test_a_hint_inside_a_hint_translates_piece_by_piece(fake_zh) -> None:
+    hint = ("softmax(x, axis=1) normalises over axis 0: use the `axis` argument "
+            "(at index [0, 2]: yours 0.1, right 0.3) (+2 related checks failed)")
+    text, left = i18n.translate_checked(hint, "zh")
+    assert left == []
+    assert text == ("softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`（在下标 [0, 2] 处：你的是 0.1，"
+                    "正确的是 0.3）（另有 2 项相关检查未通过）")
+
+
+def test_fields_may_change_order_and_values_translate_too(fake_zh) -> None:
+    assert i18n.translate("the output of the decoder layer is wrong", "zh") == "解码器层 的输出不对"
+
+
+def test_the_students_own_error_is_shown_as_it_is(fake_zh) -> None:
+    text, left = i18n.translate_checked(
+        "calling `softmax` raised ValueError: operands could not be broadcast together (line 3)", "zh")
+    assert text == "调用 `softmax` 时抛出了 ValueError：operands could not be broadcast together (line 3)"
+    assert left == []
+
+
+def test_an_untranslated_sentence_is_reported_and_left_in_english(fake_zh) -> None:
+    assert i18n.translate_checked("a sentence nobody translated", "zh") == (
+        "a sentence nobody translated", ["a sentence nobody translated"])
+    assert i18n.translate("anything", "en") == "anything"
+
+
+def test_the_language_is_the_option_then_the_environment_then_the_notebook(monkeypatch) -> None:
+    monkeypatch.delenv("COURSE_LANG", raising=False)
+    assert i18n.choose(None, "zh") == "zh" and i18n.choose(None, "en") == "en"
+    assert i18n.choose("en", "zh") == "en"
+    monkeypatch.setenv("COURSE_LANG", "zh_CN")
+    assert i18n.choose(None, "en") == "zh" and i18n.choose("en", "en") == "en"
+
+
+def test_a_notebook_tells_its_edition_by_name_or_by_its_title() -> None:
+    nb = {"cells": [{"cell_type": "markdown", "source": "# 第 01 课 · 手算注意力：优与秀\n\n..."}]}
+    assert i18n.notebook_edition(nb, "submitted/a/01_attention_by_hand/01_attention_by_hand.ipynb") == "zh"
+    assert i18n.notebook_edition(None, "x/01_attention_by_hand.zh.ipynb") == "zh"
+    nb["cells"][0]["source"] = "# Lesson 01 · Attention by hand"
+    assert i18n.notebook_edition(nb, "01_attention_by_hand.ipynb") == "en"
+    assert i18n.notebook_edition({"cells": [{"cell_type": "markdown", "source": 3}]}, "x.ipynb") == "en"
+
+
+def test_localize_translates_a_copy_the_gradebook_keeps_english(fake_zh) -> None:
+    report = Report("n.ipynb", "01_attention_by_hand", [ExerciseResult(
+        "softmax", 0.0, 4.0, ["softmax(x, axis=1) normalises over axis 0: use the `axis` argument"])])
+    shown = i18n.localize(report, "zh")
+    assert shown.exercises[0].failures == ["softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`"]
+    assert shown.lang == "zh" and report.lang == "en"
+    assert report.exercises[0].failures[0].startswith("softmax(x, axis=1) normalises")
+
+
+# --- the course's own notebooks -----------------------------------------------------------
+
+@pytest.mark.parametrize("lesson", ZH_LESSONS or ["none"])
+def test_check_answers_a_chinese_notebook_in_chinese(lesson: str) -> None:
+    if lesson == "none":
+        pytest.skip("no lesson has a Chinese edition yet")
+    path = catalogue.get(lesson).student("zh")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "COURSE_LANG"}
+    run = [sys.executable, "-m", "grader", "check", str(path), "--format", "json"]
+    zh = json.loads(subprocess.run(run, capture_output=True, text=True, cwd=ROOT, env=env, check=True).stdout)
+    en = json.loads(subprocess.run(run + ["--lang", "en"], capture_output=True, text=True, cwd=ROOT,
+                                   env=env, check=True).stdout)
+    assert zh["score"] == en["score"] == 0.0 and zh["max_score"] == en["max_score"]
+    for x_zh, x_en in zip(zh["exercises"], en["exercises"], strict=True):
+        assert x_en["message"] and x_zh["message"] != x_en["message"]
+        assert i18n.CJK_RE.search(x_zh["message"]), x_zh["message"]
+
+
+@pytest.mark.parametrize("lesson", ZH_LESSONS or ["none"])
+def test_both_editions_score_the_same(lesson: str) -> None:
+    if lesson == "none":
+        pytest.skip("no lesson has a Chinese edition yet")
+    entry = catalogue.get(lesson)
+    for kind in ("solution", "student"):
+        scores = {}
+        for edition in ("en", "zh"):
+            nb = catalogue.read_json(entry.notebook(kind, edition))
+            report = grade_in_process(nb, lesson, notebook=entry.notebook(kind, edition).name)
+            assert report.edition == edition
+            scores[edition] = {e.name: e.points for e in report.exercises}
+        assert scores["en"] == scores["zh"], kind
+
+
+# --- coverage: the catalogue and the hints the graders really produce ----------------------
+
+def test_every_template_in_the_source_has_a_chinese_translation() -> None:
+    """A new or changed English message fails here until it is translated
+    (``python -m grader.i18n sync``, then ``missing``)."""
+    result = i18n.coverage("zh")
+    assert not result.missing, f"{len(result.missing)} template(s) without a translation, e.g. {result.missing[:3]}"
+    assert not result.stale, f"translations of templates no longer in the source: {result.stale[:3]}"
+    assert not result.bad_fields, f"translations naming a field their English lacks: {result.bad_fields[:3]}"
+    chinese = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
+    table = i18n.catalogue("zh")
+    assert all(chinese.search(zh) for t, zh in table.items() if zh != t), "a translation with no Chinese in it"
+
+
+def _hints_of(nb: dict, lesson: str) -> list[str]:
+    from grader.engine import grade_in_process
+
+    return [h for e in grade_in_process(nb, lesson, seed=20260101).exercises for h in e.hints]
+
+
+def _untranslated(hints: list[str]) -> dict[str, list[str]]:
+    found = {}
+    for hint in dict.fromkeys(hints):
+        text, left = i18n.translate_checked(hint, "zh")
+        if left or not i18n.CJK_RE.search(text):
+            found[hint] = left
+    return found
+
+
+@pytest.mark.parametrize("lesson", [x.id for x in catalogue.COURSE])
+def test_every_hint_of_the_planted_bugs_and_blank_notebooks_translates(lesson: str) -> None:
+    """Every hint that grading the lesson's planted bugs (tests/planted), its blank student
+    notebook and its reference produces reads in Chinese, with no English sentence left."""
+    import json as _json
+
+    from planted import modules
+
+    entry = catalogue.get(lesson)
+    hints = _hints_of(catalogue.read_json(entry.student()), lesson)
+    assert hints, "a blank notebook gets hints"
+    assert not _hints_of(catalogue.read_json(entry.solution()), lesson)
+    module = next(m for m in modules() if m.LESSON == lesson)
+    base = _json.dumps(catalogue.read_json(entry.solution()))
+    for variant in module.BUGS:
+        hints += _hints_of(variant.apply(_json.loads(base)), lesson)
+    left = _untranslated(hints)
+    assert not left, f"{len(left)} hint(s) without a full translation: " + "; ".join(
+        f"{h!r} (left: {parts})" for h, parts in list(left.items())[:3])
