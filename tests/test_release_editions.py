@@ -69,6 +69,9 @@ def test_the_student_readme_speaks_the_bundles_language(bundle) -> None:
     chinese = (out / ("README.md" if lang == "zh" else "README.zh.md")).read_text(encoding="utf-8")
     assert chinese.startswith("# 注意力：从“优秀”到可训练的 Transformer")
     assert "## 安装（只需一次）" in chinese and "Set up (once)" not in chinese
+    # the CPU install path per system, as in the English README (issue 18 item 6)
+    assert "python -m pip install -r requirements.txt" in chinese and "Python 3.11、3.12、3.13 或 3.14" in chinese
+    assert "Intel 芯片的 Mac" in chinese and "torch==2.13.0" in chinese and "{{" not in chinese
     for lesson in ZH:
         if lesson[:2] <= "04":
             entry = catalogue.get(lesson)
