@@ -142,6 +142,16 @@ def test_blank_notebook_scores_zero_with_a_hint_per_test(package, tmp_path) -> N
         assert "not implemented yet" in test["output"], test
 
 
+def test_a_chinese_notebook_gets_chinese_hints(package, tmp_path) -> None:
+    root = unpack(package, tmp_path / "autograder")
+    zh = lesson_path(LESSON).with_name(f"{LESSON}.zh.ipynb")
+    (root / "submission" / "作业.ipynb").write_bytes(zh.read_bytes())
+    results, _ = run_autograder(root)
+    assert results["score"] == 0 and results["extra_data"]["status"] == "ok"
+    for test in results["tests"]:
+        assert "还没有实现" in test["output"] and "not implemented yet" not in test["output"], test
+
+
 HOSTILE = r'''
 import json, os
 ROOT = {root!r}

@@ -240,6 +240,7 @@ class Outcome:
 
 def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
     from ..classroom import Options, grade_student, workers
+    from ..i18n import choose, localize
     from ..limits import DEFAULT_LIMITS
 
     memory = notebook_memory_bytes(cfg)
@@ -259,6 +260,8 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
         with workers(opts) as pool:
             report = grade_student(STUDENT, opts, submitted, pool.start)
             plan = pool.plan
+    # a Chinese edition's hints in Chinese (or $COURSE_LANG's), as `check` and `grade` give them
+    report = localize(report, choose(None, report.edition))
     lines = [f"{cfg.lesson}: {report.score:g} of {report.max_score:g} points "
              f"(notebook {shown})."]
     if report.status != "ok":
