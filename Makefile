@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lab test lint lessons
+.PHONY: setup lab test lint lessons smoke
 
 setup:
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
@@ -16,6 +16,11 @@ lab: setup
 
 test: setup
 	$(PYTHON) -m pytest
+
+# A minute's check that this machine grades: every lesson's reference notebook full marks,
+# its student notebook zero, in the sandbox (python -m grader selftest).
+smoke:
+	$(PYTHON) -m grader selftest
 
 lint:
 	$(PYTHON) -m ruff check grader coursekit tests benchmarks datasets

@@ -5,11 +5,13 @@ Each lesson may have two editions (``NN_name.ipynb``, ``NN_name.zh.ipynb``). A c
 holds one of them, or both for students to choose: ``COURSE_EDITION=en`` (default), ``zh``
 or ``both`` (see grader/nbgrader_editions.py and the README's instructors' section)."""
 
+import importlib.util
 import os
-
-from grader.nbgrader_editions import configure
+import warnings
+from pathlib import Path
 
 c = get_config()  # noqa: F821 - provided by nbgrader
+HERE = Path(__file__).resolve().parent
 
 # Kernels started by nbgrader (validate, autograde) inherit this: long demonstrations, such
 # as lesson 09's training run, use their small "smoke" preset while a notebook is graded.
@@ -20,6 +22,47 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "lessons"
 # Hidden test cells call grader.kernel.grade; give each notebook time to run and grade.
 c.ExecutePreprocessor.timeout = 300
+
+# Autograde without false alarms (jupyter/nbgrader#1961): the hidden tests stripped from a
+# released test cell are put back in silence; a locked cell a student changed still logs
+# "Attribute 'checksum' for cell ... has changed!".
+# (Only where this course's grader package is importable, as autograde's kernels need it.)
+GRADER = importlib.util.find_spec("grader") is not None and \
+    importlib.util.find_spec("grader.nbgrader_cells") is not None
+if GRADER:
+    c.Autograde.sanitize_preprocessors = [
+        "nbgrader.preprocessors.ClearOutput",
+        "nbgrader.preprocessors.DeduplicateIds",
+        "nbgrader.preprocessors.OverwriteKernelspec",
+        "grader.nbgrader_cells.CourseOverwriteCells",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
+# nbgrader 0.9's gradebook code predates SQLAlchemy 2's session rules: each submission logs
+# three "SAWarning: Object of type <Submitted...> not in session" that change nothing.
+warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session")
+# Each kernel would log "Kernel is running over TCP without encryption" (it listens on
+# localhost only): kernels log errors only; what a notebook prints is unaffected.
+c.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+
+# Late work: due dates, extensions and the penalty rule of deadlines.toml (grader.late),
+# the same for nbgrader and `python -m grader grade`. `python -m grader deadlines` writes
+# the due dates and extensions into nbgrader's gradebook.
+if GRADER and (HERE / "deadlines.toml").is_file():
+    c.AssignLatePenalties.plugin_class = "grader.nbgrader_late.CoursePenalty"
+    c.CoursePenalty.deadlines = str(HERE / "deadlines.toml")
+
+# `nbgrader zip_collect LESSON` for Canvas's "Download Submissions" zip, saved as
+# downloaded/LESSON/archive/submissions.zip: the Canvas user id becomes the student id,
+# and a renamed notebook (01_attention_by_hand-1.ipynb, "... (1).ipynb") the lesson's name.
+if GRADER:
+    c.ZipCollectApp.collector_plugin = "grader.nbgrader_collect.CourseCollector"
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/(?P<last_first>[^/_]+)_(?:LATE_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
+    r"(?P<file_id>[^/]+)$")
+
 # Which edition's notebooks the course holds, which language the hints are in, and an
 # export that counts a notebook's editions once.
-configure(c)
+if GRADER:
+    from grader.nbgrader_editions import configure
+
+    configure(c)

@@ -79,15 +79,19 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
 
 
 def run_nbgrader(submitted: Path, lesson: str, count: int, course: Path) -> dict:
+    import os
+
     shutil.copytree(ROOT / "solutions", course / "solutions")
     shutil.copy(ROOT / "nbgrader_config.py", course)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # this checkout's grader, in nbgrader and kernels
     subprocess.run(["nbgrader", "generate_assignment", lesson, "--force"], cwd=course, check=True,
-                   capture_output=True)
+                   capture_output=True, env=env)
     chosen = sorted(p.name for p in submitted.iterdir())[:count]
     for student in chosen:
         shutil.copytree(submitted / student, course / "submitted" / student)
     start = time.perf_counter()
-    subprocess.run(["nbgrader", "autograde", lesson, "--force"], cwd=course, check=True, capture_output=True)
+    subprocess.run(["nbgrader", "autograde", lesson, "--force"], cwd=course, check=True,
+                   capture_output=True, env=env)
     wall = time.perf_counter() - start
     return {"wall": wall, "n": len(chosen)}
 

@@ -21,6 +21,9 @@ variable             meaning
                      every run draws fresh inputs. The grader never passes it to the
                      notebook's process; in an nbgrader kernel the student's code could
                      read it, so set it only for the sandboxed ``grader grade``
+``COURSE_CALL_TIMEOUT`` seconds one call of a hidden check may take inside an nbgrader
+                     kernel (:func:`call_timeout`); default: the grader's, 20.
+                     ``check`` and ``grade`` take ``--call-timeout`` instead
 ``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
                      (default), ``zh``, or ``both`` to let students choose
                      (:func:`edition`; ``grader/nbgrader_editions.py``)
@@ -50,6 +53,7 @@ DIRECTION = "COURSE_DIRECTION"
 THREADS = "COURSE_THREADS"
 RUN_DIR = "COURSE_RUN_DIR"
 GRADER_SEED = "COURSE_GRADER_SEED"
+CALL_TIMEOUT = "COURSE_CALL_TIMEOUT"
 EDITION = "COURSE_EDITION"
 LANG = "COURSE_LANG"
 
@@ -105,6 +109,22 @@ def run_dir() -> Path:
 def grader_seed() -> str | None:
     """``$COURSE_GRADER_SEED`` (any text), or None when it is not set."""
     return os.environ.get(GRADER_SEED, "").strip() or None
+
+
+def call_timeout() -> float | None:
+    """``$COURSE_CALL_TIMEOUT`` in seconds (positive), or None when it is not set."""
+    value = os.environ.get(CALL_TIMEOUT)
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{CALL_TIMEOUT} must be a number of seconds, got {value!r}") from None
+    if seconds <= 0:
+        raise ValueError(f"{CALL_TIMEOUT} must be positive, got {value!r}")
+    return seconds
+
+
 def edition() -> str:
     """``$COURSE_EDITION`` (``en``, ``zh`` or ``both``), default ``en``."""
     value = (os.environ.get(EDITION) or "en").strip().lower()

@@ -2,16 +2,26 @@
 
 ``SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb`` in (nbgrader's layout); out:
 ``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json``
-(the ``check`` object plus ``status``), ``feedback/<id>/<lesson>.html`` and ``run.json``
+(the ``check`` object plus ``status``), ``records/<id>.json`` (what that result was made
+from and with), ``feedback/<id>/<lesson>.html`` and ``run.json``
 (what ran, with the sandbox's active and missing protections). Each student's files are
 written atomically as soon as they are graded, so an interrupted run (Ctrl-C, SIGTERM:
-``Interrupted``) loses nothing, and a rerun grades only the students without results
-(``force`` regrades).
+``Interrupted``) loses nothing.
+
+Each result records what it was made from (the notebook graded, found by
+``grader.submissions`` whatever its name, its content hash and nbgrader's
+``timestamp.txt``) and with (grader version, isolation level and protections:
+``grader.provenance``). A rerun grades the students without a result and those whose
+submission changed; ``students`` regrades chosen ones, ``force`` everyone. ``run.json``
+lists which results this run made, and which kept results were made under other
+settings. With a course's due dates (``grader.late``), ``grades.csv`` adds nbgrader's
+``timestamp``, ``duedate``, ``raw_score`` and ``late_submission_penalty`` columns.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -25,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
-from coursekit.earlier import unfinished
 
-from . import i18n, results
+from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
+from .late import Deadlines, format_utc, read_timestamp
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import NotebookError, parse_notebook
 from .results import Report, Status, not_graded
@@ -46,6 +56,8 @@ class Options:
     isolation: str = "auto"  # "auto" | "strict" | "none" (see grader.sandbox.probe)
     require: tuple[str, ...] = ()  # protections "auto" must not go without
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+    students: tuple[str, ...] = ()  # regrade these (and only these) students
+    deadlines: Deadlines | None = None  # the course's due dates, extensions, penalty rule
     lang: str | None = None  # the feedback's language; None: each notebook's (grader.i18n)
 
 
@@ -88,44 +100,67 @@ def workers(opts: Options) -> Iterator[Any]:
 
 # --- one student ------------------------------------------------------------------------
 
-def handed_in(folder: Path, lesson: catalogue.Lesson) -> Path:
-    """The notebook a student handed in for ``lesson``: of its editions (``<id>.ipynb``,
-    ``<id>.zh.ipynb``), the one they worked in, the one with the fewest exercises still
-    raising NotImplementedError (an nbgrader submission may carry both editions, one
-    untouched); on a tie, English. The English path when there is none."""
-    names = [path.name for path in lesson.notebooks("student").values()]
-    found = [folder / name for name in names if (folder / name).is_file()]
-    if len(found) <= 1:
-        return found[0] if found else folder / names[0]
+@dataclass
+class HandedIn:
+    """What a student handed in for the lesson, as far as a rerun cares."""
 
-    def left(path: Path) -> int:
+    folder: Path  # SUBMITTED/<student>
+    found: submissions.Found
+    digest: str | None
+    timestamp: Any  # datetime | None (nbgrader's timestamp.txt)
+
+    def key(self) -> dict[str, Any]:
+        """Compared with the result's ``submission``: a change means a regrade."""
+        shown = self.found.path.relative_to(self.folder.parent).as_posix() if self.found.path else None
+        return {"file": shown, "sha256": self.digest, "timestamp": format_utc(self.timestamp) or None}
+
+
+def handed_in(submitted: Path, student: str, lesson: str) -> HandedIn:
+    folder = submitted / student
+    found = submissions.find(folder, catalogue.get(lesson))
+    digest = None
+    if found.path is not None:
         try:
-            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-                return len(lesson.graded) + 1
-            return len(unfinished(path, lesson.graded))
-        except Exception:  # noqa: BLE001 - unreadable: the other edition is the one to grade
-            return len(lesson.graded) + 1
-    return min(found, key=left)
+            digest = submissions.digest(found.path)
+        except OSError:
+            digest = None
+    stamp_folder = found.path.parent if found.path is not None else folder / lesson
+    stamp = read_timestamp(stamp_folder) or read_timestamp(folder / lesson)
+    return HandedIn(folder, found, digest, stamp)
 
 
-def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[], Any]) -> Report:
+def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
+                  handed: HandedIn | None = None) -> Report:
     lesson = opts.lesson
-    # nbgrader's layout: <student>/<lesson>/<notebook>, the notebook of any edition
-    folder = submitted / student / lesson
-    path = handed_in(folder, catalogue.get(lesson))
+    handed = handed or handed_in(submitted, student, lesson)
+    found = handed.found
+    canonical = f"{student}/{lesson}/{catalogue.get(lesson).student().name}"
+    if found.problem == "missing":
+        return not_graded(canonical, lesson, exercise_points(lesson), Status.MISSING,
+                          f"No submission: no notebook of {lesson} in {student}/ "
+                          f"(nbgrader's layout: {canonical}).")
+    if found.problem == "ambiguous":
+        names = submissions.shown_list(found.candidates, handed.folder)
+        return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
+                          f"{len(found.candidates)} different notebooks of {lesson} were handed "
+                          f"in: {names}; keep the one to grade and regrade with --student "
+                          f"{student}.")
+    path = found.path
     shown = path.relative_to(submitted).as_posix()
-    if not path.is_file():
-        return not_graded(shown, lesson, exercise_points(lesson), Status.MISSING,
-                          f"No submission: {shown} was not found.")
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
         data = path.read_bytes()
         nb = parse_notebook(data, shown)
     except (NotebookError, OSError) as exc:
-        return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
-                          f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
-    return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits)
+        report = not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
+                            f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
+    else:
+        report = grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits,
+                                   restart=start)
+    if found.note:
+        report.notes.insert(0, found.note)
+    return report
 
 
 # --- files ------------------------------------------------------------------------------
@@ -137,12 +172,29 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_csv(out: Path, students: list[str], exercises: list[str]) -> None:
+def write_csv(out: Path, students: list[str], exercises: list[str],
+              deadlines: Deadlines | None = None) -> None:
+    late_columns = deadlines is not None
     rows = []
     for student in students:
-        record = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
-        rows.append(results.csv_row(student, Report.from_record(record), exercises))
-    write_atomic(out / "grades.csv", results.csv_table(rows, exercises))
+        result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
+        record = _record(out, student) or {}
+        report = Report.from_record(result, record.get("notes"))
+        late = _late_columns(record, report, student, deadlines) if late_columns else None
+        rows.append(results.csv_row(student, report, exercises, late))
+    write_atomic(out / "grades.csv", results.csv_table(rows, exercises, late=late_columns))
+
+
+def _late_columns(record: dict[str, Any], report: Report, student: str,
+                  deadlines: Deadlines) -> dict[str, Any]:
+    from .late import parse_timestamp
+
+    stamp = (record.get("submission") or {}).get("timestamp")
+    lateness = deadlines.lateness(report.lesson, student, parse_timestamp(stamp) if stamp else None)
+    penalty = lateness.penalty(report.score)
+    note = f"{lateness.describe()}." if lateness.late.total_seconds() > 0 else ""
+    return {"timestamp": stamp or "", "duedate": format_utc(lateness.due),
+            "raw_score": report.score, "late_submission_penalty": penalty, "note": note}
 
 
 # --- the class --------------------------------------------------------------------------
@@ -156,6 +208,9 @@ class RunSummary:
     protections: list[str]
     missing: dict[str, str] = field(default_factory=dict)
     left: int = 0  # students not graded because the run was interrupted
+    changed: list[str] = field(default_factory=list)  # regraded: their submission changed
+    other_settings: dict[str, str] = field(default_factory=dict)  # kept, made otherwise: how
+    waiting: list[str] = field(default_factory=list)  # new or changed, left out by --student
 
     @property
     def median_s(self) -> float:
@@ -166,28 +221,73 @@ def student_folders(submitted: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
+class UnknownStudent(ValueError):
+    """``--student`` names a folder that is not in SUBMITTED."""
+
+
+def _record(out: Path, student: str) -> dict[str, Any] | None:
+    """``records/<student>.json``: what the student's result was made from and with (None
+    when there is no result, or it predates records)."""
+    if not (out / "results" / f"{student}.json").is_file():
+        return None
+    try:
+        return json.loads((out / "records" / f"{student}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
+             summary: RunSummary) -> list[str]:
+    """The students this run grades: everyone (``force``); those without a result and the
+    chosen ones (``students``); or those without a result and those whose submission
+    changed since their result."""
+    stale = []
+    for student in students:
+        record = _record(opts.out, student)
+        if record is None:
+            stale.append(student)
+        elif record.get("submission") != handed[student].key():
+            stale.append(student)
+            summary.changed.append(student)
+    if opts.students:
+        unknown = [s for s in opts.students if s not in handed]
+        if unknown:
+            raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
+        # the chosen students, and those without any result (grades.csv has a row for each)
+        fresh = [s for s in stale if s not in summary.changed]
+        summary.waiting = [s for s in summary.changed if s not in opts.students]
+        summary.changed = [s for s in summary.changed if s in opts.students]
+        return [s for s in students if s in opts.students or s in fresh]
+    return list(students) if opts.force else stale
+
+
 def grade_class(submitted: Path, opts: Options, progress: bool = True,
                 on_plan: Callable[[Any], None] | None = None) -> RunSummary:
-    """Grade every student without a result (all with ``force``). On Ctrl-C or SIGTERM
-    (``Interrupted``) the workers are killed, the results being computed are dropped, and
-    the exception propagates with ``.summary`` attached: the files already written stay."""
+    """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM (``Interrupted``)
+    the workers are killed, the results being computed are dropped, and the exception
+    propagates with ``.summary`` attached: the files already written stay."""
     from tqdm import tqdm
 
     students = student_folders(submitted)
     out = opts.out
-    todo = [s for s in students if opts.force or not (out / "results" / f"{s}.json").exists()]
+    handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
     started = time.perf_counter()
     seconds: list[float] = []
     stop = threading.Event()
+    summary = RunSummary(0, 0, 0.0, seconds, [])
+    todo = plan_run(students, handed, opts, summary)
     with workers(opts) as pool:  # refuses (strict, require) before anything is written
         (out / "results").mkdir(parents=True, exist_ok=True)
+        _ignore_in_git(out)
         if on_plan is not None:
             on_plan(pool.plan)
-        summary = RunSummary(0, len(students) - len(todo), 0.0, seconds, pool.protections,
-                             dict(pool.plan.missing))
+        summary.reused, summary.protections = len(students) - len(todo), pool.protections
+        summary.missing = dict(pool.plan.missing)
+        settings = provenance.settings_record(pool.plan.isolation, pool.protections,
+                                              list(pool.plan.missing), opts.limits.as_dict())
         executor = ThreadPoolExecutor(max(1, opts.jobs))
-        futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop)
-                   for s in todo]
+        futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
+                                   handed[s], settings) for s in todo]
         try:
             with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
                       disable=not progress) as bar:
@@ -206,15 +306,35 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             exc.summary = summary  # type: ignore[attr-defined]
             raise
         executor.shutdown(wait=True)
-    write_csv(out, students, list(exercise_points(opts.lesson)))
+    kept = [s for s in students if s not in todo]
+    for student in kept:
+        made = (_record(out, student) or {}).get("graded_with")
+        if not provenance.same_settings(made, settings):
+            summary.other_settings[student] = (
+                f"isolation {made.get('isolation')}, grader {made.get('grader')}" if made
+                else "made before results recorded their settings")
+    write_csv(out, students, list(exercise_points(opts.lesson)), opts.deadlines)
     summary.graded, summary.seconds = len(todo), time.perf_counter() - started
     write_atomic(out / "run.json", json.dumps({
-        "lesson": opts.lesson, "students": len(students), "graded": summary.graded,
+        "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),
+        "graded": summary.graded,
         "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
         "protections": pool.protections, "sandbox": pool.plan.report(),
-        "limits": opts.limits.as_dict(), "seconds": round(summary.seconds, 3),
-        "median_seconds_per_submission": round(summary.median_s, 4)}, indent=2))
+        "limits": opts.limits.as_dict(), "grader": settings["grader"],
+        "seconds": round(summary.seconds, 3),
+        "median_seconds_per_submission": round(summary.median_s, 4),
+        # this run vouches for the results it made, under the settings above, only
+        "results_of_this_run": todo, "regraded_changed": summary.changed,
+        "kept_results": kept, "kept_results_made_otherwise": summary.other_settings,
+        "deadlines": opts.deadlines.source if opts.deadlines else None}, indent=2))
     return summary
+
+
+def _ignore_in_git(out: Path) -> None:
+    """Grades never end up in a commit by accident: the folder ignores itself."""
+    ignore = out / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, "# written by `python -m grader grade`: grades stay out of git\n*\n")
 
 
 _LOG_LOCK = threading.Lock()
@@ -228,15 +348,17 @@ def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> Non
 
 
 def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
-                    stop: threading.Event) -> float | None:
+                    stop: threading.Event, handed: HandedIn | None = None,
+                    settings: dict[str, Any] | None = None) -> float | None:
     """Grade one student and write their files; None when the run was stopped first."""
     began = time.perf_counter()
+    handed = handed or handed_in(submitted, student, opts.lesson)
     report, failure = None, "unknown"
     for attempt in range(2):  # a failure of the machinery (not of the notebook) is retried once
         if stop.is_set():
             return None
         try:
-            report = grade_student(student, opts, submitted, start)
+            report = grade_student(student, opts, submitted, start, handed)
             break
         except Exception as exc:  # noqa: BLE001 - one submission never costs another its result
             if stop.is_set():
@@ -249,8 +371,15 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
         report = not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
                             Status.ERROR,
                             f"The grader failed on this submission ({failure}); see errors.log.")
+    shown = report
+    if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
+        lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
+        shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe().capitalize() + "."])
     lang = i18n.choose(opts.lang, report.edition)
     write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
-                 results.feedback_html(i18n.localize(report, lang), student))
+                 results.feedback_html(i18n.localize(shown, lang), student))
+    record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
+                  graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))
     write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))
     return time.perf_counter() - began

@@ -51,7 +51,7 @@ def _check(args: argparse.Namespace) -> int:
     from .launch import prepare_check
 
     out = _private_stdout() if args.format in ("json", "html") else sys.stdout
-    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout)
+    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout)
     try:
         with prepare_check(args.notebook, args.lesson, limits) as source:
             from .engine import check_notebook
@@ -118,7 +118,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
         return 2
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
-    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, memory_bytes=int(args.memory * (1 << 30)))
+    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
+                                  memory_bytes=int(args.memory * (1 << 30)))
     require = tuple(r.strip() for r in (args.require or "").split(",") if r.strip())
     from .sandbox.probe import PROTECTIONS
 
@@ -127,8 +128,19 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: unknown protection(s) {', '.join(unknown)}; known: "
               f"{', '.join(PROTECTIONS)}", file=sys.stderr)
         return 2
+    from .late import DEFAULT_FILE, DeadlineError, load
+
+    deadlines = None
+    deadlines_file = args.deadlines or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
+    if deadlines_file and deadlines_file != "none":
+        try:
+            deadlines = load(deadlines_file, lessons=_lesson_ids())
+        except DeadlineError as exc:
+            print(f"grader: {exc}", file=sys.stderr)
+            return 2
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
                    isolation=args.isolation, require=require, limits=limits,
+                   students=tuple(args.student or ()), deadlines=deadlines,
                    lang=args.lang)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
@@ -144,9 +156,23 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
             print(f"grader: {exc}", file=sys.stderr)
             return 3
+        if type(exc).__name__ == "UnknownStudent":
+            print(f"grader: {exc}", file=sys.stderr)
+            return 2
         raise
-    print(f"graded {summary.graded} submission(s), kept {summary.reused} earlier result(s) "
-          f"in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
+    changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
+    print(f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
+          f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
+    if summary.waiting:
+        print(f"not regraded (changed since graded, not chosen with --student): "
+              f"{', '.join(summary.waiting)}")
+    if summary.other_settings:
+        print(f"kept {len(summary.other_settings)} result(s) made under other settings (isolation, "
+              f"grader version), not vouched for by this run: {', '.join(summary.other_settings)}; "
+              "regrade them with --student ID or --force")
+    if opts.deadlines is not None:
+        print(f"late work: {opts.deadlines.source} (raw_score, late_submission_penalty and score "
+              "in grades.csv)")
     isolation = "strict" if opts.isolation == "full" else opts.isolation
     print(f"protections: {', '.join(summary.protections) or 'none'} (isolation {isolation})")
     if summary.missing:
@@ -168,6 +194,152 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deadlines(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .late import DeadlineError, format_duration, load
+
+    try:
+        deadlines = load(args.file, lessons=_lesson_ids())
+    except DeadlineError as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    rule = deadlines.rule
+    print(f"{args.file}: {len(deadlines.due)} due date(s), {len(deadlines.extensions)} "
+          f"student(s) with an extension; penalty {rule.per_day:.0%} of the raw score per day "
+          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)}"
+          + (f", nothing after {format_duration(rule.zero_after)}" if rule.zero_after else ""))
+    if args.no_gradebook:
+        return 0
+    from .nbgrader_late import write_to_gradebook
+
+    course_id, db_url = _nbgrader_course(Path.cwd())
+    for line in write_to_gradebook(args.file, db_url, course_id, _lesson_ids()):
+        print(f"  {line}")
+    print(f"wrote them into nbgrader's gradebook ({db_url})")
+    return 0
+
+
+def cmd_gradebook(args: argparse.Namespace) -> int:
+    from .gradebook import point_table, write
+    from .lms import LmsError
+
+    if args.points:
+        print(point_table())
+        return 0
+    if not args.folders or not args.roster:
+        print("grader gradebook: give the folders `grade` wrote and --roster", file=sys.stderr)
+        return 2
+    try:
+        print(write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
+                    local_part=args.local_part))
+    except LmsError as exc:
+        print(f"grader gradebook: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_return_feedback(args: argparse.Namespace) -> int:
+    from .feedback import FeedbackError, summary, to_folders, to_nbgrader
+
+    try:
+        if args.nbgrader:
+            done = to_nbgrader(args.folders, args.nbgrader)
+            where = f"{args.nbgrader}/feedback/ (now: nbgrader release_feedback LESSON)"
+        else:
+            done = to_folders(args.folders, args.to)
+            where = f"{args.to}/<student_id>/"
+    except FeedbackError as exc:
+        print(f"grader return-feedback: {exc}", file=sys.stderr)
+        return 2
+    print(summary(done, where))
+    return 0
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    from coursekit.catalogue import SelectionError
+
+    from .selftest import run
+
+    warnings.simplefilter("ignore")
+    try:
+        return 0 if run(args.lessons, isolation=args.isolation) else 1
+    except SelectionError as exc:
+        print(f"grader selftest: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - e.g. no sandbox at a strict level: say why
+        if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
+            print(f"grader selftest: {exc}", file=sys.stderr)
+            return 3
+        raise
+
+
+def _nbgrader_course(folder: object) -> tuple[str, str]:
+    """The course id and gradebook URL of the nbgrader course in ``folder``."""
+    from pathlib import Path
+
+    from traitlets.config.loader import PyFileConfigLoader
+
+    folder = Path(str(folder))
+    config = PyFileConfigLoader("nbgrader_config.py", str(folder)).load_config() \
+        if (folder / "nbgrader_config.py").is_file() else {}
+    course = config.get("CourseDirectory", {}) if config else {}
+    course_id = str(course.get("course_id", "default_course"))
+    db_url = str(course.get("db_url", f"sqlite:///{(folder / 'gradebook.db').resolve()}"))
+    return course_id, db_url
+
+
+def _lesson_ids() -> list[str]:
+    from coursekit import catalogue
+
+    return catalogue.COURSE.ids()
+
+
+def _call_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--call-timeout", type=float, default=DEFAULT_LIMITS.call_s, metavar="S",
+                        help="seconds one call of a hidden check may take (default "
+                             f"{DEFAULT_LIMITS.call_s:g}); a call that hangs costs its exercise "
+                             "only: the exercises after it are graded in a fresh run")
+
+
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    from .gradescope.package import build, summary
+
+    try:
+        pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
+                    visibility=args.visibility, stdout_visibility=args.stdout_visibility)
+    except (KeyError, ValueError) as exc:
+        print(f"grader gradescope: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(summary(pkg))
+    return 0
+
+
+def cmd_lms(args: argparse.Namespace) -> int:
+    from .lms import LmsError, export
+
+    try:
+        _, text = export(args.folders, args.roster, args.to, key=args.key,
+                         assignments=args.assignment, out=args.out, local_part=args.local_part)
+    except LmsError as exc:
+        print(f"grader lms: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .class_report import ReportError, write_report
+
+    try:
+        _, text = write_report(args.folder, args.submitted)
+    except ReportError as exc:
+        print(f"grader report: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -179,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
     check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
                        help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")
+    _call_timeout_option(check)
     check.add_argument("--no-helper", action="store_true",
                        help="check in this process, without the warm helper that later checks "
                             "reuse (COURSE_CHECK_HELPER=off: never start one)")
@@ -198,7 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--lesson", required=True)
     grade.add_argument("--out", required=True, help="folder for grades.csv, results/, feedback/")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
-    grade.add_argument("--force", action="store_true", help="regrade students already graded")
+    grade.add_argument("--force", action="store_true", help="regrade every student")
+    grade.add_argument("--student", action="append", metavar="ID",
+                       help="regrade this student (repeatable); other results are left as they "
+                            "are (students without one are graded). Without it, a rerun grades "
+                            "new students and those whose submission changed")
+    grade.add_argument("--deadlines", default=None, metavar="FILE",
+                       help="due dates, extensions and late penalty (default: ./deadlines.toml "
+                            "if it exists; 'none' to ignore it)")
     grade.add_argument("--isolation", choices=["auto", "strict", "none", "full"], default="auto",
                        help="auto (default): sandbox with every protection this machine offers, "
                             "listed with the missing ones; strict: refuse unless every "
@@ -212,10 +392,55 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_bytes / (1 << 30),
                        help="GiB of memory per notebook (default "
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
+    _call_timeout_option(grade)
     grade.add_argument("--lang", choices=["en", "zh"], default=None,
                        help="language of the feedback pages (default: each notebook's; "
                             "grades.csv and results/ are always English)")
     grade.set_defaults(func=cmd_grade)
+
+    gradebook = commands.add_parser(
+        "gradebook", help="one course gradebook (every lesson, totals) from the folders "
+                          "`grade` wrote and a roster")
+    gradebook.add_argument("folders", nargs="*", metavar="DIR", help="folders `grade` wrote")
+    gradebook.add_argument("--roster", help="the LMS's roster export (as for `grader lms`)")
+    gradebook.add_argument("--key", default=None,
+                           help="roster column holding the student_id (as for `grader lms`)")
+    gradebook.add_argument("--local-part", action="store_true",
+                           help="match only what precedes @ in the roster's key")
+    gradebook.add_argument("--weights", default=None, metavar="W",
+                           help="weights per lesson for a weighted percentage, e.g. 01=1,08=2,09=3")
+    gradebook.add_argument("--out", default="course-gradebook.csv")
+    gradebook.add_argument("--points", action="store_true",
+                           help="print the points of every lesson (Markdown) and stop")
+    gradebook.set_defaults(func=cmd_gradebook)
+
+    back = commands.add_parser(
+        "return-feedback", help="copy `grade`'s feedback pages into a folder per student, or "
+                                "into nbgrader's feedback layout for release_feedback")
+    back.add_argument("folders", nargs="+", metavar="DIR", help="folders `grade` wrote")
+    where = back.add_mutually_exclusive_group()
+    where.add_argument("--to", default="returned-feedback",
+                       help="folder with one subfolder per student (default returned-feedback)")
+    where.add_argument("--nbgrader", metavar="COURSE", default=None,
+                       help="the nbgrader course folder: pages go to COURSE/feedback/, ready "
+                            "for `nbgrader release_feedback`")
+    back.set_defaults(func=cmd_return_feedback)
+
+    selftest = commands.add_parser(
+        "selftest", help="quick check of this installation: each lesson's reference notebook "
+                         "earns full marks and its student notebook zero, in the sandbox")
+    selftest.add_argument("--lessons", default=None, metavar="LESSONS",
+                          help="which lessons: 01-04, 01,03 or all (default all)")
+    selftest.add_argument("--isolation", choices=["auto", "strict", "none"], default="auto")
+    selftest.set_defaults(func=cmd_selftest)
+
+    deadlines = commands.add_parser(
+        "deadlines", help="check deadlines.toml and write its due dates and extensions into "
+                          "nbgrader's gradebook (run it in the course folder)")
+    deadlines.add_argument("file", nargs="?", default="deadlines.toml")
+    deadlines.add_argument("--no-gradebook", action="store_true",
+                           help="only check the file; leave nbgrader's gradebook alone")
+    deadlines.set_defaults(func=cmd_deadlines)
 
     release = commands.add_parser(
         "release", help="build the student bundle: lessons, their data and helpers, no secrets")
@@ -233,6 +458,50 @@ def build_parser() -> argparse.ArgumentParser:
                               "README), or both for students to choose")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")
     release.set_defaults(func=cmd_release)
+
+    gradescope = commands.add_parser(
+        "gradescope", help="build a Gradescope autograder zip for one lesson")
+    gradescope.add_argument("lesson", metavar="LESSON")
+    gradescope.add_argument("out", metavar="OUT", help="folder for autograder.zip, or a .zip path")
+    gradescope.add_argument("--timeout", type=float, default=120.0,
+                            help="seconds the notebook may run (default 120)")
+    gradescope.add_argument("--memory", type=float, default=2.0,
+                            help="GiB of memory for the notebook (default 2; capped below "
+                                 "the container's own limit)")
+    gradescope.add_argument("--visibility", default="visible",
+                            help="when students see each test: visible (default), "
+                                 "after_due_date, after_published or hidden")
+    gradescope.add_argument("--stdout-visibility", default="hidden",
+                            help="when students see the autograder's stdout (default hidden)")
+    gradescope.set_defaults(func=cmd_gradescope)
+
+    lms = commands.add_parser(
+        "lms", help="grades.csv as an LMS gradebook import (Canvas, Moodle), matched by a roster")
+    lms.add_argument("folders", nargs="+", metavar="DIR", help="folders written by `grade --out`")
+    lms.add_argument("--roster", required=True,
+                     help="the LMS's gradebook export (Canvas: Grades > Export; Moodle: Export > "
+                          "Plain text file), or any CSV with a header")
+    lms.add_argument("--to", required=True, choices=["canvas", "moodle"])
+    lms.add_argument("--key", default=None,
+                     help="roster column holding student_id: login (SIS Login ID, Canvas's "
+                          "default), sis, id, name, email (Moodle's default), idnumber, "
+                          "username, or a column name")
+    lms.add_argument("--assignment", action="append", default=None, metavar="NAME",
+                     help="the LMS assignment of each DIR, in order (Canvas: 'Name (id)' updates "
+                          "an existing assignment; default: the lesson id, a new assignment)")
+    lms.add_argument("--local-part", action="store_true",
+                     help="match student_id with the part of the key before '@' (a roster "
+                          "keyed by email, folders named by user name)")
+    lms.add_argument("--out", default=None, help="file to write (default DIR/<lms>-import.csv)")
+    lms.set_defaults(func=cmd_lms)
+
+    report = commands.add_parser(
+        "report", help="one HTML page about a graded class (DIR/report.html)")
+    report.add_argument("folder", metavar="DIR", help="a folder written by `grade --out`")
+    report.add_argument("--submitted", default=None, metavar="SUBMITTED",
+                        help="the graded notebooks, for similarity flags (default: the folder "
+                             "`grade` read, as run.json records it)")
+    report.set_defaults(func=cmd_report)
     return parser
 
 

@@ -7,22 +7,24 @@ import io
 import os
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from coursekit import catalogue
+from coursekit import catalogue, settings
 
-from . import runner, timeline
-from .framework import grading_run
+from . import messages, runner, timeline
+from .framework import fresh_seed, grading_run
 from .i18n import notebook_edition
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
 from .remote import RemoteSubmission
 from .results import ExerciseResult, Report, Status
-from .runtime.errors import GradingError, WorkerDied, WorkerTimeout
+from .runtime.errors import CallCrashed, CallHung, GradingError, WorkerDied, WorkerTimeout
 from .submission import InProcessSubmission, Submission
 
 HIDDEN_DIR = Path(__file__).resolve().parent / "hidden"
@@ -119,39 +121,105 @@ def resolve_lesson(path: str | Path, lesson: str | None) -> str:
     return found.id
 
 
-def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
-                      limits: Limits = DEFAULT_LIMITS) -> Report:
-    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
-    worker enforces ``limits.wall_s`` itself; each request waits at most ``limits.call_s``."""
-    start = time.perf_counter()
+@dataclass
+class _Run:
+    """One run of the notebook in one worker: the exercises it graded, and how it ended."""
+
+    results: list[ExerciseResult]
+    status: Status = Status.OK
+    cell_errors: list[dict[str, Any]] = field(default_factory=list)
+    excerpt: str = ""
+    failed_call: GradingError | None = None  # a check's call that hung or stopped the worker
+
+
+def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Limits,
+              exercises: list[str], seed: int) -> _Run:
+    """Run the notebook in ``worker`` and grade ``exercises`` in order. Stops after the
+    exercise during which a call hung or stopped the worker (``failed_call``), so that the
+    rest can be graded elsewhere; a notebook that hangs or dies while it loads, or runs out
+    of its wall clock, fails every exercise left with the reason (its status says which)."""
     sub = RemoteSubmission(worker.sock, limits.call_s)
-    cell_errors: list[dict[str, Any]] = []
+    run = _Run([])
     try:
         try:
-            loaded = sub.load(cells_to_run(nb), timeout=limits.wall_s + 5)
-            cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
+            loaded = sub.load(cells, timeout=limits.wall_s + 5)
+            run.cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
         except GradingError:
             pass  # recorded in sub.broken; every check then fails with its reason
-        if isinstance(sub.broken, WorkerDied) and getattr(worker, "timed_out", False):
-            sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
-        results = run_hidden_tests(sub, lesson)
+        for exercise in exercises:
+            if isinstance(sub.broken, WorkerDied) and getattr(worker, "timed_out", False):
+                sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
+            loaded_fine = sub.broken is None
+            run.results += run_hidden_tests(sub, lesson, only={exercise}, seed=seed)
+            if loaded_fine and isinstance(sub.broken, CallHung | CallCrashed) \
+                    and not getattr(worker, "timed_out", False):
+                run.failed_call = sub.broken
+                break
     finally:
         if isinstance(sub.broken, WorkerTimeout):
             worker.kill()  # it may be spinning; a dead worker is only reaped
         elif sub.broken is not None and not isinstance(sub.broken, WorkerDied):
             worker.kill()
         sub.close()
-        status = worker.finish()
-    report = Report(notebook, lesson, results, cell_errors=cell_errors,
-                    output_excerpt=worker.output_excerpt(), edition=notebook_edition(nb, notebook))
-    if sub.broken is not None:
-        report.status = Status.of_worker(status)
-        if report.status == Status.OK:
-            report.status = Status.CRASHED
-        if isinstance(sub.broken, WorkerTimeout) and report.status != Status.MEMORY:
-            report.status = Status.TIMEOUT
-    elif any(str(e.get("error", "")).startswith("MemoryError") for e in cell_errors):
-        report.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
+        ended = worker.finish()
+    run.excerpt = worker.output_excerpt()
+    if sub.broken is not None and run.failed_call is None:
+        run.status = Status.of_worker(ended)
+        if run.status == Status.OK:
+            run.status = Status.CRASHED
+        if isinstance(sub.broken, WorkerTimeout) and run.status != Status.MEMORY:
+            run.status = Status.TIMEOUT
+    elif any(str(e.get("error", "")).startswith("MemoryError") for e in run.cell_errors):
+        run.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
+    if run.failed_call is not None and Status.of_worker(ended) == Status.MEMORY:
+        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")  # type: ignore[union-attr]
+    return run
+
+
+def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
+                      limits: Limits = DEFAULT_LIMITS,
+                      restart: Callable[[], Any] | None = None, seed: int | None = None) -> Report:
+    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
+    worker enforces ``limits.wall_s`` itself (one run of the notebook); each request of a
+    check waits at most ``limits.call_s``.
+
+    A call that hangs or stops the worker costs only its exercise: with ``restart`` (a
+    function returning a fresh worker), the exercises after it are graded in a fresh
+    worker, the notebook run again there, and the exercise is not retried; its hint names
+    the call (``grader.calls``). Without ``restart``, every exercise left fails. Every
+    check of the submission draws its hidden inputs from one ``seed`` (fresh when None:
+    ``grader.framework.fresh_seed``), recorded in the report when it was drawn at random."""
+    start = time.perf_counter()
+    cells = cells_to_run(nb)
+    pending = list(exercise_points(lesson))
+    report = Report(notebook, lesson, [], edition=notebook_edition(nb, notebook))
+    if seed is None:
+        seed = fresh_seed()
+        report.seed = None if settings.grader_seed() else seed  # never the instructor's secret
+    first = True
+    while True:
+        run = _run_once(cells, lesson, worker, limits, pending, seed)
+        report.exercises += run.results
+        if first:
+            report.cell_errors, report.output_excerpt, first = run.cell_errors, run.excerpt, False
+        pending = pending[len(run.results):]
+        if run.status != Status.OK:
+            report.status = run.status
+        if run.failed_call is None:
+            break
+        hung, what = run.results[-1].name, run.failed_call
+        again = "; the exercises after it were graded in a fresh run of the notebook" \
+            if pending and restart is not None else ""
+        report.notes.append(f"A check of `{hung}` failed ({what}): its checks left score 0{again}.")
+        if not pending:
+            break
+        if restart is None:
+            reason = run.failed_call
+            report.exercises += [ExerciseResult(name, 0.0, points, [messages.explain(reason, name)])
+                                 for name, points in exercise_points(lesson).items()
+                                 if name in pending]
+            break
+        worker = restart()
     report.seconds = time.perf_counter() - start
     return report
 
@@ -170,4 +238,5 @@ def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits =
     if source is None:
         with contextlib.closing(launch.SOURCE(limits)) as own:
             return check_notebook(path, lesson, limits, source=own)
-    return grade_with_worker(nb, lesson, source.start(limits), notebook=str(path), limits=limits)
+    return grade_with_worker(nb, lesson, source.start(limits), notebook=str(path), limits=limits,
+                             restart=lambda: source.start(limits))

@@ -12,19 +12,28 @@ what it earned with hints (nbgrader shows that in the feedback), writes nothing 
 (nbgrader scores a cell 0 if it does), and returns the points as a plain float, which
 nbgrader takes as partial credit. The student's code shares this process, so these scores
 are advisory; ``python -m grader grade`` is the authoritative, sandboxed grader.
+
+Each call of a check is limited to ``DEFAULT_LIMITS.call_s`` seconds, or
+``$COURSE_CALL_TIMEOUT`` (an alarm in the kernel's main thread): a call that hangs fails its check with a hint naming the call, the
+exercise's other checks fail at once, and the kernel goes on to the next cell, so a hang
+costs its exercise only, as under ``grade``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from coursekit import settings
+
 from .engine import quiet, run_hidden_tests
 from .i18n import choose, words
+from .limits import DEFAULT_LIMITS
 from .submission import InProcessSubmission
 
 
 def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
-    sub = InProcessSubmission(namespace, prepare=False)
+    sub = InProcessSubmission(namespace, prepare=False,
+                              call_timeout=settings.call_timeout() or DEFAULT_LIMITS.call_s)
     with quiet():
         try:
             results = run_hidden_tests(sub, lesson, only={exercise})

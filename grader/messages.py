@@ -9,6 +9,8 @@ from __future__ import annotations
 from .framework import Failed
 from .runtime.errors import (
     BadValue,
+    CallCrashed,
+    CallHung,
     MissingName,
     ProtocolError,
     SubmissionError,
@@ -98,6 +100,12 @@ def _explain_error(exc: BaseException | None, exercise: str) -> str:
         return f"calling `{exc.target}` raised {exc.exc_type}: {exc.message}{where}"[:600]
     if isinstance(exc, BadValue):
         return f"`{exercise}` returned something the grader cannot read: {exc}"
+    if isinstance(exc, CallHung):
+        return (f"`{exc.call}` gave no answer within {exc.seconds:g} s: an infinite loop "
+                f"(a loop whose condition never changes for these arguments?)")
+    if isinstance(exc, CallCrashed):
+        return (f"`{exc.call}` stopped the notebook's process (it crashed, exited or ran out "
+                f"of memory)")
     if isinstance(exc, WorkerTimeout):
         return f"the notebook took too long ({exc}): an infinite loop?"
     if isinstance(exc, WorkerDied):

@@ -11,8 +11,12 @@ A bundle holds what students need and nothing secret:
   (``coursekit.earlier.lesson_code``). An instructor ships some of them on purpose, e.g.
   once those lessons are due: ``--with-reference 03,04``, or ``--with-references`` for every
   lesson the bundled ones build on; the summary lists each one shipped;
-- a student README, a ``pyproject.toml`` and ``requirements.txt`` installing ``coursekit``
-  with the course's pins, and ``environment.yml`` (from ``grader/templates``).
+- a student README (how to install per OS: the CPU build of torch on Linux and Windows),
+  a ``pyproject.toml`` and ``requirements.txt`` installing ``coursekit`` with the course's
+  pins of what a student runs (``student-dependencies`` in ``pyproject.toml``), and
+  ``environment.yml`` (from ``grader/templates``);
+- in each lesson's opening cell, the advice to grade yourself with ``python -m grader
+  check`` (a command of the course repository) replaced by what this bundle offers.
 
 Never ``solutions/``, never the ``grader`` package (hidden tests). Before the bundle is
 moved into place it is scanned for every solution region and hidden-test region of
@@ -151,9 +155,55 @@ def _copy_tree(src: Path, dst: Path, keep=lambda path: True) -> None:
         shutil.copy2(path, target)
 
 
-def _pins(root: Path) -> tuple[str, list[str]]:
-    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return project.get("version", "0.0.0"), list(project["dependencies"])
+def _name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _pins(root: Path) -> tuple[str, list[str], str]:
+    """The course's version, the pins a student installs (``student-dependencies`` of
+    ``[tool.attention-course]``; every pin when the table is absent) and
+    ``requires-python``."""
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    project = config["project"]
+    pins = list(project["dependencies"])
+    wanted = config.get("tool", {}).get("attention-course", {}).get("student-dependencies")
+    if wanted is not None:
+        names = {_name(n) for n in wanted}
+        pins = [pin for pin in pins if _name(pin) in names]
+    return project.get("version", "0.0.0"), pins, project.get("requires-python", ">=3.11")
+
+
+# --- self-check advice ---------------------------------------------------------------------
+
+_CHECK_FENCE = re.compile(r"```[^\n]*\n\s*python -m grader check (?P<path>\S+\.ipynb)\s*\n```")
+_ADVICE = {
+    "en": "(This student edition has no hidden tests and no `grader`: press **Validate** in "
+          "the notebook's toolbar, or run the command above, to run every visible test from "
+          "a fresh kernel; your instructor's grader runs the hidden tests when you hand in.)",
+    "zh": "（这个学生版不含隐藏测试，也不含 `grader`：点击笔记本工具栏的 **Validate**，或运行上面的"
+          "命令，在新的内核里从头运行所有可见测试；提交后，老师的评分程序会运行隐藏测试。）",
+}
+
+
+def bundle_advice(notebook: Path) -> bool:
+    """Rewrite a lesson's advice to run ``python -m grader check`` (the course repository's
+    command) into what a student bundle offers: nbgrader's Validate. Only prose cells
+    without nbgrader metadata change (no checksum is involved); True when one did."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    edition = catalogue.COURSE.edition_of(notebook)
+    changed = False
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "markdown" or "nbgrader" in cell.get("metadata", {}):
+            continue
+        source = catalogue.cell_source(cell)
+        new = _CHECK_FENCE.sub(lambda m: f"```\nnbgrader validate {m.group('path')}\n```\n\n"
+                               f"{_ADVICE.get(edition, _ADVICE['en'])}", source)
+        if new != source:
+            cell["source"] = new.splitlines(keepends=True)
+            changed = True
+    if changed:
+        notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return changed
 
 
 # --- the leak scan ------------------------------------------------------------------------
@@ -287,7 +337,8 @@ def build(out: str | Path, spec: str | None = None, course: Catalogue | None = N
     references = select(with_reference, course, "--with-reference") if with_reference else None
     p = plan(lessons, course, references, with_references)
     p.lang = lang
-    version, pins = _pins(root)
+    version, pins, python = _pins(root)
+    torch_pin = next((pin for pin in pins if _name(pin) == "torch"), "torch")
     reference_files = {lesson.reference_file for lesson in course}
     shipped = {lesson.reference_file for lesson in p.references}
 
@@ -300,15 +351,19 @@ def build(out: str | Path, spec: str | None = None, course: Catalogue | None = N
         for lesson in p.lessons:
             _copy_tree(lesson.student().parent, stage / "lessons" / lesson.id,
                        lambda path, lesson=lesson: p.keeps(lesson, path))
+        for notebook in sorted((stage / "lessons").rglob("*.ipynb")):
+            bundle_advice(notebook)
         _copy_tree(root / "coursekit", stage / "coursekit", keep_helper)
         for name in p.datasets:
             _copy_tree(root / "datasets" / name, stage / "datasets" / name)
         readmes = {"en": {"README.md": "release-README.md.j2"},
                    "zh": {"README.md": "release-README.zh.md.j2"},
                    "both": {"README.md": "release-README.md.j2", "README.zh.md": "release-README.zh.md.j2"}}
-        files = {name: render(template, plan=p) for name, template in readmes[lang].items()}
+        files = {name: render(template, plan=p, torch_pin=torch_pin, python=python)
+                 for name, template in readmes[lang].items()}
         files |= {
-                 "pyproject.toml": render("release-pyproject.toml.j2", version=version, pins=pins),
+                 "pyproject.toml": render("release-pyproject.toml.j2", version=version, pins=pins,
+                                          python=python),
                  "requirements.txt": render("release-requirements.txt.j2", pins=pins),
                  "environment.yml": render("release-environment.yml.j2", pins=pins)}
         for name, text in files.items():

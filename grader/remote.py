@@ -7,10 +7,13 @@ import time
 from typing import Any
 
 from . import timeline
+from .calls import describe_request
 from .limits import DEFAULT_LIMITS
-from .runtime import protocol
+from .runtime import protocol, values
 from .runtime.errors import (
     BadValue,
+    CallCrashed,
+    CallHung,
     MissingName,
     ProtocolError,
     SubmissionError,
@@ -24,13 +27,16 @@ class RemoteSubmission(Submission):
     """Talks to ``grader.runtime.worker.serve`` on the other end of ``sock``.
 
     Once the worker times out, dies or sends garbage, every later request fails at once
-    with the same error, so the remaining checks fail fast instead of waiting.
+    with the same error, so the remaining checks fail fast instead of waiting. A request
+    that hangs or kills the worker raises ``CallHung`` / ``CallCrashed``, which name it
+    (function and argument shapes, never the values: ``grader.calls``).
     """
 
     def __init__(self, sock: socket.socket, call_timeout: float = DEFAULT_LIMITS.call_s):
         self.sock = sock
         self.call_timeout = call_timeout
         self.broken: Exception | None = None
+        self._types: dict[int, str] = {}  # handle id -> type name, to name a hung method
 
     def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
         start = time.time()
@@ -45,22 +51,32 @@ class RemoteSubmission(Submission):
                  timeout: float | None = None) -> Any:
         if self.broken is not None:
             raise self.broken
+        seconds = timeout or self.call_timeout
+        named = op not in ("load", "shutdown")  # a check's request: name it if it fails
         try:
-            self.sock.settimeout(timeout or self.call_timeout)
+            self.sock.settimeout(seconds)
             protocol.send(self.sock, dict(header, op=op), value)
             reply, result = protocol.recv(self.sock)
         except TimeoutError:
-            self.broken = WorkerTimeout(f"no answer within {timeout or self.call_timeout:g} s")
+            self.broken = (CallHung(describe_request(op, header, value, self._types), seconds)
+                           if named else WorkerTimeout(f"no answer within {seconds:g} s"))
             raise self.broken from None
         except (EOFError, ConnectionError, BrokenPipeError, OSError):
-            self.broken = WorkerDied("the notebook's process stopped")
+            self.broken = (CallCrashed(describe_request(op, header, value, self._types))
+                           if named else WorkerDied("the notebook's process stopped"))
             raise self.broken from None
         except ProtocolError as exc:
             self.broken = exc
             raise
         if reply.get("ok") is True:
+            values.map_leaves(result, self._note_type)
             return result
         raise _error_from(reply.get("error"))
+
+    def _note_type(self, value: Any) -> Any:
+        if isinstance(value, values.HandleRef):
+            self._types[value.id] = value.type_name
+        return value
 
     def close(self) -> None:
         if self.broken is None:

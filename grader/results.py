@@ -16,6 +16,9 @@ Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
 ``missing``  no notebook where nbgrader's layout puts it: every exercise 0
 ``unreadable`` the file is not a notebook the grader can read (broken JSON, nbformat 3,
              too large): every exercise 0, the reason in ``message``
+``ambiguous`` the student's folder holds several notebooks of the lesson, each worked on
+             and different: nothing is guessed, every exercise 0 until the instructor keeps
+             one (``message`` names them) and regrades
 ``error``    the grading machinery itself failed on this submission, twice (never the
              student's code: that is ``ok`` with hints, or one of the above). Every exercise
              0; the traceback is in ``errors.log``; regrade with ``--force`` once fixed
@@ -40,6 +43,7 @@ class Status(StrEnum):
     CRASHED = "crashed"
     MISSING = "missing"
     UNREADABLE = "unreadable"
+    AMBIGUOUS = "ambiguous"
     ERROR = "error"
 
     @classmethod
@@ -100,6 +104,8 @@ class Report:
     cell_errors: list[dict[str, Any]] = field(default_factory=list)
     output_excerpt: str = ""
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # e.g. a call that hung, which file was graded
+    seed: int | None = None  # the hidden inputs' seed, when drawn at random (reproducible)
     edition: str = "en"   # the notebook's edition (grader.i18n.notebook_edition)
     lang: str = "en"      # the language of its hints (grader.i18n.localize); records stay English
 
@@ -114,6 +120,9 @@ class Report:
     @property
     def message(self) -> str:
         """What happened to the submission, in a sentence."""
+        return " ".join([self._what_happened(), *self.notes])
+
+    def _what_happened(self) -> str:
         if self.status == Status.OK:
             return f"Graded: {self.score:g} of {self.max_score:g} points."
         if self.status in STOPPED:
@@ -132,12 +141,18 @@ class Report:
         edition handed in)."""
         return dict(self.as_dict(), status=str(self.status))
 
+    def provenance(self) -> dict[str, Any]:
+        """What ``results/<id>.json`` (the contract's object) leaves out and a rerun or the
+        CSV needs: the notes of :attr:`message` and the hidden inputs' seed."""
+        return {"notes": list(self.notes), "seed": self.seed}
+
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Report:
+    def from_record(cls, record: dict[str, Any], notes: list[str] | None = None) -> Report:
         exercises = [ExerciseResult(x["name"], x["points"], x["max_points"],
                                     [x["message"]] if x.get("message") else [])
                      for x in record["exercises"]]
-        return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]))
+        return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]),
+                   notes=[str(n) for n in (notes or [])])
 
 
 def not_graded(notebook: str, lesson: str, exercises: dict[str, float], status: Status,
@@ -175,6 +190,8 @@ def to_text(report: Report, color: bool = False) -> str:
     lines.append(f"    {_pad(t('total'), width)}  {report.score:5.1f} / {report.max_score:<5.1f}")
     if report.status != Status.OK:
         lines += ["", paint(t(report.message), "33")]
+    elif report.notes:
+        lines += ["", *(paint(t(note), "33") for note in report.notes)]
     if report.cell_errors:
         lines += ["", t("Cells that raised an error while the notebook ran:")]
         for err in report.cell_errors[:10]:
@@ -194,23 +211,31 @@ def _pad(text: str, width: int) -> str:
 
 
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
+#: With a course's due dates (``grader.late``), after the exercise columns: nbgrader's names.
+LATE_COLUMNS = ["timestamp", "duedate", "raw_score", "late_submission_penalty"]
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: str, limit: int = 600) -> str:
     return " ".join(str(text).split())[:limit]
 
 
-def csv_row(student: str, report: Report, exercises: list[str]) -> list[Any]:
-    """The ``grades.csv`` row of one student; ``exercises`` are the lesson's, in column order."""
+def csv_row(student: str, report: Report, exercises: list[str],
+            late: dict[str, Any] | None = None) -> list[Any]:
+    """The ``grades.csv`` row of one student; ``exercises`` are the lesson's, in column order.
+    ``late`` (the ``LATE_COLUMNS`` and ``note``): ``score`` is then the raw score less the
+    penalty, and the note ends the message."""
     points = {x.name: round(x.points, 4) for x in report.exercises}
-    return [student, report.lesson, report.score, report.max_score, str(report.status),
-            _one_line(report.message)] + [points.get(x, 0) for x in exercises]
+    penalty = float(late["late_submission_penalty"]) if late else 0.0
+    message = " ".join([report.message, late.get("note", "")] if late else [report.message])
+    row = [student, report.lesson, round(report.score - penalty, 4), report.max_score,
+           str(report.status), _one_line(message.strip())] + [points.get(x, 0) for x in exercises]
+    return row + ([late[c] for c in LATE_COLUMNS] if late else [])
 
 
-def csv_table(rows: list[list[Any]], exercises: list[str]) -> str:
+def csv_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_HEADER + exercises)
+    writer.writerow(CSV_HEADER + exercises + (LATE_COLUMNS if late else []))
     writer.writerows(rows)
     return buf.getvalue()
 

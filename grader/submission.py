@@ -14,8 +14,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from . import calls
 from .runtime import values
-from .runtime.errors import ProtocolError
+from .runtime.errors import CallHung, ProtocolError, SubmissionError
 from .runtime.target import Target
 from .runtime.values import HandleRef
 
@@ -116,14 +117,29 @@ class InProcessSubmission(Submission):
 
     Values are copied both ways exactly as over the wire, so a test sees the same thing
     whichever implementation runs it; but student code shares this process, so scores
-    computed this way are advisory.
+    computed this way are advisory. With ``call_timeout``, a request that runs longer is
+    interrupted (``grader.calls.alarm``, main thread only) and raises ``CallHung``; every
+    later request then fails at once with it, as a hung worker's would.
     """
 
-    def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True):
+    def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True,
+                 call_timeout: float | None = None):
         self.target = Target(namespace, prepare)
+        self.call_timeout = call_timeout
+        self.broken: Exception | None = None
 
     def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
         return self.target.load(cells)
 
     def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
-        return self.target.dispatch(op, header, values.normalize(value) if value is not None else None)
+        if self.broken is not None:
+            raise self.broken
+        value = values.normalize(value) if value is not None else None
+        with calls.alarm(self.call_timeout) as alarm:
+            try:
+                return self.target.dispatch(op, header, value)
+            except (SubmissionError, calls.CallTimedOut):
+                if not alarm["fired"]:
+                    raise
+        self.broken = CallHung(calls.describe_request(op, header, value), self.call_timeout or 0)
+        raise self.broken

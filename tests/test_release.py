@@ -104,9 +104,15 @@ def bundle(request, tmp_path_factory) -> tuple[Path, list[str], list[str]]:
 def test_bundle_holds_the_lessons_and_public_files_only(bundle) -> None:
     out, lessons, _ = bundle
     assert sorted(p.name for p in (out / "lessons").iterdir()) == lessons
-    for lesson in lessons:
-        assert catalogue.COURSE.at(out).get(lesson).student().read_bytes() == \
-            catalogue.get(lesson).student().read_bytes()
+    for lesson in lessons:  # the generated notebooks, but for the self-check advice
+        shipped = catalogue.read_json(catalogue.COURSE.at(out).get(lesson).student())
+        ours = catalogue.read_json(catalogue.get(lesson).student())
+        assert len(shipped["cells"]) == len(ours["cells"])
+        for a, b in zip(shipped["cells"], ours["cells"], strict=True):
+            if a != b:
+                assert a["cell_type"] == "markdown" and "nbgrader" not in a["metadata"]
+                assert "python -m grader check" in catalogue.cell_source(b)
+                assert a["source"] != b["source"] and a["metadata"] == b["metadata"]
     top = {p.name for p in out.iterdir()}
     assert {"README.md", "pyproject.toml", "requirements.txt", "environment.yml", "coursekit"} <= top
     assert not {"solutions", "grader", "tests", "Makefile", "nbgrader_config.py"} & top
@@ -148,19 +154,65 @@ def test_reference_modules_only_where_the_instructor_asked(bundle) -> None:
         assert (out / rel).read_bytes() == path.read_bytes(), rel
 
 
-def test_bundle_pins_equal_the_course_pins(bundle) -> None:
+def test_bundle_pins_are_the_course_pins_a_student_runs(bundle) -> None:
     import tomllib
 
     out, _, _ = bundle
-    course = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = config["tool"]["attention-course"]["student-dependencies"]
+    course = [pin for pin in config["project"]["dependencies"]
+              if re.split(r"[=;<> ]", pin)[0] in wanted]
+    assert len(course) == len(wanted)
     student = tomllib.loads((out / "pyproject.toml").read_text())["project"]
     assert student["dependencies"] == course
+    assert student["requires-python"] == config["project"]["requires-python"]
     assert student["name"] != "attention-course"  # never shadows the course's own package
-    req = [s for s in (out / "requirements.txt").read_text().splitlines()
-           if s and not s.startswith("#") and s != "-e ."]
-    assert req == course
+    for tool in ("pytest", "papermill", "pyseccomp"):  # the grader's, not a student's
+        assert not any(pin.startswith(tool) for pin in student["dependencies"])
+    lines = [s for s in (out / "requirements.txt").read_text().splitlines()
+             if s and not s.startswith("#") and s != "-e ."]
+    assert lines[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"  # CPU torch
+    assert lines[1:] == course
     env = re.findall(r"^\s+- (\S+==.+?)\s*$", (out / "environment.yml").read_text(), re.M)
     assert env == course
+
+
+def test_the_lessons_import_nothing_a_student_install_lacks() -> None:
+    """Every third-party module the lessons and coursekit import is a student dependency
+    (or installed by one: the distribution that provides it is named)."""
+    import ast
+    import importlib.metadata
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = {n.lower() for n in config["tool"]["attention-course"]["student-dependencies"]}
+    sources = [p.read_text() for p in (ROOT / "coursekit").rglob("*.py")]
+    for notebook in (ROOT / "lessons").glob("*/*.ipynb"):
+        sources += [c["source"] for c in catalogue.code_cells(catalogue.read_json(notebook))]
+    modules = set()
+    for source in sources:
+        tree = catalogue.parse(source)
+        for node in ast.walk(tree) if tree else []:
+            if isinstance(node, ast.Import):
+                modules |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.add(node.module.split(".")[0])
+    providers = importlib.metadata.packages_distributions()
+    third_party = modules - set(sys.stdlib_module_names) - {"coursekit"}
+    assert third_party, "no imports found"
+    for module in sorted(third_party):
+        dists = {d.lower().replace("_", "-") for d in providers.get(module, [])}
+        assert dists & wanted, f"the lessons import {module} ({dists}), not a student dependency"
+
+
+def test_the_bundled_lessons_advise_validate_not_the_grader(bundle) -> None:
+    out, _, _ = bundle
+    for notebook in (out / "lessons").rglob("*.ipynb"):
+        text = notebook.read_text(encoding="utf-8")
+        assert "python -m grader check" not in text, notebook
+        assert "nbgrader validate lessons/" in text, notebook
+    # the repository's own lessons keep the repository's advice
+    assert "python -m grader check" in catalogue.get("01").student().read_text(encoding="utf-8")
 
 
 def test_refuses_bad_selections(tmp_path) -> None:

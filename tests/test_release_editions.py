@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from test_release import (
@@ -44,7 +45,18 @@ def _files(out, lesson: str) -> set[str]:
             for p in (out / "lessons" / lesson).rglob("*") if p.is_file()}
 
 
-def test_the_bundle_holds_the_editions_asked_for(bundle) -> None:
+def as_bundled(notebook: Path, tmp_path: Path) -> bytes:
+    """The student notebook as a bundle ships it: its advice to run the repository's
+    ``grader check`` turned into Validate (``grader.release.bundle_advice``)."""
+    from grader.release import bundle_advice
+
+    copy = tmp_path / notebook.name
+    copy.write_bytes(notebook.read_bytes())
+    bundle_advice(copy)
+    return copy.read_bytes()
+
+
+def test_the_bundle_holds_the_editions_asked_for(bundle, tmp_path) -> None:
     lang, out, said = bundle
     for lesson in (catalogue.get(n) for n in ("01", "02", "03", "04")):
         files = _files(out, lesson.id)
@@ -56,7 +68,7 @@ def test_the_bundle_holds_the_editions_asked_for(bundle) -> None:
             continue
         english, chinese = f"{lesson.id}.ipynb", f"{lesson.id}.zh.ipynb"
         assert notebooks == ({chinese} if lang == "zh" else {english, chinese})
-        assert (out / "lessons" / lesson.id / chinese).read_bytes() == lesson.student("zh").read_bytes()
+        assert (out / "lessons" / lesson.id / chinese).read_bytes() == as_bundled(lesson.student("zh"), tmp_path)
         zh_figures = {f for f in figures if f.endswith(".zh.png")}
         assert zh_figures, lesson.id
         if lang == "zh":  # the English version of a figure the Chinese edition has is left out
@@ -69,6 +81,9 @@ def test_the_student_readme_speaks_the_bundles_language(bundle) -> None:
     chinese = (out / ("README.md" if lang == "zh" else "README.zh.md")).read_text(encoding="utf-8")
     assert chinese.startswith("# 注意力：从“优秀”到可训练的 Transformer")
     assert "## 安装（只需一次）" in chinese and "Set up (once)" not in chinese
+    # the CPU install path per system, as in the English README (issue 18 item 6)
+    assert "python -m pip install -r requirements.txt" in chinese and "Python 3.11、3.12、3.13 或 3.14" in chinese
+    assert "Intel 芯片的 Mac" in chinese and "torch==2.13.0" in chinese and "{{" not in chinese
     for lesson in ZH:
         if lesson[:2] <= "04":
             entry = catalogue.get(lesson)

@@ -46,3 +46,20 @@ class WorkerTimeout(GradingError):
 
 class ProtocolError(GradingError):
     """A malformed message came back from the worker."""
+
+
+class CallHung(WorkerTimeout):
+    """One request of a check (``call``, described without its values) got no answer."""
+
+    def __init__(self, call: str, seconds: float):
+        super().__init__(f"{call} gave no answer within {seconds:g} s")
+        self.call = call
+        self.seconds = seconds
+
+
+class CallCrashed(WorkerDied):
+    """The worker stopped while it answered one request of a check (``call``)."""
+
+    def __init__(self, call: str):
+        super().__init__(f"the notebook's process stopped during {call}")
+        self.call = call

@@ -1,0 +1,141 @@
+"""``python -m grader lms``: grades.csv as Canvas's and Moodle's gradebook import CSV,
+students matched through sample rosters in the layouts the LMSs export
+(tests/fixtures/lms); students on one side only are listed, never dropped silently."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from grader.lms import LmsError, export, match, read_roster
+from grader.results import CSV_HEADER
+
+FIXTURES = ROOT / "tests" / "fixtures" / "lms"
+CANVAS = FIXTURES / "canvas_gradebook_export.csv"
+MOODLE = FIXTURES / "moodle_grades_export.csv"
+
+
+def graded(folder: Path, lesson: str, rows: list[tuple[str, float, str]], max_score: float = 10.0) -> Path:
+    """A grades.csv as ``grade --out folder`` writes it."""
+    folder.mkdir(parents=True)
+    with (folder / "grades.csv").open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(CSV_HEADER + ["ex1"])
+        for student, score, status in rows:
+            message = f"Graded: {score:g} of {max_score:g} points." if status == "ok" else f"Not graded ({status})."
+            out.writerow([student, lesson, score, max_score, status, message, score])
+    return folder
+
+
+@pytest.fixture
+def folders(tmp_path) -> list[Path]:
+    return [
+        graded(tmp_path / "l01", "01_attention_by_hand", [
+            ("alice", 10.0, "ok"), ("bob", 0.0, "ok"), ("carol", 7.5, "ok"), ("dave", 0.0, "missing"),
+            ("erin", 4.0, "ok")]),
+        graded(tmp_path / "l02", "02_split_heads", [
+            ("alice", 8.0, "ok"), ("bob", 0.0, "timeout"), ("carol", 10.0, "ok")]),
+    ]
+
+
+def canvas_import(text: str) -> tuple[list[tuple[str, str | None]], dict[str, str], list[list[str]]]:
+    """What Canvas's GradebookImporter (app/models/gradebook_importer.rb) reads from a CSV:
+    the header checks it makes, assignments as (title, id), points possible, student rows."""
+    rows = list(csv.reader(io.StringIO(text)))
+    header = rows[0]
+    assert len(header) > 3 and "Student" in header[0] and "ID" in header[1]      # row_has_student_headers?
+    assert re.match(r"SIS\s+User\s+ID", header[2]) and re.match(r"SIS\s+Login\s+ID", header[3])
+    assert "Section" in header[4]                                                 # last student info column
+    assignments = []
+    for name in header[5:]:
+        m = re.match(r"^(.*) \((\d+)\)$", name)                                   # Assignment.title_and_id
+        assignments.append((m.group(1), m.group(2)) if m else (name, None))
+    assert "Points Possible" in rows[1][0]
+    points = dict(zip(header[5:], rows[1][5:], strict=True))
+    return assignments, points, rows[2:]
+
+
+def test_canvas_import_matches_by_login_and_lists_both_sides(folders, tmp_path) -> None:
+    target, text = export(folders, CANVAS, "canvas",
+                          assignments=["Lesson 01: attention by hand (104211)"])
+    assert target == folders[0] / "canvas-import.csv"
+    assignments, points, rows = canvas_import(target.read_text(encoding="utf-8"))
+    assert assignments == [("Lesson 01: attention by hand", "104211"), ("02_split_heads", None)]
+    assert points == {"Lesson 01: attention by hand (104211)": "10", "02_split_heads": "10"}
+    assert rows == [
+        ["Lovelace, Ada", "48201", "S1001", "alice", "Section A", "10", "8"],
+        ["Babbage, Charles", "48202", "S1002", "bob", "Section A", "0", "0"],
+        ["Hopper, Grace", "48203", "S1003", "carol", "Section B", "7.5", "10"],
+        ["Turing, Alan", "48204", "S1004", "Dave", "Section B", "0", ""],
+    ]
+    assert "4 student(s), 2 assignment(s)" in text
+    assert "matched on 'SIS Login ID'" in text
+    assert "01_attention_by_hand: not graded normally, exported as scored: dave (missing)" in text
+    assert "02_split_heads: not graded normally, exported as scored: bob (timeout)" in text
+    assert "graded in no folder (left blank): =Sum, Eve <frank>" in text
+    assert "with an empty 'SIS Login ID' (cannot be matched): Liskov, Barbara" in text
+    assert "graded, not in the roster (not exported): erin" in text
+    assert "skipped line 10: Canvas's Test Student" in text
+
+
+def test_canvas_name_that_looks_like_a_formula_stays_text(tmp_path) -> None:
+    folder = graded(tmp_path / "l01", "01_attention_by_hand", [("frank", 3.0, "ok")])
+    target, _ = export([folder], CANVAS, "canvas")
+    _, _, rows = canvas_import(target.read_text(encoding="utf-8"))
+    assert rows == [['="=Sum, Eve"', "48205", "S1005", "frank", "Section B", "3"]]
+
+
+def test_canvas_other_keys_and_semicolon_exports(folders, tmp_path) -> None:
+    by_sis = graded(tmp_path / "sis", "01_attention_by_hand", [("S1003", 7.5, "ok")])
+    _, text = export([by_sis], CANVAS, "canvas", key="sis")
+    assert "1 student(s)" in text and "matched on 'SIS User ID'" in text
+    semicolons = tmp_path / "export;.csv"
+    semicolons.write_text("\ufeff" + CANVAS.read_text(encoding="utf-8").replace(",", ";"), encoding="utf-8")
+    assert [r["SIS Login ID"] for r in read_roster(semicolons).rows][:2] == ["alice", "bob"]
+    with pytest.raises(LmsError, match="no email column"):
+        export(folders, CANVAS, "canvas", key="email")
+
+
+def test_moodle_import_matches_email_local_part(folders, tmp_path) -> None:
+    out = tmp_path / "moodle.csv"
+    target, text = export(folders[:1], MOODLE, "moodle", local_part=True, out=out)
+    rows = list(csv.reader(io.StringIO(target.read_text(encoding="utf-8"))))
+    assert rows[0] == ["Email address", "01_attention_by_hand", "01_attention_by_hand (feedback)"]
+    assert rows[1:] == [
+        ["alice@example.edu", "10", "Graded: 10 of 10 points."],
+        ["bob@example.edu", "0", "Graded: 0 of 10 points."],
+        ["Carol@Example.edu", "7.5", "Graded: 7.5 of 10 points."],
+        ["dave@example.edu", "0", "Not graded (missing)."],
+    ]
+    assert "moodle export, 5 student(s), matched on 'Email address'" in text
+    assert "graded in no folder (left blank): Eve Sum <frank@example.edu>" in text
+    assert "graded, not in the roster (not exported): erin" in text
+
+
+def test_duplicate_keys_and_unknown_columns_are_refused(tmp_path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,login\nA,x\nB,X \n", encoding="utf-8")
+    with pytest.raises(LmsError, match="neither Canvas's nor Moodle's"):
+        export([graded(tmp_path / "g", "01_attention_by_hand", [("x", 1, "ok")])], roster, "canvas")
+    with pytest.raises(LmsError, match="not unique: x, X"):
+        match(read_roster(roster), "login", ["x"])
+    with pytest.raises(LmsError, match="no column 'email'"):
+        export([tmp_path / "g"], roster, "moodle", key="email")
+    with pytest.raises(LmsError, match="cannot read"):
+        export([tmp_path / "nothing"], roster, "moodle", key="login")
+
+
+def test_cli_prints_the_summary_and_fails_clearly(folders) -> None:
+    cmd = [sys.executable, "-m", "grader", "lms", str(folders[0]), "--roster", str(CANVAS), "--to", "canvas"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"wrote {folders[0] / 'canvas-import.csv'}: 4 student(s)")
+    proc = subprocess.run(cmd + ["--key", "Nope"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("grader lms: the roster has no column 'Nope'")
