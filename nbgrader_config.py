@@ -6,16 +6,12 @@ holds one of them, or both for students to choose: ``COURSE_EDITION=en`` (defaul
 or ``both`` (see grader/nbgrader_editions.py and the README's instructors' section)."""
 
 import importlib.util
-import os
 import warnings
 from pathlib import Path
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 HERE = Path(__file__).resolve().parent
 
-# Kernels started by nbgrader (validate, autograde) inherit this: long demonstrations, such
-# as lesson 09's training run, use their small "smoke" preset while a notebook is graded.
-os.environ.setdefault("COURSE_GRADING", "1")
 
 c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.source_directory = "solutions"
@@ -42,7 +38,15 @@ if GRADER:
 warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session")
 # Each kernel would log "Kernel is running over TCP without encryption" (it listens on
 # localhost only): kernels log errors only; what a notebook prints is unaffected.
-c.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+# The kernels nbgrader starts (validate, autograde, the Validate button) are told that the
+# notebook is being graded, so long demonstrations such as lesson 09's training run take
+# their small "smoke" preset. Set in the kernel only: JupyterLab's server loads this file
+# when Validate is pressed, and an environment variable set here would reach every kernel
+# the server starts afterwards, the students' own included.
+c.Execute.extra_arguments = [
+    "--IPKernelApp.log_level=ERROR",
+    "--IPKernelApp.exec_lines=__import__('os').environ.setdefault('COURSE_GRADING', '1')",
+]
 
 # Late work: due dates, extensions and the penalty rule of deadlines.toml (grader.late),
 # the same for nbgrader and `python -m grader grade`. `python -m grader deadlines` writes

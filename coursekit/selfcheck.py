@@ -128,8 +128,8 @@ def language(notebook: Path | None) -> str:
 
 def autograding() -> bool:
     """nbgrader autograde runs this notebook (in its ``autograded/<student>/`` folder).
-    Not ``settings.grading()``: a JupyterLab server that loaded ``nbgrader_config.py`` sets
-    ``COURSE_GRADING`` for every kernel it starts."""
+    Not ``settings.grading()``, which is also true in the kernel of nbgrader's Validate and
+    under CI, where checking the saved notebook is harmless."""
     return settings.AUTOGRADED_FOLDER in Path.cwd().parts
 
 

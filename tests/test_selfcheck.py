@@ -22,7 +22,7 @@ LESSON = "01_attention_by_hand"
 
 
 def _env() -> dict[str, str]:
-    # COURSE_GRADING as a JupyterLab server that loaded nbgrader_config.py passes it on
+    # COURSE_GRADING as in the kernel of nbgrader's Validate
     return dict(os.environ, COURSE_CHECK_HELPER="off", COURSE_GRADING="1")
 
 
