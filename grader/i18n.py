@@ -45,7 +45,8 @@ LOCALE_DIR = PACKAGE / "locale"
 LANGUAGES = ("en", "zh")
 
 #: The modules whose strings students read (paths relative to the grader package).
-SOURCES = ("hidden/*.py", "framework.py", "messages.py", "results.py", "classroom.py",
+SOURCES = ("hidden/*.py", "framework.py", "messages.py", "results.py", "classroom.py", "engine.py",
+           "calls.py", "submissions.py", "late.py",
            "kernel.py", "runtime/errors.py", "templates/*.j2")
 #: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions).
 NOT_SHOWN = {"MISTAKES"}
@@ -251,12 +252,14 @@ def words(lang: str) -> Any:
 
 
 def localize(report: Any, lang: str) -> Any:
-    """A copy of a :class:`grader.results.Report` with its hints and reason in ``lang``;
-    the report itself, which the gradebook is written from, stays English."""
+    """A copy of a :class:`grader.results.Report` with its hints, reason and notes (a call
+    that hung, which file was graded, how late) in ``lang``; the report itself, which the
+    gradebook is written from, stays English."""
     if lang == "en":
         return report
     exercises = [replace(e, failures=[translate(f, lang) for f in e.failures]) for e in report.exercises]
-    return replace(report, exercises=exercises, reason=translate(report.reason, lang), lang=lang)
+    return replace(report, exercises=exercises, reason=translate(report.reason, lang), lang=lang,
+                   notes=[translate(note, lang) for note in report.notes])
 
 
 # --- reading the templates from the source ------------------------------------------------

@@ -132,6 +132,23 @@ def test_localize_translates_a_copy_the_gradebook_keeps_english(fake_zh) -> None
     assert report.exercises[0].failures[0].startswith("softmax(x, axis=1) normalises")
 
 
+
+def test_localize_translates_the_notes_too() -> None:
+    # The course's own catalogue: a call that hung, which file was graded, how late.
+    report = Report("n.ipynb", "01_attention_by_hand", [], notes=[
+        "A check of `softmax` failed (softmax(array float64 [4, 6], axis=0) gave no answer "
+        "within 2 s): its checks left score 0; the exercises after it were graded in a fresh "
+        "run of the notebook.",
+        "Graded s1/01_attention_by_hand (1).ipynb (not at nbgrader's name "
+        "01_attention_by_hand.ipynb).",
+        "1 day late (submitted 2026-03-03 10:00:00 UTC, due 2026-03-02 23:59:00 UTC): no penalty",
+    ])
+    shown = i18n.localize(report, "zh")
+    assert shown.notes[0].startswith("`softmax` 的一项检查失败") and "重新运行" in shown.notes[0]
+    assert shown.notes[1].startswith("评分的是 s1/01_attention_by_hand (1).ipynb")
+    assert shown.notes[2].startswith("迟交 1 day") and shown.notes[2].endswith("不扣分")
+    assert report.notes[0].startswith("A check of")
+
 # --- the course's own notebooks -----------------------------------------------------------
 
 @pytest.mark.parametrize("lesson", ZH_LESSONS or ["none"])
