@@ -47,9 +47,9 @@ SERVER = re.compile(r"^(make lab|(python3? -m )?jupyter lab)\b")
 SHELL_LANGS = {"sh", "bash", "shell", "console"}
 
 
-def blocks() -> list[tuple[str, str, str]]:
+def blocks(readme: Path = README) -> list[tuple[str, str, str]]:
     """(marker kind or '', language, dedented body) of every fenced block, in order."""
-    text = README.read_text(encoding="utf-8")
+    text = readme.read_text(encoding="utf-8")
     found = []
     for m in FENCE.finditer(text):
         before = text[:m.start()].rstrip("\n ").splitlines()

@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from test_readme import FENCE, MARKER, SHELL_LANGS, match_output
+from test_readme import SHELL_LANGS, match_output
+from test_readme import blocks as readme_blocks
 
 from coursekit import catalogue
 
@@ -19,15 +20,7 @@ README_ZH = ROOT / "README.zh.md"
 
 
 def blocks() -> list[tuple[str, str, str]]:
-    import textwrap
-
-    text = README_ZH.read_text(encoding="utf-8")
-    found = []
-    for m in FENCE.finditer(text):
-        before = text[:m.start()].rstrip("\n ").splitlines()
-        marker = MARKER.search(before[-1]) if before else None
-        found.append((marker.group("kind") if marker else "", m.group("lang"), textwrap.dedent(m.group("body"))))
-    return found
+    return readme_blocks(README_ZH)
 
 
 def test_every_shell_block_is_marked_and_the_english_readme_links_here() -> None:
