@@ -9,6 +9,7 @@ object that claims to equal anything never reaches a comparison.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -123,7 +124,8 @@ def pack(value: Any) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
             return {"$nd": key}
         if is_tensor(v):
             key = f"t{len(tensors)}"
-            tensors[key] = v.detach().to("cpu").contiguous().clone()
+            # no copy here: encode_blobs copies the bytes into the message
+            tensors[key] = v.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
             return {"$pt": key}
         if isinstance(v, HandleRef):
             return {"$handle": v.id, "type": v.type_name}
@@ -141,6 +143,18 @@ def pack(value: Any) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
 def unpack(tree: Any, arrays: dict[str, np.ndarray], tensors: dict[str, Any]) -> Any:
     """Inverse of :func:`pack`; raises ``BadValue`` on anything malformed."""
 
+    taken: set[tuple[str, str]] = set()
+
+    def fresh(kind: str, table: dict[str, Any], key: str) -> Any:
+        """The decoded array or tensor, owned by this value: a message's arrays and
+        tensors are new, so only a second reference to one (``pack`` never sends one)
+        needs a copy."""
+        item = table[key]
+        if (kind, key) in taken:
+            return item.copy() if kind == "$nd" else item.clone()
+        taken.add((kind, key))
+        return item
+
     def walk(v: Any, depth: int) -> Any:
         if depth > MAX_DEPTH + 2:
             raise BadValue("the reply is nested too deeply")
@@ -151,9 +165,9 @@ def unpack(tree: Any, arrays: dict[str, np.ndarray], tensors: dict[str, Any]) ->
         if not isinstance(v, dict) or len(v) not in (1, 2):
             raise BadValue("malformed value in reply")
         if "$nd" in v:
-            return np.array(arrays[v["$nd"]], copy=True)
+            return fresh("$nd", arrays, v["$nd"])
         if "$pt" in v:
-            return tensors[v["$pt"]].clone()
+            return fresh("$pt", tensors, v["$pt"])
         if "$float" in v:
             return float(v["$float"])
         if "$handle" in v:
@@ -176,10 +190,23 @@ def encode_blobs(arrays: dict[str, np.ndarray], tensors: dict[str, Any]) -> tupl
     np_blob = save_np(arrays) if arrays else b""
     pt_blob = b""
     if tensors:
-        from safetensors.torch import save as save_pt
+        if all(t.dtype in _numpy_dtypes() for t in tensors.values()):
+            # the same safetensors file, written from numpy views: several times faster
+            # than safetensors.torch.save for the many small tensors of a state dict
+            pt_blob = save_np({k: t.numpy() for k, t in tensors.items()})
+        else:  # bfloat16 and other dtypes numpy lacks
+            from safetensors.torch import save as save_pt
 
-        pt_blob = save_pt(tensors)
+            pt_blob = save_pt(tensors)
     return np_blob, pt_blob
+
+
+@functools.cache
+def _numpy_dtypes() -> frozenset[Any]:
+    """torch dtypes that ``safetensors.numpy`` writes (to the same file format)."""
+    torch = _torch()
+    return frozenset((torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
+                      torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64))
 
 
 def decode_blobs(np_blob: bytes, pt_blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
