@@ -29,22 +29,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-
-def load(path: Path) -> dict:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    return nb
+from grader.notebook import read_notebook  # noqa: E402
 
 
 def build_class(lesson: str, students: int, folder: Path) -> dict[str, str]:
     """SUBMITTED/<id>/<lesson>/<lesson>.ipynb: 40% correct, 40% buggy, 20% blank."""
     from planted import modules
 
-    solution = load(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
-    blank = load(ROOT / "lessons" / lesson / f"{lesson}.ipynb")
+    solution = read_notebook(ROOT / "solutions" / lesson / f"{lesson}.ipynb")
+    blank = read_notebook(ROOT / "lessons" / lesson / f"{lesson}.ipynb")
     bugs = [v for m in modules() if m.LESSON == lesson for v in m.BUGS]
     kinds = {}
     for i in range(students):

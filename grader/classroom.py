@@ -40,11 +40,10 @@ from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
 from .limits import DEFAULT_LIMITS, Limits
-from .notebook import NotebookError, parse_notebook
+from .notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
 from .results import Report, Status, not_graded
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_NOTEBOOK_BYTES = 50 << 20
 
 
 @dataclass

@@ -1,0 +1,166 @@
+"""Benchmark: where the class grader's time per submission goes, and the floor beneath it.
+
+    python benchmarks/grade_breakdown.py --lessons 04_multi_head_attention,08_transformer
+    python benchmarks/grade_breakdown.py --lessons 01_attention_by_hand --runs 20
+
+Grades submissions one at a time, as ``grade`` does for one student (a fresh sandboxed
+worker from the class grader's pool, strict isolation), and times each step; the kinds of
+submission (reference, planted bugs, blank) alternate, so a change in the machine's load
+falls on all of them alike. Medians in milliseconds per submission:
+
+- ``start``: forking and confining a fresh worker;
+- ``run nb``: running the notebook's cells in it;
+- ``hidden``: the hidden tests, split into ``waiting`` (the requests: the student's code,
+  and each value's trip between the processes) and ``grader`` (the trusted side's own
+  work: oracles, comparisons, hints);
+- ``stop``: the worker's exit and clean-up;
+- ``total``: the sum;
+- ``requests``: round trips to the worker;
+- ``floor``: the same hidden tests on the same notebook with no process boundary at all
+  (``InProcessSubmission``, warm): what grading costs before any isolation.
+
+The ``--jobs 2`` class figures (``benchmarks/grade_class.py``) add the contention of two
+submissions at once on top of ``total``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the grader's CLI sets it
+
+from grader import classroom, runner  # noqa: E402
+from grader.engine import quiet  # noqa: E402
+from grader.limits import DEFAULT_LIMITS  # noqa: E402
+from grader.notebook import cells_to_run, read_notebook  # noqa: E402
+from grader.remote import RemoteSubmission  # noqa: E402
+from grader.sandbox import SandboxPool, default_worker_files  # noqa: E402
+from grader.submission import InProcessSubmission  # noqa: E402
+
+COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "requests", "floor")
+
+
+class TimedSubmission(RemoteSubmission):
+    """A worker's submission that adds up the time its requests wait for answers."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.waited, self.requests = 0.0, 0
+
+    def _request(self, op: str, header: dict[str, Any], value: Any = None,
+                 timeout: float | None = None) -> Any:
+        start = time.perf_counter()
+        try:
+            return super()._request(op, header, value, timeout)
+        finally:
+            if op not in ("load", "shutdown"):
+                self.waited += time.perf_counter() - start
+                self.requests += 1
+
+
+def submissions(lesson: str) -> dict[str, dict]:
+    """The reference notebook, one with a planted bug, and the blank student notebook."""
+    from planted import modules
+
+    path = ROOT / "solutions" / lesson / f"{lesson}.ipynb"
+    solution = read_notebook(path)
+    bugs = [v for m in modules() if m.LESSON == lesson for v in m.BUGS]
+    kinds = {"reference": solution}
+    if bugs:
+        kinds["planted bug"] = bugs[len(bugs) // 2].apply(read_notebook(path))
+    kinds["blank"] = read_notebook(ROOT / "lessons" / lesson / f"{lesson}.ipynb")
+    return kinds
+
+
+def grade_once(pool: SandboxPool, nb: dict, lesson: str, seed: int) -> dict[str, float]:
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    worker = pool.start(DEFAULT_LIMITS)
+    t1 = time.perf_counter()
+    sub = TimedSubmission(worker.sock, DEFAULT_LIMITS.call_s)
+    sub.load(cells_to_run(nb), timeout=DEFAULT_LIMITS.wall_s)
+    t2 = time.perf_counter()
+    with quiet():
+        runner.run(sub, lesson, seed=seed)
+    t3 = time.perf_counter()
+    sub.close()
+    worker.finish()
+    t4 = time.perf_counter()
+    times.update({"start": t1 - t0, "run nb": t2 - t1, "hidden": t3 - t2,
+                  "waiting": sub.waited, "grader": t3 - t2 - sub.waited, "stop": t4 - t3,
+                  "total": t4 - t0, "requests": sub.requests})
+    return times
+
+
+def floor(nb: dict, lesson: str, runs: int) -> float:
+    """Median seconds of the hidden tests in this process, after a warm-up run."""
+    sub = InProcessSubmission()
+    with quiet():
+        sub.load(cells_to_run(nb))
+        runner.run(sub, lesson, seed=0)
+        seconds = []
+        for i in range(runs):
+            start = time.perf_counter()
+            runner.run(sub, lesson, seed=i + 1)
+            seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lessons", default="04_multi_head_attention,08_transformer")
+    parser.add_argument("--runs", type=int, default=10, help="submissions of each kind")
+    args = parser.parse_args()
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    variants = {"": {}}  # pool options by row suffix
+    for lesson in args.lessons.split(","):
+        kinds = submissions(lesson)
+        rows = [kind + variant for kind in kinds for variant in variants]
+        measured: dict[str, dict[str, list[float]]] = {row: defaultdict(list) for row in rows}
+        files = {**default_worker_files(), **classroom.public_files(lesson)}
+        pools = {variant: SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="strict",
+                                      worker_files=files, **options)
+                 for variant, options in variants.items()}
+        try:
+            for pool in pools.values():
+                pool.open()
+                for nb in kinds.values():
+                    grade_once(pool, nb, lesson, seed=0)  # warm the trusted side
+            for i in range(args.runs):
+                for kind, nb in kinds.items():
+                    for variant, pool in pools.items():
+                        for key, value in grade_once(pool, nb, lesson, seed=i).items():
+                            measured[kind + variant][key].append(value)
+        finally:
+            for pool in pools.values():
+                pool.close()
+        for kind, nb in kinds.items():
+            seconds = floor(nb, lesson, max(3, args.runs // 2))
+            for variant in variants:
+                measured[kind + variant]["floor"].append(seconds)
+        print(f"\n{lesson}: medians of {args.runs} submissions of each kind, one at a time "
+              f"(ms; requests: count)\n")
+        print("| kind | " + " | ".join(COLUMNS) + " |")
+        print("|---|" + "---|" * len(COLUMNS))
+        for row in rows:
+            cells = []
+            for column in COLUMNS:
+                value = statistics.median(measured[row][column])
+                cells.append(f"{value:.0f}" if column == "requests" else f"{1000 * value:.0f}")
+            print(f"| {row} | " + " | ".join(cells) + " |")
+    print("\nload:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
