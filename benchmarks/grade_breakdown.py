@@ -123,42 +123,29 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="submissions of each kind")
     args = parser.parse_args()
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    variants = {"": {}}  # pool options by row suffix
     for lesson in args.lessons.split(","):
         kinds = submissions(lesson)
-        rows = [kind + variant for kind in kinds for variant in variants]
-        measured: dict[str, dict[str, list[float]]] = {row: defaultdict(list) for row in rows}
+        measured: dict[str, dict[str, list[float]]] = {kind: defaultdict(list) for kind in kinds}
         files = {**default_worker_files(), **classroom.public_files(lesson)}
-        pools = {variant: SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="strict",
-                                      worker_files=files, **options)
-                 for variant, options in variants.items()}
-        try:
-            for pool in pools.values():
-                pool.open()
-                for nb in kinds.values():
-                    grade_once(pool, nb, lesson, seed=0)  # warm the trusted side
+        with SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="strict", worker_files=files) as pool:
+            for nb in kinds.values():
+                grade_once(pool, nb, lesson, seed=0)  # warm the trusted side
             for i in range(args.runs):
                 for kind, nb in kinds.items():
-                    for variant, pool in pools.items():
-                        for key, value in grade_once(pool, nb, lesson, seed=i).items():
-                            measured[kind + variant][key].append(value)
-        finally:
-            for pool in pools.values():
-                pool.close()
+                    for key, value in grade_once(pool, nb, lesson, seed=i).items():
+                        measured[kind][key].append(value)
         for kind, nb in kinds.items():
-            seconds = floor(nb, lesson, max(3, args.runs // 2))
-            for variant in variants:
-                measured[kind + variant]["floor"].append(seconds)
+            measured[kind]["floor"].append(floor(nb, lesson, max(3, args.runs // 2)))
         print(f"\n{lesson}: medians of {args.runs} submissions of each kind, one at a time "
               f"(ms; requests: count)\n")
         print("| kind | " + " | ".join(COLUMNS) + " |")
         print("|---|" + "---|" * len(COLUMNS))
-        for row in rows:
+        for kind in kinds:
             cells = []
             for column in COLUMNS:
-                value = statistics.median(measured[row][column])
+                value = statistics.median(measured[kind][column])
                 cells.append(f"{value:.0f}" if column == "requests" else f"{1000 * value:.0f}")
-            print(f"| {row} | " + " | ".join(cells) + " |")
+            print(f"| {kind} | " + " | ".join(cells) + " |")
     print("\nload:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
