@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from grader.notebook import read_notebook  # noqa: E402
+
+
+def cores() -> int:
+    """CPUs this process may run on (``nproc`` would say OMP_NUM_THREADS, if set)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def build_class(lesson: str, students: int, folder: Path) -> dict[str, str]:
@@ -120,7 +126,7 @@ def main() -> None:
         theirs = run_nbgrader(tmp / "submitted", args.lesson, count, tmp / "course") if count else None
     mix = {k: list(kinds.values()).count(k) for k in ("correct", "buggy", "blank")}
     print(f"lesson {args.lesson}: {args.students} submissions {mix}; machine: "
-          f"{subprocess.getoutput('nproc')} cores; load: {subprocess.getoutput('uptime').strip()}")
+          f"{cores()} cores; load: {subprocess.getoutput('uptime').strip()}")
     for label, r in rows:
         print(f"{label}: protections {', '.join(r['protections'])}; missing "
               f"{', '.join(r['missing']) or 'none'}")
