@@ -85,6 +85,8 @@ def describe_request(op: str, header: dict[str, Any], value: Any,
         return f"reading .{header.get('attr')} of {owner}"
     if op == "inspect":
         return f"listing the parameters of {owner}"
+    if op == "shapes":
+        return f"listing the state dict of {owner}"
     if op == "fixture":
         return f"setting up {header.get('name')} for {_arguments(value) or 'the check'}"
     if op == "has":

@@ -85,6 +85,12 @@ class Handle:
         """``{"type", "is_module", "parameters", "buffers", "modules", "training"}``."""
         return self._sub._request("inspect", {"target": self.ref.id})
 
+    def state_shapes(self) -> dict[str, list[int] | None] | None:
+        """``{name: shape}`` of ``state_dict()`` without its values (``None`` for an entry
+        that is not a tensor; ``None`` if it returns no dict): one small reply where
+        ``state_dict()`` would send every tensor back."""
+        return self._sub._request("shapes", {"target": self.ref.id})
+
     def grad(self, *args: Any, grad_output: Any, method: str | None = None,
              forbid: tuple[str, ...] = (), **kwargs: Any) -> dict[str, Any]:
         """Forward, then backward of ``grad_output``: output, input and parameter grads."""

@@ -131,17 +131,17 @@ def _layer_params(layer, prefix=""):
 
 
 def _inject(handle, params, what, hint):
-    """Load ``params`` into the student's module by name (keeping its other entries)."""
-    state = handle.state_dict()
-    check(isinstance(state, dict), f"{what}.state_dict() did not return a dict: is it an nn.Module?")
-    missing = [k for k in params if k not in state]
+    """Load ``params`` into the student's module by name (keeping its other entries), in
+    the order of its state dict (where two names share one tensor, the later one wins)."""
+    shapes = handle.state_shapes()
+    check(isinstance(shapes, dict), f"{what}.state_dict() did not return a dict: is it an nn.Module?")
+    missing = [k for k in params if k not in shapes]
     check(not missing, f"{what} has no parameter named {', '.join(missing[:4])}"
           f"{' ...' if len(missing) > 4 else ''}: {hint}")
     for k, v in params.items():
-        check(tuple(state[k].shape) == tuple(v.shape),
-              f"{what}: parameter {k} has shape {list(state[k].shape)}, expected {list(v.shape)}")
-    state.update(params)
-    handle.load_state_dict(state)
+        check(shapes[k] == list(v.shape),
+              f"{what}: parameter {k} has shape {shapes[k]}, expected {list(v.shape)}")
+    handle.load_state_dict({k: params[k] for k in shapes if k in params}, strict=False)
     handle.eval()
     return handle
 

@@ -101,6 +101,8 @@ class Target:
             return self.getattr(where, str(header["attr"]))
         if op == "inspect":
             return self.inspect(where)
+        if op == "shapes":
+            return self.shapes(where)
         if op == "grad":
             return self.grad(where, header.get("method"), args, kwargs,
                              value.get("grad_output"), header.get("forbid"))
@@ -151,6 +153,18 @@ class Target:
                 "modules": {k: values.type_name(m) for k, m in module.named_modules() if k},
                 "training": bool(module.training),
             }
+
+    def shapes(self, target: str | int) -> dict[str, list[int] | None] | None:
+        """The shape of each entry of ``state_dict()`` (``None`` for one that is not a
+        tensor), the values left behind: what a check needs before it loads weights by name.
+        ``None`` when ``state_dict()`` does not return a dict."""
+        obj = self._lookup(target)
+        label = target if isinstance(target, str) else values.type_name(obj)
+        with self._student_code(f"{label}.state_dict"):
+            state = obj.state_dict()
+        if not isinstance(state, dict):
+            return None
+        return {str(k): list(v.shape) if values.is_tensor(v) else None for k, v in state.items()}
 
     def grad(self, target: str | int, method: str | None, args: list, kwargs: dict,
              grad_output: Any, forbid: list[str] | None = None) -> dict[str, Any]:
