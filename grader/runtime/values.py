@@ -197,7 +197,9 @@ def encode_blobs(arrays: dict[str, np.ndarray], tensors: dict[str, Any]) -> tupl
         else:  # bfloat16 and other dtypes numpy lacks
             from safetensors.torch import save as save_pt
 
-            pt_blob = save_pt(tensors)
+            # copies: safetensors.torch refuses tensors that share memory (``pack`` sends
+            # views, and a value may hold one tensor twice)
+            pt_blob = save_pt({k: t.clone() for k, t in tensors.items()})
     return np_blob, pt_blob
 
 

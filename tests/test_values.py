@@ -1,0 +1,77 @@
+"""The wire format between the grader and a worker: every value comes back equal, with
+its dtype and shape, and owned by the receiver."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from grader.runtime import protocol, values
+
+
+def over_the_wire(value):
+    """``value`` sent through a socket pair, as a worker's reply travels."""
+    a, b = socket.socketpair()
+    with a, b:
+        protocol.send(a, {"ok": True}, value)
+        _, received = protocol.recv(b)
+    return received
+
+
+TENSORS = {
+    "float32": torch.randn(2, 3, 4),
+    "float64": torch.randn(5, dtype=torch.float64),
+    "float16": torch.randn(3, 3).half(),
+    "bfloat16": torch.randn(3, 2).bfloat16(),  # numpy has no bfloat16: safetensors.torch writes it
+    "int64": torch.arange(6).reshape(2, 3),
+    "int8": torch.tensor([-3, 0, 7], dtype=torch.int8),
+    "uint8": torch.tensor([0, 255], dtype=torch.uint8),
+    "bool": torch.tensor([[True, False], [False, True]]),
+    "complex64": torch.randn(3, dtype=torch.complex64),
+    "scalar": torch.tensor(2.5),
+    "empty": torch.zeros(0, 4),
+    "transposed": torch.randn(3, 4).t(),
+    "conjugated": torch.randn(3, dtype=torch.complex64).conj(),
+    "negated view": torch.randn(3, dtype=torch.complex64).conj().imag,
+}
+
+
+@pytest.mark.parametrize("name", list(TENSORS))
+def test_a_tensor_comes_back_equal(name: str) -> None:
+    sent = TENSORS[name]
+    got = over_the_wire({"x": sent, "mixed": [1, 2.0, "three", (sent,)]})
+    for tensor in (got["x"], got["mixed"][3][0]):
+        assert isinstance(tensor, torch.Tensor) and tensor.dtype == sent.dtype
+        assert tensor.shape == sent.shape
+        assert torch.equal(tensor.resolve_conj().resolve_neg(), sent.resolve_conj().resolve_neg())
+    assert got["mixed"][:3] == [1, 2.0, "three"]
+
+
+def test_a_state_dict_of_many_tensors_comes_back_in_order() -> None:
+    state = torch.nn.Transformer(16, 2, 1, 1, 32, batch_first=True).state_dict()
+    got = over_the_wire(state)
+    assert list(got) == list(state)
+    assert all(torch.equal(got[k], v) for k, v in state.items())
+
+
+def test_what_comes_back_is_the_receivers_own() -> None:
+    sent = torch.ones(3)
+    got = over_the_wire([sent, np.ones(2)])
+    sent.add_(1)
+    assert torch.equal(got[0], torch.ones(3))  # not a view of the sender's tensor
+    got[0].add_(5)
+    got[1] += 5  # writable
+
+
+def test_two_references_to_one_blob_entry_are_two_tensors() -> None:
+    """``pack`` never sends one entry twice, but a hostile worker could: the grader must
+    not get two names for one tensor."""
+    _, arrays, tensors = values.pack([torch.zeros(2), np.zeros(2)])
+    tree = [{"$pt": "t0"}, {"$pt": "t0"}, {"$nd": "a0"}, {"$nd": "a0"}]
+    got = values.unpack(tree, *values.decode_blobs(*values.encode_blobs(arrays, tensors)))
+    got[0].add_(1)
+    got[2] += 1
+    assert torch.equal(got[1], torch.zeros(2)) and np.array_equal(got[3], np.zeros(2))
