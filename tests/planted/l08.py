@@ -275,6 +275,11 @@ def greedy_decode(model, src, max_len, bos_id, eos_id):
          "import copy\n        _layer = EncoderLayer(d_model, n_head, d_ff, dropout, norm_first)\n"
          "        self.encoder_layers = nn.ModuleList([copy.deepcopy(_layer) for _ in range(num_encoder_layers)])"),
     )),
+    Variant("Transformer", "the encoder stack also kept under a second name", replace=(
+        ("        self.generator = nn.Linear(d_model, tgt_vocab)",
+         "        self.generator = nn.Linear(d_model, tgt_vocab)\n"
+         "        self.encoder = self.encoder_layers  # the same layers: their weights appear twice in state_dict()"),
+    )),
     Variant("Transformer", "target mask from ones_like and tril on the target's device", replace=(
         (TGT_MASK, "keep = tgt != self.pad_id\n            square = torch.ones_like(keep[0, :, None] & keep[0, None, :])\n"
                    "            tgt_mask = square.tril()[None, None] & keep[:, None, None, :]"),
