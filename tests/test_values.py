@@ -58,12 +58,16 @@ def test_a_state_dict_of_many_tensors_comes_back_in_order() -> None:
 
 
 def test_what_comes_back_is_the_receivers_own() -> None:
-    sent = torch.ones(3)
-    got = over_the_wire([sent, np.ones(2)])
-    sent.add_(1)
-    assert torch.equal(got[0], torch.ones(3))  # not a view of the sender's tensor
-    got[0].add_(5)
-    got[1] += 5  # writable
+    """The receiver gets writable copies, never views of the message's bytes (``unpack``
+    does not copy, so ``decode_blobs`` must): a value decoded twice from one message is
+    two independent values."""
+    tree, arrays, tensors = values.pack([torch.ones(3), np.ones(2)])
+    blobs = values.encode_blobs(arrays, tensors)
+    first = values.unpack(tree, *values.decode_blobs(*blobs))
+    second = values.unpack(tree, *values.decode_blobs(*blobs))
+    first[0].add_(5)
+    first[1] += 5  # a read-only array would raise here
+    assert torch.equal(second[0], torch.ones(3)) and np.array_equal(second[1], np.ones(2))
 
 
 def test_two_references_to_one_blob_entry_are_two_tensors() -> None:
