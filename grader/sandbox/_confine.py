@@ -135,7 +135,8 @@ def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int,
     """In a fresh mount namespace (and a fresh SysV IPC namespace): a private, size-capped
     tmpfs at ``scratch`` and on ``/dev/shm``, and ``/dev`` read-only; with ``new_proc`` (we
     are in a new pid namespace), a ``/proc`` that shows only that namespace. ``keep``:
-    folders below ``scratch`` (a venv in /tmp) bound back, read-only, on top.
+    folders below ``scratch`` or ``/dev/shm`` (a venv in /tmp) bound back, read-only, on
+    top.
 
     Everything disappears with the last process of the submission.
     """
@@ -146,6 +147,9 @@ def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int,
     mode = "0711" if kept else "0700"  # 0711: we (no DAC caps as root) must reach below it
     opts = f"size={size},mode={mode},uid={uid},gid={gid}".encode()
     _mount(b"tmpfs", scratch, b"tmpfs", MS_NOSUID | MS_NODEV, opts, f"mount tmpfs on {scratch}")
+    if os.path.isdir("/dev/shm") and scratch != "/dev/shm":
+        opts = f"size={size},mode=1777".encode()
+        _mount(b"tmpfs", "/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts, "mount tmpfs on /dev/shm")
     for path, fd in kept:
         _libc.setfsuid(uid)  # its owner may write in the scratch (root here lacks DAC caps)
         try:
@@ -155,9 +159,6 @@ def private_mounts(scratch: str, size_bytes: int, uid: int, gid: int,
         _mount(f"/proc/self/fd/{fd}".encode(), path, None, MS_BIND | MS_REC, None, f"bind {path}")
         remount_read_only(path)
         os.close(fd)
-    if os.path.isdir("/dev/shm") and scratch != "/dev/shm":
-        opts = f"size={size},mode=1777".encode()
-        _mount(b"tmpfs", "/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts, "mount tmpfs on /dev/shm")
     if new_proc:
         _mount(b"proc", "/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mount /proc")
     if os.path.ismount("/dev") and not os.statvfs("/dev").f_flag & os.ST_RDONLY:

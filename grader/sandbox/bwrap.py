@@ -6,6 +6,12 @@ is called), with the grader's own import path minus the course itself. Those fol
 bound read-only; nothing else of the disk is visible but ``/usr`` and a few files of
 ``/etc``. An installed copy of the course (``grader``, ``solutions``, ``tests`` in a
 site-packages folder) is covered by an empty tmpfs.
+
+The interpreter may live anywhere: in an environment made inside the checkout
+(``.venv``, ``venv``, ``env``, a conda ``-p`` env: its folders are bound, the rest of the
+checkout is not), in ``/tmp`` or ``/dev/shm`` (bound on top of the sandbox's own), behind
+symlinks, or around the checkout (a venv whose ``src/`` holds it: the checkout is
+covered by an empty tmpfs).
 """
 
 from __future__ import annotations
@@ -35,15 +41,49 @@ NAMESPACE_FLAGS = (
 )
 
 
+def _inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies below it (both real, absolute paths)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _course_root() -> str:
+    return os.path.realpath(COURSE_ROOT)
+
+
+def _prefixes() -> list[str]:
+    """The interpreter's prefixes (a venv's or conda env's and the Python it was made
+    from), real paths, without duplicates."""
+    return list(dict.fromkeys(os.path.realpath(p) for p in (
+        sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)))
+
+
+def _in_env_inside_course(real: str) -> bool:
+    """``real`` belongs to an environment made inside the checkout (``.venv``, ``venv``,
+    ``env``, a conda ``-p`` env): a prefix below the course root, and not one of the
+    course's own folders. A venv made in the checkout's root itself lends only its
+    ``bin``, ``lib*`` and ``include`` folders."""
+    root = _course_root()
+    for prefix in _prefixes():
+        if not _inside(prefix, root) or not _inside(real, prefix):
+            continue
+        if prefix != root:
+            return True
+        top = os.path.relpath(real, root).split(os.sep)[0]
+        if top in ("bin", "lib", "lib64", "include"):
+            return True
+    return False
+
+
 def _is_course(path: str) -> bool:
-    """The course's own checkout (or a folder inside it), or a folder holding the graders."""
+    """The course's own checkout or a folder inside it (but for an environment made in
+    it: its files are the interpreter's), or a folder holding the graders."""
     real = os.path.realpath(path)
-    root = str(COURSE_ROOT)
-    return (
-        real == root
-        or real.startswith(root + os.sep)
-        or os.path.isdir(os.path.join(real, "grader", "hidden"))
-    )
+    if os.path.isdir(os.path.join(real, "grader", "hidden")):
+        return True
+    if not _inside(real, _course_root()):
+        return False
+    hidden = [os.path.join(_course_root(), name) for name in HIDDEN_PACKAGES]
+    return any(_inside(real, h) for h in hidden) or not _in_env_inside_course(real)
 
 
 def import_paths() -> list[str]:
@@ -65,10 +105,10 @@ def import_paths() -> list[str]:
     return paths
 
 
-def python_dirs() -> list[str]:
-    """What the interpreter needs, outermost first, without duplicates: its prefixes, the
-    folder of ``sys.executable`` and the import path. Each appears under its real path and,
-    where that differs, under the path the interpreter knows it by."""
+def _interpreter_folders() -> list[str]:
+    """Every folder the interpreter needs, shortest first: its prefixes, the folder of
+    ``sys.executable`` and the import path, each under its real path and, where that
+    differs, under the path the interpreter knows it by; never the course's own."""
     wanted = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix,
               os.path.dirname(sys.executable), *import_paths()]
     dirs: set[str] = set()
@@ -78,15 +118,43 @@ def python_dirs() -> list[str]:
         folder = d if os.path.isdir(d) else os.path.dirname(d)
         dirs.add(os.path.realpath(folder))
         dirs.add(os.path.abspath(folder))
-    unique = sorted(dirs, key=len)
-    return [
-        d for i, d in enumerate(unique) if not any(d.startswith(p + os.sep) for p in unique[:i])
-    ]
+    return sorted(dirs, key=len)
 
 
-def under_scratch(scratch: str = "/tmp") -> list[str]:
-    """The interpreter's folders that a submission's tmpfs on ``scratch`` would cover."""
-    return [d for d in python_dirs() if d.startswith(scratch.rstrip("/") + "/")]
+def _outermost(dirs: list[str]) -> list[str]:
+    return [d for i, d in enumerate(dirs) if not any(_inside(d, p) for p in dirs[:i])]
+
+
+def bind_plan() -> tuple[list[str], list[str], list[str]]:
+    """``(outer, hidden, inner)``: the interpreter's outermost folders, bound first; the
+    places where the checkout shows inside one of them (the course cloned into a venv's
+    ``src/``, as ``pip install -e git+...`` does), each covered by an empty tmpfs; and the
+    folders of an environment made inside that checkout, bound again on top of it."""
+    dirs = _interpreter_folders()
+    outer = _outermost(dirs)
+    root = _course_root()
+    hidden = []
+    for d in outer:
+        real = os.path.realpath(d)
+        if real != root and _inside(root, real):
+            hidden.append(d.rstrip(os.sep) + root[len(real):])
+    inner = [d for d in dirs if d not in outer
+             and any(_inside(d, h) or _inside(os.path.realpath(d), h) for h in hidden)]
+    return outer, hidden, _outermost(inner)
+
+
+def python_dirs() -> list[str]:
+    """What the interpreter needs, outermost first, without duplicates (with the folders
+    of an environment inside a checkout that an outer folder holds: see ``bind_plan``)."""
+    outer, _, inner = bind_plan()
+    return outer + inner
+
+
+def under_scratch(*scratch: str) -> list[str]:
+    """The interpreter's folders that a submission's tmpfs on one of ``scratch`` (``/tmp``,
+    ``/dev/shm``) would cover: the zygote binds them back on top."""
+    tops = [s.rstrip("/") + "/" for s in scratch or ("/tmp",)]
+    return [d for d in bind_plan()[0] if any(d.startswith(t) for t in tops)]
 
 
 def _traversable_parents(dirs: list[str]) -> list[str]:
@@ -139,25 +207,29 @@ def bwrap_command(
     zygote holds just enough to give each child namespaces of its own. Neither runs
     student code. ``mpl_dir``: the pool's matplotlib cache, writable by the zygotes; each
     child's own tmpfs on /tmp hides it."""
-    dirs = python_dirs()
+    outer, hidden, nested = bind_plan()
     args = [bwrap, *NAMESPACE_FLAGS, "--hostname", "sandbox", "--cap-drop", "ALL"]
     if not as_root:
         args[1:1] = ["--unshare-user", "--disable-userns"]
     for cap in ROOT_ZYGOTE_CAPS if as_root else USER_ZYGOTE_CAPS:
         args += ["--cap-add", cap]
-    args += ["--tmpfs", "/tmp"]  # first: a venv under /tmp is bound on top of it
+    # first the fresh mounts, so that a venv under /tmp or /dev/shm is bound on top of them
+    args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     args += _system_binds()
-    args += _traversable_parents(dirs)
-    for d in dirs:
+    args += _traversable_parents(outer)
+    for d in outer:
         args += ["--ro-bind", d, d]
-    args += _hide_installed_course(dirs)
+    for d in hidden:
+        args += ["--tmpfs", d]
+    args += _traversable_parents(nested)
+    for d in nested:
+        args += ["--ro-bind", d, d]
+    for d in hidden:
+        args += ["--remount-ro", d]
+    args += _hide_installed_course(outer + nested)
     if code_dir is not None:
         args += ["--ro-bind", str(code_dir), SANDBOX_CODE]
     args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
         *(["--bind", str(mpl_dir), SANDBOX_MPL] if mpl_dir is not None else []),
         "--remount-ro",
         "/",

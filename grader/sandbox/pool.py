@@ -394,7 +394,7 @@ class SandboxPool:
             "parent_death": sys.platform.startswith("linux") and not self.plan.bwrap,
             "in_bwrap": bool(self.plan.bwrap),
             "python_paths": bwrap.import_paths(),
-            "keep_under_scratch": bwrap.under_scratch("/tmp"),
+            "keep_under_scratch": bwrap.under_scratch("/tmp", "/dev/shm"),
         }
         self._worker_files = default_worker_files() if worker_files is None else worker_files
         self._startup_timeout = startup_timeout
