@@ -48,7 +48,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from . import results as fmt
     from .i18n import choose, localize
-    from .launch import prepare_check
+    from .launch import prepare_check, sandbox_notes
 
     out = _private_stdout() if args.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout)
@@ -56,6 +56,8 @@ def _check(args: argparse.Namespace) -> int:
         with prepare_check(args.notebook, args.lesson, limits) as source:
             from .engine import check_notebook
 
+            for note in sandbox_notes(source):
+                print(note, file=sys.stderr)
             result = check_notebook(args.notebook, args.lesson, limits, source=source)
     except NotebookError as exc:
         print(f"grader: {exc}", file=sys.stderr)

@@ -61,6 +61,7 @@ START_WAIT_S = 15.0  # for a new helper to listen
 READY_WAIT_S = 180.0  # for its zygotes to be warm (torch imports on a busy machine)
 MAX_LINE = 64 << 20
 MAX_ZYGOTES = 2  # checks at once, each with a warm worker
+RPC_WAIT_S = 90.0  # for the helper to answer a trusted process (start it, finish it ...)
 MAX_FOLDER_BYTES = 70  # a socket's path holds at most 104 bytes (macOS; 108 on Linux)
 _SEQPACKET = getattr(socket, "SOCK_SEQPACKET", None)
 
@@ -274,10 +275,11 @@ class _Channel:
         fds, self._fds = self._fds, []
         return json.loads(line), fds
 
-    def call(self, message: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    def call(self, message: dict[str, Any], timeout: float) -> tuple[dict[str, Any], list[int]]:
+        """Send ``message`` and wait at most ``timeout`` s for the reply (TimeoutError)."""
         with self._lock:
             self.send(message)
-            reply, fds = self.recv()
+            reply, fds = self.recv(timeout)
         if reply is None:
             raise ConnectionError("the check helper went away")
         return reply, fds
@@ -386,7 +388,7 @@ def _run_cli(req: dict[str, Any], rpc: _Channel) -> dict[str, Any]:
     argv = [str(a) for a in req["argv"]]
     if not argv or argv[0] != "check":
         return {"error": "the helper only runs `check`"}
-    launch.SOURCE = lambda limits: HelperSource(rpc)
+    launch.SOURCE = lambda limits: HelperSource(rpc, req.get("sandbox"))
     cli.COLOR = bool(req.get("color"))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         sys.stdout.flush()
@@ -417,14 +419,22 @@ class HelperSource:
 
     description = "the check helper's sandbox"
 
-    def __init__(self, rpc: _Channel):
+    def __init__(self, rpc: _Channel, sandbox: dict[str, Any] | None = None):
         self.rpc = rpc
+        self.missing = dict((sandbox or {}).get("missing", {}))  # as the helper's pool has it
+        self.unavailable = str((sandbox or {}).get("unavailable", ""))
 
-    def call(self, message: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    def call(self, message: dict[str, Any], timeout: float | None = None
+             ) -> tuple[dict[str, Any], list[int]]:
         from .sandbox import SandboxError
 
+        timeout = RPC_WAIT_S if timeout is None else timeout
+
         try:
-            reply, fds = self.rpc.call(message)
+            reply, fds = self.rpc.call(message, timeout)
+        except TimeoutError:
+            raise SandboxError(f"the check helper did not answer within {timeout:g} s "
+                               f"({message.get('op')})") from None
         except (OSError, ValueError) as exc:
             raise SandboxError(f"the check helper did not answer ({exc})") from None
         if not reply.get("ok"):
@@ -437,7 +447,11 @@ class HelperSource:
         from . import timeline
 
         with timeline.span("worker"):
-            reply, fds = self.call({"op": "start", "limits": limits.as_dict()})
+            from .sandbox.pool import RELEASE_MARGIN_S
+
+            wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
+            reply, fds = self.call({"op": "start", "limits": limits.as_dict(), "wait_s": wait_s},
+                                   timeout=wait_s + RPC_WAIT_S)
         return HelperWorker(self, int(reply["id"]), int(reply["pid"]), socket.socket(fileno=fds[0]))
 
     def close(self) -> None:
@@ -543,6 +557,7 @@ class Helper:
         self.trusted = _TrustedZygote(close_in_child=[self.listener])
         self.source: Any = None
         self.protections: list[str] = []
+        self.sandbox: dict[str, Any] = {}  # what the trusted processes say about it
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -617,9 +632,12 @@ class Helper:
             pool.open()
             self.source = _PoolSource(pool)
             self.protections = pool.protections
+            self.sandbox = {"missing": dict(pool.plan.missing)}
         except Exception as exc:  # noqa: BLE001 - plain processes, as a cold check would
             _log(f"the sandbox could not start ({exc}); workers are plain processes")
-            self.source = LocalSource()
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+            self.source = LocalSource(reason)
+            self.sandbox = {"unavailable": reason}
         self.ready.set()
         _log("ready")
 
@@ -676,7 +694,8 @@ class Helper:
         ours, theirs = _pair()
         with contextlib.closing(ours):
             try:
-                self.trusted.fork(message, [conn.fileno(), theirs.fileno()], READY_WAIT_S)
+                self.trusted.fork(dict(message, sandbox=self.sandbox),
+                                  [conn.fileno(), theirs.fileno()], READY_WAIT_S)
             finally:
                 theirs.close()
             _lend_workers(_Channel(ours), self.source)
@@ -688,10 +707,10 @@ class _PoolSource:
     def __init__(self, pool: Any):
         self.pool = pool
 
-    def start(self, limits: Any) -> Any:
+    def start(self, limits: Any, wait_s: float | None = None) -> Any:
         if self.pool.busy():
             threading.Thread(target=self.pool.grow, args=(MAX_ZYGOTES,), daemon=True).start()
-        return self.pool.start(limits)
+        return self.pool.start(limits, wait_s=wait_s)
 
     def close(self) -> None:
         self.pool.close()
@@ -700,13 +719,21 @@ class _PoolSource:
 def _lend_workers(rpc: _Channel, source: Any) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
-    from .limits import Limits
+    from .limits import DEFAULT_LIMITS, Limits
+    from .sandbox.pool import RELEASE_MARGIN_S
 
     workers: dict[int, Any] = {}
     finished: dict[int, str] = {}
     try:
         while True:
-            message, fds = rpc.recv()
+            walls = [getattr(w, "limits", DEFAULT_LIMITS).wall_s for w in workers.values()]
+            idle_s = max([DEFAULT_LIMITS.wall_s, *walls]) + RELEASE_MARGIN_S
+            try:
+                message, fds = rpc.recv(timeout=idle_s)
+            except TimeoutError:
+                _log(f"a check's trusted process sent nothing for {idle_s:g} s: its workers "
+                     "are stopped")
+                return
             for fd in fds:
                 os.close(fd)
             if message is None:
@@ -734,7 +761,9 @@ def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, An
     if op == "start":
         fields = {k: v for k, v in dict(message["limits"]).items()
                   if k in limits_type.__dataclass_fields__}
-        worker = source.start(limits_type(**fields))
+        wait_s = message.get("wait_s")
+        worker = source.start(limits_type(**fields), **(
+            {"wait_s": float(wait_s)} if isinstance(wait_s, (int, float)) else {}))
         wid = len(workers) + 1
         workers[wid] = worker
         rpc.send({"ok": True, "id": wid, "pid": worker.pid}, [worker.sock.fileno()])

@@ -56,7 +56,7 @@ def course_files(withheld: set[Path] = frozenset()) -> dict[str, Path]:
 
 
 class WorkerSource(Protocol):
-    def start(self, limits: Limits) -> Any: ...
+    def start(self, limits: Limits, wait_s: float | None = None) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -137,12 +137,17 @@ class LocalWorker:
 
 
 class LocalSource:
-    """Plain worker subprocesses (no sandbox)."""
+    """Plain worker subprocesses (no sandbox); ``unavailable``: why the sandbox could not
+    start."""
 
     description = "a separate process with rlimits (no sandbox)"
 
-    def start(self, limits: Limits) -> LocalWorker:
-        return LocalWorker(limits)
+    def __init__(self, unavailable: str = "") -> None:
+        self.unavailable = unavailable
+        self.missing: dict[str, str] = {}
+
+    def start(self, limits: Limits, wait_s: float | None = None) -> LocalWorker:
+        return LocalWorker(limits)  # never waits: a new process each time
 
     def close(self) -> None:
         return None
@@ -162,10 +167,12 @@ class SandboxSource:
                                     worker_files={**default_worker_files(), **course_files()})
             self.pool.open()
         self.description = "sandboxed: " + ", ".join(self.pool.protections)
+        self.missing = dict(self.pool.plan.missing)
+        self.unavailable = ""
 
-    def start(self, limits: Limits) -> Any:
+    def start(self, limits: Limits, wait_s: float | None = None) -> Any:
         with timeline.span("worker"):
-            return self.pool.start(limits)
+            return self.pool.start(limits, wait_s=wait_s)
 
     def close(self) -> None:
         self.pool.close()
@@ -176,9 +183,24 @@ def default_source(limits: Limits) -> WorkerSource:
     try:
         return SandboxSource(limits)
     except Exception as exc:  # noqa: BLE001 - a check still runs, and says how
-        print(f"grader: the sandbox could not start here ({str(exc).splitlines()[0]}); "
-              "checking in a plain process", file=sys.stderr)
-        return LocalSource()
+        return LocalSource((str(exc).splitlines() or [type(exc).__name__])[0])
+
+
+def sandbox_notes(source: WorkerSource) -> list[str]:
+    """What a check says on stderr about the sandbox it ran in, whichever source it had
+    (its own pool, the helper's, plain processes): nothing when every protection is on."""
+    unavailable = getattr(source, "unavailable", "")
+    if unavailable:
+        return [f"grader: the sandbox could not start here ({unavailable}); "
+                "checking in a plain process"]
+    missing = getattr(source, "missing", None) or {}
+    if not missing:
+        return []
+    from .sandbox.probe import PROTECTIONS
+
+    return [f"grader: sandboxed with {len(PROTECTIONS) - len(missing)} of {len(PROTECTIONS)} "
+            f"protections here, without {', '.join(missing)} (the score is the same; "
+            "`python -m grader selftest` says why)"]
 
 
 #: What ``grader check`` takes its workers from (the helper replaces it in its processes).

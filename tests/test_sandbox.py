@@ -246,7 +246,7 @@ result["cwd"] = os.getcwd()
 result["home"] = os.environ["HOME"]
 result["root"] = sorted(os.listdir("/"))
 result["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-result["repo"] = os.path.exists(__REPO__)
+result["repo"] = sorted(os.listdir(__REPO__)) if os.path.isdir(__REPO__) else None
 result["home_dir"] = sorted(os.listdir(__HOMEDIR__)) if os.path.isdir(__HOMEDIR__) else []
 """.replace("__REPO__", repr(str(REPO))).replace("__HOMEDIR__", repr(str(Path.home()))),
     )["result"]
@@ -255,7 +255,9 @@ result["home_dir"] = sorted(os.listdir(__HOMEDIR__)) if os.path.isdir(__HOMEDIR_
     assert int(reply["CapEff"], 16) == int(reply["CapPrm"], 16) == int(reply["CapBnd"], 16) == 0
     assert reply["NoNewPrivs"] == "1" and reply["Seccomp"] == "2"
     assert reply["cwd"] == reply["home"] == "/tmp"
-    assert not reply["repo"]
+    # the checkout shows nothing but the folders of a venv inside it (``.venv``), if any
+    assert reply["repo"] is None or set(reply["repo"]) <= {
+        Path(d).relative_to(REPO).parts[0] for d in python_dirs() if Path(d).is_relative_to(REPO)}
     needed = {Path(d).relative_to(Path.home()).parts[0] for d in python_dirs()
               if Path(d).is_relative_to(Path.home())}
     assert set(reply["home_dir"]) <= needed  # only the folders of a venv under your home, if any

@@ -1,11 +1,17 @@
 """The sandbox runs the interpreter the grader runs from: a venv's, whether its ``python``
-is a symlink or a copy, with that venv's packages, and still none of the course."""
+is a symlink or a copy, wherever it lives (inside the checkout, in /tmp or /dev/shm, on a
+path with spaces, behind a symlink, around the checkout), with that venv's packages, and
+still none of the course."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +28,12 @@ from grader.sandbox import SandboxPool
 ENTRY = b"""
 import importlib, json, os, sys
 def serve(sock):
-    seen = {"prefix": sys.prefix, "executable": sys.executable, "repo": os.path.exists(REPO)}
+    seen = {"prefix": sys.prefix, "executable": sys.executable, "repo": os.path.exists(REPO),
+            "listing": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else None}
+    try:
+        seen["secret"] = open(os.path.join(REPO, "solutions", "secret.py")).read()
+    except OSError as exc:
+        seen["secret"] = type(exc).__name__
     for name in ("grader.hidden", "solutions", "venv_marker"):
         try:
             importlib.import_module(name)
@@ -64,3 +75,96 @@ def test_the_sandbox_runs_a_venvs_own_interpreter(tmp_path: Path, copies: bool) 
     assert inside["grader.hidden"] == inside["solutions"] == "ModuleNotFoundError"
     assert inside["repo"] is False
     assert "files-hidden" in seen["protections"]
+
+
+def _course_copy(dest: Path) -> Path:
+    """The grader and coursekit of this checkout, and a secret in its ``solutions/``."""
+    for name in ("grader", "coursekit"):
+        shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
+    (dest / "solutions").mkdir(exist_ok=True)
+    (dest / "solutions" / "secret.py").write_text("ANSWER = 42\n")
+    return dest
+
+
+def _venv(path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(path)], check=True, timeout=120)
+    site = next((path / "lib").glob("python3*/site-packages"))
+    (site / "venv_marker.py").write_text("")  # a package only this venv has
+    return path
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """Folders for the layouts: tmp, shared memory, the home folder (each removed after)."""
+    made = {"tmp": tmp_path}
+    for name, parent in (("shm", Path("/dev/shm")), ("home", Path.home())):
+        if parent.is_dir() and os.access(parent, os.W_OK):
+            made[name] = Path(tempfile.mkdtemp(prefix="venv-layout-", dir=parent))
+    yield made
+    for name, path in made.items():
+        if name != "tmp":
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _layout(kind: str, scratch: dict[str, Path]) -> tuple[Path, Path, Path]:
+    """(the course, its venv, the venv's python as the user calls it)."""
+    tmp = scratch["tmp"]
+    if kind in ("shm", "home"):
+        if kind not in scratch:
+            pytest.skip(f"no writable folder for {kind} here")
+        course = _course_copy(scratch[kind] / "course")
+        venv = _venv(course / ("env" if kind == "shm" else ".venv"))
+    elif kind == "dot-venv":
+        course = _course_copy(tmp / "course")
+        venv = _venv(course / ".venv")
+    elif kind == "spaces":
+        course = _course_copy(tmp / "my course (copy)")
+        venv = _venv(course / "venv")
+    elif kind == "symlink":
+        (tmp / "real").mkdir()
+        (tmp / "link").symlink_to(tmp / "real")
+        _course_copy(tmp / "real" / "course")
+        course = tmp / "link" / "course"
+        venv = _venv(course / ".venv")
+    elif kind == "venv-around":  # pip install -e git+...: the checkout in the venv's src/
+        venv = _venv(tmp / "venv")
+        course = _course_copy(venv / "src" / "course")
+    elif kind == "venv-is-checkout":  # python -m venv . in the checkout itself
+        course = venv = _venv(tmp / "course")
+        _course_copy(course)
+    else:
+        raise ValueError(kind)
+    return course, venv, venv / "bin" / "python"
+
+
+LAYOUTS = ["dot-venv", "spaces", "shm", "home", "symlink", "venv-around", "venv-is-checkout"]
+
+
+@pytest.mark.parametrize("without", ["", "bwrap"], ids=["bwrap", "no-bwrap"])
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_a_venv_anywhere_runs_in_the_sandbox_and_the_checkout_stays_hidden(
+        scratch: dict[str, Path], kind: str, without: str) -> None:
+    """Issue 23: ``python3 -m venv .venv`` inside a fresh clone gave every notebook 0."""
+    if not without and "files-hidden" not in available_protections():
+        pytest.skip("bubblewrap cannot run here")
+    course, venv, python = _layout(kind, scratch)
+    env = dict(os.environ, GRADER_SANDBOX_WITHOUT=without)
+    proc = subprocess.run([str(python), "-c", SCRIPT, str(course)], cwd=course, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    inside = seen["inside"]
+    assert inside["prefix"] == seen["outside"]
+    assert os.path.realpath(seen["outside"]) == os.path.realpath(venv)
+    assert inside["venv_marker"] == "imported"
+    if without:  # said so, and runs all the same
+        assert "files-hidden" not in seen["protections"]
+        return
+    assert "files-hidden" in seen["protections"]
+    assert inside["grader.hidden"] == inside["solutions"] == "ModuleNotFoundError"
+    assert inside["secret"] in ("FileNotFoundError", "PermissionError")
+    # the checkout shows the venv's own folders at most
+    allowed = {"bin", "lib", "lib64", "include"} if kind == "venv-is-checkout" else {venv.name}
+    assert inside["listing"] is None or set(inside["listing"]) <= allowed, inside["listing"]

@@ -227,6 +227,10 @@ def bwrap_command(
     for d in hidden:
         args += ["--remount-ro", d]
     args += _hide_installed_course(outer + nested)
+    for prefix in {sys.prefix, sys.exec_prefix}:  # a venv made in the checkout's root
+        cfg = os.path.join(prefix, "pyvenv.cfg")
+        if os.path.realpath(prefix) == _course_root() and os.path.isfile(cfg):
+            args += ["--ro-bind", cfg, cfg]
     if code_dir is not None:
         args += ["--ro-bind", str(code_dir), SANDBOX_CODE]
     args += [

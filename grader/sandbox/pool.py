@@ -30,6 +30,9 @@ _HERE = Path(__file__).resolve().parent
 _REPO_GRADER = _HERE.parent
 _UID_BASE = 200_000
 _uids = itertools.count()
+# How long past the longest wall clock of the submissions being graded ``start()`` waits
+# for a zygote to come free: a holder is killed at its wall clock, then finished.
+RELEASE_MARGIN_S = 60.0
 
 
 class SandboxError(RuntimeError):
@@ -135,6 +138,7 @@ class _Zygote:
         except OSError:  # e.g. macOS: no SOCK_SEQPACKET for AF_UNIX
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ctrl = ours
+        self.broken = False  # alive but stopped answering: replaced, never reused
         self._pending = bytearray()
         self._send_lock = threading.Lock()
         code_root = bwrap.SANDBOX_CODE if plan.bwrap else str(code_dir)
@@ -202,11 +206,12 @@ class _Zygote:
         with contextlib.suppress(OSError):
             self.ctrl.close()
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=0.5 if self.broken else 5)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)  # SIGKILLed: only a process stuck in the kernel stays
 
 
 class SandboxWorker:
@@ -286,6 +291,8 @@ class SandboxWorker:
             if self.status is None:
                 self.kill("timeout")
                 self.status = self._wait_exit(10.0)
+                if self.status is None:  # killed, yet its zygote never reported the exit
+                    self._zygote.broken = True
             with self._lock:
                 self._kill_everything()  # daemons left behind by a worker that exited
             if self._pool.plan.uid_drop:
@@ -295,6 +302,8 @@ class SandboxWorker:
             self._cleanup()
 
     def _wait_exit(self, timeout: float) -> int | None:
+        if self._zygote.broken:
+            return -1
         deadline = time.monotonic() + timeout
         while True:
             msg = self._zygote.recv(max(deadline - time.monotonic(), 0.001))
@@ -339,7 +348,7 @@ class SandboxWorker:
             if self.host_scratch:
                 shutil.rmtree(self.host_scratch, ignore_errors=True)
         finally:
-            self._pool._release(self, self._zygote, self.status == -1)
+            self._pool._release(self, self._zygote, self.status == -1 or self._zygote.broken)
 
 
 def _uid_processes(uid: int) -> list[int]:
@@ -377,6 +386,7 @@ class SandboxPool:
         worker_files: Mapping[str, Path | bytes] | None = None,
         startup_timeout: float = 120.0,
         require: tuple[str, ...] = (),
+        answer_timeout: float = 30.0,
     ) -> None:
         self.jobs = max(1, jobs)
         self.limits = limits or DEFAULT_LIMITS
@@ -398,6 +408,7 @@ class SandboxPool:
         }
         self._worker_files = default_worker_files() if worker_files is None else worker_files
         self._startup_timeout = startup_timeout
+        self.answer_timeout = answer_timeout  # for a zygote or a new worker to answer
         self._code_dir: Path | None = None
         self._cgroups: PoolCgroups | None = None
         self._free: queue.Queue[_Zygote] = queue.Queue()
@@ -469,18 +480,31 @@ class SandboxPool:
         if dead or not zygote.alive():
             try:
                 zygote = self._replace(zygote)
-            except SandboxError:
-                return  # this slot is gone; the others keep serving
+            except Exception:  # noqa: BLE001 - this slot is gone; the others keep serving
+                return
         self._free.put(zygote)
 
-    def _take_zygote(self) -> _Zygote:
+    def _wait_bound(self, limits: Limits) -> float:
+        """How long ``start`` waits for a zygote: the longest wall clock among this request
+        and the submissions holding one, plus the time to finish one."""
+        with self._lock:
+            walls = [w.limits.wall_s for w in self._active]
+        return max([limits.wall_s, *walls]) + RELEASE_MARGIN_S
+
+    def _take_zygote(self, wait_s: float) -> _Zygote:
+        deadline = time.monotonic() + wait_s
         while True:
             try:
-                return self._free.get(timeout=1.0)
+                return self._free.get(timeout=min(1.0, max(deadline - time.monotonic(), 0.01)))
             except queue.Empty:
                 with self._lock:
                     if not self._zygotes or self._closed:
                         raise SandboxError("no sandbox zygote is left in this pool") from None
+                    held = len(self._zygotes)
+                if time.monotonic() >= deadline:
+                    raise SandboxError(
+                        f"no sandbox zygote came free within {wait_s:g} s: all {held} are "
+                        "held by submissions that were never finished") from None
 
     def _replace(self, zygote: _Zygote) -> _Zygote:
         """A fresh zygote in place of one that died."""
@@ -535,19 +559,27 @@ class SandboxPool:
             shutil.rmtree(self._code_dir.parent, ignore_errors=True)
 
     # -- submissions ----------------------------------------------------------------------
-    def start(self, limits: Limits | None = None) -> SandboxWorker:
+    def start(self, limits: Limits | None = None, wait_s: float | None = None) -> SandboxWorker:
         """Fork a fresh confined worker; returns once it is ready to serve. ``limits``
-        overrides the pool's limits for this submission."""
+        overrides the pool's limits for this submission. Every wait is bounded: for a free
+        zygote ``wait_s`` (default: see ``_wait_bound``), then ``answer_timeout`` for the
+        zygote and for the worker; past either, ``SandboxError`` says which."""
         if self._code_dir is None:
             self.open()
         if self._closed:
             raise SandboxError("the pool is closed")
-        zygote = self._take_zygote()
-        if not zygote.alive():
-            zygote = self._replace(zygote)
+        limits = limits or self.limits
+        zygote = self._take_zygote(self._wait_bound(limits) if wait_s is None else wait_s)
+        if not zygote.alive() or zygote.broken:
+            try:
+                zygote = self._replace(zygote)
+            except Exception as exc:
+                if isinstance(exc, SandboxError):
+                    raise
+                raise SandboxError(f"a sandbox zygote died and none could replace it ({exc})") from exc
         sub_id = next(self._ids)
         uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
-        worker = SandboxWorker(self, zygote, sub_id, uid, limits or self.limits)
+        worker = SandboxWorker(self, zygote, sub_id, uid, limits)
         with self._lock:
             self._active.add(worker)
         try:
@@ -574,11 +606,15 @@ class SandboxPool:
         finally:
             theirs.close()
             os.close(out_w)
-        msg = zygote.recv(30.0)
+        msg = zygote.recv(self.answer_timeout)
         while msg is not None and msg.get("op") == "exit" and msg.get("id") != worker.id:
-            msg = zygote.recv(30.0)  # a late exit report of an earlier worker
+            msg = zygote.recv(self.answer_timeout)  # a late exit report of an earlier worker
         if msg is None or msg.get("op") != "spawned":
-            raise SandboxError(f"the sandbox zygote did not fork a worker (got {msg!r})")
+            if zygote.alive():
+                zygote.broken = True
+                raise SandboxError(f"the sandbox zygote did not answer within "
+                                   f"{self.answer_timeout:g} s (got {msg!r}); it is replaced")
+            raise SandboxError(f"the sandbox zygote died before forking a worker (got {msg!r})")
         worker.pid = self._join(worker, ours, int(msg["pid"]))
         worker._timer = threading.Timer(worker.limits.wall_s, worker._on_deadline)
         worker._timer.daemon = True
@@ -621,8 +657,12 @@ class SandboxPool:
     def _join(self, worker: SandboxWorker, sock: socket.socket, pid: int) -> int:
         """Receive the worker's pid (translated by the kernel), put it in its cgroup, go.
         ``pid``: the zygote's view, right where there is no pid namespace in between."""
-        sock.settimeout(30.0)
-        data, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(64))
+        sock.settimeout(self.answer_timeout)
+        try:
+            data, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(64))
+        except TimeoutError:
+            raise SandboxError(f"the new worker did not answer within {self.answer_timeout:g} s"
+                               ) from None
         if data == b"e":
             raise SandboxError(f"the sandbox could not confine a worker: {_read_error(sock)}")
         if data != b"h":
@@ -639,7 +679,10 @@ class SandboxPool:
 
     @staticmethod
     def _await_ready(sock: socket.socket) -> None:
-        first = sock.recv(1)
+        try:
+            first = sock.recv(1)
+        except TimeoutError:
+            raise SandboxError("the worker did not say it was ready in time") from None
         if first == b"r":
             sock.settimeout(None)
             return
