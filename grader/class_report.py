@@ -24,6 +24,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from .results import CSV_HEADER, LATE_COLUMNS
+
 TEMPLATES = Path(__file__).with_name("templates")
 OK = "ok"
 LOW_SHARE = 0.5  # a graded notebook under this share of the points is worth a look
@@ -70,11 +72,12 @@ def load(folder: str | Path) -> ClassData:
             rows = list(reader)
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror or exc} (a folder `grade --out` wrote?)") from None
-    if header[:6] != ["student_id", "lesson", "score", "max_score", "status", "message"]:
+    if header[:len(CSV_HEADER)] != CSV_HEADER:
         raise ReportError(f"{path} is not a grades.csv written by `python -m grader grade`")
     if not rows:
         raise ReportError(f"{path} has no students")
-    exercises = header[6:]
+    # the late-work columns (with due dates) follow the exercises: they are not exercises
+    exercises = [h for h in header[len(CSV_HEADER):] if h not in LATE_COLUMNS]
     students = [Student(r["student_id"], float(r["score"]), float(r["max_score"]), r["status"],
                         r["message"], {x: float(r[x] or 0) for x in exercises}) for r in rows]
     max_points: dict[str, float] = {}

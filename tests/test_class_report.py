@@ -89,6 +89,25 @@ def test_report_summary_and_self_contained_page(graded) -> None:
                f'data-status="{row["status"]}"' in page
 
 
+def test_a_class_graded_with_deadlines_is_reported(graded, tmp_path) -> None:
+    """The late-work columns follow the exercises in grades.csv: they are not exercises
+    (issue 24: `report` crashed on them, as the README's own term example showed)."""
+    from grader.class_report import load
+
+    submitted, out = graded
+    late = tmp_path / "late-out"
+    shutil.copytree(out, late)
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson",
+                           LESSON, "--out", str(late), "--jobs", "2", "--timeout", "20",
+                           "--deadlines", str(ROOT / "docs" / "examples" / "deadlines.toml")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "late_submission_penalty" in next(csv.reader((late / "grades.csv").open()))
+    text = report(late)
+    assert text.startswith(f"wrote {late / 'report.html'}: 8 student(s), {LESSON}")
+    assert load(late).exercises == ["dot_scores", "softmax", "attention"]
+
+
 def test_not_a_graded_folder_is_refused(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "grader", "report", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
