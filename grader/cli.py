@@ -130,11 +130,16 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: unknown protection(s) {', '.join(unknown)}; known: "
               f"{', '.join(PROTECTIONS)}", file=sys.stderr)
         return 2
-    from .late import DEFAULT_FILE, DeadlineError, load
+    from .late import DeadlineError, default_locations, find_default, load
 
     deadlines = None
-    deadlines_file = args.deadlines or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
-    if deadlines_file and deadlines_file != "none":
+    deadlines_file = args.deadlines or find_default(submitted)
+    if deadlines_file is None:
+        print("grader: no deadlines.toml (looked in "
+              f"{', '.join(str(p.parent) for p in default_locations(submitted))}): no late "
+              "penalties this run; --deadlines FILE names one, --deadlines none says so",
+              file=sys.stderr)
+    elif str(deadlines_file) != "none":
         try:
             deadlines = load(deadlines_file, lessons=_lesson_ids())
         except DeadlineError as exc:
@@ -379,8 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "are (students without one are graded). Without it, a rerun grades "
                             "new students and those whose submission changed")
     grade.add_argument("--deadlines", default=None, metavar="FILE",
-                       help="due dates, extensions and late penalty (default: ./deadlines.toml "
-                            "if it exists; 'none' to ignore it)")
+                       help="due dates, extensions and late penalty (default: deadlines.toml "
+                            "in this folder, in the folder above SUBMITTED or beside "
+                            "nbgrader_config.py, the first found; 'none' to ignore it)")
     grade.add_argument("--isolation", choices=["auto", "strict", "none", "full"], default="auto",
                        help="auto (default): sandbox with every protection this machine offers, "
                             "listed with the missing ones; strict: refuse unless every "

@@ -17,7 +17,9 @@ One file, ``deadlines.toml`` beside ``nbgrader_config.py``, says it all::
     grace = "15 minutes"              # nothing within this much
     zero_after = "7 days"             # optional: later than this earns nothing
 
-``python -m grader grade`` reads it (``--deadlines``, default ``./deadlines.toml``) with
+``python -m grader grade`` reads it (``--deadlines``, else the first ``deadlines.toml`` of
+:func:`default_locations`: the current folder, the course folder that holds ``submitted/``,
+the course's checkout beside ``nbgrader_config.py``) with
 the ``timestamp.txt`` nbgrader writes beside each submission; nbgrader applies the same
 rule through :class:`grader.nbgrader_late.CoursePenalty` (its ``LateSubmissionPlugin``
 interface), once ``python -m grader deadlines`` has written the due dates and extensions
@@ -40,6 +42,18 @@ DEFAULT_FILE = "deadlines.toml"
 TIMESTAMP_FILE = "timestamp.txt"  # nbgrader's, beside the submitted notebook
 _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600,
           "hour": 3600, "d": 86400, "day": 86400, "w": 604800, "week": 604800}
+
+
+def default_locations(submitted: Path) -> list[Path]:
+    """Where ``grade`` looks for ``deadlines.toml`` when not told: the current folder, the
+    folder above ``submitted/`` (nbgrader's course folder) and the course's checkout."""
+    places = [Path.cwd(), Path(submitted).resolve().parent, Path(__file__).resolve().parents[1]]
+    return list(dict.fromkeys(p / DEFAULT_FILE for p in places))
+
+
+def find_default(submitted: Path) -> Path | None:
+    """The first ``deadlines.toml`` of :func:`default_locations`, or None."""
+    return next((p for p in default_locations(submitted) if p.is_file()), None)
 
 
 class DeadlineError(ValueError):

@@ -119,6 +119,30 @@ def test_late_work_columns(term) -> None:
     assert "late (submitted" in (term["out"] / "feedback" / "hank" / f"{LESSON}.html").read_text()
 
 
+def test_deadlines_are_found_beside_the_class_whatever_the_folder(term, tmp_path) -> None:
+    """Issue 24: run from another folder, `grade` silently skipped the course's penalties."""
+    course, elsewhere = tmp_path / "course", tmp_path / "home"
+    elsewhere.mkdir()
+    shutil.copytree(term["root"] / "submitted" / "hank", course / "submitted" / "hank")
+    (course / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
+
+    def run(out: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader", "grade", str(course / "submitted"),
+                               "--lesson", LESSON, "--out", str(out)], cwd=elsewhere,
+                              capture_output=True, text=True, timeout=300)
+
+    found = run(tmp_path / "out")
+    assert found.returncode == 0, found.stderr
+    assert f"late work: {course / 'deadlines.toml'}" in found.stdout
+    assert rows(tmp_path / "out")["hank"]["score"] == "8.0"
+    (course / "deadlines.toml").unlink()
+    none = run(tmp_path / "out-none")
+    assert none.returncode == 0, none.stderr
+    assert "grader: no deadlines.toml (looked in " in none.stderr
+    assert f"{course}," in none.stderr and "--deadlines none says so" in none.stderr
+    assert rows(tmp_path / "out-none")["hank"]["score"] == "10.0"
+
+
 def test_reruns_regrade_what_changed_and_what_is_asked(term) -> None:
     root, out = term["root"], term["out"]
     again = grade(root / "submitted", out)
