@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 from . import timeline
@@ -53,6 +56,8 @@ def _check(args: argparse.Namespace) -> int:
     out = _private_stdout() if args.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout)
     try:
+        if args.lesson:
+            args.lesson = _lesson_id(args.lesson)
         with prepare_check(args.notebook, args.lesson, limits) as source:
             from .engine import check_notebook
 
@@ -115,9 +120,14 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: {submitted}: no such folder", file=sys.stderr)
         return 2
     try:
+        args.lesson = _lesson_id(args.lesson)  # "04" or "4" as `release` takes them
         hidden_test_file(args.lesson)
     except KeyError as exc:
         print(f"grader: {exc.args[0]}", file=sys.stderr)
+        return 2
+    problem = _class_layout_problem(submitted, args.lesson)
+    if problem:
+        print(f"grader: {problem}", file=sys.stderr)
         return 2
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
@@ -151,8 +161,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
                    lang=args.lang)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
-        summary = grade_class(submitted, opts,
-                              on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
+        with _only_writer(opts.out):
+            summary = grade_class(submitted, opts,
+                                  on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - say why, briefly
         done = getattr(exc, "summary", None)
         if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
@@ -163,7 +174,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
             print(f"grader: {exc}", file=sys.stderr)
             return 3
-        if type(exc).__name__ == "UnknownStudent":
+        if type(exc).__name__ in ("UnknownStudent", "OutputBusy"):
             print(f"grader: {exc}", file=sys.stderr)
             return 2
         raise
@@ -294,6 +305,61 @@ def _nbgrader_course(folder: object) -> tuple[str, str]:
     course_id = str(course.get("course_id", "default_course"))
     db_url = str(course.get("db_url", f"sqlite:///{(folder / 'gradebook.db').resolve()}"))
     return course_id, db_url
+
+
+class OutputBusy(RuntimeError):
+    """Another ``grade`` writes to the same output folder."""
+
+
+@contextlib.contextmanager
+def _only_writer(out: Path) -> Iterator[None]:
+    """Hold a lock on the folder ``OUT`` itself while grading (no file left behind): two
+    runs writing one folder would interleave their results."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"another `grade` is writing to {out}: wait until it ends, or "
+                             "give this one another --out") from None
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def _class_layout_problem(submitted: Path, lesson: str) -> str | None:
+    """What makes SUBMITTED certainly wrong for LESSON (the grade would be all ``missing``):
+    a student's folder given instead of the class, or folders of other lessons only."""
+    from collections import Counter
+
+    from coursekit import catalogue
+
+    from .classroom import student_folders
+
+    lessons = set(catalogue.COURSE.ids())
+    students = student_folders(submitted)
+    as_lessons = [s for s in students if s in lessons]
+    if as_lessons:
+        return (f"{submitted} holds lesson folders ({', '.join(as_lessons)}), not one folder per "
+                "student: give the folder above it, nbgrader's submitted/ "
+                "(SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb)")
+    held = Counter(child.name for s in students for child in (submitted / s).iterdir()
+                   if child.is_dir() and child.name in lessons)
+    if held and lesson not in held:
+        found = ", ".join(f"{name} ({n} students)" for name, n in held.most_common())
+        return (f"no student folder in {submitted} holds {lesson}/; they hold {found}: "
+                f"is it --lesson {held.most_common(1)[0][0]}?")
+    return None
+
+
+def _lesson_id(key: str) -> str:
+    """A lesson's id from its id or its number (``04``, ``4``); KeyError names the lessons."""
+    from coursekit import catalogue
+
+    return catalogue.get(key).id
 
 
 def _lesson_ids() -> list[str]:
