@@ -142,8 +142,7 @@ def grade_student(student: str, opts: Options, submitted: Path, start: Callable[
         names = submissions.shown_list(found.candidates, handed.folder)
         return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
                           f"{len(found.candidates)} different notebooks of {lesson} were handed "
-                          f"in: {names}; keep the one to grade and regrade with --student "
-                          f"{student}.")
+                          f"in: {names}; none was graded: hand in only the one to grade.")
     path = found.path
     shown = path.relative_to(submitted).as_posix()
     try:
@@ -191,7 +190,7 @@ def _late_columns(record: dict[str, Any], report: Report, student: str,
     stamp = (record.get("submission") or {}).get("timestamp")
     lateness = deadlines.lateness(report.lesson, student, parse_timestamp(stamp) if stamp else None)
     penalty = lateness.penalty(report.score)
-    note = f"{lateness.describe()}." if lateness.late.total_seconds() > 0 else ""
+    note = lateness.describe() if lateness.late.total_seconds() > 0 else ""
     return {"timestamp": stamp or "", "duedate": format_utc(lateness.due),
             "raw_score": report.score, "late_submission_penalty": penalty, "note": note}
 
@@ -210,6 +209,7 @@ class RunSummary:
     changed: list[str] = field(default_factory=list)  # regraded: their submission changed
     other_settings: dict[str, str] = field(default_factory=dict)  # kept, made otherwise: how
     waiting: list[str] = field(default_factory=list)  # new or changed, left out by --student
+    statuses: dict[str, str] = field(default_factory=dict)  # every student's, once written
 
     @property
     def median_s(self) -> float:
@@ -313,6 +313,10 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
                 f"isolation {made.get('isolation')}, grader {made.get('grader')}" if made
                 else "made before results recorded their settings")
     write_csv(out, students, list(exercise_points(opts.lesson)), opts.deadlines)
+    for student in students:
+        with contextlib.suppress(OSError, ValueError):
+            result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
+            summary.statuses[student] = str(result.get("status", ""))
     summary.graded, summary.seconds = len(todo), time.perf_counter() - started
     write_atomic(out / "run.json", json.dumps({
         "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),
@@ -370,13 +374,14 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
         report = not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
                             Status.ERROR,
                             f"The grader failed on this submission ({failure}); see errors.log.")
-    shown = report
+    shown, penalty = report, 0.0
     if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
         lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
-        shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe().capitalize() + "."])
+        shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe()])
+        penalty = lateness.penalty(report.score)  # the page's score is the gradebook's
     lang = i18n.choose(opts.lang, report.edition)
     write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
-                 results.feedback_html(i18n.localize(shown, lang), student))
+                 results.feedback_html(i18n.localize(shown, lang), student, penalty))
     record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
                   graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))

@@ -195,6 +195,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
     print(f"protections: {', '.join(summary.protections) or 'none'} (isolation {isolation})")
     if summary.missing:
         print(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
+    ambiguous = [s for s in summary.statuses if summary.statuses[s] == "ambiguous"]
+    if ambiguous:  # the instructor's step; the students' pages say only what they can do
+        print(f"ambiguous: {', '.join(ambiguous)} handed in several different notebooks: keep the "
+              "one to grade in each folder, then regrade with --student ID")
     print(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
     return 0
 

@@ -152,13 +152,15 @@ class Lateness:
         return round(raw_score * self.fraction, 4)
 
     def describe(self) -> str:
+        """One sentence, as the feedback page and ``grades.csv`` show it (and translate it:
+        the sentence is the catalogue's template, so nothing may change it afterwards)."""
         if self.submitted is None:
-            return "no submission time (no timestamp.txt): not counted as late"
+            return "No submission time (no timestamp.txt): not counted as late."
         if self.late.total_seconds() <= 0:
-            return f"on time (submitted {format_utc(self.submitted)}, due {format_utc(self.due)})"
+            return f"On time (submitted {format_utc(self.submitted)}, due {format_utc(self.due)})."
         lost = f"penalty {self.fraction:.0%} of the raw score" if self.fraction else "no penalty"
         return (f"{format_duration(self.late)} late (submitted {format_utc(self.submitted)}, "
-                f"due {format_utc(self.due)}): {lost}")
+                f"due {format_utc(self.due)}): {lost}.")
 
 
 @dataclass

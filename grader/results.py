@@ -250,11 +250,13 @@ def to_html(report: Report) -> str:
                   errors=report.cell_errors[:10])
 
 
-def feedback_html(report: Report, student: str) -> str:
+def feedback_html(report: Report, student: str, penalty: float = 0.0) -> str:
     """The student's feedback page, in the report's language (:func:`grader.i18n.localize`):
-    points and hints, never a hidden test's code."""
+    points and hints, never a hidden test's code. ``penalty``: points lost for lateness
+    (the score shown is then ``grades.csv``'s, the raw score beside it)."""
     from .i18n import words
     from .templating import render
 
     return render("feedback.html.j2", report=report, student=student, t=words(report.lang),
-                  errors=report.cell_errors[:10], excerpt=report.output_excerpt[:2000])
+                  errors=report.cell_errors[:10], excerpt=report.output_excerpt[:2000],
+                  penalty=round(penalty, 4), final=round(report.score - penalty, 4))

@@ -141,12 +141,14 @@ def test_localize_translates_the_notes_too() -> None:
         "run of the notebook.",
         "Graded s1/01_attention_by_hand (1).ipynb (not at nbgrader's name "
         "01_attention_by_hand.ipynb).",
-        "1 day late (submitted 2026-03-03 10:00:00 UTC, due 2026-03-02 23:59:00 UTC): no penalty",
+        "1 day late (submitted 2026-03-03 10:00:00 UTC, due 2026-03-02 23:59:00 UTC): no penalty.",
+        "On time (submitted 2026-03-02 10:00:00 UTC, due 2026-03-02 23:59:00 UTC).",
     ])
     shown = i18n.localize(report, "zh")
     assert shown.notes[0].startswith("`softmax` 的一项检查失败") and "重新运行" in shown.notes[0]
     assert shown.notes[1].startswith("评分的是 s1/01_attention_by_hand (1).ipynb")
-    assert shown.notes[2].startswith("迟交 1 day") and shown.notes[2].endswith("不扣分")
+    assert shown.notes[2].startswith("迟交 1 day") and shown.notes[2].endswith("不扣分。")
+    assert shown.notes[3] == "按时提交（提交于 2026-03-02 10:00:00 UTC，截止于 2026-03-02 23:59:00 UTC）。"
     assert report.notes[0].startswith("A check of")
 
 # --- the course's own notebooks -----------------------------------------------------------

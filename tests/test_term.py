@@ -64,8 +64,10 @@ def test_every_case_gets_a_clear_status(term) -> None:
     message = {s: r["message"] for s, r in term["rows"].items()}
     assert f"Graded `{LESSON}/{LESSON} (1).ipynb` (not at nbgrader's name" in message["dave"]
     assert f"`{LESSON}/submission/{LESSON}/{LESSON}.ipynb`" in message["erin"]
-    assert f"`{LESSON}/{LESSON}-Copy1.ipynb`, `{LESSON}/{LESSON}.ipynb`; keep the one" \
+    assert f"`{LESSON}/{LESSON}-Copy1.ipynb`, `{LESSON}/{LESSON}.ipynb`; none was graded" \
         in message["frank"]
+    assert "--student" not in message["frank"]  # the instructor's step is in grade's output
+    assert "ambiguous: frank handed in several different notebooks" in term["first"].stdout
     assert "not valid JSON" in message["gina"]
     assert f"no notebook of {LESSON} in ivan/" in message["ivan"]
     assert f"Graded `{LESSON}/{LESSON}-Copy1.ipynb`, the notebook worked on; untouched: " \
@@ -116,7 +118,10 @@ def test_late_work_columns(term) -> None:
     assert alice["duedate"] == "2026-03-04 22:59:00 UTC"  # her extension
     assert (alice["late_submission_penalty"], alice["score"]) == ("0.0", "10.0")
     assert bob["timestamp"] == "" and bob["late_submission_penalty"] == "0.0"
-    assert "late (submitted" in (term["out"] / "feedback" / "hank" / f"{LESSON}.html").read_text()
+    page = (term["out"] / "feedback" / "hank" / f"{LESSON}.html").read_text()
+    assert "1 day 11 hours late (submitted 2026-03-04 10:00:00 UTC" in page  # not "utc"
+    # the page's score is the gradebook's, the raw score beside it (issue 24, item 5)
+    assert "Score: <b>8 / 10</b> (raw score 10, late penalty 2)" in page
 
 
 def test_deadlines_are_found_beside_the_class_whatever_the_folder(term, tmp_path) -> None:
