@@ -61,9 +61,8 @@ def _check(args: argparse.Namespace) -> int:
         with prepare_check(args.notebook, args.lesson, limits) as source:
             from .engine import check_notebook
 
-            for note in sandbox_notes(source):
-                print(note, file=sys.stderr)
             result = check_notebook(args.notebook, args.lesson, limits, source=source)
+            notes = sandbox_notes(source)  # said once graded: a refusal stays one line
     except NotebookError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
@@ -79,6 +78,9 @@ def _check(args: argparse.Namespace) -> int:
         out.flush()
     else:
         out.write(fmt.to_text(result, color=out.isatty() if COLOR is None else COLOR) + "\n")
+    out.flush()
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 
