@@ -238,6 +238,14 @@ def export(folders: list[str | Path], roster_path: str | Path, to: str, key: str
     column = key_column(roster, key)
     graded = sorted({s for x in lessons for s in x.rows})
     m = match(roster, column, graded, local_part)
+    if not m.matched:  # an import of nobody: the key column is the wrong one
+        seen = [row.get(column, "").strip() for row in roster.rows if row.get(column, "").strip()]
+        raise LmsError(
+            f"no graded student matched the roster's {column!r} column (it holds e.g. "
+            f"{', '.join(seen[:3]) or 'nothing'}; the student ids are e.g. {', '.join(graded[:3])}): "
+            f"name the column that holds your student ids with --key (columns: "
+            f"{', '.join(roster.columns)}){'' if local_part else ', or --local-part for emails'}; "
+            "nothing was written")
     target = Path(out) if out else Path(folders[0]) / f"{to}-import.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(WRITERS[to](roster, m, lessons), encoding="utf-8")
@@ -265,6 +273,15 @@ def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson]) -> st
         lines.append(f"  skipped {note}")
     if not (m.roster_only or m.blank_key or m.graded_only):
         lines.append("  every roster student was graded and every graded student is in the roster")
+    if roster.lms == "canvas":
+        known = [c for c in roster.columns if c not in CANVAS_IDENTITY]
+        for x in lessons:
+            if x.assignment not in known and not any(
+                    c.startswith(x.assignment + " (") for c in known):
+                lines.append(f"  WARNING: the roster has no assignment {x.assignment!r}: Canvas "
+                             "will add it as a new column. To fill an existing one, pass its "
+                             "name with --assignment (the roster's: "
+                             f"{', '.join(c for c in known if re.search(r' [(][0-9]+[)]$', c))})")
     return "\n".join(lines)
 
 

@@ -139,3 +139,29 @@ def test_cli_prints_the_summary_and_fails_clearly(folders) -> None:
     assert proc.stdout.startswith(f"wrote {folders[0] / 'canvas-import.csv'}: 4 student(s)")
     proc = subprocess.run(cmd + ["--key", "Nope"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("grader lms: the roster has no column 'Nope'")
+
+
+def test_an_import_that_matches_nobody_is_refused(folders, tmp_path) -> None:
+    """Issue 24: Moodle's default key (email) against user names matched 0 students and still
+    wrote the file, exit 0."""
+    target = tmp_path / "moodle.csv"
+    with pytest.raises(LmsError, match=r"no graded student matched the roster's 'Email address' "
+                                       r"column \(it holds e\.g\. alice@example\.edu"):
+        export(folders[:1], MOODLE, "moodle", out=target)
+    assert not target.exists()
+    proc = subprocess.run([sys.executable, "-m", "grader", "lms", str(folders[0]), "--roster",
+                           str(MOODLE), "--to", "moodle", "--out", str(target)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "--local-part for emails; nothing was written" in proc.stderr
+
+
+def test_a_canvas_assignment_not_in_the_roster_is_warned_about(folders) -> None:
+    _, text = export(folders[:1], CANVAS, "canvas", assignments=["Lesson 1: attention by hand"])
+    assert ("WARNING: the roster has no assignment 'Lesson 1: attention by hand': Canvas will "
+            "add it as a new column") in text
+    assert "(the roster's: Lesson 01: attention by hand (104211), Lesson 02: split heads (104212))" in text
+    _, text = export(folders[:1], CANVAS, "canvas",
+                     assignments=["Lesson 01: attention by hand (104211)"])
+    assert "WARNING" not in text
+    _, text = export(folders[:1], CANVAS, "canvas", assignments=["Lesson 01: attention by hand"])
+    assert "WARNING" not in text  # Canvas matches a title without its id too
