@@ -93,6 +93,14 @@ def test_missing_file_and_unknown_lesson(tmp_path) -> None:
     assert verdict(other, "--lesson", "01_attention_by_hand")["score"] == 0
 
 
+def test_a_renamed_notebook_is_known_by_its_graded_cells(tmp_path) -> None:
+    """As `grade` knows it (an LMS renames files: submission_1234.ipynb); issue 24."""
+    renamed = tmp_path / "submission_1234.ipynb"
+    renamed.write_bytes(solution_path("02_split_heads").read_bytes())
+    result = verdict(renamed)
+    assert result["lesson"] == "02_split_heads" and result["score"] == result["max_score"]
+
+
 def test_notebook_without_cells_scores_zero(tmp_path) -> None:
     path = tmp_path / "01_attention_by_hand.ipynb"
     path.write_text(json.dumps(_notebook([])))
