@@ -220,6 +220,29 @@ def student_folders(submitted: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
+class OutputBusy(RuntimeError):
+    """Another ``grade`` writes to the same output folder."""
+
+
+@contextlib.contextmanager
+def only_writer(out: Path) -> Iterator[None]:
+    """Hold a lock on the folder ``OUT`` itself while grading (no file left behind): two
+    runs writing one folder would interleave their results."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"another `grade` is writing to {out}: wait until it ends, or "
+                             "give this one another --out") from None
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
 class UnknownStudent(ValueError):
     """``--student`` names a folder that is not in SUBMITTED."""
 
@@ -275,8 +298,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     stop = threading.Event()
     summary = RunSummary(0, 0, 0.0, seconds, [])
     todo = plan_run(students, handed, opts, summary)
-    with workers(opts) as pool:  # refuses (strict, require) before anything is written
-        (out / "results").mkdir(parents=True, exist_ok=True)
+    with workers(opts) as pool, only_writer(out):  # refuses (strict, require) before
+        (out / "results").mkdir(parents=True, exist_ok=True)  # anything is written
         _ignore_in_git(out)
         if on_plan is not None:
             on_plan(pool.plan)

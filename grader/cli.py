@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -163,9 +161,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
                    lang=args.lang)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
-        with _only_writer(opts.out):
-            summary = grade_class(submitted, opts,
-                                  on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
+        summary = grade_class(submitted, opts,
+                              on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - say why, briefly
         done = getattr(exc, "summary", None)
         if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
@@ -311,29 +308,6 @@ def _nbgrader_course(folder: object) -> tuple[str, str]:
     course_id = str(course.get("course_id", "default_course"))
     db_url = str(course.get("db_url", f"sqlite:///{(folder / 'gradebook.db').resolve()}"))
     return course_id, db_url
-
-
-class OutputBusy(RuntimeError):
-    """Another ``grade`` writes to the same output folder."""
-
-
-@contextlib.contextmanager
-def _only_writer(out: Path) -> Iterator[None]:
-    """Hold a lock on the folder ``OUT`` itself while grading (no file left behind): two
-    runs writing one folder would interleave their results."""
-    import fcntl
-
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputBusy(f"another `grade` is writing to {out}: wait until it ends, or "
-                             "give this one another --out") from None
-        yield
-    finally:
-        os.close(fd)  # and with it the lock
 
 
 def _class_layout_problem(submitted: Path, lesson: str) -> str | None:

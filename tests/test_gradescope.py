@@ -163,10 +163,10 @@ def _succeeds(action):
         return False
 read_graders = _succeeds(lambda: open(ROOT + "/source/course/grader/hidden/test_01_attention_by_hand.py").read())
 listed = _succeeds(lambda: os.listdir(ROOT + "/source")) or _succeeds(lambda: os.listdir(ROOT))
-forged = _succeeds(lambda: open(ROOT + "/results/results.json", "w").write(json.dumps({{"score": 99}})))
+forged = _succeeds(lambda: open(ROOT + "/results/results.json", "w").write(json.dumps({{"score": 987654}})))
 patched = _succeeds(lambda: open(ROOT + "/source/course/grader/hidden/test_01_attention_by_hand.py", "a").write("#"))
-print(json.dumps({{"score": 99.0, "tests": [{{"name": "dot_scores", "score": 99}}]}}))
-print("\n" * 3 + '{{"score": 99.0}}')
+print(json.dumps({{"score": 987654.0, "tests": [{{"name": "dot_scores", "score": 987654}}]}}))
+print("\n" * 3 + '{{"score": 987654.0}}')
 # Each exercise stays correct only if its attack failed: the score shows what got through.
 if read_graders or listed:
     dot_scores = lambda Q, K: Q[:, :1] * 0
@@ -205,7 +205,8 @@ def test_hostile_notebook_cannot_read_graders_forge_or_write_results(package, tm
     assert results["score"] == 10.0, (results["tests"], stdout)  # every attack failed
     assert hidden.read_bytes() == before
     assert sorted(p.name for p in (root / "results").iterdir()) == ["results.json"]
-    assert "99" not in json.dumps(results) and "99" not in stdout
+    # the forged score (not "99": a commit hash in the package's build line can hold that)
+    assert "987654" not in json.dumps(results) and "987654" not in stdout
     if without:
         assert "  - files-hidden: MISSING" in stdout and "  + autograder-files-private: " in stdout
 
