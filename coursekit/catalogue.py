@@ -365,6 +365,11 @@ def grade_id(cell: dict[str, Any]) -> str | None:
     return nbgrader(cell).get("grade_id")
 
 
+def grade_ids(nb: dict[str, Any]) -> set[str]:
+    """The grade ids of a notebook's cells (those that have one)."""
+    return {cell_id for cell in nb.get("cells", []) if (cell_id := grade_id(cell)) is not None}
+
+
 def is_grade(cell: dict[str, Any]) -> bool:
     """nbgrader's grade cell: it carries points (autograder tests, manually graded answers)."""
     return bool(nbgrader(cell).get("grade", False))

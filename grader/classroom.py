@@ -171,16 +171,19 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_csv(out: Path, students: list[str], exercises: list[str],
-              deadlines: Deadlines | None = None) -> None:
+              deadlines: Deadlines | None = None) -> dict[str, str]:
+    """Write ``grades.csv`` from the results; returns each student's status."""
     late_columns = deadlines is not None
-    rows = []
+    rows, statuses = [], {}
     for student in students:
         result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
         record = _record(out, student) or {}
         report = Report.from_record(result, record.get("notes"))
         late = _late_columns(record, report, student, deadlines) if late_columns else None
         rows.append(results.csv_row(student, report, exercises, late))
+        statuses[student] = str(report.status)
     write_atomic(out / "grades.csv", results.csv_table(rows, exercises, late=late_columns))
+    return statuses
 
 
 def _late_columns(record: dict[str, Any], report: Report, student: str,
@@ -335,11 +338,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             summary.other_settings[student] = (
                 f"isolation {made.get('isolation')}, grader {made.get('grader')}" if made
                 else "made before results recorded their settings")
-    write_csv(out, students, list(exercise_points(opts.lesson)), opts.deadlines)
-    for student in students:
-        with contextlib.suppress(OSError, ValueError):
-            result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
-            summary.statuses[student] = str(result.get("status", ""))
+    summary.statuses = write_csv(out, students, list(exercise_points(opts.lesson)),
+                                 opts.deadlines)
     summary.graded, summary.seconds = len(todo), time.perf_counter() - started
     write_atomic(out / "run.json", json.dumps({
         "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),

@@ -125,7 +125,7 @@ def _lesson_by_cells(path: str | Path) -> catalogue.Lesson | None:
     """The one lesson whose graded cells (grade ids) the notebook holds, as ``grade`` finds a
     renamed notebook (an LMS's ``submission_1234.ipynb``); None when none or several."""
     try:
-        ids = {catalogue.grade_id(cell) for cell in read_notebook(path)["cells"]} - {None}
+        ids = catalogue.grade_ids(read_notebook(path))
     except Exception:  # noqa: BLE001 - unreadable: the caller's error says so
         return None
     matches = [lesson for lesson in catalogue.COURSE.lessons if ids & set(lesson.graded)]

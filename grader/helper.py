@@ -557,7 +557,6 @@ class Helper:
         self.trusted = _TrustedZygote(close_in_child=[self.listener])
         self.source: Any = None
         self.protections: list[str] = []
-        self.sandbox: dict[str, Any] = {}  # what the trusted processes say about it
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -632,12 +631,9 @@ class Helper:
             pool.open()
             self.source = _PoolSource(pool)
             self.protections = pool.protections
-            self.sandbox = {"missing": dict(pool.plan.missing)}
         except Exception as exc:  # noqa: BLE001 - plain processes, as a cold check would
             _log(f"the sandbox could not start ({exc}); workers are plain processes")
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-            self.source = LocalSource(reason)
-            self.sandbox = {"unavailable": reason}
+            self.source = LocalSource((str(exc).splitlines() or [type(exc).__name__])[0])
         self.ready.set()
         _log("ready")
 
@@ -694,7 +690,9 @@ class Helper:
         ours, theirs = _pair()
         with contextlib.closing(ours):
             try:
-                self.trusted.fork(dict(message, sandbox=self.sandbox),
+                sandbox = {"missing": self.source.missing,
+                           "unavailable": self.source.unavailable}  # for its stderr note
+                self.trusted.fork(dict(message, sandbox=sandbox),
                                   [conn.fileno(), theirs.fileno()], READY_WAIT_S)
             finally:
                 theirs.close()
@@ -706,6 +704,8 @@ class _PoolSource:
 
     def __init__(self, pool: Any):
         self.pool = pool
+        self.missing = dict(pool.plan.missing)
+        self.unavailable = ""
 
     def start(self, limits: Any, wait_s: float | None = None) -> Any:
         if self.pool.busy():
@@ -762,8 +762,8 @@ def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, An
         fields = {k: v for k, v in dict(message["limits"]).items()
                   if k in limits_type.__dataclass_fields__}
         wait_s = message.get("wait_s")
-        worker = source.start(limits_type(**fields), **(
-            {"wait_s": float(wait_s)} if isinstance(wait_s, (int, float)) else {}))
+        worker = source.start(limits_type(**fields),
+                              wait_s=float(wait_s) if isinstance(wait_s, (int, float)) else None)
         wid = len(workers) + 1
         workers[wid] = worker
         rpc.send({"ok": True, "id": wid, "pid": worker.pid}, [worker.sock.fileno()])

@@ -56,6 +56,9 @@ def course_files(withheld: set[Path] = frozenset()) -> dict[str, Path]:
 
 
 class WorkerSource(Protocol):
+    missing: dict[str, str]  # protection -> why it is missing (what the check says)
+    unavailable: str  # why the sandbox could not start ("": it did)
+
     def start(self, limits: Limits, wait_s: float | None = None) -> Any: ...
 
     def close(self) -> None: ...
@@ -189,11 +192,10 @@ def default_source(limits: Limits) -> WorkerSource:
 def sandbox_notes(source: WorkerSource) -> list[str]:
     """What a check says on stderr about the sandbox it ran in, whichever source it had
     (its own pool, the helper's, plain processes): nothing when every protection is on."""
-    unavailable = getattr(source, "unavailable", "")
-    if unavailable:
-        return [f"grader: the sandbox could not start here ({unavailable}); "
+    if source.unavailable:
+        return [f"grader: the sandbox could not start here ({source.unavailable}); "
                 "checking in a plain process"]
-    missing = getattr(source, "missing", None) or {}
+    missing = source.missing
     if not missing:
         return []
     from .sandbox.probe import PROTECTIONS

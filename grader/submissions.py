@@ -74,8 +74,7 @@ def _inspect(path: Path, lesson: catalogue.Lesson) -> _Candidate | None:
         if _names_lesson(path, lesson):
             return _Candidate(path, False, -1, "")
         return None
-    ids = {catalogue.grade_id(cell) for cell in nb["cells"]} - {None}
-    if not ids & set(lesson.graded) and not _names_lesson(path, lesson):
+    if not catalogue.grade_ids(nb) & set(lesson.graded) and not _names_lesson(path, lesson):
         return None  # a notebook of another lesson, or the student's scratch work
     try:
         left = len(unfinished(path, lesson.graded))

@@ -573,9 +573,9 @@ class SandboxPool:
         if not zygote.alive() or zygote.broken:
             try:
                 zygote = self._replace(zygote)
+            except SandboxError:
+                raise
             except Exception as exc:
-                if isinstance(exc, SandboxError):
-                    raise
                 raise SandboxError(f"a sandbox zygote died and none could replace it ({exc})") from exc
         sub_id = next(self._ids)
         uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
