@@ -33,6 +33,20 @@ if GRADER:
         "grader.nbgrader_cells.CourseOverwriteCells",
         "nbgrader.preprocessors.CheckCellMetadata",
     ]
+# Autograde runs no student code as you: the course's sandbox grades each submitted
+# notebook (as `python -m grader grade` does: a fresh sandboxed worker per notebook, the
+# reference solutions and hidden tests out of its reach) and writes each test cell's points
+# and hints for nbgrader's gradebook, feedback and export (grader/nbgrader_sandbox.py).
+# COURSE_AUTOGRADE=kernel restores nbgrader's own Execute, which runs every notebook in a
+# Jupyter kernel of the account running autograde: a notebook can then read the solutions
+# and hidden tests, write into your home folder and fake its scores. Use it only for
+# notebooks you trust.
+# (grader.nbgrader_editions.configure, at the end of this file, puts it in place.) The
+# sandbox's options are `grade`'s --isolation strict, --require and --timeout:
+#   c.SandboxedAutograde.isolation = "strict"
+#   c.SandboxedAutograde.require = "bwrap,seccomp"
+#   c.SandboxedAutograde.timeout = 120
+
 # nbgrader 0.9's gradebook code predates SQLAlchemy 2's session rules: each submission logs
 # three "SAWarning: Object of type <Submitted...> not in session" that change nothing.
 warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session")
@@ -60,6 +74,10 @@ if GRADER and (HERE / "deadlines.toml").is_file():
 # and a renamed notebook (01_attention_by_hand-1.ipynb, "... (1).ipynb") the lesson's name.
 if GRADER:
     c.ZipCollectApp.collector_plugin = "grader.nbgrader_collect.CourseCollector"
+# `nbgrader release_feedback LESSON` in a class where some handed in through an LMS (no
+# exchange secret): the others' pages are released, theirs named in a warning.
+if GRADER:
+    c.ExchangeFactory.release_feedback = "grader.nbgrader_feedback.CourseReleaseFeedback"
 c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<last_first>[^/_]+)_(?:LATE_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
     r"(?P<file_id>[^/]+)$")

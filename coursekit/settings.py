@@ -29,6 +29,12 @@ variable             meaning
                      (:func:`edition`; ``grader/nbgrader_editions.py``)
 ``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
                      the language of the notebook graded (:func:`language`)
+``COURSE_AUTOGRADE``  how ``nbgrader autograde`` runs the submitted notebooks: ``sandbox``
+                     (default: in the course's sandbox, as ``grader grade`` does, never as
+                     the instructor; ``grader/nbgrader_sandbox.py``) or ``kernel``
+                     (nbgrader's own Execute: each notebook in a Jupyter kernel of the
+                     account that runs autograde, able to read and write whatever that
+                     account can) (:func:`autograde`)
 ``COURSE_CHECK_HELPER`` minutes of idleness after which ``grader check``'s warm helper
                      stops (default 15); ``off`` (or ``0``) checks without a helper, each
                      time in a fresh process (:func:`check_helper_minutes`). Off by
@@ -56,6 +62,8 @@ GRADER_SEED = "COURSE_GRADER_SEED"
 CALL_TIMEOUT = "COURSE_CALL_TIMEOUT"
 EDITION = "COURSE_EDITION"
 LANG = "COURSE_LANG"
+AUTOGRADE = "COURSE_AUTOGRADE"
+AUTOGRADE_CHOICES = ("sandbox", "kernel")
 
 #: The editions an nbgrader course may hold (COURSE_EDITION), and the hints' languages.
 EDITION_CHOICES = ("en", "zh", "both")
@@ -130,6 +138,14 @@ def edition() -> str:
     value = (os.environ.get(EDITION) or "en").strip().lower()
     if value not in EDITION_CHOICES:
         raise ValueError(f"{EDITION} must be one of {', '.join(EDITION_CHOICES)}, got {value!r}")
+    return value
+
+
+def autograde() -> str:
+    """``$COURSE_AUTOGRADE`` (``sandbox`` or ``kernel``), default ``sandbox``."""
+    value = (os.environ.get(AUTOGRADE) or "sandbox").strip().lower()
+    if value not in AUTOGRADE_CHOICES:
+        raise ValueError(f"{AUTOGRADE} must be one of {', '.join(AUTOGRADE_CHOICES)}, got {value!r}")
     return value
 
 

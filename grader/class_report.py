@@ -42,6 +42,7 @@ class Student:
     message: str
     points: dict[str, float]
     hints: dict[str, str] = field(default_factory=dict)  # exercise -> its message
+    untouched: bool = False  # every answer cell still as handed out (records/<id>.json)
 
 
 @dataclass
@@ -90,6 +91,12 @@ def load(folder: str | Path) -> ClassData:
         for x in data.get("exercises", []):
             student.hints[x["name"]] = x.get("message", "")
             max_points.setdefault(x["name"], float(x.get("max_points", 0)))
+    for student in students:
+        try:
+            record = json.loads((folder / "records" / f"{student.student_id}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        student.untouched = isinstance(record, dict) and record.get("untouched") is True
     try:
         run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -161,15 +168,16 @@ def to_look_at(data: ClassData, flags: dict[str, list[Any]]) -> list[dict[str, A
     for s in data.students:
         if s.status != OK:
             reasons[s.student_id].append(f"{s.status}: {s.message}")
-        elif s.score == 0 and s.hints and all("not implemented yet" in h for h in s.hints.values()):
-            reasons[s.student_id].append("handed in the notebook untouched (every exercise "
-                                         "still raises NotImplementedError)")
+        elif s.untouched:
+            reasons[s.student_id].append("handed in the notebook untouched (every answer cell "
+                                         "is as handed out)")
         elif s.max_score and s.score < LOW_SHARE * s.max_score:
             reasons[s.student_id].append(f"scored {s.score:g} of {s.max_score:g}")
     for exercise, found in flags.items():
         for f in found:
-            reasons[f.a.student].append(f"{exercise}: code unusually like {f.b.student}'s (see below)")
-            reasons[f.b.student].append(f"{exercise}: code unusually like {f.a.student}'s (see below)")
+            how = "identical to" if f.identical else "unusually like"
+            reasons[f.a.student].append(f"{exercise}: code {how} {f.b.student}'s (see below)")
+            reasons[f.b.student].append(f"{exercise}: code {how} {f.a.student}'s (see below)")
     order = {s.student_id: i for i, s in enumerate(data.students)}
     return [{"student": sid, "reasons": why} for sid, why in sorted(reasons.items(), key=lambda kv: order.get(kv[0], 0))]
 
@@ -262,10 +270,11 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
                     "(pass --submitted SUBMITTED).")
     cells = {}
     # nbgrader's layout, as `grade` reads it: <student>/<lesson>/<notebook of any edition>
-    names = [path.name for path in catalogue.get(data.lesson).notebooks("student").values()]
+    notebooks = [path.name for path in catalogue.get(data.lesson).notebooks("student").values()]
     for s in data.students:
         folder = submitted / s.student_id / data.lesson
-        path = next((folder / name for name in names if (folder / name).is_file()), folder / names[0])
+        path = next((folder / name for name in notebooks if (folder / name).is_file()),
+                    folder / notebooks[0])
         try:
             cells[s.student_id] = [src for _, src in cells_to_run(read_notebook(path))]
         except (NotebookError, OSError):
@@ -280,7 +289,7 @@ def render(data: ClassData, flags: dict[str, list[Any]], note: str) -> str:
                       trim_blocks=True, lstrip_blocks=True)
     rows = exercise_rows(data)
     pairs = [{"exercise": ex, "a": f.a.student, "b": f.b.student, "shared": f.shared,
-              "coverage": f.coverage,
+              "coverage": f.coverage, "identical": f.identical,
               "left": listing(f.a.source, f.a.first_line, f.lines_a),
               "right": listing(f.b.source, f.b.first_line, f.lines_b)}
              for ex, found in flags.items() for f in found]

@@ -28,6 +28,7 @@ from coursekit import settings
 from .engine import quiet, run_hidden_tests
 from .i18n import choose, words
 from .limits import DEFAULT_LIMITS
+from .results import ExerciseResult
 from .submission import InProcessSubmission
 
 
@@ -45,11 +46,30 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
     if failure:
         print(t(failure))
         return 0.0
+    text, points = exercise_text(exercise, results, t)
+    print(text, end="")
+    return points
+
+
+#: Shown under a cell that raised an error when the notebook was graded in the sandbox
+#: (``grader.nbgrader_sandbox``: nbgrader's autograde never runs the notebook itself).
+CELL_ERROR = "This cell raised an error when the notebook was graded:"
+#: The comment above a test cell's hidden tests in nbgrader's autograded notebook and
+#: feedback (``grader.nbgrader_cells.hidden_tests_only``).
+VISIBLE_TESTS_RAN = ("The visible tests of this exercise run when you press Validate; "
+                     "grading runs the hidden tests, which check the same and more.")
+#: A graded test cell without the course's hidden tests gets no points in the sandbox.
+NO_HIDDEN_TESTS = ("This test cell calls none of the course's hidden tests, so the sandboxed "
+                   "grader gave it no points.")
+
+
+def exercise_text(exercise: str, results: list[ExerciseResult], t: Any) -> tuple[str, float]:
+    """What a test cell shows for its exercise (the points, then each hint; ``t``
+    translates) and the points earned, as nbgrader reads them for partial credit."""
     points = float(sum(r.points for r in results))
     max_points = float(sum(r.max_points for r in results))
-    print(t(f"{exercise}: {points:g} / {max_points:g} points"))
-    for result in results:
-        for hint in result.hints:
-            label = t("hint:")
-            print(f"  {label}{'' if label.endswith('：') else ' '}{t(hint)}")
-    return points
+    lines = [t(f"{exercise}: {points:g} / {max_points:g} points")]
+    label = t("hint:")
+    gap = "" if label.endswith("：") else " "
+    lines += [f"  {label}{gap}{t(hint)}" for result in results for hint in result.hints]
+    return "\n".join(lines) + "\n", points

@@ -86,6 +86,9 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
 
 
 def _explain_error(exc: BaseException | None, exercise: str) -> str:
+    if isinstance(exc, MissingName) and exc.cause:
+        return (f"`{exc.name}` is not defined: its cell failed with {exc.cause}, so nothing "
+                f"in that cell ran; fix that error first")
     if isinstance(exc, MissingName):
         return (f"`{exc.name}` is not defined: did you delete its cell, rename it, "
                 f"or does an earlier cell fail?")

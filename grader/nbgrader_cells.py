@@ -9,6 +9,14 @@ lesson 01 submission, 600 for a class of 200. :class:`CourseOverwriteCells` puts
 back in silence when the submitted cell is exactly what was released (the stored source
 less its hidden tests), and still warns when a student changed a locked cell.
 ``nbgrader_config.py`` puts it in place of ``OverwriteCells``.
+
+It also keeps only the hidden tests of each test cell for autograde (:func:`hidden_tests_only`):
+a released test cell holds the exercise's visible asserts, which a student runs with
+Validate; when they also ran in autograde, one failed visible assert stopped the cell
+before its hidden tests and zeroed an exercise that ``grader grade`` gives partial credit
+with hints. The hidden tests check everything the visible ones do (the course's rule:
+visible tests are never stricter), so autograde, sandboxed or in a kernel, gives the
+points and hints ``grade`` gives.
 """
 
 from __future__ import annotations
@@ -19,6 +27,24 @@ from typing import Any
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
 
+from .i18n import choose, words
+from .kernel import VISIBLE_TESTS_RAN
+from .nbgrader_editions import edition_of_name
+
+BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def hidden_tests_only(source: str, lang: str = "en") -> str | None:
+    """A test cell's source for autograde: a comment, then its hidden tests region (with
+    its markers); None when the cell has no hidden tests (it then runs as it is)."""
+    lines = source.split("\n")
+    starts = [i for i, line in enumerate(lines) if BEGIN in line]
+    ends = [i for i, line in enumerate(lines) if END in line]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        return None
+    comment = f"# {words(lang)(VISIBLE_TESTS_RAN)}"
+    return "\n".join([comment, *lines[starts[0]:ends[0] + 1]])
+
 
 class CourseOverwriteCells(OverwriteCells):
     """``OverwriteCells`` that reports a locked cell's checksum only when it was changed."""
@@ -28,9 +54,15 @@ class CourseOverwriteCells(OverwriteCells):
     def preprocess_cell(self, cell: Any, resources: Any, cell_index: int) -> tuple[Any, Any]:
         self._as_released = self._is_as_released(cell)
         try:
-            return super().preprocess_cell(cell, resources, cell_index)
+            cell, resources = super().preprocess_cell(cell, resources, cell_index)
         finally:
             self._as_released = False
+        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+            name = resources.get("nbgrader", {}).get("notebook") or ""
+            hidden = hidden_tests_only(cell.source, choose(None, edition_of_name(name)))
+            if hidden is not None:
+                cell.source = hidden
+        return cell, resources
 
     def _is_as_released(self, cell: Any) -> bool:
         if not (utils.is_grade(cell) or utils.is_locked(cell)):

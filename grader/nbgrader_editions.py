@@ -137,6 +137,12 @@ def configure(c: Any, edition: str | None = None) -> str:
     c.CourseDirectory.notebook_id = notebook_glob(edition)
     c.CourseDirectory.ignore = list(CourseDirectory.class_traits()["ignore"].default()) + ignored(edition)
     default = list(Autograde.class_traits()["autograde_preprocessors"].default())
+    if settings.autograde() == "sandbox":  # never run a student's code as the instructor
+        from nbgrader.preprocessors import Execute
+
+        from .nbgrader_sandbox import SandboxedAutograde
+
+        default = [SandboxedAutograde if step is Execute else step for step in default]
     c.Autograde.autograde_preprocessors = [HintLanguage, *default]
     c.ExportApp.plugin_class = EditionsCsvExport
     return edition

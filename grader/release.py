@@ -175,7 +175,17 @@ def _pins(root: Path) -> tuple[str, list[str], str]:
 
 # --- self-check advice ---------------------------------------------------------------------
 
-_CHECK_FENCE = re.compile(r"```[^\n]*\n\s*python -m grader check (?P<path>\S+\.ipynb)\s*\n```")
+#: What each lesson says after its ``grader check`` fence, for students on a JupyterHub
+#: (nbgrader's release of lessons/ has no ``grader`` either); a bundle replaces both.
+HUB_ADVICE = {
+    "en": "On a JupyterHub, or in a student edition without the `grader` package, press "
+          "**Validate** in the notebook's toolbar instead: it runs every visible test from a "
+          "fresh kernel, and the hidden tests run when your work is graded.",
+    "zh": "在 JupyterHub 上，或者在不含 `grader` 包的学生版里，请改为点击笔记本工具栏里的 "
+          "**Validate**：它在新的内核里从头运行所有可见测试；隐藏测试在评分时运行。",
+}
+_CHECK_FENCE = re.compile(r"```[^\n]*\n\s*python -m grader check (?P<path>\S+\.ipynb)\s*\n```"
+                          r"(?:\n\n(?:" + "|".join(re.escape(a) for a in HUB_ADVICE.values()) + "))?")
 _ADVICE = {
     "en": "(This student edition has no hidden tests and no `grader`: press **Validate** in "
           "the notebook's toolbar, or run the command above, to run every visible test from "

@@ -41,6 +41,7 @@ class RemoteSubmission(Submission):
     def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
         start = time.time()
         reply = self._request("load", {}, {"cells": [list(c) for c in cells]}, timeout=timeout)
+        self.note_load(cells, reply)
         timeline.add("load", start, end := time.time())
         seconds = reply.get("seconds") if isinstance(reply, dict) else None
         if type(seconds) is float and 0 <= seconds <= end - start:  # the worker's own word
@@ -71,7 +72,8 @@ class RemoteSubmission(Submission):
         if reply.get("ok") is True:
             values.map_leaves(result, self._note_type)
             return result
-        raise _error_from(reply.get("error"))
+        error = _error_from(reply.get("error"))
+        raise self.explain_missing(error) if isinstance(error, MissingName) else error
 
     def _note_type(self, value: Any) -> Any:
         if isinstance(value, values.HandleRef):

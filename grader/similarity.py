@@ -15,7 +15,8 @@ that expected code lacks (nothing when it is expected code, a little when it is 
 variation of it), divided by the number of other students who share it too. A pair is flagged when its shared unusual code is
 long (``min_shared`` weighted k-grams) and covers most of the smaller submission's unusual
 code (``min_coverage``), or when it is very long whatever else differs
-(``min_shared_alone``). Short exercises, where every correct answer looks the same, have
+(``min_shared_alone``). Submissions whose code for a long exercise is identical, character
+for character, are flagged whatever it resembles (:func:`identical`). Short exercises, where every correct answer looks the same, have
 too little unusual code to reach the threshold; exercises whose reference solution is
 shorter than ``min_reference_tokens`` are not compared at all.
 """
@@ -67,6 +68,7 @@ class Flag:
     coverage: float
     lines_a: set[int] = field(default_factory=set)  # lines of a.source shared with b
     lines_b: set[int] = field(default_factory=set)
+    identical: bool = False  # the same code, character for character (comments included)
 
 
 # --- finding the exercise's code --------------------------------------------------------
@@ -338,6 +340,29 @@ def compare(units: list[Unit], settings: Settings = Settings()) -> list[Flag]:
     return flags
 
 
+def identical(units: list[Unit], flagged: list[Flag]) -> list[Flag]:
+    """Flags for submissions whose code for the exercise is the same, character for
+    character (trailing spaces aside), even where it is the reference answer's: answers of
+    a long exercise written apart are seldom identical, comments and blank lines included.
+    One flag per student beyond the first of each group; pairs already flagged are marked."""
+    groups: dict[str, list[Unit]] = {}
+    for unit in units:
+        text = "\n".join(line.rstrip() for line in unit.source.strip().splitlines())
+        if "NotImplementedError" not in text:  # an answer not written is the handout's
+            groups.setdefault(text, []).append(unit)
+    seen = {frozenset((f.a.student, f.b.student)): f for f in flagged}
+    new = []
+    for same in (g for g in groups.values() if len(g) > 1):
+        for other in same[1:]:
+            flag = seen.get(frozenset((same[0].student, other.student)))
+            if flag is None:
+                flag = Flag(same[0].exercise, same[0], other, 0.0, 1.0)
+                flag.shared = round(sum(same[0].grams.values()), 1)
+                new.append(flag)
+            flag.identical = True
+    return new
+
+
 def mark_shared_lines(flag: Flag, expected_statements: set[str]) -> None:
     """Lines of both listings whose normalised statement the other has too (and that is
     neither provided nor the reference's)."""
@@ -422,7 +447,12 @@ def class_flags(lesson: str, cells_by_student: dict[str, list[str]], exercises: 
         units = [u for s, cells in sorted(cells_by_student.items())
                  if (u := make_unit(s, name, cells, context, expected)) is not None]
         found = compare(units, settings)
+        found += identical(units, found)
         for flag in found:
-            mark_shared_lines(flag, context.provided_statements | set(ref_statements.values()))
+            if flag.identical:  # every line is shared
+                flag.lines_a = set(range(1, len(flag.a.source.splitlines()) + 1))
+                flag.lines_b = set(range(1, len(flag.b.source.splitlines()) + 1))
+            else:
+                mark_shared_lines(flag, context.provided_statements | set(ref_statements.values()))
         flags[name] = found
     return flags

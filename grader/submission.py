@@ -11,18 +11,39 @@ other objects stay with the submission as :class:`Handle` s. Two implementations
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any
 
 from . import calls
 from .runtime import values
-from .runtime.errors import CallHung, ProtocolError, SubmissionError
+from .runtime.errors import CallHung, MissingName, ProtocolError, SubmissionError
 from .runtime.target import Target
 from .runtime.values import HandleRef
 
 
 class Submission(ABC):
     """What a hidden test may do with a submission."""
+
+    #: ``{cell index: (source, error)}`` of the notebook's cells that failed when it loaded
+    failed_cells: dict[int, tuple[str, str]] = {}
+
+    def note_load(self, cells: list[tuple[int, str]], loaded: Any) -> None:
+        """Remember the cells that failed to run (from ``load``'s reply)."""
+        sources = dict(cells)
+        errors = loaded.get("errors", []) if isinstance(loaded, dict) else []
+        self.failed_cells = {int(e["cell"]): (sources.get(int(e["cell"]), ""), str(e.get("error", "")))
+                             for e in errors if isinstance(e, dict) and e.get("cell") in sources}
+
+    def explain_missing(self, exc: MissingName) -> MissingName:
+        """``exc`` with the error of the failed cell that would have defined its name."""
+        defines = re.compile(rf"^(?:async\s+def|def|class)\s+{re.escape(exc.name)}\b"
+                             rf"|^{re.escape(exc.name)}\s*(?::[^=]*)?=", re.MULTILINE)
+        for _, (source, error) in sorted(self.failed_cells.items()):
+            if defines.search(source):
+                exc.cause = error.splitlines()[0][:200] if error else ""
+                break
+        return exc
 
     @abstractmethod
     def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
@@ -135,7 +156,9 @@ class InProcessSubmission(Submission):
         self.broken: Exception | None = None
 
     def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
-        return self.target.load(cells)
+        loaded = self.target.load(cells)
+        self.note_load(cells, loaded)
+        return loaded
 
     def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
         if self.broken is not None:
@@ -144,6 +167,8 @@ class InProcessSubmission(Submission):
         with calls.alarm(self.call_timeout) as alarm:
             try:
                 return self.target.dispatch(op, header, value)
+            except MissingName as exc:
+                raise self.explain_missing(exc) from None
             except (SubmissionError, calls.CallTimedOut):
                 if not alarm["fired"]:
                     raise

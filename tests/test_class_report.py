@@ -51,6 +51,10 @@ def graded(tmp_path_factory) -> tuple[Path, Path]:
     put(submitted, "dave", LESSON, None)
     put(submitted, "erin", LESSON, b"{broken json")
     put(submitted, "frank", LESSON, json.dumps(looping).encode())
+    cheat = json.loads(lesson_path(LESSON).read_bytes())  # blank answers, one cell of its own
+    cheat["cells"].append({"cell_type": "code", "execution_count": None, "id": "cheat", "metadata": {},
+                           "outputs": [], "source": "from coursekit import earlier\n"})
+    put(submitted, "hana", LESSON, json.dumps(cheat).encode())
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", LESSON,
                            "--out", str(out), "--jobs", "2", "--timeout", "20"],
                           capture_output=True, text=True, cwd=ROOT, timeout=900)
@@ -76,9 +80,9 @@ def test_report_summary_and_self_contained_page(graded) -> None:
     text = report(out)  # the notebooks from the folder run.json names
     rows = grades(out)
     scores = [float(r["score"]) for r in rows]
-    assert text.startswith(f"wrote {out / 'report.html'}: 8 student(s), {LESSON}")
+    assert text.startswith(f"wrote {out / 'report.html'}: 9 student(s), {LESSON}")
     assert f"mean {statistics.fmean(scores):.1f}, median {statistics.median(scores):g} of 10" in text
-    assert "status: ok 5, " in text and all(f"{s} 1" in text for s in ("timeout", "unreadable", "missing"))
+    assert "status: ok 6, " in text and all(f"{s} 1" in text for s in ("timeout", "unreadable", "missing"))
     assert "every exercise of 01_attention_by_hand is too short" in text
     assert "protections active" in (out / "report.html").read_text(encoding="utf-8")
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -104,8 +108,20 @@ def test_a_class_graded_with_deadlines_is_reported(graded, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "late_submission_penalty" in next(csv.reader((late / "grades.csv").open()))
     text = report(late)
-    assert text.startswith(f"wrote {late / 'report.html'}: 8 student(s), {LESSON}")
+    assert text.startswith(f"wrote {late / 'report.html'}: 9 student(s), {LESSON}")
     assert load(late).exercises == ["dot_scores", "softmax", "attention"]
+
+
+def test_only_a_notebook_as_handed_out_is_called_untouched(graded) -> None:
+    """bob handed in the blank handout; hana the blank handout with a cell of her own (the
+    report used to call both untouched, from the hints' words)."""
+    from grader.class_report import load, to_look_at
+
+    _, out = graded
+    why = {row["student"]: " ".join(row["reasons"]) for row in to_look_at(load(out), {})}
+    assert "untouched" in why["bob"]
+    assert "untouched" not in why["hana"] and "scored 0 of 10" in why["hana"]
+    assert "untouched" not in why.get("carol", "")
 
 
 def test_not_a_graded_folder_is_refused(tmp_path) -> None:
@@ -140,7 +156,7 @@ def test_report_renders_in_the_browser_and_matches_grades_csv(graded, tmp_path, 
         assert card("mean") == f"{statistics.fmean(scores):.1f}"
         assert card("median") == f"{statistics.median(scores):g}"
         assert card("full_marks") == str(sum(1 for s in scores if s >= 10))
-        assert card("status-timeout") == "1" and card("status-ok") == "5"
+        assert card("status-timeout") == "1" and card("status-ok") == "6"
         # per-exercise full / partial / zero counts
         for name, top in max_points.items():
             points = [float(r[name]) for r in rows.values()]

@@ -85,6 +85,7 @@ def test_zip_layout_follows_gradescope_and_ships_no_solution(package) -> None:
         texts = {n: zf.read(n).decode("utf-8", "ignore") for n in names}
     assert config["lesson"] == LESSON and config["isolation"] == "auto"
     assert "course/grader/hidden/test_01_attention_by_hand.py" in names
+    assert not [n for n in names if n.startswith("course/grader/hidden/test_0") and "01_attention" not in n]
     assert not [n for n in names if n.startswith(("solutions/", "course/solutions/"))]
     assert not [n for n in names if "coursekit/reference/lesson0" in n]  # later lessons' answers
     answers = [_normal(body) for kind, body in _REGION.findall(notebook_code(solution_path(LESSON)))
@@ -216,6 +217,7 @@ def test_hostile_notebook_cannot_read_graders_forge_or_write_results(package, tm
     ({"answers.py": b"print(1)"}, "No notebook was submitted (found: answers.py)"),
     ({"a.ipynb": b"{}", "b/c.ipynb": b"{}"}, "2 notebooks were submitted (a.ipynb, b/c.ipynb)"),
     ({"broken.ipynb": b"{not json"}, "The notebook could not be read: not valid JSON"),
+    ({"broken.ipynb": b'{"cells": [] "metadata": {}}'}, "Expecting ',' delimiter"),  # shown as text
 ])
 def test_submissions_without_one_readable_notebook_get_a_clear_result(package, tmp_path, files, expected) -> None:
     root = unpack(package, tmp_path / "autograder")
@@ -224,6 +226,7 @@ def test_submissions_without_one_readable_notebook_get_a_clear_result(package, t
         (root / "submission" / name).write_bytes(data)
     results, _ = run_autograder(root)
     assert results["score"] == 0 and expected in results["output"], results["output"]
+    assert results["output_format"] == "text" and "&#" not in results["output"]
     assert all(t["score"] == 0 and t["status"] == "failed" for t in results["tests"])
 
 

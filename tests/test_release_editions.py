@@ -144,3 +144,21 @@ def test_the_chinese_lesson_01_runs_and_its_visible_tests_speak_chinese(zh_env, 
     proc = subprocess.run([str(python), "-m", "nbgrader", "validate", str(answered)],
                           cwd=out, capture_output=True, text=True, timeout=600, env=_clean_env())
     assert "Success! Your notebook passes all the tests." in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("lesson", [lesson.id for lesson in catalogue.COURSE])
+def test_hub_students_are_told_to_press_validate(lesson: str, tmp_path) -> None:
+    """lessons/ is what nbgrader releases on a hub, where there is no `grader check`: each
+    lesson says, after the command, to press Validate there; a bundle says it instead."""
+    from grader.release import HUB_ADVICE
+
+    for edition, path in catalogue.get(lesson).notebooks("student").items():
+        text = path.read_text(encoding="utf-8")
+        prose = "".join(catalogue.cell_source(c) for c in json.loads(text)["cells"]
+                        if c["cell_type"] == "markdown")
+        assert "python -m grader check" in prose and HUB_ADVICE[edition] in prose, path
+        bundled = as_bundled(path, tmp_path).decode("utf-8")
+        prose = "".join(catalogue.cell_source(c) for c in json.loads(bundled)["cells"]
+                        if c["cell_type"] == "markdown")
+        assert "python -m grader check" not in prose and HUB_ADVICE[edition] not in prose, path
+        assert "nbgrader validate" in prose

@@ -109,7 +109,8 @@ def test_short_exercises_are_never_compared(cases) -> None:
     students = {s: graded_cells(alt.notebook) for s in ("a", "b")}
     flags = class_flags("09_training", students, exercises("09_training"))
     assert "label_smoothed_nll" not in flags and "noam_lr" not in flags
-    assert flags["train_step"] == []  # both have the reference train_step: expected code
+    # both have the reference train_step, character for character: identical code is a flag
+    assert [(f.a.student, f.b.student, f.identical) for f in flags["train_step"]] == [("a", "b", True)]
 
 
 def test_reference_and_blank_submissions_give_no_units(context) -> None:
@@ -124,4 +125,25 @@ def test_reference_and_blank_submissions_give_no_units(context) -> None:
     flags = class_flags(L08, students, exercises(L08), context=context)
     assert set(flags) == {"PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
                           "greedy_decode"}
-    assert all(found == [] for found in flags.values())
+    # the blanks give no unit; the two reference notebooks are identical, character for
+    # character, in every long exercise: a flag (a solution passed around), never a blank
+    for found in flags.values():
+        assert [(f.a.student, f.b.student, f.identical) for f in found] == [("ref1", "ref2", True)]
+
+
+def test_identical_long_answers_are_flagged_even_when_they_are_the_reference(context) -> None:
+    """Nine students hand in the same MultiHeadAttention, character for character: the
+    reference answer itself (issue 24: none was flagged). Eight flags, one per student
+    after the first; a student with the same code reformatted gets none of those."""
+    from conftest import solution_path
+
+    from grader.notebook import parse_notebook
+
+    reference = parse_notebook(solution_path("04_multi_head_attention").read_bytes())
+    students = {f"s{i}": graded_cells(reference) for i in range(9)}
+    own = [c.replace("    ", "  ") if "class MultiHeadAttention" in c else c for c in graded_cells(reference)]
+    students["t"] = own
+    found = class_flags("04_multi_head_attention", students, exercises("04_multi_head_attention"))
+    flags = found["MultiHeadAttention"]
+    assert sorted((f.a.student, f.b.student) for f in flags) == [("s0", f"s{i}") for i in range(1, 9)]
+    assert all(f.identical and f.lines_a == set(range(1, len(f.a.source.splitlines()) + 1)) for f in flags)

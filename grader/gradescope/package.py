@@ -73,13 +73,18 @@ def _built() -> str:
 
 
 def course_files(lesson: str) -> dict[str, Path]:
-    """``course/...`` entries: the grader package and the lesson's public files."""
+    """``course/...`` entries: the grader package with this lesson's hidden tests only
+    (never another lesson's: a zip reaches every TA of a course), and the lesson's public
+    files (the reference modules of the lessons before it)."""
     from ..classroom import public_files
+    from ..engine import HIDDEN_DIR, hidden_test_file
 
+    others = {p for p in HIDDEN_DIR.glob("test_*.py")} - {hidden_test_file(lesson)}
     files = {}
     for path in sorted(GRADER.rglob("*")):
         rel = path.relative_to(ROOT)
-        if path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo"):
+        if path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo") \
+                and path not in others:
             files[rel.as_posix()] = path
     files.update(public_files(lesson))
     return {f"course/{rel}": path for rel, path in files.items()}

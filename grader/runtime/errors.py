@@ -8,9 +8,10 @@ class GradingError(Exception):
 class MissingName(GradingError):
     """The notebook does not define a name the grader needs."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, cause: str = ""):
         super().__init__(name)
         self.name = name
+        self.cause = cause  # the error of the notebook's cell that defines it, if one failed
 
 
 class SubmissionError(GradingError):
