@@ -247,6 +247,29 @@ def test_nbgrader_agrees_on_hangs_and_late_work(autograded, term) -> None:
     assert got["carol"][0] == "0.0"
 
 
+def test_nbgraders_sandboxed_autograde_gives_grades_scores(autograded, term) -> None:
+    """nbgrader's autograde grades in the course's sandbox (grader.nbgrader_sandbox): every
+    student's raw score is `grade`'s, the hang and the rewritten test cell included."""
+    got = {s: float(r["raw_score"]) for s, r in autograded["export"].items()}
+    want = {s: float(term["rows"][s]["raw_score"] or term["rows"][s]["score"]) for s in got}
+    assert got == want
+
+
+def test_the_terms_report(term) -> None:
+    """`report` on the term graded with deadlines (issue 24: it crashed on the late columns)."""
+    from grader.class_report import load, to_look_at
+
+    proc = subprocess.run([sys.executable, "-m", "grader", "report", str(term["out"])], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "11 student(s)" in proc.stdout and "status: ok 8, ambiguous 1, unreadable 1, missing 1" in proc.stdout
+    data = load(term["out"])
+    assert {s.student_id: s.score for s in data.students}["hank"] == 8.0  # after the penalty
+    why = {row["student"]: " ".join(row["reasons"]) for row in to_look_at(data, {})}
+    assert "untouched" in why["carol"] and "untouched" not in why.get("bob", "")
+    assert {"frank", "gina", "ivan"} <= set(why)
+
+
 def test_nbgrader_on_a_truncated_notebook(autograded) -> None:
     """What the instructor sees: an error in autograde's log, no autograded notebook, and
     0.0 in the export, as for a blank notebook; ``grade`` says ``unreadable``."""
