@@ -7,8 +7,10 @@
 Builds a class of correct, buggy (planted bugs from tests/planted) and blank submissions,
 grades it with the course grader (sandboxed, ``--jobs N``) and with nbgrader autograde in
 a temporary course, and prints seconds per submission side by side with their ratio.
-nbgrader is slow (a kernel per notebook), so ``--nbgrader-students K`` grades only the
-first K submissions with it (default: all; 0 skips it).
+nbgrader autograde runs twice, through this interpreter: as the course configures it (each
+notebook in the course's sandbox) and in nbgrader's own kernels (``COURSE_AUTOGRADE=kernel``,
+a kernel per notebook, slow), so ``--nbgrader-students K`` grades only the first K
+submissions with it (default: all; 0 skips it).
 
 ``--as-user USER:PYTHON[:COURSE]`` (run as root) grades the same class a second time as
 USER, with PYTHON (e.g. that user's venv) from COURSE (a checkout USER can read; default
@@ -80,22 +82,26 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
             "protections": run["protections"], "missing": run["sandbox"]["missing"]}
 
 
-def run_nbgrader(submitted: Path, lesson: str, count: int, course: Path) -> dict:
-    import os
-
+def run_nbgrader(submitted: Path, lesson: str, count: int, course: Path) -> dict[str, dict]:
+    """``nbgrader autograde`` of the first ``count`` submissions, through this interpreter,
+    twice: as the course configures it (the sandbox) and in nbgrader's own kernels
+    (``COURSE_AUTOGRADE=kernel``)."""
     shutil.copytree(ROOT / "solutions", course / "solutions")
     shutil.copy(ROOT / "nbgrader_config.py", course)
     env = dict(os.environ, PYTHONPATH=str(ROOT))  # this checkout's grader, in nbgrader and kernels
-    subprocess.run(["nbgrader", "generate_assignment", lesson, "--force"], cwd=course, check=True,
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    subprocess.run([*nbgrader, "generate_assignment", lesson, "--force"], cwd=course, check=True,
                    capture_output=True, env=env)
     chosen = sorted(p.name for p in submitted.iterdir())[:count]
     for student in chosen:
         shutil.copytree(submitted / student, course / "submitted" / student)
-    start = time.perf_counter()
-    subprocess.run(["nbgrader", "autograde", lesson, "--force"], cwd=course, check=True,
-                   capture_output=True, env=env)
-    wall = time.perf_counter() - start
-    return {"wall": wall, "n": len(chosen)}
+    timed = {}
+    for mode in ("sandbox", "kernel"):
+        start = time.perf_counter()
+        subprocess.run([*nbgrader, "autograde", lesson, "--force"], cwd=course, check=True,
+                       capture_output=True, env=dict(env, COURSE_AUTOGRADE=mode))
+        timed[mode] = {"wall": time.perf_counter() - start, "n": len(chosen)}
+    return timed
 
 
 def main() -> None:
@@ -136,9 +142,11 @@ def main() -> None:
     for label, r in rows:
         print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | "
               f"{r['median']:.3f} |")
-    if theirs is not None:
-        print(f"| nbgrader autograde | {theirs['n']} | {theirs['wall']:.1f} | "
-              f"{theirs['wall'] / theirs['n']:.3f} | – |")
+    for mode, label in (("sandbox", "nbgrader autograde (the course's sandbox)"),
+                        ("kernel", "nbgrader autograde, nbgrader's kernels")):
+        if theirs is not None:
+            r = theirs[mode]
+            print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – |")
     print()
     ours = rows[0][1]
     if len(rows) > 1:
@@ -146,8 +154,10 @@ def main() -> None:
         print(f"{rows[1][0].split(',')[0]} / root, median per submission: "
               f"{user['median'] / ours['median']:.2f}×")
     if theirs is not None:
-        print(f"nbgrader autograde / course grader, per submission: "
-              f"{(theirs['wall'] / theirs['n']) / (ours['wall'] / ours['n']):.1f}×")
+        for mode in ("sandbox", "kernel"):
+            r = theirs[mode]
+            print(f"nbgrader autograde ({mode}) / course grader, per submission: "
+                  f"{(r['wall'] / r['n']) / (ours['wall'] / ours['n']):.1f}×")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from . import csvcells
 from .results import CSV_HEADER, LATE_COLUMNS
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -70,7 +71,7 @@ def load(folder: str | Path) -> ClassData:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             header = list(reader.fieldnames or [])
-            rows = list(reader)
+            rows = [csvcells.read_row(r) for r in reader]
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc.strerror or exc} (a folder `grade --out` wrote?)") from None
     if header[:len(CSV_HEADER)] != CSV_HEADER:

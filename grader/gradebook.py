@@ -16,13 +16,13 @@ the table the README shows (``point_table``) cannot drift from what grading give
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit import catalogue
 
+from . import csvcells
 from .lms import Lesson, LmsError, key_column, match, read_lesson, read_roster
 
 
@@ -41,11 +41,6 @@ def point_table(points: dict[str, float] | None = None) -> str:
     lines += [f"| {lesson} | {value:g} |" for lesson, value in points.items()]
     lines.append(f"| total | {sum(points.values()):g} |")
     return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    """Text a spreadsheet shows as text: a name like ``=Sum, Eve`` is never a formula."""
-    return f"'{text}" if text[:1] in ("=", "+", "-", "@") else text
 
 
 def parse_weights(text: str | None, lessons: list[str]) -> dict[str, float] | None:
@@ -74,7 +69,7 @@ class Gradebook:
 
     def csv(self) -> str:
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+        writer = csvcells.Writer(buf)
         writer.writerow(self.header)
         writer.writerows(self.rows)
         return buf.getvalue()
@@ -115,7 +110,7 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
         total = sum(scores[lesson] or 0.0 for lesson in order)
         possible = sum(points[lesson] for lesson in order)
         who = [roster.name(row), row.get(column, "")] if column != "name" else [row.get(column, "")]
-        line = [_cell(text) for text in [*who, student]] + ["" if v is None else f"{v:g}" for v in scores.values()]
+        line = [*who, student] + ["" if v is None else f"{v:g}" for v in scores.values()]
         line += [f"{total:g}", f"{possible:g}", f"{100 * total / possible:.1f}" if possible else ""]
         if weight:
             share = sum(weight[lesson] for lesson in order)

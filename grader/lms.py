@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import csvcells
+
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_KEYS = {"login": "SIS Login ID", "sis": "SIS User ID", "id": "ID", "name": "Student"}
 MOODLE_KEYS = {"email": "Email address", "idnumber": "ID number", "username": "Username"}
@@ -141,7 +143,7 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
     path = folder / "grades.csv"
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            rows = [csvcells.read_row(r) for r in csv.DictReader(f)]
     except OSError as exc:
         raise LmsError(f"cannot read {path}: {exc.strerror or exc} (a folder `grade --out` wrote?)") from None
     if not rows or "student_id" not in rows[0]:
@@ -194,20 +196,20 @@ def _score(lesson: Lesson, student: str) -> str:
 
 def canvas_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:
     buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
+    out = csvcells.Writer(buf)
     out.writerow(CANVAS_IDENTITY + [x.assignment for x in lessons])
     out.writerow(["    Points Possible", "", "", "", ""] + [f"{x.max_score:g}" for x in lessons])
     for row, student in m.matched:
         identity = [row.get(c, "") for c in CANVAS_IDENTITY]
         if identity[0].startswith("="):
-            identity[0] = f'="{identity[0]}"'  # as Canvas's exporter: never a spreadsheet formula
+            identity[0] = csvcells.Verbatim(f'="{identity[0]}"')  # as Canvas's exporter writes it
         out.writerow(identity + [_score(x, student) for x in lessons])
     return buf.getvalue()
 
 
 def moodle_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:
     buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
+    out = csvcells.Writer(buf)
     header = [m.key]
     for x in lessons:
         header += [x.assignment, f"{x.assignment} (feedback)"]

@@ -34,6 +34,8 @@ from traitlets import Bool
 
 from coursekit import catalogue, settings
 
+from . import csvcells
+
 #: The instructor's own COURSE_LANG, read once, before any notebook sets it.
 _INSTRUCTOR_LANG = settings.language()
 
@@ -83,7 +85,7 @@ class HintLanguage(Preprocessor):
 class EditionsCsvExport(CsvExportPlugin):
     """nbgrader's CSV (same columns), counting each notebook once whatever its editions:
     the student's best edition, out of one edition's maximum. With one edition per course
-    it is nbgrader's own CSV."""
+    it is nbgrader's own CSV, quoted as CSV and with no cell a spreadsheet would run."""
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"
@@ -92,8 +94,9 @@ class EditionsCsvExport(CsvExportPlugin):
         keys = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
                 "email", "raw_score", "late_submission_penalty", "score", "max_score"]
         self.log.info("Exporting grades to %s (each notebook's editions counted once)", dest)
-        with open(dest, "w") as fh:
-            fh.write(",".join(keys) + "\n")
+        with open(dest, "w", newline="") as fh:
+            writer = csvcells.Writer(fh)
+            writer.writerow(keys)
             for assignment in gradebook.assignments:
                 if assignments and assignment.name not in assignments:
                     continue
@@ -115,7 +118,8 @@ class EditionsCsvExport(CsvExportPlugin):
                         penalty = submission.late_submission_penalty
                         row.update(timestamp=submission.timestamp, raw_score=raw,
                                    late_submission_penalty=penalty, score=max(0.0, raw - penalty))
-                    fh.write(",".join("" if row[k] is None else str(row[k]) for k in keys) + "\n")
+                    # a student id or name is never a spreadsheet formula (grader.csvcells)
+                    writer.writerow("" if row[k] is None else str(row[k]) for k in keys)
 
 
 def _per_notebook(scores: Any) -> float:

@@ -27,13 +27,14 @@ Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from . import csvcells
 
 
 class Status(StrEnum):
@@ -234,7 +235,7 @@ def csv_row(student: str, report: Report, exercises: list[str],
 
 def csv_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csvcells.Writer(buf)  # a student id is never a spreadsheet formula
     writer.writerow(CSV_HEADER + exercises + (LATE_COLUMNS if late else []))
     writer.writerows(rows)
     return buf.getvalue()

@@ -16,7 +16,8 @@ variation of it), divided by the number of other students who share it too. A pa
 long (``min_shared`` weighted k-grams) and covers most of the smaller submission's unusual
 code (``min_coverage``), or when it is very long whatever else differs
 (``min_shared_alone``). Submissions whose code for a long exercise is identical, character
-for character, are flagged whatever it resembles (:func:`identical`). Short exercises, where every correct answer looks the same, have
+for character, are flagged whatever it resembles, when the student wrote at least
+``min_identical_lines`` lines of it (:func:`identical`). Short exercises, where every correct answer looks the same, have
 too little unusual code to reach the threshold; exercises whose reference solution is
 shorter than ``min_reference_tokens`` are not compared at all.
 """
@@ -45,6 +46,7 @@ class Settings:
     min_shared: float = 20.0  # weighted shared unusual k-grams
     min_coverage: float = 0.7  # of the smaller submission's unusual k-grams
     min_shared_alone: float = 60.0  # this much shared unusual code is a flag whatever the coverage
+    min_identical_lines: int = 15  # identical code is a flag when the student wrote this many lines of it
 
 
 @dataclass
@@ -340,15 +342,19 @@ def compare(units: list[Unit], settings: Settings = Settings()) -> list[Flag]:
     return flags
 
 
-def identical(units: list[Unit], flagged: list[Flag]) -> list[Flag]:
+def identical(units: list[Unit], flagged: list[Flag], handout: set[str] = frozenset(),
+              min_lines: int = Settings.min_identical_lines) -> list[Flag]:
     """Flags for submissions whose code for the exercise is the same, character for
-    character (trailing spaces aside), even where it is the reference answer's: answers of
-    a long exercise written apart are seldom identical, comments and blank lines included.
-    One flag per student beyond the first of each group; pairs already flagged are marked."""
+    character (trailing spaces aside), even where it is the reference answer's, when the
+    student wrote at least ``min_lines`` lines of it (lines that are not the ``handout``'s):
+    that many lines written apart are seldom identical, comments and blank lines included,
+    where a few lines the contract dictates may well be. One flag per student beyond the
+    first of each group; pairs already flagged are marked."""
     groups: dict[str, list[Unit]] = {}
     for unit in units:
         text = "\n".join(line.rstrip() for line in unit.source.strip().splitlines())
-        if "NotImplementedError" not in text:  # an answer not written is the handout's
+        written = [line for line in text.splitlines() if line.strip() and line.strip() not in handout]
+        if len(written) >= min_lines:
             groups.setdefault(text, []).append(unit)
     seen = {frozenset((f.a.student, f.b.student)): f for f in flagged}
     new = []
@@ -384,6 +390,7 @@ class Context:
     provided: list[list[str]]  # normalised tokens of each provided statement
     provided_statements: set[str]
     reference: dict[str, str]  # exercise -> reference source
+    handout: dict[str, set[str]] = field(default_factory=dict)  # exercise -> its handout lines
     _cache: dict[tuple[str, str], tuple[list[str], dict[int, str]]] = field(default_factory=dict, repr=False)
 
     def normalise(self, source: str, name: str) -> tuple[list[str], dict[int, str]]:
@@ -422,7 +429,9 @@ def lesson_context(lesson_id: str) -> Context:
     for cell in solution:
         if catalogue.is_solution(cell) and (found := exercise_source(answers, catalogue.grade_id(cell) or "")):
             reference[catalogue.grade_id(cell)] = found[0]
-    return Context(public, known, provided_tokens(code, public, known), statements, reference)
+    handout = {name: {line.strip() for line in found[0].splitlines()}
+               for name in reference if (found := exercise_source(code[:len(student)], name))}
+    return Context(public, known, provided_tokens(code, public, known), statements, reference, handout)
 
 
 def eligible(context: Context, exercises: list[str], settings: Settings = Settings()) -> list[str]:
@@ -447,7 +456,7 @@ def class_flags(lesson: str, cells_by_student: dict[str, list[str]], exercises: 
         units = [u for s, cells in sorted(cells_by_student.items())
                  if (u := make_unit(s, name, cells, context, expected)) is not None]
         found = compare(units, settings)
-        found += identical(units, found)
+        found += identical(units, found, context.handout.get(name, set()), settings.min_identical_lines)
         for flag in found:
             if flag.identical:  # every line is shared
                 flag.lines_a = set(range(1, len(flag.a.source.splitlines()) + 1))

@@ -183,7 +183,9 @@ def test_report_renders_in_the_browser_and_matches_grades_csv(graded, tmp_path, 
 @needs_browser
 def test_similarity_pair_is_shown_side_by_side(tmp_path, request) -> None:
     """Lesson 08: kim hands in an independent Transformer, lee a disguised copy of it; ada
-    the reference, bo another independent one. Only kim and lee are flagged."""
+    the reference, bo another independent one. Only kim and lee are flagged for their
+    Transformer; all four hand in the reference's EncoderLayer and DecoderLayer, character
+    for character, which is flagged as identical code (one flag per student after ada)."""
     from similarity_cases import copied_cases, independent_cases
 
     lesson = "08_transformer"
@@ -206,12 +208,16 @@ def test_similarity_pair_is_shown_side_by_side(tmp_path, request) -> None:
                 "exercises": [{"name": x, "points": p, "max_points": p, "passed": True, "message": ""}
                               for x, p in zip(exercises, (3, 4, 4, 5, 4), strict=True)]}))
     text = report(out, "--submitted", str(submitted))
-    assert "similarity flags: 1" in text
+    assert "similarity flags: 7" in text
     with browser_page(tmp_path, request) as page:
         problems = []
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.goto((out / "report.html").as_uri())
-        pairs = page.locator(".pair")
+        identical = page.locator(".pair:has([data-identical])")
+        assert identical.count() == 6
+        assert sorted(identical.nth(i).get_attribute("data-exercise") for i in range(6)) == \
+            ["DecoderLayer"] * 3 + ["EncoderLayer"] * 3
+        pairs = page.locator('.pair[data-exercise="Transformer"]')
         assert pairs.count() == 1
         pair = pairs.first
         assert pair.get_attribute("data-pair") == "kim|lee" and pair.get_attribute("data-exercise") == "Transformer"
@@ -222,7 +228,7 @@ def test_similarity_pair_is_shown_side_by_side(tmp_path, request) -> None:
             assert sides.nth(i).locator(".shared").count() >= 5
         assert "class Transformer" in sides.nth(0).inner_text()
         look = page.locator("#look").inner_text()
-        assert "kim" in look and "lee" in look and "ada" not in look and "bo" not in look
+        assert "Transformer: code unusually like lee's" in look and "code identical to ada's" in look
         assert not problems, problems
     shutil.rmtree(submitted)  # without the notebooks the page says so instead of comparing
     assert "Similarity was not checked: the submitted notebooks were not found" in report(out)

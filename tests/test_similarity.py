@@ -109,8 +109,9 @@ def test_short_exercises_are_never_compared(cases) -> None:
     students = {s: graded_cells(alt.notebook) for s in ("a", "b")}
     flags = class_flags("09_training", students, exercises("09_training"))
     assert "label_smoothed_nll" not in flags and "noam_lr" not in flags
-    # both have the reference train_step, character for character: identical code is a flag
-    assert [(f.a.student, f.b.student, f.identical) for f in flags["train_step"]] == [("a", "b", True)]
+    # both have the reference train_step, character for character, but it is 12 lines the
+    # student writes (fewer than min_identical_lines): independent answers can coincide
+    assert flags["train_step"] == []
 
 
 def test_reference_and_blank_submissions_give_no_units(context) -> None:
@@ -126,9 +127,12 @@ def test_reference_and_blank_submissions_give_no_units(context) -> None:
     assert set(flags) == {"PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
                           "greedy_decode"}
     # the blanks give no unit; the two reference notebooks are identical, character for
-    # character, in every long exercise: a flag (a solution passed around), never a blank
-    for found in flags.values():
-        assert [(f.a.student, f.b.student, f.identical) for f in found] == [("ref1", "ref2", True)]
+    # character: a flag (a solution passed around) where the student writes at least 15
+    # lines (EncoderLayer 20, DecoderLayer 26, Transformer 39; PositionwiseFeedForward 11
+    # and greedy_decode 14 lines are too few to tell a copy from a coincidence)
+    for name, found in flags.items():
+        expected = [("ref1", "ref2", True)] if name in ("EncoderLayer", "DecoderLayer", "Transformer") else []
+        assert [(f.a.student, f.b.student, f.identical) for f in found] == expected, name
 
 
 def test_identical_long_answers_are_flagged_even_when_they_are_the_reference(context) -> None:
