@@ -39,6 +39,7 @@ MISTAKES = {
     "absolute_axes": "the axes are counted from the front (only 4-D inputs work)",
     "dropout_ignored": "dropout_p is ignored",
     "dropout_no_rescale": "dropout zeroes weights without rescaling the rest by 1/(1-p)",
+    "dropout_not_on_weights": "dropout applied to the output or to v instead of the weights",
     "causal_upper": "the causal mask is the upper triangle",
     "causal_no_diagonal": "the causal mask hides the diagonal (a token cannot see itself)",
     "causal_inverted": "the causal mask is inverted (True = masked)",
@@ -291,13 +292,19 @@ def test_sdpa_any_leading_axes(sub):
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_dropout_on_weights(sub):
-    # values = identity, so the output *is* the (dropped-out) weight matrix
+    # values = [identity | ones]: the output's first 16 columns *are* the (dropped-out)
+    # weights, its last column their row sums; dropout on the output or on v breaks the sum
     q, k = randn(37, 2, 16, 8), randn(38, 2, 16, 8)
-    v = torch.eye(16).expand(2, 16, 16).contiguous()
+    v = torch.cat([torch.eye(16), torch.ones(16, 1)], dim=-1).expand(2, 16, 17).contiguous()
     out0, w0 = attend(sub, q, k, v, dropout_p=0.0)
-    close(out0, w0, "with dropout_p=0.0 nothing may be dropped: with v the identity the output "
-          "should equal the weights", atol=1e-5)
+    close(out0[..., :16], w0, "with dropout_p=0.0 nothing may be dropped: with v the identity "
+          "the output should equal the weights", atol=1e-5)
     out, _ = attend(sub, q, k, v, dropout_p=0.5)
+    close(out[..., 16], out[..., :16].sum(-1),
+          "dropout must zero attention weights, after the softmax and before they multiply v: "
+          "here it zeroed the output (or v) instead, so each output mixes values with weights "
+          "that were never dropped", atol=1e-4, mistake="dropout_not_on_weights")
+    out = out[..., :16]
     dropped = out.abs() < 1e-7
     frac = float(dropped.float().mean())
     check(frac > 0.05 or not torch.allclose(out, w0, atol=1e-5),

@@ -39,9 +39,11 @@ MISTAKES = {
     "nll_sum": "the loss is summed instead of averaged",
     "nll_softmax_axis": "the log-softmax runs over the tokens instead of the classes",
     "nll_pad_id_hardcoded": "padding taken as id 0 instead of pad_id",
+    "nll_log_of_softmax": "log(softmax(x)) underflows to -inf on large logits",
     "no_zero_grad": "optimizer.zero_grad() is never called",
     "no_optimizer_step": "optimizer.step() is never called",
     "two_optimizer_steps": "optimizer.step() is called twice",
+    "grad_clipped": "the gradients are clipped or scaled before the step",
     "returns_tensor": "train_step returns a tensor instead of a float",
     "returns_loss_after_update": "train_step returns the loss after the update",
     "target_not_shifted": "the loss is scored on the decoder's input instead of tgt[:, 1:]",
@@ -221,6 +223,14 @@ def test_nll_with_smoothing(sub):
         check_nll(sub, logits, target, eps, 0, f"with smoothing={eps} the target keeps 1 - ε on the "
                   f"right class and spreads ε uniformly over all V classes (the right one included, "
                   f"like F.cross_entropy)")
+    big = logits * 100.0  # a confident model's logits: some probabilities are below 1e-300
+    got = _nll(sub, big, target, 0.1, 0)
+    check(bool(torch.isfinite(torch.as_tensor(got)).all()),
+          "with large logits (the ones above times 100) the loss is not finite: log(softmax(x)) "
+          "rounds tiny probabilities to 0 and log(0) = -inf; torch.log_softmax subtracts the "
+          "maximum first and stays finite", mistake="nll_log_of_softmax")
+    close(got, ref_nll(big, target, 0.1, 0), "with large logits (the ones above times 100) the "
+          "loss should still be the label-smoothed cross-entropy", atol=1e-3)
 
 
 @exercise("label_smoothed_nll", points=0.5)
@@ -271,8 +281,9 @@ def _oracle_loss(model, src, tgt, smoothing, target_slice=slice(1, None), pad_id
     return ref_nll(logits, tgt[:, target_slice], smoothing, model.pad_id if pad_id is None else pad_id).float(), logits
 
 
-def _sgd_steps(model, batches, lrs, smoothing=0.0, mistake=None):
-    """What train_step does to ``model`` (SGD) over ``batches``, with one of the mistakes."""
+def _sgd_steps(model, batches, lrs, smoothing=0.0, mistake=None, clip=None):
+    """What train_step does to ``model`` (SGD) over ``batches``, with one of the mistakes
+    (or its gradients clipped to the norm ``clip``)."""
     grads = None
     for (src, tgt), lr in zip(batches, lrs, strict=True):
         if mistake != "no_zero_grad" or grads is None:
@@ -282,6 +293,8 @@ def _sgd_steps(model, batches, lrs, smoothing=0.0, mistake=None):
         pad = 0 if mistake == "step_pad_id_hardcoded" else None
         loss, _ = _oracle_loss(model, src, tgt, eps, target, pad)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         grads = True
         if mistake == "no_optimizer_step":
             continue
@@ -338,7 +351,15 @@ def _compare_params(model_handle, batches, lrs, message, mistakes, smoothing=0.0
     for m, other_lrs in (lr_variants or {}).items():
         suspects.append(suspect(m, (lambda o=other_lrs: _flat(dict(_sgd_steps(_oracle(), batches, o, smoothing).named_parameters()))),
                                 STEP_HINTS[m]))
+    suspects += [suspect("grad_clipped", (lambda c=c: _flat(dict(_sgd_steps(_oracle(), batches, lrs, smoothing, clip=c).named_parameters()))),
+                         f"the parameters moved as if the gradients had been clipped to norm {c:g} "
+                         f"(clip_grad_norm_): train_step steps on the gradient as backward left it")
+                 for c in CLIP_NORMS]
     close(got, want, message, atol=1e-5, suspects=suspects)
+
+
+#: the max_norm values a clip_grad_norm_ call is usually given
+CLIP_NORMS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 
 
 STEP_MISTAKES = ("no_zero_grad", "no_optimizer_step", "two_optimizer_steps", "target_not_shifted",

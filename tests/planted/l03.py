@@ -28,6 +28,11 @@ BUGS = [
     bug(SDPA, "dropout_no_rescale", "dropout without rescaling",
         ("weights = F.dropout(weights, p=dropout_p)",
          "weights = weights * (torch.rand_like(weights) > dropout_p)")),
+    bug(SDPA, "dropout_not_on_weights", "dropout on the output instead of the weights",
+        ("weights = F.dropout(weights, p=dropout_p)",
+         "return F.dropout(torch.matmul(weights, v), p=dropout_p), weights")),
+    bug(SDPA, "dropout_not_on_weights", "dropout on v instead of the weights",
+        ("weights = F.dropout(weights, p=dropout_p)", "v = F.dropout(v, p=dropout_p)")),
     bug(SDPA, "library_call", "calls F.scaled_dot_product_attention", source='''
 def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)

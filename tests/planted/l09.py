@@ -41,6 +41,11 @@ BUGS = [
          "V = logits.size(-1)\n    return F.cross_entropy(logits.reshape(-1, V), target.reshape(-1), "
          "ignore_index=pad_id, label_smoothing=smoothing)")),
     bug("label_smoothed_nll", "nll_pad_id_hardcoded", "pad id hard-coded to 0", ("keep = target != pad_id", "keep = target != 0")),
+    bug("train_step", "grad_clipped", "gradients clipped before the step",
+        ("loss.backward()\n", "loss.backward()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n")),
+    bug("label_smoothed_nll", "nll_log_of_softmax", "log of softmax instead of log_softmax",
+        ("torch.log_softmax(logits.reshape(-1, V).float(), dim=-1)",
+         "torch.log(torch.softmax(logits.reshape(-1, V).float(), dim=-1))")),
     # train_step
     bug("train_step", "no_zero_grad", "no zero_grad", ("optimizer.zero_grad(set_to_none=True)\n    ", "")),
     bug("train_step", "no_optimizer_step", "no optimiser step", ("optimizer.step()\n    ", "")),
