@@ -112,14 +112,23 @@ def format_utc(moment: datetime | None) -> str:
 
 
 def format_duration(delta: timedelta) -> str:
+    """``1 day 11 hours``, ``14 hours 31 minutes``, ``5 minutes``: each shape one template
+    of the catalogues (grader.i18n), so that the whole duration translates."""
     seconds = int(delta.total_seconds())
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
-    parts = [f"{days} day{'s' * (days != 1)}" if days else "",
-             f"{hours} hour{'s' * (hours != 1)}" if hours else "",
-             f"{minutes} minute{'s' * (minutes != 1)}" if minutes and not days else ""]
-    return " ".join(p for p in parts if p) or f"{seconds} seconds"
+    if days and hours:
+        return f"{days} day{'s' * (days != 1)} {hours} hour{'s' * (hours != 1)}"
+    if days:
+        return f"{days} day{'s' * (days != 1)}"
+    if hours and minutes:
+        return f"{hours} hour{'s' * (hours != 1)} {minutes} minute{'s' * (minutes != 1)}"
+    if hours:
+        return f"{hours} hour{'s' * (hours != 1)}"
+    if minutes:
+        return f"{minutes} minute{'s' * (minutes != 1)}"
+    return f"{seconds} seconds"
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,24 @@ def test_both_editions_score_the_same(lesson: str) -> None:
 
 # --- coverage: the catalogue and the hints the graders really produce ----------------------
 
+@pytest.mark.parametrize("late", [(0, 0, 30), (0, 0, 300), (0, 1, 0), (0, 14, 31 * 60), (1, 0, 180),
+                                  (1, 11, 0), (2, 0, 0)])
+def test_a_late_note_is_chinese_whatever_the_duration(late) -> None:
+    """A late (and an on-time) note reads in Chinese, durations included (issue 25: 「迟交 14
+    hours 31 minutes」): every shape of ``late.format_duration`` is one template."""
+    from datetime import UTC, datetime, timedelta
+
+    from grader.late import Lateness
+
+    days, hours, seconds = late
+    delta = timedelta(days=days, hours=hours, seconds=seconds)
+    submitted = datetime(2026, 3, 4, 10, tzinfo=UTC)
+    for note in (Lateness(submitted, submitted - delta, delta, 0.1).describe(),
+                 Lateness(submitted, submitted + delta, timedelta(0), 0.0).describe()):
+        text, english = i18n.translate_checked(note, "zh")
+        assert not english and not re.search(r"[A-Za-z]{3,}", text.replace("UTC", "")), text
+
+
 def test_every_template_in_the_source_has_a_chinese_translation() -> None:
     """A new or changed English message fails here until it is translated
     (``python -m grader.i18n sync``, then ``missing``)."""
