@@ -35,7 +35,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,11 @@ def _unbalanced(text: str) -> int:
 
 # --- catalogues ---------------------------------------------------------------------------
 
+#: A catalogue's translation that says "the same in this language, on purpose" (a log line,
+#: a date format, a library's names): told apart from a translation nobody wrote.
+SAME = "="
+
+
 def catalogue_path(lang: str) -> Path:
     return LOCALE_DIR / f"{lang}.json"
 
@@ -143,7 +148,8 @@ STRUCTURE = {"zh": {"{message} ({detail})": "{message}（{detail}）",
 
 
 def _table(lang: str) -> dict[str, str]:
-    return {**STRUCTURE.get(lang, {}), **catalogue(lang)}
+    own = {english: english if target == SAME else target for english, target in catalogue(lang).items()}
+    return {**STRUCTURE.get(lang, {}), **own}
 
 
 @cache
@@ -375,6 +381,7 @@ class Coverage:
     stale: list[str]
     bad_fields: list[str]   # translations with a field their English lacks (a field may go:
                             # ``{'s' if n > 1 else ''}`` has no place in Chinese)
+    same: list[str] = field(default_factory=list)  # marked the same in this language (SAME)
 
     @property
     def percent(self) -> float:
@@ -384,10 +391,13 @@ class Coverage:
 def coverage(lang: str, templates: Iterable[str] | None = None) -> Coverage:
     table = catalogue(lang)
     wanted = list(templates if templates is not None else source_templates())
-    missing = [t for t in wanted if not table.get(t)]
+    # a "translation" that is the English itself, unmarked, is one nobody wrote
+    missing = [t for t in wanted if not table.get(t) or table[t] == t]
     stale = [t for t in table if t not in set(wanted)]
-    bad = [t for t, target in table.items() if target and not set(fields(target)) <= set(fields(t))]
-    return Coverage(len(wanted), len(wanted) - len(missing), missing, stale, bad)
+    bad = [t for t, target in table.items() if target and target != SAME
+           and not set(fields(target)) <= set(fields(t))]
+    same = [t for t in wanted if table.get(t) == SAME]
+    return Coverage(len(wanted), len(wanted) - len(missing), missing, stale, bad, same)
 
 
 def sync_catalogue(lang: str) -> Coverage:
@@ -414,7 +424,9 @@ def main(argv: list[str] | None = None) -> int:
             print(template)
         return 1 if result.missing else 0
     print(f"{args.lang}: {result.translated} of {result.templates} templates translated "
-          f"({result.percent:.1f}%); {len(result.stale)} stale, {len(result.bad_fields)} with other fields")
+          f"({result.percent:.1f}%), of which {len(result.same)} marked the same in this language "
+          f"(\"{SAME}\": logs, formats, library names); {len(result.stale)} stale, "
+          f"{len(result.bad_fields)} with other fields")
     for template in result.bad_fields:
         print(f"  fields differ: {template}")
     return 1 if result.missing or result.bad_fields else 0

@@ -147,7 +147,7 @@ def test_localize_translates_the_notes_too() -> None:
     shown = i18n.localize(report, "zh")
     assert shown.notes[0].startswith("`softmax` 的一项检查失败") and "重新运行" in shown.notes[0]
     assert shown.notes[1].startswith("评分的是 s1/01_attention_by_hand (1).ipynb")
-    assert shown.notes[2].startswith("迟交 1 day") and shown.notes[2].endswith("不扣分。")
+    assert shown.notes[2].startswith("迟交 1 天（") and shown.notes[2].endswith("不扣分。")
     assert shown.notes[3] == "按时提交（提交于 2026-03-02 10:00:00 UTC，截止于 2026-03-02 23:59:00 UTC）。"
     assert report.notes[0].startswith("A check of")
 
@@ -213,7 +213,23 @@ def test_every_template_in_the_source_has_a_chinese_translation() -> None:
     assert not result.bad_fields, f"translations naming a field their English lacks: {result.bad_fields[:3]}"
     chinese = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
     table = i18n.catalogue("zh")
-    assert all(chinese.search(zh) for t, zh in table.items() if zh != t), "a translation with no Chinese in it"
+    assert all(chinese.search(zh) for zh in table.values() if zh != i18n.SAME), \
+        "a translation with no Chinese in it (mark one that stays English with \"=\")"
+
+
+def test_the_same_in_chinese_is_a_mark_not_a_copy(monkeypatch) -> None:
+    """A translation that is the English itself counts as missing; "=" says "the same in
+    Chinese, on purpose" and translates to the English (issue 25: status counted 33 copies)."""
+    table = {"a log line for {who}": "=", "a copy of {who}": "a copy of {who}", "a word": "一个词"}
+    monkeypatch.setattr(i18n, "catalogue", lambda lang: table if lang == "zh" else {})
+    i18n._patterns.cache_clear()
+    try:
+        result = i18n.coverage("zh", list(table))
+        assert result.missing == ["a copy of {who}"] and result.same == ["a log line for {who}"]
+        assert result.translated == 2 and not result.bad_fields
+        assert i18n.translate("a log line for Ada", "zh") == "a log line for Ada"
+    finally:
+        i18n._patterns.cache_clear()
 
 
 def _hints_of(nb: dict, lesson: str) -> list[str]:
