@@ -512,13 +512,17 @@ def make(lessons: list[str] | None = None, out: Path | None = None) -> list[Path
                 raise MissingWords(f"{lesson}: add to TEXT_ZH in docs/figures/make_figures.py: "
                                    f"{sorted(set(_LANG['missing']))}")
             _LANG["edition"] = "en"
+            drawn = set(figures)
             if lesson in NOTEBOOK_FIGURES:
                 figures.update(run_notebook_figures(lesson, NOTEBOOK_FIGURES[lesson], edition))
             folder = (out or ROOT / "solutions") / lesson / "figures"
             folder.mkdir(parents=True, exist_ok=True)
             for name, fig in figures.items():
                 path = folder / f"{name}{catalogue.EDITIONS[edition]}.png"
-                fig.savefig(path, dpi=DPI, metadata={"Software": None})
+                # a notebook's figure as Jupyter shows it: cropped to what is drawn, axis
+                # labels included (the figure's own size cut them off)
+                tight = {} if name in drawn else {"bbox_inches": "tight", "pad_inches": 0.1}
+                fig.savefig(path, dpi=DPI, metadata={"Software": None}, **tight)
                 written.append(path)
             plt.close("all")
     return written
