@@ -256,7 +256,8 @@ def test_nbgraders_sandboxed_autograde_gives_grades_scores(autograded, term) -> 
 
 
 def test_the_terms_report(term) -> None:
-    """`report` on the term graded with deadlines (issue 24: it crashed on the late columns)."""
+    """`report` on the term graded with deadlines (issue 24: it crashed on the late columns),
+    before or after the rerun test has regraded some of it."""
     from grader.class_report import load, to_look_at
 
     proc = subprocess.run([sys.executable, "-m", "grader", "report", str(term["out"])], cwd=ROOT,
@@ -266,8 +267,8 @@ def test_the_terms_report(term) -> None:
     data = load(term["out"])
     assert {s.student_id: s.score for s in data.students}["hank"] == 8.0  # after the penalty
     why = {row["student"]: " ".join(row["reasons"]) for row in to_look_at(data, {})}
-    assert "untouched" in why["carol"] and "untouched" not in why.get("bob", "")
-    assert {"frank", "gina", "ivan"} <= set(why)
+    assert {"frank", "gina", "ivan"} <= set(why)  # (test_class_report checks "untouched":
+    # carol's handout is replaced by the rerun test, whichever order the tests run in)
 
 
 def test_nbgrader_on_a_truncated_notebook(autograded) -> None:
