@@ -197,6 +197,17 @@ def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
     assert by_login["alice"][-4:] == ["10", "10", "100.0", "100.0"]
     assert by_login["bob"][3] == term["rows"]["bob"]["score"].removesuffix(".0")
     assert by_login["nobody"][0] == "'=Sum, Eve" and by_login["nobody"][3] == "0"
+    # the LMS import of the same term (Canvas): the gradebook's scores, late penalties in
+    imported = tmp_path / "canvas.csv"
+    proc = subprocess.run([sys.executable, "-m", "grader", "lms", str(term["out"]), "--roster",
+                           str(roster), "--to", "canvas", "--key", "login", "--out", str(imported)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with open(imported, newline="", encoding="utf-8") as f:
+        rows_in = {r[3]: r for r in list(csv.reader(f))[2:]}
+    assert set(rows_in) == {"alice", "bob"}  # "nobody" was graded nowhere: not imported
+    assert float(rows_in["alice"][-1]) == 10.0
+    assert float(rows_in["bob"][-1]) == float(term["rows"]["bob"]["score"])
     back = tmp_path / "returned"
     proc = subprocess.run([sys.executable, "-m", "grader", "return-feedback", str(term["out"]),
                            "--to", str(back)], cwd=ROOT, capture_output=True, text=True, timeout=300)
