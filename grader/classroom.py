@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
-from coursekit.earlier import unfinished
 
 from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
@@ -374,17 +373,6 @@ def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> Non
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {student} (attempt {attempt + 1})\n{text}")
 
 
-def _unfinished(handed: HandedIn, lesson: str) -> list[str] | None:
-    """The answer cells still as handed out (raising NotImplementedError), read from the
-    file; None when it could not be read."""
-    if handed.found.path is None:
-        return None
-    try:
-        return unfinished(handed.found.path, catalogue.get(lesson).graded)
-    except Exception:  # noqa: BLE001 - an unreadable notebook is reported by its status
-        return None
-
-
 def _untouched(handed: HandedIn, lesson: str) -> bool:
     """Every code cell of the file is one of the handout's, as handed out (either edition):
     nothing was written, not even in a cell of one's own."""
@@ -435,7 +423,6 @@ def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callabl
                  results.feedback_html(i18n.localize(shown, lang), student, penalty))
     record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
                   graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  unfinished=_unfinished(handed, opts.lesson),
                   untouched=_untouched(handed, opts.lesson))
     write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))
     write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))

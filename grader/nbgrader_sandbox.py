@@ -26,6 +26,7 @@ import ast
 import atexit
 import contextlib
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 from nbformat import NotebookNode
@@ -38,6 +39,7 @@ from coursekit import catalogue, settings
 from .engine import grade_with_worker
 from .i18n import choose, localize, words
 from .kernel import CELL_ERROR, NO_HIDDEN_TESTS, exercise_text
+from .launch import sandbox_notes
 from .limits import DEFAULT_LIMITS, Limits
 from .results import Report, Status
 
@@ -74,23 +76,13 @@ def _pool(lesson: str, isolation: str, require: str, limits: Limits, log: Any) -
             pool = stack.enter_context(workers(opts))
             atexit.register(stack.close)
             _POOLS[key] = pool
-            missing = dict(pool.plan.missing)
-            if missing:
-                log.warning("grader: sandboxed with %d protection(s) here, without %s "
-                            "(`python -m grader selftest` says why); the students' code still "
-                            "runs in its own process, never in nbgrader's",
-                            len(pool.protections), ", ".join(missing))
-            else:
+            # the sentence `check` prints when a protection is missing, as a warning here
+            missing = SimpleNamespace(missing=dict(pool.plan.missing), unavailable="")
+            for note in sandbox_notes(missing):
+                log.warning("%s", note)
+            if not missing.missing:
                 log.info("grader: sandboxed with every protection: %s", ", ".join(pool.protections))
         return _POOLS[key]
-
-
-def close_pools() -> None:
-    with _POOLS_LOCK:
-        pools = list(_POOLS.values())
-        _POOLS.clear()
-    for pool in pools:
-        pool.close()
 
 
 class SandboxedAutograde(NbGraderPreprocessor):
