@@ -1,0 +1,38 @@
+"""Text tables that line up in a terminal and a notebook, with Chinese in them.
+
+A Chinese character takes two columns of a monospaced font, a Latin letter one, so
+``f"{name:<12}"`` pads ``"一千二百"`` to 16 columns where ``"1200"`` gets 12. The lessons pad
+by display width instead::
+
+    from coursekit.text import pad
+    print(pad("预测", 10) + pad("1234", 6, ">"))
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def width(text: str) -> int:
+    """The columns ``text`` takes in a monospaced font: 2 for wide and full-width
+    characters (汉字, full-width punctuation), 0 for combining marks, 1 for the rest."""
+    columns = 0
+    for char in text:
+        if unicodedata.combining(char):
+            continue
+        columns += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return columns
+
+
+def pad(text: object, columns: int, align: str = "<") -> str:
+    """``str(text)`` padded with spaces to ``columns`` display columns: ``"<"`` left-aligned,
+    ``">"`` right-aligned, ``"^"`` centred. Text already that wide is returned unchanged."""
+    if align not in ("<", ">", "^"):
+        raise ValueError(f"align must be '<', '>' or '^', not {align!r}")
+    text = str(text)
+    room = max(columns - width(text), 0)
+    if align == "<":
+        return text + " " * room
+    if align == ">":
+        return " " * room + text
+    return " " * (room // 2) + text + " " * (room - room // 2)

@@ -1,0 +1,30 @@
+"""coursekit.text pads by display width, so tables with Chinese line up."""
+
+from __future__ import annotations
+
+import pytest
+
+from coursekit.text import pad, width
+
+
+def test_width_counts_chinese_as_two_columns():
+    assert width("1234") == 4
+    assert width("一千二百") == 8
+    assert width("预测：12") == 8            # full-width colon is wide too
+    assert width("e\u0301") == 1             # a combining accent takes no column
+
+
+@pytest.mark.parametrize("align, expected", [("<", "一千  |"), (">", "  一千|"), ("^", " 一千 |")])
+def test_pad_fills_to_the_display_width(align, expected):
+    assert pad("一千", 6, align) + "|" == expected
+
+
+def test_rows_with_chinese_and_digits_line_up():
+    rows = [pad(a, 10) + pad(b, 4, ">") for a, b in [("一万零五", 1), ("10005", 22)]]
+    assert {width(r) for r in rows} == {14}
+
+
+def test_pad_never_cuts_and_rejects_unknown_alignment():
+    assert pad("一千二百三十四", 4) == "一千二百三十四"
+    with pytest.raises(ValueError):
+        pad("x", 3, "=")
