@@ -30,7 +30,7 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     d_k = q.size(-1)
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)
     if mask is not None:
-        allowed = mask.to(device=scores.device, dtype=torch.bool)
+        allowed = mask.bool()               # True = allowed; on the scores' device already
         scores = scores.masked_fill(~allowed, float("-inf"))   # a very large NEGATIVE number
     weights = torch.softmax(scores, dim=-1)                     # over the keys
     if mask is not None:
