@@ -76,6 +76,23 @@ TEXT_ZH: dict[str, str] = {
     "padding_mask: [B, 1, 1, L]\nno query looks at a pad": "padding_mask：[B, 1, 1, L]\n任何查询都不看填充位置",
     "causal_mask: [L, L]\nno query looks ahead": "causal_mask：[L, L]\n任何查询都不看后面的位置",
     "causal & padding\nboth at once (decoder)": "causal & padding\n两者同时生效（解码器）",
+    # lesson 04: multi_head_attention ("query", "key": lessons 01, 03)
+    "multi-head attention: H scaled dot-product attentions side by side": "多头注意力：H 个缩放点积注意力并排计算",
+    "scaled dot-product attention\nin every head, independently": "缩放点积注意力\n每个头各自独立计算",
+    "mask (optional)": "掩蔽（可选）",
+    "softmax over the keys": "在所有键上做 softmax",
+    "weights": "权重",
+    "H heads": "H 个头",
+    "weights [B, H, Lq, Lk], kept in self.attn_weights": "权重 [B, H, Lq, Lk]，保存在 self.attn_weights",
+    "value": "值",
+    "split into\nH heads": "拆分成\nH 个头",
+    "merge heads\n(concatenate)": "合并多个头\n（拼接）",
+    "output": "输出",
+    "d = D / H: head h gets features h·d … (h+1)·d − 1 of every projected token (lesson 02)":
+        "d = D / H：头 h 拿到投影后每个词元的特征 h·d … (h+1)·d − 1（第 02 课）",
+    "self-attention: query = key = value = x;  cross-attention: key = value = the encoder's output":
+        "自注意力：query = key = value = x；编码器－解码器注意力：key = value = 编码器的输出",
+    "4 × Linear(D, D): 4·D² + 4·D parameters, whatever H is": "4 个 Linear(D, D)：不管 H 取多少，参数量都是 4·D² + 4·D",
     # lesson 08: transformer, model_masks, families
     "encoder self-attention\nsrc_mask = padding_mask(src)": "编码器自注意力\nsrc_mask = padding_mask(src)",
     "decoder masked self-attention\ntgt_mask = causal & padding_mask(tgt)":
@@ -255,6 +272,67 @@ def model_masks() -> plt.Figure:
                 "cross-attention\nmemory_mask = padding_mask(src)", GREEN)
     axes[2].set_xlabel(_t("key (encoder output)"))
     axes[2].set_ylabel(_t("query (decoder)"))
+    fig.tight_layout()
+    return fig
+
+
+def _heads_stack(ax, x, y, w, h, face, n=4, step=0.1):
+    """n boxes one behind the other (the heads), the front one centred on (x, y)."""
+    for i in reversed(range(1, n)):
+        ax.add_patch(FancyBboxPatch((x - w / 2 + i * step, y - h / 2 + i * step), w, h,
+                                    boxstyle="round,pad=0.02,rounding_size=0.08",
+                                    facecolor=face, edgecolor="k", lw=0.8))
+    _box(ax, x, y, w, h, "", face=face)
+
+
+def multi_head_attention() -> plt.Figure:
+    """Lesson 04: multi-head attention, step by step, with the shapes of its tensors."""
+    fig, ax = plt.subplots(figsize=(13.5, 5.6))
+    ax.set_xlim(0, 15)
+    ax.set_ylim(0, 6.2)
+    ax.axis("off")
+    ax.text(0.15, 5.8, _t("multi-head attention: H scaled dot-product attentions side by side"), fontsize=12)
+    x_in, x_proj, x_split, x_attn, x_merge, x_out = 0.95, 2.95, 5.0, 8.0, 11.4, 13.65
+    y_mid, shape = 2.95, dict(ha="center", va="top", fontsize=8, color="#444444")
+    # the attention, one per head (drawn first: the arrows end on its front box)
+    attn_w, attn_h, step = 2.6, 3.5, 0.1
+    _heads_stack(ax, x_attn, y_mid, attn_w, attn_h, SELF_COLOUR, step=step)
+    ax.text(x_attn, 4.38, _t("scaled dot-product attention\nin every head, independently"),
+            ha="center", va="center", fontsize=9)
+    steps = ["q kᵀ / √d   [B, H, Lq, Lk]", _t("mask (optional)"), _t("softmax over the keys"),
+             _t("weights") + " @ v   [B, H, Lq, d]"]
+    for i, text in enumerate(steps):
+        y = 3.75 - 0.6 * i
+        _box(ax, x_attn, y, 2.2, 0.38, text, fontsize=8)
+        if i:
+            _arrow(ax, (x_attn, y + 0.41), (x_attn, y + 0.19))
+    ax.text(x_attn + attn_w / 2 + 0.35, y_mid + attn_h / 2 + 0.12, _t("H heads"), fontsize=9, color=BLUE)
+    ax.text(x_attn, y_mid - attn_h / 2 - 0.12, _t("weights [B, H, Lq, Lk], kept in self.attn_weights"), **shape)
+    # query, key, value: projected, then split into heads
+    for name, letter, length, y in [("query", "q", "Lq", 4.25), ("key", "k", "Lk", 2.95), ("value", "v", "Lk", 1.65)]:
+        _box(ax, x_in, y, 1.6, 0.72, _t(name) + f"\n[B, {length}, D]", fontsize=9)
+        _box(ax, x_proj, y, 1.6, 0.72, f"{letter}_proj\nLinear(D, D)", face="#eadcf0", fontsize=9)
+        _heads_stack(ax, x_split, y, 1.5, 0.72, "#e8e8e8", step=0.07)
+        ax.text(x_split, y, _t("split into\nH heads"), ha="center", va="center", fontsize=9)
+        ax.text(x_split + 0.1, y - 0.45, f"[B, H, {length}, d]", **shape)
+        _arrow(ax, (x_in + 0.8, y), (x_proj - 0.8, y))
+        _arrow(ax, (x_proj + 0.8, y), (x_split - 0.75, y))
+        _arrow(ax, (x_split + 0.96, y), (x_attn - attn_w / 2, y))
+    # merge the heads, output projection
+    leave = x_attn + attn_w / 2 + 3 * step
+    _arrow(ax, (leave, y_mid), (x_merge - 0.85, y_mid))
+    ax.text((leave + x_merge - 0.85) / 2, y_mid - 0.1, "[B, H, Lq, d]", **shape)
+    _box(ax, x_merge, y_mid, 1.7, 0.72, _t("merge heads\n(concatenate)"), face="#e8e8e8", fontsize=9)
+    ax.text(x_merge, y_mid - 0.45, "[B, Lq, H·d] = [B, Lq, D]", **shape)
+    _arrow(ax, (x_merge + 0.85, y_mid), (x_out - 0.75, y_mid))
+    _box(ax, x_out, y_mid, 1.5, 0.72, "out_proj\nLinear(D, D)", face="#eadcf0", fontsize=9)
+    _arrow(ax, (x_out, y_mid + 0.36), (x_out, 4.25 - 0.36))
+    _box(ax, x_out, 4.25, 1.5, 0.72, _t("output") + "\n[B, Lq, D]", fontsize=9)
+    notes = ("d = D / H: head h gets features h·d … (h+1)·d − 1 of every projected token (lesson 02)",
+             "self-attention: query = key = value = x;  cross-attention: key = value = the encoder's output",
+             "4 × Linear(D, D): 4·D² + 4·D parameters, whatever H is")
+    for i, note in enumerate(notes):
+        ax.text(0.15, 0.62 - 0.26 * i, _t(note), fontsize=8, color="#444444")
     fig.tight_layout()
     return fig
 
@@ -471,7 +549,7 @@ NOTEBOOK_FIGURES: dict[str, NotebookFigures] = {
     "09_training": NotebookFigures(
         {"4cebaaad": ["noam"], "44831423": ["training"], "751bbe3d": ["alignments"],
          "a9c0f003": ["attention_maps"]},
-        skip={"5e08259f", "7ad18c72", "cache0009"},
+        skip={"5e54d959", "7ad18c72", "cache0009"},   # the test split's scoring and mistakes, the decoding timing
         replace={"f3a9a22f": _LOAD_09},
         env={"COURSE_PRESET": "cpu", "COURSE_THREADS": "1"},
         globals={"CHECKPOINT_PATH": str(CHECKPOINT)}),
@@ -480,6 +558,7 @@ NOTEBOOK_FIGURES: dict[str, NotebookFigures] = {
 DIAGRAMS: dict[str, dict[str, Callable[[], plt.Figure]]] = {
     "01_attention_by_hand": {"soft_lookup": soft_lookup},
     "03_scaled_dot_product_attention": {"masks": masks},
+    "04_multi_head_attention": {"multi_head_attention": multi_head_attention},
     "08_transformer": {"transformer": transformer, "model_masks": model_masks, "families": families},
 }
 
