@@ -84,9 +84,10 @@ def choose_device() -> torch.device:
 
 def choose_threads() -> int:
     """CPU threads for training: $COURSE_THREADS, else the cores that are free now (CPU
-    count minus the 1-minute load average, at least 1). On an idle 2-core machine two
-    threads train this model about 1.5x faster than one; on a busy one, OpenMP threads
-    waiting for a core made two threads 15-25x SLOWER than one (benchmarks/README.md)."""
+    count minus the 1-minute load average, at least 1). Threads on idle cores speed
+    training up; more threads than free cores can make it many times SLOWER, because
+    OpenMP threads that wait for a busy core spin. Measure it on your own machine (the
+    course repository's benchmarks/ time a few training steps with --threads N)."""
     if settings.threads() is not None:
         return settings.threads()
     cores = os.cpu_count() or 1
@@ -282,9 +283,10 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]],
     """Train until the exact match on valid_pairs reaches cfg.target, or cfg.max_steps
     steps, or cfg.max_minutes of training.
 
-    A data-parallel run (benchmarks/train_numerals.py under torchrun) replaces three
-    pieces: `step(batch)` (one optimisation step, returns the loss), `evaluate()` (the
-    validation exact match) and `agree(stop)` (every process stops at the same step)."""
+    A data-parallel run (the course repository's benchmarks/train_numerals.py under
+    torchrun) replaces three pieces: `step(batch)` (one optimisation step, returns the
+    loss), `evaluate()` (the validation exact match) and `agree(stop)` (every process
+    stops at the same step)."""
     step = step or (lambda batch: train_step(model, batch, optimizer, scheduler, smoothing=cfg.smoothing))
     evaluate = evaluate or (lambda: exact_match(model, valid_pairs, src_vocab, tgt_vocab)[0])
     agree = agree or (lambda stop: stop)
