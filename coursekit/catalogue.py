@@ -35,7 +35,7 @@ EDITIONS: dict[str, str] = {"en": "", "zh": ".zh"}
 #: Where a lesson's notebooks live: the reference (solution) and the student version.
 KINDS: dict[str, str] = {"solution": "solutions", "student": "lessons"}
 
-EXPORT_TAG = "export"  # a cell later lessons reuse (coursekit/reference/lessonNN.py)
+EXPORT_TAG = "export"  # a cell later lessons or the graders reuse (coursekit/reference/lessonNN.py)
 DEMO_TAG = "demo"      # plots and long demonstrations, skipped when grading
 SETUP_ID = "setup"     # grade_id of the locked cell of imports every lesson starts with
 

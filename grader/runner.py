@@ -5,7 +5,8 @@ N`` runs them). Grading runs them many times per process (one per exercise cell 
 nbgrader kernel, one per student in a class run, in threads), where starting pytest each
 time costs more than the checks themselves and pytest's global state is not thread-safe.
 This runner calls the same test functions directly. It supports what hidden graders may
-use: the ``sub`` fixture, ``@exercise`` marks and ``@pytest.mark.parametrize``;
+use: the ``sub`` fixture, ``@exercise`` marks, ``@pytest.mark.parametrize`` and the
+``BUILDS_ON`` of a test module (grader.parts, as the hidden tests' conftest applies it);
 ``tests/test_runner.py`` checks that it agrees with pytest on every lesson.
 """
 
@@ -17,10 +18,12 @@ import itertools
 import os
 import traceback
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 from . import messages
 from .framework import Failed, grading_run
+from .parts import judged_alone
 from .results import ExerciseResult
 from .runtime.errors import GradingError
 from .submission import Submission
@@ -57,7 +60,7 @@ def _expand(fn: Callable[..., Any]) -> Iterator[dict[str, Any]]:
 
 def collect(lesson: str) -> list[TestCase]:
     """``(test id, exercise, points, function, params)`` of a lesson's hidden tests."""
-    module = importlib.import_module(f"grader.hidden.test_{lesson}")
+    module = _tests(lesson)
     cases = []
     for name, fn in vars(module).items():
         if not name.startswith("test") or not inspect.isfunction(fn):
@@ -69,6 +72,10 @@ def collect(lesson: str) -> list[TestCase]:
         for i, params in enumerate(_expand(fn)):
             cases.append((f"{name}[{i}]", exercise, points, fn, params))
     return cases
+
+
+def _tests(lesson: str) -> ModuleType:
+    return importlib.import_module(f"grader.hidden.test_{lesson}")
 
 
 def run(sub: Submission, lesson: str, only: set[str] | None = None,
@@ -83,7 +90,8 @@ def run(sub: Submission, lesson: str, only: set[str] | None = None,
             result = results.setdefault(exercise, ExerciseResult(exercise))
             result.max_points += points
             try:
-                fn(sub=sub, **params)
+                with judged_alone(sub, _tests(lesson), exercise):
+                    fn(sub=sub, **params)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
                 result.failures.append(messages.explain(exc, exercise))
                 if os.environ.get("GRADER_DEBUG") and not isinstance(exc, (Failed, GradingError)):

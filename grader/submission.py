@@ -11,8 +11,10 @@ other objects stay with the submission as :class:`Handle` s. Two implementations
 
 from __future__ import annotations
 
+import contextlib
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any
 
 from . import calls
@@ -67,6 +69,16 @@ class Submission(ABC):
         """Build a trusted helper object next to the submission (see runtime.fixtures)."""
         value = {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
         return self._wrap(self._request("fixture", {"name": name}, value))
+
+    @contextlib.contextmanager
+    def course_versions(self, source: str, names: tuple[str, ...]) -> Iterator[None]:
+        """Within the block, ``names`` are the course's versions defined by ``source``
+        (see ``Target.substitute``); the student's own come back afterwards."""
+        self._request("substitute", {"names": list(names)}, {"source": source})
+        try:
+            yield
+        finally:
+            self._request("restore", {"names": list(names)})
 
     def _call(self, target: str | int, method: str | None, args: tuple, kwargs: dict,
               forbid: tuple[str, ...]) -> Any:

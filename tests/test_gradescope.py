@@ -6,6 +6,7 @@ a blank one, a hostile one and submissions without exactly one notebook."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import pytest
 from conftest import ROOT, lesson_path, solution_path
 
 from grader.gradescope import SCHEMA_PATH
+from grader.parts import builds_on
 
 LESSON = "01_attention_by_hand"
 EXERCISES = ["dot_scores", "softmax", "attention"]
@@ -91,9 +93,13 @@ def test_zip_layout_follows_gradescope_and_ships_no_solution(package) -> None:
     answers = [_normal(body) for kind, body in _REGION.findall(notebook_code(solution_path(LESSON)))
                if kind == "SOLUTION"]
     assert answers
+    parts = f"course/grader/hidden/parts_{LESSON[:2]}.py"  # what BUILDS_ON substitutes (grader.parts)
     for name, text in texts.items():
         for answer in answers:
-            assert answer not in _normal(text), f"{name} holds a reference answer"
+            assert name == parts or answer not in _normal(text), f"{name} holds a reference answer"
+    if parts in texts:
+        defined = {n.name for n in ast.parse(texts[parts]).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert defined == set(builds_on(LESSON)), "the zip carries the substituted exercises only"
 
 
 def test_setup_script_pins_match_the_project(package) -> None:

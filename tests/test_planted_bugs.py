@@ -1,8 +1,8 @@
 """Every grader is proven against planted mistakes and alternative correct solutions.
 
-Each planted bug (tests/planted/lNN.py) must lose points on its exercise, the first hint
-the student reads there must name the planted mistake (its id), and no hint anywhere may
-name a mistake that was not made. Alternatives keep full marks. Hidden inputs are drawn
+Each planted bug (tests/planted/lNN.py) must lose points on its exercise and on no other
+(a mistake is charged once: grader.parts), the first hint the student reads there must
+name the planted mistake (its id), and no hint anywhere may name a mistake that was not made. Alternatives keep full marks. Hidden inputs are drawn
 from the grading run's seed, so the harness runs under two seeds: the whole lesson under
 the first, the bug's own exercise under the second (the cost of a lesson-08 grading is
 mostly in the other exercises).
@@ -65,6 +65,10 @@ def _check_bug(variant: Variant, results) -> None:
             assert hint.mistake in allowed, f"{name}: a hint names {hint.mistake!r}, which was not planted: {hint}"
     if variant.score is not None:
         assert target.points == pytest.approx(variant.score), "the rubric fixes this bug's score"
+    charged_twice = {name: r.points for name, r in results.items()
+                     if name != variant.exercise and r.points < r.max_points}
+    assert not charged_twice, (f"{variant.description} also cost points on {charged_twice}: a mistake "
+                               f"is charged once, to its own exercise (BUILDS_ON, grader.parts)")
 
 
 @pytest.mark.parametrize(("lesson", "variant"), CASES, ids=_ids(CASES))

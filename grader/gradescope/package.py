@@ -24,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from coursekit import catalogue
 
+from ..parts import packaged_file, packaged_source
 from .run import Config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +121,9 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
                                   isolation=isolation, visibility=visibility,
                                   stdout_visibility=stdout_visibility, built=built).dumps(),
     }
+    parts = packaged_source(lesson)
+    if parts is not None:  # the course's versions BUILDS_ON substitutes (private to the grader)
+        texts["course/" + packaged_file(catalogue.get(lesson).number).relative_to(ROOT).as_posix()] = parts
     blank = catalogue.get(lesson).student()
     files = dict(course_files(lesson))
     if blank.is_file():

@@ -6,6 +6,8 @@ Run by the engine (``python -m grader check``), or directly with pytest for debu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from grader.framework import _RUN_SEED, fresh_seed, secret_to_seed
@@ -37,3 +39,15 @@ def sub(request: pytest.FixtureRequest) -> Submission:
     from grader.notebook import read_notebook
 
     return in_process_submission(read_notebook(path))
+
+
+
+@pytest.fixture(autouse=True)
+def course_versions_of_what_it_builds_on(request: pytest.FixtureRequest, sub: Submission) -> Iterator[None]:
+    """The exercises a test's exercise builds on are the course's versions while it runs
+    (grader.parts; the engine's runner does the same)."""
+    from grader.parts import judged_alone
+
+    marker = request.node.get_closest_marker("exercise")
+    with judged_alone(sub, request.module, str(marker.args[0]) if marker else ""):
+        yield

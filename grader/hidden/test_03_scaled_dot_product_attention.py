@@ -27,6 +27,7 @@ from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "mask_inverted": "the mask is read the wrong way round (True taken as masked)",
+    "mask_lost_with_dropout": "the mask is not applied when dropout_p > 0",
     "mask_fill_zero": "masked scores are set to 0 instead of -inf",
     "mask_after_softmax": "the mask zeroes weights after the softmax without renormalising",
     "masked_rows_nan": "a query with every key masked gets NaN",
@@ -318,6 +319,15 @@ def test_sdpa_dropout_on_weights(sub):
     check(bool(kept_ok.all()) and 0.3 < frac < 0.7,
           "with dropout_p=0.5 about half of the weights should be zeroed and the rest scaled by "
           "1/(1-p) = 2, before multiplying by v")
+    causal = torch.ones(16, 16, dtype=torch.bool).tril()
+    _, without = attend(sub, q, k, v, mask=causal)
+    if without[..., ~causal].abs().gt(1e-7).any():
+        return  # the mask itself is wrong: the mask checks charge that
+    _, masked = attend(sub, q, k, v, mask=causal, dropout_p=0.5)
+    check(not masked[..., ~causal].abs().gt(1e-7).any(),
+          "with a mask and dropout_p=0.5 a masked key got weight: the mask applies whether or not "
+          "dropout is on (mask the scores, softmax, then dropout the weights)",
+          mistake="mask_lost_with_dropout")
 
 
 # --- causal_mask ---------------------------------------------------------------------------

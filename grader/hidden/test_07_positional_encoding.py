@@ -37,6 +37,9 @@ MISTAKES = {
     "emb_submodule_name": "the nn.Embedding submodule is not named `embedding`",
 }
 
+# Graded with the course's table, so a wrong table costs only its own exercise (grader.parts).
+BUILDS_ON = {"PositionalEncoding": ("sinusoidal_positional_encoding",)}
+
 
 def ref_pe(max_len, d_model, first=0, exponent="2i", multiply=False, layout="interleaved", swap=False):
     """The paper's table in float64, with the common mistakes as options."""

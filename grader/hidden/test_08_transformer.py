@@ -80,6 +80,13 @@ MISTAKES = {
     "decode_output_on_cpu": "greedy decoding makes its token tensor on the CPU",
 }
 
+# Each exercise is graded with the course's versions of the ones it builds on (grader.parts).
+BUILDS_ON = {
+    "EncoderLayer": ("PositionwiseFeedForward",),
+    "DecoderLayer": ("PositionwiseFeedForward",),
+    "Transformer": ("PositionwiseFeedForward", "EncoderLayer", "DecoderLayer"),
+}
+
 D, H, FF = 16, 4, 32
 ATOL = 1e-4  # float32 against float64 (or torch's layers); every mistake is off by far more
 
@@ -425,10 +432,24 @@ def test_encoder_pre_ln(sub):
 @exercise("EncoderLayer", points=1)
 def test_encoder_masks(sub):
     keep = _keep(24, 3, 7)
-    _check_encoder(sub, False, 25, _pad_mask(keep), {"src_key_padding_mask": ~keep},
-                   "with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ")
-    _check_encoder(sub, True, 27, _causal(7), {"src_mask": ~_causal(7)},
-                   "pre-LN with an [L, L] src_mask (True = may attend): ")
+    for norm_first in (False, True):  # every mask in both branches: each has its own call
+        if not _passes(_check_encoder, sub, norm_first, 20 + 2 * norm_first):
+            continue  # the branch is wrong without masks: its own check charges that
+        branch = "pre-LN" if norm_first else "post-LN"
+        _check_encoder(sub, norm_first, 25 + norm_first, _pad_mask(keep), {"src_key_padding_mask": ~keep},
+                       f"{branch} with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ")
+        _check_encoder(sub, norm_first, 27 + norm_first, _causal(7), {"src_mask": ~_causal(7)},
+                       f"{branch} with an [L, L] src_mask (True = may attend): ")
+
+
+def _passes(check_layer, sub, norm_first, n):
+    """Whether the layer's branch passes its own unmasked check (``_check_encoder`` or
+    ``_check_decoder``), so that a mask check judges the mask alone."""
+    try:
+        check_layer(sub, norm_first, n)
+    except (Failed, SubmissionError):
+        return False
+    return True
 
 
 def check_layer_dropout(sub, name, n, sublayers):
@@ -574,11 +595,15 @@ def test_decoder_target_mask(sub):
 
 
 @exercise("DecoderLayer", points=0.75)
-def test_decoder_memory_mask_pre_ln(sub):
+def test_decoder_masks_in_both_branches(sub):
     keep = _keep(50, 3, 5)
-    _check_decoder(sub, True, 51, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
-                   what="with memory_mask [B, 1, 1, Ls] the cross-attention must not look at the "
-                   "source's padding: ")
+    for norm_first in (True, False):  # every mask in both branches: each has its own calls
+        if not _passes(_check_decoder, sub, norm_first, 40 + 3 * norm_first):
+            continue  # the branch is wrong without masks: its own check charges that
+        _check_decoder(sub, norm_first, 51 + norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
+                       what=f"{'pre-LN' if norm_first else 'post-LN'} with a causal tgt_mask and "
+                       f"memory_mask [B, 1, 1, Ls] the cross-attention must not look at the source's "
+                       f"padding: ")
 
 
 @exercise("DecoderLayer", points=0.5)

@@ -55,6 +55,9 @@ MISTAKES = {
     "batch_not_moved": "the batch is not moved to the model's device",
 }
 
+# train_step is graded with the course's loss, so a loss mistake is charged once (grader.parts).
+BUILDS_ON = {"train_step": ("label_smoothed_nll",)}
+
 NO_CE = ("torch.nn.functional.cross_entropy",)
 
 

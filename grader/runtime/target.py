@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,12 +57,16 @@ def forbidding(names: list[str]) -> Iterator[None]:
         yield
 
 
+_ABSENT = object()
+
+
 class Target:
     """Operations on a submission's namespace, addressed by name or by handle id."""
 
     def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True):
         self.namespace = prepare_namespace(namespace) if prepare else namespace
         self.handles: dict[int, Any] = {}
+        self.saved: dict[str, Any] = {}  # the student's versions of substituted names
 
     # --- handles -------------------------------------------------------------------
     def register(self, obj: Any) -> HandleRef:
@@ -108,6 +113,10 @@ class Target:
                              value.get("grad_output"), header.get("forbid"))
         if op == "fixture":
             return self.fixture(str(header["name"]), args, kwargs)
+        if op == "substitute":
+            return self.substitute(str(value.get("source", "")), [str(n) for n in header["names"]])
+        if op == "restore":
+            return self.restore([str(n) for n in header["names"]])
         raise ValueError(f"unknown op {op!r}")
 
     def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
@@ -197,6 +206,33 @@ class Target:
 
         factory = fixtures.FIXTURES[name]
         return self._out(factory(*self._deref(args), **self._deref(kwargs)))
+
+    def substitute(self, source: str, names: list[str]) -> list[str]:
+        """Run the course's ``source`` in a module of its own and put its ``names`` in the
+        submission's namespace, in place of the student's versions (kept for ``restore``):
+        a later exercise is then judged on its own code, not on a mistake in one it calls.
+        Returns the names that were replaced."""
+        module = types.ModuleType("course_parts")
+        sys.modules[module.__name__] = module  # a dataclass looks its module up while it is built
+        try:
+            exec(compile(source, "<the course's version>", "exec"), module.__dict__)  # noqa: S102 - the grader's
+        finally:
+            sys.modules.pop(module.__name__, None)
+        parts = module.__dict__
+        for name in names:
+            self.saved.setdefault(name, self.namespace.get(name, _ABSENT))
+            self.namespace[name] = parts[name]
+        return names
+
+    def restore(self, names: list[str]) -> list[str]:
+        """Put back the student's own versions of ``names`` (or their absence)."""
+        for name in names:
+            old = self.saved.pop(name, _ABSENT)
+            if old is _ABSENT:
+                self.namespace.pop(name, None)
+            else:
+                self.namespace[name] = old
+        return names
 
     # --- helpers -------------------------------------------------------------------
     @contextlib.contextmanager

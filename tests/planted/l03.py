@@ -17,6 +17,10 @@ BUGS = [
         ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
     bug(SDPA, "masked_rows_uniform", "fully masked rows uniform (finite fill, no clean-up)",
         ('float("-inf"))', "-1e9)"), ("weights = weights.masked_fill(~allowed, 0.0)", "pass")),
+    bug(SDPA, "mask_lost_with_dropout", "the dropout branch recomputes the weights without the mask",
+        ("weights = F.dropout(weights, p=dropout_p)",
+         "weights = F.dropout(torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k), dim=-1), "
+         "p=dropout_p)")),
     bug(SDPA, "scale_by_d", "scaled by d instead of sqrt(d)", ("/ math.sqrt(d_k)", "/ d_k")),
     bug(SDPA, "never_scaled", "not scaled", ("/ math.sqrt(d_k)", "")),
     bug(SDPA, "scale_by_lk", "scaled by sqrt of the number of keys", ("math.sqrt(d_k)", "math.sqrt(k.size(-2))")),
@@ -131,6 +135,7 @@ def padding_mask(tokens, pad_id):
 
 # What each planted mistake earns on its exercise (the rubric in CONTRIBUTING):
 SCORES = {
+    ('scaled_dot_product_attention', 'the dropout branch recomputes the weights without the mask'): 9.5,
     ('scaled_dot_product_attention', 'mask inverted'): 5,
     ('scaled_dot_product_attention', 'masked scores filled with 0'): 5,
     ('scaled_dot_product_attention', 'mask applied after softmax without renormalising'): 5,
