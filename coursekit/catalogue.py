@@ -187,6 +187,12 @@ LESSONS: tuple[Lesson, ...] = (
            graded=("noam_lr", "label_smoothed_nll", "train_step"), datasets=("numerals",),
            editions=("en", "zh"),
            title_zh="训练 Transformer：1234 → 一千二百三十四"),
+    Lesson("10_decoder_only",
+           "Today's Transformer: a decoder-only model with RMSNorm, RoPE and SwiGLU",
+           graded=("rms_norm", "RMSNorm", "rope_angles", "apply_rope", "SwiGLU", "DecoderBlock",
+                   "DecoderLM", "lm_loss"),
+           datasets=("numerals",), editions=("en", "zh"),
+           title_zh="今天的 Transformer：RMSNorm、RoPE 与 SwiGLU 的只含解码器模型"),
 )
 
 

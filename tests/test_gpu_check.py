@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py, the GPU check of lesson 09, as far as a CPU can take it: it refuses
+"""benchmarks/gpu_check.py, the GPU check of lessons 09 and 10, as far as a CPU can take it: it refuses
 at once without CUDA, and its parts run on the CPU with the smoke preset (`--cpu-smoke`).
 (Its notebook part runs lesson 09 through papermill, as tests/test_training.py does.)"""
 
@@ -31,6 +31,7 @@ def test_without_cuda_it_stops_at_once_and_says_why(tmp_path) -> None:
 
 
 def test_cpu_rehearsal_runs_the_paths_training_and_throughput_parts(tmp_path) -> None:
+    """Lesson 09's parts and lesson 10's (its SDPA switch, KV cache, throughput, training)."""
     result = _run("--cpu-smoke", "--skip", "notebook", "--out", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_check.json").read_text())
@@ -39,5 +40,8 @@ def test_cpu_rehearsal_runs_the_paths_training_and_throughput_parts(tmp_path) ->
         "ok", "skipped", "ok", "ok"]
     assert "greedy_decode_cached == greedy_decode" in parts["paths"]["detail"]
     assert "ours / nn.Transformer" in parts["throughput"]["detail"]
+    assert [parts[p]["result"] for p in ("l10_paths", "l10_throughput", "l10_train")] == ["ok", "ok", "ok"]
+    assert "generate (KV cache) == the model's own forward" in parts["l10_paths"]["detail"]
+    assert "F.scaled_dot_product_attention" in parts["l10_throughput"]["detail"]
     assert "| throughput | ok |" in result.stdout
     assert (tmp_path / "train.pt").exists() and (tmp_path / "throughput.log").exists()

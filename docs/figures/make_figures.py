@@ -142,6 +142,64 @@ TEXT_ZH: dict[str, str] = {
     "language model:\npredict the next token": "语言模型：\n预测下一个词元",
     "keep the\nencoder": "保留\n编码器",
     "keep the\ndecoder": "保留\n解码器",
+    # lesson 10: blocks, rope, rope_relative ("N ×", "× N": lesson 08)
+    "2017: the Transformer (lessons 08–09)": "2017 年：Transformer（第 08–09 课）",
+    "encoder–decoder, post-LN": "编码器－解码器，后置规范化（post-LN）",
+    "source tokens: 1 2 3 4 eos": "源词元：1 2 3 4 eos",
+    "embedding × √D\n+ sinusoids (added once)": "嵌入 × √D\n+ 正弦位置编码（只加一次）",
+    "multi-head self-attention\n(all positions; with biases)": "多头自注意力\n（看所有位置；有偏置）",
+    "add & LayerNorm": "相加，再层规范化",
+    "FFN: Linear(D, 4·D) → ReLU/GELU\n→ Linear(4·D, D)": "前馈网络：Linear(D, 4·D) → ReLU/GELU\n→ Linear(4·D, D)",
+    "decoder stack: masked self-attention,\ncross-attention to this output, FFN\n(its own input: target tokens)":
+        "解码器层堆叠：掩蔽自注意力、\n对这个输出的编码器－解码器注意力、前馈网络\n（它自己的输入：目标词元）",
+    "generator: Linear(D, V)\nits own weight, with bias": "generator：Linear(D, V)\n自己的权重，有偏置",
+    "logits": "logits",
+    "today: a decoder-only language model (this lesson)": "今天：只含解码器的语言模型（本课）",
+    "pre-norm, RMSNorm, RoPE, SwiGLU (LLaMA's block)": "前置规范化、RMSNorm、RoPE、SwiGLU（LLaMA 的块）",
+    "tokens: 1 2 3 4 = 一 千 二 百 …": "词元：1 2 3 4 = 一 千 二 百 …",
+    "embedding (no √D,\nnothing added)": "嵌入（不乘 √D，\n也不加任何东西）",
+    "RMSNorm": "RMSNorm",
+    "causal self-attention,\nRoPE on q and k; no biases": "因果自注意力，\n对 q 和 k 做 RoPE；没有偏置",
+    "SwiGLU: w2(silu(w1·x) ⊙ w3·x)\nd_ff ≈ 8/3·D; no biases": "SwiGLU：w2(silu(w1·x) ⊙ w3·x)\nd_ff ≈ 8/3·D；没有偏置",
+    "RMSNorm (final)": "最终的 RMSNorm",
+    "lm_head: Linear(D, V), no bias\nweight = embed.weight (tied)":
+        "lm_head：Linear(D, V)，没有偏置\nweight = embed.weight（权重绑定）",
+    "logits: the next token": "logits：下一个词元",
+    "one shared\nmatrix": "同一个\n矩阵",
+    "what changed": "改了什么",
+    "post-LN → pre-norm: x ← x + f(norm(x)); the residual path\nstays clean from input to output; a final norm":
+        "后置规范化 → 前置规范化：x ← x + f(norm(x))；残差连接\n从输入直通输出，中间不做规范化；末尾再规范化一次",
+    "LayerNorm → RMSNorm: x / rms(x) · g, no mean, no bias":
+        "层规范化 → 均方根层规范化（RMSNorm）：x / rms(x) · g，\n不减均值，没有偏置",
+    "sinusoids added once to the embedding → RoPE: q and k\nrotated by their positions in every layer; q·k sees m − n":
+        "正弦位置编码只在嵌入处加一次 → 旋转位置编码（RoPE）：\n每一层都按位置旋转 q 和 k；q·k 只看到 m − n",
+    "FFN, 2 matrices D × 4·D, ReLU or GELU → SwiGLU,\n3 matrices D × 8/3·D: the same 8·D² weights":
+        "前馈网络，2 个 D × 4·D 矩阵，ReLU 或 GELU → 门控的 SwiGLU，\n3 个 D × 8/3·D 矩阵：权重同为 8·D² 个",
+    "biases everywhere → no biases": "处处有偏置 → 没有偏置",
+    "own output matrix → lm_head tied to the embedding\n(the paper tied them; lesson 08 did not)":
+        "单独的输出矩阵 → lm_head 与嵌入共享权重\n（论文就共享了；第 08 课没有）",
+    "encoder–decoder → one causal stack: \"1234=\" is\ncontinued with \"一千二百三十四<eos>\"":
+        "编码器－解码器 → 一个因果的层堆叠：\n“1234=” 之后接着写出 “一千二百三十四<eos>”",
+    "one head's query or key, d_head = 16: 8 pairs (x₂ᵢ, x₂ᵢ₊₁), pair i turns by pos·θᵢ radians, "
+    "θᵢ = 10000^(−2i/16)":
+        "一个头的查询或键，d_head = 16：8 对 (x₂ᵢ, x₂ᵢ₊₁)，第 i 对旋转 pos·θᵢ 弧度，θᵢ = 10000^(−2i/16)",
+    "pair {}: (x{}, x{}), θ = {} rad = {}° per position": "第 {} 对：(x{}, x{})，每个位置转 θ = {} 弧度 = {}°",
+    "the arrows: one pair of features at positions 0–5. A query at m and a key at n differ by the angle "
+    "(m − n)·θᵢ in every pair, wherever they are.":
+        "箭头：同一对特征在位置 0–5 的样子。位置 m 的查询与位置 n 的键，在每一对里都相差角度 (m − n)·θᵢ，"
+        "不管它们在哪里。",
+    "RoPE: q rotated to position m, k to n\n$(R_m q)\\cdot(R_n k)$\nconstant along every diagonal: a function of m − n":
+        "RoPE：把 q 转到位置 m，把 k 转到位置 n\n$(R_m q)\\cdot(R_n k)$\n沿每条对角线不变：只是 m − n 的函数",
+    "sinusoids added to the inputs x, y\n$(W_q(x + PE_m))\\cdot(W_k(y + PE_n))$\n"
+    "changes along the diagonals: absolute positions leak in":
+        "把正弦位置编码加到输入 x、y 上\n$(W_q(x + PE_m))\\cdot(W_k(y + PE_n))$\n沿对角线会变：绝对位置混了进来",
+    "key position n": "键的位置 n",
+    "query position m": "查询的位置 m",
+    "RoPE": "RoPE",
+    "sinusoids added": "加上正弦位置编码",
+    "score": "注意力分数",
+    "along the dashed diagonal m − n = {}:\nthe same pair of tokens, moved together":
+        "沿虚线对角线 m − n = {}：\n同一对词元一起平移",
 }
 
 _LANG = {"edition": "en"}
@@ -448,6 +506,246 @@ def families() -> plt.Figure:
     return fig
 
 
+# lesson 10: blocks, rope, rope_relative
+
+def _rope_tables(max_len: int, d_head: int, base: float = 10000.0):
+    """Lesson 10's ``rope_angles`` and ``apply_rope`` (the course's reference where it exists)."""
+    try:
+        from coursekit.reference import lesson10
+    except ImportError:
+        lesson10 = None
+    if lesson10 is not None:
+        return lesson10.rope_angles(max_len, d_head, base), lesson10.apply_rope
+    import torch
+
+    def apply_rope(x, cos, sin):                  # interleaved pairs (2i, 2i+1), as the contract
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2).to(x.dtype)
+
+    theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)       # pair i: base^(−2i/d)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta            # [max_len, d_head // 2]
+    return (angles.cos().float(), angles.sin().float()), apply_rope
+
+
+def _badge(ax, x, y, n, colour="#c44e52"):
+    ax.add_patch(plt.Circle((x, y), 0.17, facecolor=colour, edgecolor="none", zorder=5))
+    ax.text(x, y, str(n), ha="center", va="center", fontsize=8, color="white", zorder=6)
+
+
+def _skip(ax, x_side, start, end, colour=GREY):
+    """A residual connection: from the stream at ``start`` (x, y) round the left side to ``end``."""
+    ax.plot([start[0], x_side, x_side], [start[1], start[1], end[1]], color=colour, lw=1.2)
+    _arrow(ax, (x_side, end[1]), end, colour=colour, lw=1.2)
+
+
+BLOCK_DIFFERENCES = (
+    "post-LN → pre-norm: x ← x + f(norm(x)); the residual path\nstays clean from input to output; a final norm",
+    "LayerNorm → RMSNorm: x / rms(x) · g, no mean, no bias",
+    "sinusoids added once to the embedding → RoPE: q and k\nrotated by their positions in every layer; q·k sees m − n",
+    "FFN, 2 matrices D × 4·D, ReLU or GELU → SwiGLU,\n3 matrices D × 8/3·D: the same 8·D² weights",
+    "biases everywhere → no biases",
+    "own output matrix → lm_head tied to the embedding\n(the paper tied them; lesson 08 did not)",
+    "encoder–decoder → one causal stack: \"1234=\" is\ncontinued with \"一千二百三十四<eos>\"",
+)
+
+
+def blocks() -> plt.Figure:
+    """Lesson 10: the 2017 block (post-LN, encoder-decoder) beside today's (pre-norm RMSNorm, RoPE,
+    SwiGLU, decoder only), their differences numbered."""
+    fig, ax = plt.subplots(figsize=(14.8, 9.4))
+    ax.set_xlim(0, 14.8)
+    ax.set_ylim(0, 9.9)
+    ax.axis("off")
+    w = 3.2
+    ffn_face, norm_face, embed_face = "#e8e8e8", "#f3f3d0", "#eadcf0"
+    # 2017, on the left
+    lx = 2.45
+    ax.text(lx, 9.45, _t("2017: the Transformer (lessons 08–09)"), ha="center", fontsize=12)
+    ax.text(lx, 9.1, _t("encoder–decoder, post-LN"), ha="center", fontsize=9, color="#444444")
+    _box(ax, lx, 0.45, w, 0.5, _t("source tokens: 1 2 3 4 eos"), fontsize=8)
+    _box(ax, lx, 1.35, w, 0.6, _t("embedding × √D\n+ sinusoids (added once)"), face=embed_face, fontsize=8)
+    _badge(ax, lx + w / 2, 1.65, 3)
+    _arrow(ax, (lx, 0.7), (lx, 1.05))
+    ax.add_patch(FancyBboxPatch((lx - w / 2 - 0.55, 2.05), w + 0.75, 4.3, boxstyle="round,pad=0.02",
+                                facecolor="none", edgecolor=GREY, ls="--"))
+    ax.text(lx - w / 2 - 0.65, 4.2, _t("N ×"), ha="right", fontsize=11)
+    _box(ax, lx, 2.95, w, 0.62, _t("multi-head self-attention\n(all positions; with biases)"), face=SELF_COLOUR,
+         fontsize=8)
+    _badge(ax, lx + w / 2, 3.26, 5)
+    _box(ax, lx, 3.85, w, 0.42, _t("add & LayerNorm"), face=norm_face, fontsize=8)
+    _badge(ax, lx + w / 2, 4.06, 1)
+    _badge(ax, lx + w / 2 + 0.4, 4.06, 2)
+    _box(ax, lx, 4.85, w, 0.62, _t("FFN: Linear(D, 4·D) → ReLU/GELU\n→ Linear(4·D, D)"), face=ffn_face, fontsize=8)
+    _badge(ax, lx + w / 2, 5.16, 4)
+    _box(ax, lx, 5.75, w, 0.42, _t("add & LayerNorm"), face=norm_face, fontsize=8)
+    _arrow(ax, (lx, 1.65), (lx, 2.64))
+    _arrow(ax, (lx, 3.26), (lx, 3.64))
+    _arrow(ax, (lx, 4.06), (lx, 4.54))
+    _arrow(ax, (lx, 5.16), (lx, 5.54))
+    _skip(ax, lx - w / 2 - 0.3, (lx, 2.35), (lx - w / 2, 3.85))
+    _skip(ax, lx - w / 2 - 0.3, (lx, 4.3), (lx - w / 2, 5.75))
+    _box(ax, lx, 7.0, w, 0.72, _t("decoder stack: masked self-attention,\ncross-attention to this output, FFN\n"
+                                  "(its own input: target tokens)"), face=CROSS_COLOUR, fontsize=8)
+    _badge(ax, lx + w / 2, 7.36, 7)
+    _box(ax, lx, 8.05, w, 0.55, _t("generator: Linear(D, V)\nits own weight, with bias"), face=embed_face, fontsize=8)
+    _badge(ax, lx + w / 2, 8.33, 6)
+    _box(ax, lx, 8.72, w, 0.38, _t("logits"), fontsize=8)
+    _arrow(ax, (lx, 5.96), (lx, 6.64))
+    _arrow(ax, (lx, 7.36), (lx, 7.78))
+    _arrow(ax, (lx, 8.33), (lx, 8.53))
+    # today, on the right
+    rx = 11.55
+    ax.text(rx, 9.45, _t("today: a decoder-only language model (this lesson)"), ha="center", fontsize=12)
+    ax.text(rx, 9.1, _t("pre-norm, RMSNorm, RoPE, SwiGLU (LLaMA's block)"), ha="center", fontsize=9,
+            color="#444444")
+    _box(ax, rx, 0.45, w, 0.5, _t("tokens: 1 2 3 4 = 一 千 二 百 …"), fontsize=8)
+    _badge(ax, rx + w / 2, 0.7, 7)
+    _box(ax, rx, 1.35, w, 0.6, _t("embedding (no √D,\nnothing added)"), face=embed_face, fontsize=8)
+    _badge(ax, rx + w / 2, 1.65, 3)
+    _arrow(ax, (rx, 0.7), (rx, 1.05))
+    ax.add_patch(FancyBboxPatch((rx - w / 2 - 0.55, 2.05), w + 0.75, 4.3, boxstyle="round,pad=0.02",
+                                facecolor="none", edgecolor=GREY, ls="--"))
+    ax.text(rx + w / 2 + 0.35, 4.2, _t("× N"), ha="left", fontsize=11)
+    _box(ax, rx, 2.6, w, 0.36, _t("RMSNorm"), face=norm_face, fontsize=8)
+    _badge(ax, rx + w / 2, 2.78, 2)
+    _box(ax, rx, 3.3, w, 0.62, _t("causal self-attention,\nRoPE on q and k; no biases"), face=MASKED_COLOUR,
+         fontsize=8)
+    _badge(ax, rx + w / 2, 3.61, 3)
+    _badge(ax, rx + w / 2 + 0.4, 3.61, 5)
+    _box(ax, rx, 4.5, w, 0.36, _t("RMSNorm"), face=norm_face, fontsize=8)
+    _box(ax, rx, 5.2, w, 0.62, _t("SwiGLU: w2(silu(w1·x) ⊙ w3·x)\nd_ff ≈ 8/3·D; no biases"), face=ffn_face,
+         fontsize=8)
+    _badge(ax, rx + w / 2, 5.51, 4)
+    for y in (3.98, 5.88):                                       # the residual additions
+        ax.add_patch(plt.Circle((rx, y), 0.14, facecolor="white", edgecolor="k", lw=1.0, zorder=3))
+        ax.text(rx, y, "+", ha="center", va="center", fontsize=10, zorder=4)
+    _badge(ax, rx + 0.45, 3.98, 1)
+    _arrow(ax, (rx, 1.65), (rx, 2.42))
+    _arrow(ax, (rx, 2.78), (rx, 2.99))
+    _arrow(ax, (rx, 3.61), (rx, 3.84))
+    _arrow(ax, (rx, 4.12), (rx, 4.32))
+    _arrow(ax, (rx, 4.68), (rx, 4.89))
+    _arrow(ax, (rx, 5.51), (rx, 5.74))
+    _skip(ax, rx - w / 2 - 0.3, (rx, 2.25), (rx - 0.14, 3.98))
+    _skip(ax, rx - w / 2 - 0.3, (rx, 4.22), (rx - 0.14, 5.88))
+    _box(ax, rx, 6.75, w, 0.4, _t("RMSNorm (final)"), face=norm_face, fontsize=8)
+    _arrow(ax, (rx, 6.02), (rx, 6.55))
+    _box(ax, rx, 8.05, w, 0.55, _t("lm_head: Linear(D, V), no bias\nweight = embed.weight (tied)"), face=embed_face,
+         fontsize=8)
+    _badge(ax, rx + w / 2, 8.33, 6)
+    _box(ax, rx, 8.72, w, 0.38, _t("logits: the next token"), fontsize=8)
+    _arrow(ax, (rx, 6.95), (rx, 7.78))
+    _arrow(ax, (rx, 8.33), (rx, 8.53))
+    _arrow(ax, (rx + w / 2, 1.35), (rx + w / 2, 8.05), colour=BLUE, style="<|-|>", lw=1.2, rad=0.3, ls="--")
+    ax.text(rx + w / 2 + 0.95, 7.3, _t("one shared\nmatrix"), ha="center", fontsize=8, color=BLUE)
+    # the differences, between the two
+    mx = 4.95
+    ax.text(mx, 8.6, _t("what changed"), fontsize=11)
+    for i, text in enumerate(BLOCK_DIFFERENCES):
+        y = 8.0 - 0.95 * i
+        _badge(ax, mx + 0.12, y, i + 1)
+        ax.text(mx + 0.42, y, _t(text), va="center", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def rope() -> plt.Figure:
+    """Lesson 10: RoPE rotates each pair of a head's features by pos·θ_i; fast pairs and slow ones."""
+    import numpy as np
+    import torch
+
+    d_head, positions, pairs = 16, 6, (0, 1, 2)
+    (cos, sin), apply_rope = _rope_tables(positions, d_head)
+    x = torch.tensor([0.94, 0.34]).repeat(d_head // 2).expand(1, 1, positions, d_head)   # every pair the same
+    rotated = apply_rope(x, cos, sin)[0, 0]                                               # [positions, d_head]
+    fig = plt.figure(figsize=(12, 5.0))
+    grid = fig.add_gridspec(2, 3, height_ratios=[1, 4.6], hspace=0.12, left=0.01, right=0.99, top=0.97,
+                            bottom=0.08, wspace=0.05)
+    strip = fig.add_subplot(grid[0, :])
+    strip.set_xlim(-0.2, d_head + d_head // 2 * 0.3 + 0.1)
+    strip.set_ylim(-1.0, 1.15)
+    strip.axis("off")
+    colours = [BLUE, ORANGE, GREEN]
+    for i in range(d_head // 2):
+        left = i * 2.3
+        face = matplotlib.colors.to_rgba(colours[pairs.index(i)], 0.35) if i in pairs else "#f2f2f2"
+        for j in range(2):
+            strip.add_patch(plt.Rectangle((left + j, 0), 1, 0.8, facecolor=face, edgecolor="k", lw=0.7))
+            strip.text(left + j + 0.5, 0.4, f"$x_{{{2 * i + j}}}$", ha="center", va="center", fontsize=9)
+        theta = 10000 ** (-2 * i / d_head)
+        strip.text(left + 1, -0.35, rf"$\theta_{i}$ = {theta:.2g}", ha="center", va="center", fontsize=8)
+    strip.text(-0.2, 1.0, _t("one head's query or key, d_head = 16: 8 pairs (x₂ᵢ, x₂ᵢ₊₁), "
+                             "pair i turns by pos·θᵢ radians, θᵢ = 10000^(−2i/16)"), fontsize=9)
+    for panel, i in enumerate(pairs):
+        ax = fig.add_subplot(grid[1, panel])
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.35, 1.35)
+        ax.set_ylim(-1.35, 1.35)
+        ax.axis("off")
+        ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="#cccccc", lw=0.8))
+        ax.plot([-1.2, 1.2], [0, 0], color="#dddddd", lw=0.6)
+        ax.plot([0, 0], [-1.2, 1.2], color="#dddddd", lw=0.6)
+        shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, positions))
+        for pos in range(positions):
+            u, v = rotated[pos, 2 * i].item(), rotated[pos, 2 * i + 1].item()
+            ax.annotate("", (u, v), (0, 0), arrowprops=dict(arrowstyle="-|>", color=shades[pos], lw=1.6,
+                                                            shrinkA=0, shrinkB=0))
+            radius = 1.27 if i == 2 and pos % 2 else 1.13
+            ax.text(radius * u, radius * v, str(pos), ha="center", va="center", fontsize=9, color=shades[pos])
+        theta = 10000 ** (-2 * i / d_head)
+        ax.set_title(_t("pair {}: (x{}, x{}), θ = {} rad = {}° per position").format(
+            i, "₀₂₄"[i], "₁₃₅"[i], f"{theta:.2g}", f"{np.degrees(theta):.3g}"), fontsize=9,
+            color=colours[panel])
+    fig.text(0.5, 0.025, _t("the arrows: one pair of features at positions 0–5. A query at m and a key at n "
+                           "differ by the angle (m − n)·θᵢ in every pair, wherever they are."),
+             ha="center", fontsize=9, color="#444444")
+    return fig
+
+
+def rope_relative() -> plt.Figure:
+    """Lesson 10: with RoPE the score q_m·k_n depends only on m − n (Toeplitz); with sinusoids
+    added to the inputs it does not."""
+    import torch
+
+    from coursekit.reference.lesson07 import sinusoidal_positional_encoding
+
+    n, d, gap = 32, 16, 3
+    (cos, sin), apply_rope = _rope_tables(n, d)
+    g = torch.Generator().manual_seed(0)
+    q, k, x, y = (torch.randn(d, generator=g) for _ in range(4))
+    w_q, w_k = (torch.randn(d, d, generator=g) / d ** 0.5 for _ in range(2))
+    q_m = apply_rope(q.expand(1, 1, n, d), cos, sin)[0, 0]                 # q at positions 0…n−1
+    k_n = apply_rope(k.expand(1, 1, n, d), cos, sin)[0, 0]
+    rope_scores = q_m @ k_n.T                                               # [m, n]
+    pe = sinusoidal_positional_encoding(n, d)
+    added = ((x + pe) @ w_q.T) @ ((y + pe) @ w_k.T).T
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.15]})
+    # (a line holding $…$ is drawn by mathtext, without the CJK font: formulas get lines of their own)
+    panels = [(rope_scores, "RoPE: q rotated to position m, k to n\n$(R_m q)\\cdot(R_n k)$\n"
+                            "constant along every diagonal: a function of m − n"),
+              (added, "sinusoids added to the inputs x, y\n$(W_q(x + PE_m))\\cdot(W_k(y + PE_n))$\n"
+                      "changes along the diagonals: absolute positions leak in")]
+    for ax, (scores, title) in zip(axes, panels, strict=False):
+        image = ax.imshow(scores.numpy(), cmap="viridis")
+        ax.plot([0, n - 1 - gap], [gap, n - 1], color="white", lw=1.0, ls="--")
+        ax.set_xlabel(_t("key position n"))
+        ax.set_ylabel(_t("query position m"))
+        ax.set_title(_t(title), fontsize=9)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
+    m = torch.arange(gap, n)
+    ax = axes[2]
+    ax.plot(m.numpy(), rope_scores[m, m - gap].numpy(), color=BLUE, lw=2, label=_t("RoPE"))
+    ax.plot(m.numpy(), added[m, m - gap].numpy(), color=ORANGE, lw=2, label=_t("sinusoids added"))
+    ax.set_xlabel(_t("query position m"))
+    ax.set_ylabel(_t("score"))
+    ax.set_title(_t("along the dashed diagonal m − n = {}:\nthe same pair of tokens, moved together").format(gap),
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 # ------------------------------------------------------------ "what you should see"
 
 @dataclass
@@ -560,6 +858,7 @@ DIAGRAMS: dict[str, dict[str, Callable[[], plt.Figure]]] = {
     "03_scaled_dot_product_attention": {"masks": masks},
     "04_multi_head_attention": {"multi_head_attention": multi_head_attention},
     "08_transformer": {"transformer": transformer, "model_masks": model_masks, "families": families},
+    "10_decoder_only": {"blocks": blocks, "rope": rope, "rope_relative": rope_relative},
 }
 
 
@@ -608,8 +907,12 @@ def make(lessons: list[str] | None = None, out: Path | None = None) -> list[Path
 
 
 def figure_editions(lesson: str) -> list[str]:
-    """The editions of ``lesson`` whose reference notebook exists."""
-    entry = catalogue.get(lesson)
+    """The editions of ``lesson`` whose reference notebook exists (none while a lesson being
+    written is not yet in the catalogue)."""
+    try:
+        entry = catalogue.get(lesson)
+    except KeyError:
+        return []
     return [edition for edition in entry.editions if entry.solution(edition).is_file()]
 
 

@@ -1,0 +1,201 @@
+"""Lesson 10's provided training code (coursekit.reference.lesson10): presets, sequences padded on
+the left with their loss masks, the KV-cache generation against the model's own forward, the
+switch to F.scaled_dot_product_attention against the manual attention, the optimiser's groups
+and schedule, fit's stopping rules, checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from coursekit.data import load_numerals
+from coursekit.reference.lesson10 import (
+    PRESETS,
+    SEP,
+    DecoderLM,
+    Preset,
+    block_forward,
+    build_model,
+    build_vocab,
+    exact_match,
+    fit,
+    generate,
+    init_weights,
+    lm_batch,
+    lm_batches,
+    lm_loss,
+    load_checkpoint,
+    load_preset,
+    make_optimizer,
+    prompt_batch,
+    save_checkpoint,
+    training_set,
+    translate,
+    use_sdpa,
+)
+
+PAIRS = [("7", "七"), ("20", "二十"), ("1234", "一千二百三十四"), ("10005", "一万零五")]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These models are tiny: a second OpenMP thread only waits for a busy core."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def no_course_env(monkeypatch):
+    for name in ("COURSE_PRESET", "COURSE_DIRECTION", "COURSE_GRADING", "CI"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return build_vocab(load_numerals("train"))
+
+
+def tiny(vocab, seed: int = 0, **changes) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    cfg = replace_preset(PRESETS["smoke"], **changes)
+    return build_model(cfg, vocab).eval()
+
+
+def replace_preset(cfg: Preset, **changes) -> Preset:
+    return dataclasses.replace(cfg, **changes)
+
+
+def test_presets_are_typed_and_complete(no_course_env) -> None:
+    assert set(PRESETS) == {"smoke", "cpu", "gpu"}
+    for name, preset in PRESETS.items():
+        assert isinstance(preset, Preset) and preset.name == name
+    assert not PRESETS["cpu"].sdpa and not PRESETS["cpu"].amp, "the cpu preset trains the student's own block"
+    assert PRESETS["gpu"].sdpa and PRESETS["gpu"].amp
+    assert load_preset("cpu", lr=1e-3).lr == 1e-3
+    with pytest.raises(TypeError):
+        load_preset("cpu", learning_rate=1e-3)
+    with pytest.raises(ValueError, match="even size"):
+        Preset("odd", d_model=12, n_head=4)          # heads of 3 features: RoPE turns pairs
+    no_course_env.setenv("COURSE_PRESET", "smoke")
+    no_course_env.setenv("COURSE_DIRECTION", "zh2digits")
+    assert load_preset() == dataclasses.replace(PRESETS["smoke"], direction="zh2digits")
+
+
+def test_sequences_are_padded_on_the_left_with_the_answer_masked_in(vocab) -> None:
+    ids, loss_mask = lm_batch(PAIRS, vocab)
+    assert ids.shape == loss_mask.shape == (4, max(len(s) + len(t) + 2 for s, t in PAIRS))
+    row = ids[2].tolist()
+    text = "".join(vocab.itos[i] for i in row if i != vocab.pad_id)
+    assert text == "1234" + SEP + "一千二百三十四<eos>"
+    assert ids[0, 0] == vocab.pad_id and ids[0, -1] == vocab.eos_id, "left padding: every row ends with its <eos>"
+    for (_, target), mask, row in zip(PAIRS, loss_mask, ids, strict=True):
+        assert mask.sum() == len(target) + 1, "the answer and its <eos> are scored"
+        assert mask[-(len(target) + 1):].all() and not mask[:-(len(target) + 1)].any()
+        assert row[-(len(target) + 2)] == vocab.stoi[SEP]
+    prompts = prompt_batch([s for s, _ in PAIRS], vocab)
+    assert (prompts[:, -1] == vocab.stoi[SEP]).all(), "every prompt ends at the same column"
+    first = list(lm_batches(PAIRS * 10, vocab, batch_size=8, seed=3))
+    again = list(lm_batches(PAIRS * 10, vocab, batch_size=8, seed=3))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again, strict=True)), "the order depends on the seed only"
+
+
+def test_training_set_oversamples_by_digit_count_in_both_directions() -> None:
+    pairs = [("1", "一")] + [("1234", "一千二百三十四")] * 5
+    cfg = dataclasses.replace(PRESETS["smoke"], oversample=4)
+    assert sum(s == "1" for s, _ in training_set(pairs, cfg)) == 4
+    reverse = [(t, s) for s, t in pairs]
+    cfg = dataclasses.replace(cfg, direction="zh2digits")
+    assert sum(t == "1" for _, t in training_set(reverse, cfg)) == 4
+
+
+@torch.no_grad()
+def test_generation_with_a_kv_cache_equals_the_models_own_forward(vocab) -> None:
+    model = tiny(vocab, d_model=32, n_head=4, n_layer=2)
+    prompts = prompt_batch(["7", "1234", "20260601", "10005"], vocab)
+    cached = generate(model, prompts, 10, vocab.eos_id)
+    ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
+    for _ in range(cached.size(1)):
+        nxt = model(ids)[:, -1].argmax(-1).masked_fill(done, model.pad_id)
+        ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == vocab.eos_id)
+    assert torch.equal(cached, ids[:, prompts.size(1):])
+    assert translate(model, ["1234"], vocab, max_new=10) == [vocab.decode(cached[1])]
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_the_sdpa_switch_equals_the_manual_attention(vocab, dropout) -> None:
+    """use_sdpa replaces the blocks' forward by block_forward (F.scaled_dot_product_attention):
+    in float32 on the CPU the logits at the real tokens agree to 1e-5 (relative and absolute),
+    left padding included; with dropout, in eval mode; the switch goes back."""
+    model = tiny(vocab, d_model=32, n_head=4, n_layer=2, dropout=dropout)
+    ids, _ = lm_batch(load_numerals("valid")[:24], vocab)
+    keep = ids != vocab.pad_id
+    manual = model(ids)
+    fast = use_sdpa(model, dropout=dropout)(ids)
+    torch.testing.assert_close(fast[keep], manual[keep], rtol=1e-5, atol=1e-5)
+    assert not fast.isnan().any()
+    use_sdpa(model, on=False)
+    assert torch.equal(model(ids), manual), "use_sdpa(model, on=False) restores the student's forward"
+    block, x = model.blocks[0], torch.randn(3, 9, 32)     # no key mask: the is_causal=True path
+    cos, sin = model.cos[:9], model.sin[:9]
+    torch.testing.assert_close(block_forward(block, x, cos, sin, n_head=4)[0], block(x, cos, sin),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_the_sdpa_switch_trains_like_the_manual_path(vocab) -> None:
+    """Gradients through F.scaled_dot_product_attention equal those of the manual attention."""
+    batch = lm_batch(load_numerals("train")[:16], vocab)
+    grads = []
+    for on in (False, True):
+        model = tiny(vocab, d_model=32, n_head=4, n_layer=2).train()
+        use_sdpa(model, on=on)
+        lm_loss(model(batch[0]), *batch).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)
+
+
+def test_initialisation_optimiser_groups_and_schedule(vocab) -> None:
+    cfg = dataclasses.replace(PRESETS["cpu"], warmup=10, decay_steps=110)
+    model = DecoderLM(len(vocab), d_model=64, n_head=4, n_layer=4, max_len=64, pad_id=vocab.pad_id)
+    init_weights(model, cfg)
+    assert model.lm_head.weight is model.embed.weight, "initialising keeps the tied table tied"
+    assert abs(model.blocks[0].q_proj.weight.std().item() - 0.02) < 0.003
+    assert abs(model.blocks[0].out_proj.weight.std().item() - 0.02 / math.sqrt(8)) < 0.002
+    assert torch.equal(model.norm.weight.detach(), torch.ones(64))
+    optimizer, scheduler = make_optimizer(model, cfg)
+    decay, no_decay = optimizer.param_groups
+    assert decay["weight_decay"] == cfg.weight_decay and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert sum(p.numel() for g in optimizer.param_groups for p in g["params"]) == \
+        sum(p.numel() for p in model.parameters()), "every parameter once, the tied table included"
+    rates = []
+    for _ in range(150):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert rates[0] == pytest.approx(cfg.lr / 10) and rates[9] == pytest.approx(cfg.lr)
+    assert rates[60] == pytest.approx(cfg.lr * (0.1 + 0.9 * 0.5)), "half-way down the cosine"
+    assert rates[110] == rates[149] == pytest.approx(cfg.lr * cfg.min_lr_ratio)
+
+
+def test_fit_stops_on_its_budget_and_the_checkpoint_reloads(vocab, tmp_path) -> None:
+    cfg = dataclasses.replace(PRESETS["smoke"], max_steps=6, eval_every=3, eval_examples=20)
+    torch.manual_seed(0)
+    model = build_model(cfg, vocab)
+    optimizer, scheduler = make_optimizer(model, cfg)
+    valid = load_numerals("valid")[:20]
+    history = fit(model, cfg, training_set(load_numerals("train")[:500], cfg), valid, vocab, optimizer,
+                  scheduler, progress=False)
+    assert history.steps == 6 and history.eval_step == [3, 6]
+    assert history.tokens > history.scored > 0
+    path = tmp_path / "lm.pt"
+    save_checkpoint(path, model, cfg, vocab, history)
+    reloaded, cfg2, vocab2, history2 = load_checkpoint(path)
+    assert cfg2 == cfg and vocab2.itos == vocab.itos and history2.loss == history.loss
+    assert translate(reloaded, [s for s, _ in valid], vocab2) == translate(model, [s for s, _ in valid], vocab)
+    assert exact_match(model, valid, vocab)[0] == exact_match(reloaded, valid, vocab2)[0]
