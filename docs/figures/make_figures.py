@@ -2,7 +2,7 @@
 
     python docs/figures/make_figures.py                 # all lessons
     python docs/figures/make_figures.py --lessons 03,08 # some
-    python docs/figures/make_figures.py --retrain       # also retrain lesson 09's model
+    python docs/figures/make_figures.py --retrain       # also retrain lessons 09's and 10's models
 
 Each figure is written to ``solutions/<lesson>/figures/<name>.png`` (and, for a lesson
 with a Chinese edition, ``<name>.zh.png``: its diagrams' words come from ``TEXT_ZH``, its
@@ -17,7 +17,8 @@ carries it), and the lessons' markdown shows it as ``![…](figures/<name>.png)`
   (the notebook's setup, provided, solution and earlier demo cells are executed first, in
   order, exactly as a student runs them), its figure saved. So an image cannot drift from
   the code that draws it. Lesson 09's come from the model trained with its ``cpu`` preset,
-  kept in ``docs/figures/numerals_cpu.pt`` (``--retrain`` trains it again, a few minutes).
+  kept in ``docs/figures/numerals_cpu.pt``, lesson 10's from its own, kept in
+  ``docs/figures/decoder_only_cpu.pt`` (``--retrain`` trains both again, a few minutes).
 
 Output is deterministic for pinned matplotlib, font and torch (no timestamps in the PNG);
 ``tests/test_figures.py`` regenerates everything and compares the pixels with a tolerance.
@@ -50,6 +51,7 @@ from coursekit.fonts import use_cjk_font  # noqa: E402
 
 DPI = 90
 CHECKPOINT = Path(__file__).resolve().parent / "numerals_cpu.pt"
+CHECKPOINT_10 = Path(__file__).resolve().parent / "decoder_only_cpu.pt"
 _MAGIC = re.compile(r"^\s*[%!].*$", re.M)
 
 # ----------------------------------------------------------------------------- diagrams
@@ -834,6 +836,14 @@ save_checkpoint(CHECKPOINT_PATH, model, CFG, SRC_VOCAB, TGT_VOCAB, history.steps
 torch.save(dict(torch.load(CHECKPOINT_PATH), history=asdict(history)), CHECKPOINT_PATH)
 """
 
+_LOAD_10 = """
+model, CFG, VOCAB, history = load_checkpoint(CHECKPOINT_PATH, DEVICE)
+"""
+
+_SAVE_10 = """
+save_checkpoint(CHECKPOINT_PATH, model, CFG, VOCAB, history)
+"""
+
 NOTEBOOK_FIGURES: dict[str, NotebookFigures] = {
     "01_attention_by_hand": NotebookFigures({"9b3838d4": ["youxiu_weights"]}),
     "02_split_heads": NotebookFigures({"7dc54cae": ["heads"]}),
@@ -851,6 +861,12 @@ NOTEBOOK_FIGURES: dict[str, NotebookFigures] = {
         replace={"f3a9a22f": _LOAD_09},
         env={"COURSE_PRESET": "cpu", "COURSE_THREADS": "1"},
         globals={"CHECKPOINT_PATH": str(CHECKPOINT)}),
+    "10_decoder_only": NotebookFigures(
+        {"d10c00a3": ["training"], "d10c00a8": ["attention"]},
+        skip={"d10c0092", "d10c00a5", "d10c00a6"},   # the cache and SDPA check, the test split's scoring and mistakes
+        replace={"d10c00a1": _LOAD_10},
+        env={"COURSE_PRESET": "cpu", "COURSE_THREADS": "1"},
+        globals={"CHECKPOINT_PATH": str(CHECKPOINT_10)}),
 }
 
 DIAGRAMS: dict[str, dict[str, Callable[[], plt.Figure]]] = {
@@ -869,6 +885,16 @@ def retrain_09() -> None:
     spec = NOTEBOOK_FIGURES["09_training"]
     run_notebook_figures("09_training", NotebookFigures(
         {"f3a9a22f": []}, skip=spec.skip, replace={"f3a9a22f": _UNTIMED + training + "\n" + _SAVE_09},
+        env=spec.env, globals=spec.globals))
+
+
+def retrain_10() -> None:
+    """Train lesson 10's model with its cpu preset (the notebook's own training cell, one
+    thread) and keep it in CHECKPOINT_10 for the figures."""
+    training = next(c["source"] for c in _notebook_cells("10_decoder_only") if c.get("id") == "d10c00a1")
+    spec = NOTEBOOK_FIGURES["10_decoder_only"]
+    run_notebook_figures("10_decoder_only", NotebookFigures(
+        {"d10c00a1": []}, skip=spec.skip, replace={"d10c00a1": _UNTIMED + training + "\n" + _SAVE_10},
         env=spec.env, globals=spec.globals))
 
 
@@ -920,10 +946,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lessons", help="comma-separated lesson numbers, e.g. 03,08 (default: all)")
     parser.add_argument("--out", type=Path, help="write into OUT/<lesson>/figures instead of solutions/")
-    parser.add_argument("--retrain", action="store_true", help="retrain lesson 09's model first")
+    parser.add_argument("--retrain", action="store_true", help="retrain lessons 09's and 10's models first")
     args = parser.parse_args(argv)
     if args.retrain:
         retrain_09()
+        retrain_10()
     for path in make(args.lessons.split(",") if args.lessons else None, args.out):
         print(path.relative_to(args.out or ROOT) if args.out else path.relative_to(ROOT))
 
