@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import UTC
 
 import pytest
 from conftest import ROOT
@@ -266,3 +267,26 @@ def test_every_hint_of_the_planted_bugs_and_blank_notebooks_translates(lesson: s
     left = _untranslated(hints)
     assert not left, f"{len(left)} hint(s) without a full translation: " + "; ".join(
         f"{h!r} (left: {parts})" for h, parts in list(left.items())[:3])
+
+
+def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
+    """The verdict and each note are translated one by one (the joined sentence is no
+    template), and the page's own punctuation is full-width."""
+    from datetime import datetime, timedelta
+
+    from grader.late import Lateness
+    from grader.results import ExerciseResult, Report, feedback_html
+
+    due = datetime(2026, 3, 2, 22, 59, tzinfo=UTC)
+    for late in (timedelta(0), timedelta(days=1, hours=11)):
+        note = Lateness(due + late, due, late, 0.2 if late else 0.0).describe()
+        report = Report("hank.zh.ipynb", "01_attention_by_hand",
+                        [ExerciseResult("softmax", points=4.0, max_points=4.0)], notes=[note])
+        page = feedback_html(i18n.localize(report, "zh"), "hank", penalty=0.8 if late else 0.0)
+        body = page.split("<body>", 1)[1]
+        assert "已评分" in body and "Graded" not in body and "late" not in body and "On time" not in body
+        assert "学生：<b>hank</b>" in body
+        if late:
+            assert "（原始分数 4，迟交扣分 0.8）" in body
+        english = feedback_html(report, "hank")
+        assert "Student: <b>hank</b>" in english and "Graded: 4 of 4 points. " in english
