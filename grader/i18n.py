@@ -257,13 +257,23 @@ def words(lang: str) -> Any:
     return lambda text: translate(text, lang)
 
 
+def _translated_hint(failure: str, lang: str) -> str:
+    """A failed check's message in ``lang``, still the same kind of hint (a diagnosis stays
+    one, so the hints are chosen and folded as in English)."""
+    from .messages import Hint
+
+    text = translate(failure, lang)
+    return Hint(text, failure.mistake, failure.kind) if isinstance(failure, Hint) else text
+
+
 def localize(report: Any, lang: str) -> Any:
     """A copy of a :class:`grader.results.Report` with its hints, reason and notes (a call
     that hung, which file was graded, how late) in ``lang``; the report itself, which the
     gradebook is written from, stays English."""
     if lang == "en":
         return report
-    exercises = [replace(e, failures=[translate(f, lang) for f in e.failures]) for e in report.exercises]
+    exercises = [replace(e, failures=[_translated_hint(f, lang) for f in e.failures], lang=lang)
+                 for e in report.exercises]
     return replace(report, exercises=exercises, reason=translate(report.reason, lang), lang=lang,
                    notes=[translate(note, lang) for note in report.notes])
 

@@ -69,6 +69,7 @@ class ExerciseResult:
     points: float = 0.0
     max_points: float = 0.0
     failures: list[str] = field(default_factory=list)
+    lang: str = field(default="en", compare=False)  # of the failures (grader.i18n.localize)
 
     @property
     def passed(self) -> bool:
@@ -80,7 +81,7 @@ class ExerciseResult:
         checks folded into a count (``grader.messages.fold``)."""
         from .messages import fold
 
-        return fold(self.failures)
+        return fold(self.failures, self.lang)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -290,3 +290,21 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
             assert "（原始分数 4，迟交扣分 0.8）" in body
         english = feedback_html(report, "hank")
         assert "Student: <b>hank</b>" in english and "Graded: 4 of 4 points. " in english
+
+
+def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
+    """localize keeps each hint's kind (a diagnosis first, as in English), and the count of
+    folded checks is Chinese too."""
+    from grader.messages import Hint
+    from grader.results import ExerciseResult, Report
+
+    failures = [Hint("the weights are wrong (largest difference 0.5 at index [1, 1])"),
+                Hint("the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)",
+                     "scores_transposed"),
+                Hint("calling `attention` raised ValueError: boom", kind="error")]
+    report = Report("a.zh.ipynb", "01_attention_by_hand", [ExerciseResult("attention", 1.5, 4.0, failures)])
+    english = report.exercises[0].hints
+    chinese = i18n.localize(report, "zh").exercises[0].hints
+    assert english[0].startswith("the scores are K·Qᵀ") and english[0].endswith("(+2 related checks failed)")
+    assert chinese[0].mistake == "scores_transposed" and chinese[0].endswith("（另有 2 项相关检查未通过）")
+    assert "related" not in chinese[0] and i18n.CJK_RE.search(chinese[0])
