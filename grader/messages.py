@@ -72,11 +72,13 @@ def fold(failures: list[str], lang: str = "en") -> list[str]:
     if folded:
         first = shown[0]
         note = f"+{folded} related check{'s' if folded > 1 else ''} failed"
+        text = f"{first} ({note})"
         if lang != "en":  # the failures are translated already (i18n.localize): so is the count
-            from .i18n import translate
+            from .i18n import STRUCTURE, translate
 
-            note = translate(note, lang)
-        shown[0] = Hint(f"{first}（{note}）" if lang == "zh" else f"{first} ({note})", first.mistake, first.kind)
+            pattern = STRUCTURE.get(lang, {}).get("{message} ({detail})", "{message} ({detail})")
+            text = pattern.replace("{detail}", translate(note, lang)).replace("{message}", first)
+        shown[0] = Hint(text, first.mistake, first.kind)
     return list(shown)
 
 
