@@ -217,6 +217,14 @@ def translate_checked(text: str, lang: str) -> tuple[str, list[str]]:
     return found
 
 
+def with_detail(message: str, detail: str, lang: str) -> str:
+    """``message (detail)`` with the brackets ``lang`` writes; both parts are in ``lang`` already."""
+    return _fill(STRUCTURE.get(lang, {}).get(_WITH_DETAIL, _WITH_DETAIL), {"{message}": message, "{detail}": detail})
+
+
+_WITH_DETAIL = "{message} ({detail})"
+
+
 def translate(text: str, lang: str) -> str:
     """``text`` (a hint, a verdict, a word of the feedback page) in ``lang``; English
     where the catalogue has no translation for it."""

@@ -74,10 +74,9 @@ def fold(failures: list[str], lang: str = "en") -> list[str]:
         note = f"+{folded} related check{'s' if folded > 1 else ''} failed"
         text = f"{first} ({note})"
         if lang != "en":  # the failures are translated already (i18n.localize): so is the count
-            from .i18n import STRUCTURE, translate
+            from .i18n import translate, with_detail
 
-            pattern = STRUCTURE.get(lang, {}).get("{message} ({detail})", "{message} ({detail})")
-            text = pattern.replace("{detail}", translate(note, lang)).replace("{message}", first)
+            text = with_detail(str(first), translate(note, lang), lang)
         shown[0] = Hint(text, first.mistake, first.kind)
     return list(shown)
 
