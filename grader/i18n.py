@@ -217,6 +217,14 @@ def translate_checked(text: str, lang: str) -> tuple[str, list[str]]:
     return found
 
 
+def with_detail(message: str, detail: str, lang: str) -> str:
+    """``message (detail)`` with the brackets ``lang`` writes; both parts are in ``lang`` already."""
+    return _fill(STRUCTURE.get(lang, {}).get(_WITH_DETAIL, _WITH_DETAIL), {"{message}": message, "{detail}": detail})
+
+
+_WITH_DETAIL = "{message} ({detail})"
+
+
 def translate(text: str, lang: str) -> str:
     """``text`` (a hint, a verdict, a word of the feedback page) in ``lang``; English
     where the catalogue has no translation for it."""
@@ -257,13 +265,23 @@ def words(lang: str) -> Any:
     return lambda text: translate(text, lang)
 
 
+def _translated_hint(failure: str, lang: str) -> str:
+    """A failed check's message in ``lang``, still the same kind of hint (a diagnosis stays
+    one, so the hints are chosen and folded as in English)."""
+    from .messages import Hint
+
+    text = translate(failure, lang)
+    return Hint(text, failure.mistake, failure.kind) if isinstance(failure, Hint) else text
+
+
 def localize(report: Any, lang: str) -> Any:
     """A copy of a :class:`grader.results.Report` with its hints, reason and notes (a call
     that hung, which file was graded, how late) in ``lang``; the report itself, which the
     gradebook is written from, stays English."""
     if lang == "en":
         return report
-    exercises = [replace(e, failures=[translate(f, lang) for f in e.failures]) for e in report.exercises]
+    exercises = [replace(e, failures=[_translated_hint(f, lang) for f in e.failures], lang=lang)
+                 for e in report.exercises]
     return replace(report, exercises=exercises, reason=translate(report.reason, lang), lang=lang,
                    notes=[translate(note, lang) for note in report.notes])
 

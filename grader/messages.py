@@ -46,13 +46,14 @@ class Hint(str):
         return (Hint, (str(self), self.mistake, self.kind))
 
 
-def fold(failures: list[str]) -> list[str]:
+def fold(failures: list[str], lang: str = "en") -> list[str]:
     """The hints a student reads for one exercise, from every failed check's message.
 
     Each diagnosed mistake is shown once, first (in the order the checks found them); the
     other failed checks are folded into a count after the first hint ("+5 related checks
     failed"): a diagnosis explains its symptoms, and fixing it is the next step. Without a
     diagnosis the first error (the notebook raised) or else the first symptom is shown.
+    ``lang``: the language the failures are written in, which the count is written in too.
     """
     if not failures:
         return []
@@ -71,7 +72,12 @@ def fold(failures: list[str]) -> list[str]:
     if folded:
         first = shown[0]
         note = f"+{folded} related check{'s' if folded > 1 else ''} failed"
-        shown[0] = Hint(f"{first} ({note})", first.mistake, first.kind)
+        text = f"{first} ({note})"
+        if lang != "en":  # the failures are translated already (i18n.localize): so is the count
+            from .i18n import translate, with_detail
+
+            text = with_detail(str(first), translate(note, lang), lang)
+        shown[0] = Hint(text, first.mistake, first.kind)
     return list(shown)
 
 

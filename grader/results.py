@@ -69,6 +69,7 @@ class ExerciseResult:
     points: float = 0.0
     max_points: float = 0.0
     failures: list[str] = field(default_factory=list)
+    lang: str = field(default="en", compare=False)  # of the failures (grader.i18n.localize)
 
     @property
     def passed(self) -> bool:
@@ -80,7 +81,7 @@ class ExerciseResult:
         checks folded into a count (``grader.messages.fold``)."""
         from .messages import fold
 
-        return fold(self.failures)
+        return fold(self.failures, self.lang)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +123,12 @@ class Report:
     def message(self) -> str:
         """What happened to the submission, in a sentence."""
         return " ".join([self._what_happened(), *self.notes])
+
+    def said(self, t: Any = None) -> str:
+        """:attr:`message` with each sentence put through ``t`` (``i18n.words``): the verdict
+        and every note are templates of their own, which the joined message is not."""
+        parts = [(t or str)(part) for part in [self._what_happened(), *self.notes] if part]
+        return ("" if self.lang == "zh" else " ").join(parts)
 
     def _what_happened(self) -> str:
         if self.status == Status.OK:
@@ -190,7 +197,7 @@ def to_text(report: Report, color: bool = False) -> str:
         lines += [f"      {_label(t('hint:'))}{hint}" for hint in e.hints]
     lines.append(f"    {_pad(t('total'), width)}  {report.score:5.1f} / {report.max_score:<5.1f}")
     if report.status != Status.OK:
-        lines += ["", paint(t(report.message), "33")]
+        lines += ["", paint(report.said(t), "33")]
     elif report.notes:
         lines += ["", *(paint(t(note), "33") for note in report.notes)]
     if report.cell_errors:

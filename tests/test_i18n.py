@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import UTC
 
 import pytest
 from conftest import ROOT
@@ -266,3 +267,44 @@ def test_every_hint_of_the_planted_bugs_and_blank_notebooks_translates(lesson: s
     left = _untranslated(hints)
     assert not left, f"{len(left)} hint(s) without a full translation: " + "; ".join(
         f"{h!r} (left: {parts})" for h, parts in list(left.items())[:3])
+
+
+def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
+    """The verdict and each note are translated one by one (the joined sentence is no
+    template), and the page's own punctuation is full-width."""
+    from datetime import datetime, timedelta
+
+    from grader.late import Lateness
+    from grader.results import ExerciseResult, Report, feedback_html
+
+    due = datetime(2026, 3, 2, 22, 59, tzinfo=UTC)
+    for late in (timedelta(0), timedelta(days=1, hours=11)):
+        note = Lateness(due + late, due, late, 0.2 if late else 0.0).describe()
+        report = Report("hank.zh.ipynb", "01_attention_by_hand",
+                        [ExerciseResult("softmax", points=4.0, max_points=4.0)], notes=[note])
+        page = feedback_html(i18n.localize(report, "zh"), "hank", penalty=0.8 if late else 0.0)
+        body = page.split("<body>", 1)[1]
+        assert "已评分" in body and "Graded" not in body and "late" not in body and "On time" not in body
+        assert "学生：<b>hank</b>" in body
+        if late:
+            assert "（原始分数 4，迟交扣分 0.8）" in body
+        english = feedback_html(report, "hank")
+        assert "Student: <b>hank</b>" in english and "Graded: 4 of 4 points. " in english
+
+
+def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
+    """localize keeps each hint's kind (a diagnosis first, as in English), and the count of
+    folded checks is Chinese too."""
+    from grader.messages import Hint
+    from grader.results import ExerciseResult, Report
+
+    failures = [Hint("the weights are wrong (largest difference 0.5 at index [1, 1])"),
+                Hint("the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)",
+                     "scores_transposed"),
+                Hint("calling `attention` raised ValueError: boom", kind="error")]
+    report = Report("a.zh.ipynb", "01_attention_by_hand", [ExerciseResult("attention", 1.5, 4.0, failures)])
+    english = report.exercises[0].hints
+    chinese = i18n.localize(report, "zh").exercises[0].hints
+    assert english[0].startswith("the scores are K·Qᵀ") and english[0].endswith("(+2 related checks failed)")
+    assert chinese[0].mistake == "scores_transposed" and chinese[0].endswith("（另有 2 项相关检查未通过）")
+    assert "related" not in chinese[0] and i18n.CJK_RE.search(chinese[0])

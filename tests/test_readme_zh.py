@@ -5,11 +5,15 @@ block's commands run in one shell, so ``export`` carries to the next line."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 
+import pytest
 from conftest import ROOT
 from test_readme import SHELL_LANGS, match_output
 from test_readme import blocks as readme_blocks
@@ -34,6 +38,54 @@ def test_the_lesson_table_is_the_catalogue() -> None:
     rows = [line for line in text.splitlines() if line.startswith("| 第 ")]
     assert [r.split("|")[1].strip() for r in rows] == \
         [f"第 {x.number} 课 · {x.title_zh}" for x in catalogue.COURSE]
+
+
+NOTES = ("《自注意力机制原理，selfattention机制》", "《李沐论文讲解笔记之 Transformer》")
+
+
+def test_both_readmes_cite_the_source_notes_by_title() -> None:
+    """The course's origin: the two Chinese notes it grew from, named by their titles."""
+    for readme in (ROOT / "README.md", README_ZH):
+        text = readme.read_text(encoding="utf-8")
+        assert all(title in text for title in NOTES), readme.name
+    assert "第一份笔记" + NOTES[0] in README_ZH.read_text(encoding="utf-8")
+    assert "第二份笔记" + NOTES[1] in README_ZH.read_text(encoding="utf-8")
+
+
+def test_the_chinese_readme_states_the_supported_pythons_and_the_torch_pin() -> None:
+    """What README.md says of installing holds in Chinese too, from pyproject.toml's pins:
+    the Pythons supported, the CPU-only torch at the pinned version, a PyPI mirror."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    low, high = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", project["requires-python"]).groups()
+    text = README_ZH.read_text(encoding="utf-8")
+    assert f"Python 3.{low} 到 3.{int(high) - 1}" in text
+    torch = next(d for d in project["dependencies"] if d.startswith("torch=="))
+    assert f"python -m pip install {torch} --index-url https://download.pytorch.org/whl/cpu" in text
+    assert "PIP_INDEX_URL" in text and "pip config set global.index-url" in text
+
+
+def _grader_parser() -> argparse.ArgumentParser:
+    from grader.cli import build_parser
+
+    return build_parser()
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.zh.md"])
+def test_every_grader_command_it_names_exists(readme: str) -> None:
+    """Every ``python -m grader X --option`` a README names, in prose or in a block, is a
+    subcommand with that option (the blocks are also run; prose is not)."""
+    subparsers = next(a for a in _grader_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    wrong = []
+    for m in re.finditer(r"python -m grader ([a-z][\w-]*)([^`\n]*)", text):
+        command, rest = m.group(1), m.group(2)
+        if command not in subparsers.choices:
+            wrong.append(m.group(0))
+            continue
+        known = {o for a in subparsers.choices[command]._actions for o in a.option_strings}
+        wrong += [f"{m.group(0)} ({flag})" for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", rest)
+                  if flag not in known]
+    assert not wrong, wrong
 
 
 def test_readme_zh_commands_run(tmp_path) -> None:

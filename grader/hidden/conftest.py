@@ -41,7 +41,6 @@ def sub(request: pytest.FixtureRequest) -> Submission:
     return in_process_submission(read_notebook(path))
 
 
-
 @pytest.fixture(autouse=True)
 def course_versions_of_what_it_builds_on(request: pytest.FixtureRequest, sub: Submission) -> Iterator[None]:
     """The exercises a test's exercise builds on are the course's versions while it runs
