@@ -68,6 +68,21 @@ CONTRACT: dict[str, dict[str, str]] = {
         "label_smoothed_nll": "logits, target, smoothing, pad_id",
         "train_step": "model, batch, optimizer, scheduler=None, smoothing=0.0",
     },
+    "10": {
+        "rms_norm": "x, weight, eps=1e-6",
+        "RMSNorm.__init__": "d_model, eps=1e-6",
+        "rope_angles": "max_len, d_head, base=10000.0",
+        "apply_rope": "x, cos, sin",
+        "SwiGLU.__init__": "d_model, d_ff",
+        "DecoderBlock.__init__": "d_model, n_head, d_ff, dropout=0.0",
+        "DecoderBlock.forward": "x, cos, sin, key_mask=None",
+        "DecoderLM.__init__": (
+            "vocab_size, d_model=128, n_head=4, n_layer=4, d_ff=None, max_len=512, dropout=0.0, "
+            "pad_id=0, tie_weights=True"
+        ),
+        "DecoderLM.forward": "ids",
+        "lm_loss": "logits, ids, loss_mask",
+    },
 }
 
 
@@ -164,8 +179,10 @@ def spec_signatures(text: str) -> dict[str, dict[str, str]]:
         names = found.setdefault(match.group(1), {})
         for bullet in re.split(r"^- ", section, flags=re.M)[1:]:
             owner = re.search(r"`class (\w+)\(", bullet)
-            for name, args in re.findall(r"`(\w+)\(([^`]*)\)`", bullet):
-                method = owner and (name.startswith("__") or name[0].islower())
+            for call in re.finditer(r"`(\w+)\(([^`]*)\)`", bullet):
+                name, args = call.groups()
+                # a function written before the class in the same bullet is not its method
+                method = owner and call.start() > owner.start() and (name.startswith("__") or name[0].islower())
                 names.setdefault(f"{owner.group(1)}.{name}" if method else name, args)
     return found
 
