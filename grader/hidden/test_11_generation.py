@@ -63,6 +63,7 @@ MISTAKES = {
     "step_keys_before_rope": "the cache keeps the keys before RoPE",
     "step_positions_not_advanced": "new tokens are placed at position 0 instead of after the cached ones",
     "step_positions_with_pads": "new tokens' positions count the left pads (len(cache) without subtracting them)",
+    "step_positions_from_row_start": "positions are counted from the row's first column, left pads included",
     "step_cache_not_extended": "decoder_step does not add the new keys and values to the cache",
     "step_cache_refilled": "decoder_step replaces the cache with the new tokens' keys and values",
     "step_tensor_on_cpu": "a tensor made inside decoder_step without device=",
@@ -506,6 +507,11 @@ def lm_model(g, pad_id):
                 p[pad_id] = 0.0
             else:
                 p.copy_(torch.randn(p.shape, generator=g) * 2.0 / math.sqrt(p.shape[1]))
+        # random angles per position: RoPE alone sees only offsets, so positions shifted by a
+        # row's left pads would pass with the real tables; with these, every position shows
+        angles = (2 * torch.rand(m.cos.shape, generator=g, dtype=torch.float64) - 1) * math.pi
+        m.cos.copy_(angles.cos())
+        m.sin.copy_(angles.sin())
     m.eval().requires_grad_(False)
     return {k: v.clone() for k, v in m.state_dict().items()}, m, copy.deepcopy(m).double()
 
@@ -547,7 +553,8 @@ def ref_step(m, ids, cache, mistake=None):
     key_mask = new_mask if T0 == 0 else torch.cat([cache["mask"], new_mask], 1)
     leading = key_mask.long().cumsum(-1).eq(0).sum(-1, keepdim=True)
     start = 0 if mistake == "step_positions_not_advanced" else T0
-    shift = 0 if mistake == "step_positions_with_pads" and T0 else leading
+    shift = 0 if mistake == "step_positions_from_row_start" or (mistake == "step_positions_with_pads" and T0) \
+        else leading
     pos = (torch.arange(start, start + L) - shift).clamp(min=0).expand(B, L)
     cos, sin = m.cos[pos][:, None], m.sin[pos][:, None]
     allowed = torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)
@@ -605,6 +612,8 @@ STEP_HINTS = {
                                    "row's first real token",
     "step_positions_with_pads": "the new tokens' positions count the left pads (len(cache) as it is): "
                                 "subtract each row's leading pads, as the prompt's positions do",
+    "step_positions_from_row_start": "the positions count the left pads: a row's positions start at 0 at its "
+                                     "first real token (subtract each row's leading pads), as in lesson 10's model",
     "step_cache_not_extended": "the new tokens' keys and values are not added to the cache: after the "
                                "prompt every step sees only the prompt and itself",
     "step_cache_refilled": "the cache is replaced by the new tokens' keys and values at every step: "
