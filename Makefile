@@ -14,8 +14,10 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	$(PYTHON) -m jupyter lab $(ROOT_FLAG) lessons/
 
+# Two or more workers (pytest-xdist, one per core), each taking whole files: tests in a file
+# share module fixtures and run in order. `python -m pytest` alone runs the same tests serially.
 test: setup
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n auto --dist loadfile
 
 # A minute's check that this machine grades: every lesson's reference notebook full marks,
 # its student notebook zero, in the sandbox (python -m grader selftest).

@@ -126,10 +126,9 @@ def test_no_solution_or_hidden_test_text_anywhere(bundle) -> None:
     assert any("hidden tests" in where for where, _ in needles)
     assert any(where.startswith("test_") for where, _ in needles)
     shipped = {p.stem[len("lesson"):] for p in (out / "coursekit" / "reference").glob("lesson*.py")}
-    allowed = {}
+    regions: dict[str, list[str]] = {}   # a shipped module -> the exported regions it holds
     for number in shipped:
-        for region in exported(catalogue.get(number).id):
-            allowed[region] = f"coursekit/reference/lesson{number}.py"
+        regions[f"coursekit/reference/lesson{number}.py"] = exported(catalogue.get(number).id)
     files = [p for p in out.rglob("*") if p.is_file()]
     assert files
     for path in files:
@@ -138,8 +137,9 @@ def test_no_solution_or_hidden_test_text_anywhere(bundle) -> None:
         assert "### BEGIN SOLUTION" not in text and "### BEGIN HIDDEN TESTS" not in text, rel
         assert "grader.kernel" not in text, rel
         for where, needle in needles:
-            if needle in text:
-                assert allowed.get(needle) == rel, f"{rel} contains text of {where}:\n{needle}"
+            if needle in text:  # only inside what the module ships (another lesson's may repeat it)
+                assert any(needle in region for region in regions.get(rel, ())), \
+                    f"{rel} contains text of {where}:\n{needle}"
 
 
 def test_reference_modules_only_where_the_instructor_asked(bundle) -> None:
