@@ -21,18 +21,6 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("COURSE_CHECK_HELPER", "off")
 
 
-# The longest files, run first: `make test` hands whole files to its workers in collection
-# order, so a long file collected last would keep one worker busy while the others wait.
-LONGEST_FIRST = ("test_nbgrader_e2e.py", "test_term.py", "test_readme.py", "test_nbgrader_sandbox.py",
-                 "test_readme_zh.py", "test_nbgrader_editions.py", "test_grade_class.py",
-                 "test_entry_points.py", "test_browser.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep their order
-
-
 def lessons() -> list[str]:
     """The ids of the course's lessons (coursekit.catalogue)."""
     return catalogue.COURSE.ids()
