@@ -193,6 +193,9 @@ LESSONS: tuple[Lesson, ...] = (
                    "DecoderLM", "lm_loss"),
            datasets=("numerals",), editions=("en", "zh"),
            title_zh="今天的 Transformer：RMSNorm、RoPE 与 SwiGLU 的只含解码器模型"),
+    Lesson("11_generation", "Generating: a KV cache, sampling, and beam search",
+           graded=("filter_logits", "sample", "decoder_step", "generate", "beam_search"),
+           datasets=("numerals",), editions=("en", "zh"), title_zh="生成：键值缓存、采样与束搜索"),
 )
 
 

@@ -83,7 +83,22 @@ CONTRACT: dict[str, dict[str, str]] = {
         "DecoderLM.forward": "ids",
         "lm_loss": "logits, ids, loss_mask",
     },
+    "11": {
+        "filter_logits": "logits, temperature=1.0, top_k=None, top_p=None",
+        "sample": "logits, temperature=1.0, top_k=None, top_p=None, generator=None",
+        "KVCache.__init__": "",
+        "decoder_step": "model, ids, cache",
+        "generate": (
+            "model, prompt, max_new_tokens, eos_id, temperature=0.0, top_k=None, top_p=None, "
+            "generator=None, use_cache=True"
+        ),
+        "beam_search": "model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.6",
+    },
 }
+
+# Names graded within another exercise's points: lesson 11's KVCache is graded through
+# decoder_step (the hidden tests read the cache only through generate and decoder_step).
+GRADED_WITHIN = {"KVCache": "decoder_step"}
 
 
 def normalise(signature: str) -> str:
@@ -134,7 +149,7 @@ def _bare(args: ast.arguments) -> ast.arguments:
 
 def test_the_catalogue_grades_the_contracts_names() -> None:
     for lesson in catalogue.lessons():
-        top_level = {name.split(".")[0] for name in CONTRACT[lesson.number]}
+        top_level = {GRADED_WITHIN.get(name.split(".")[0], name.split(".")[0]) for name in CONTRACT[lesson.number]}
         assert set(lesson.graded) == top_level, lesson.id
     assert sorted(CONTRACT) == [lesson.number for lesson in catalogue.lessons()]
 
@@ -188,7 +203,7 @@ def spec_signatures(text: str) -> dict[str, dict[str, str]]:
 
 
 # What the specification says in words rather than as a signature ("same arguments").
-NOT_SPELLED_OUT = {"DecoderLayer.__init__"}
+NOT_SPELLED_OUT = {"DecoderLayer.__init__", "KVCache.__init__"}  # KVCache(): "`class KVCache`", no arguments
 
 
 def test_the_copy_matches_the_specification() -> None:

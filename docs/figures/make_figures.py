@@ -202,6 +202,39 @@ TEXT_ZH: dict[str, str] = {
     "score": "注意力分数",
     "along the dashed diagonal m − n = {}:\nthe same pair of tokens, moved together":
         "沿虚线对角线 m − n = {}：\n同一对词元一起平移",
+    # lesson 11
+    "the sequence: what this step computes, what it reads": "序列：这一步计算的，和它读取的",
+    "attention: queries × keys": "注意力：查询 × 键",
+    "the cache, in every layer": "缓存（每一层都有）",
+    "prefill:\nthe whole prompt": "预填充：\n整个提示词",
+    "decode step {}:\none new token": "解码第 {} 步：\n一个新词元",
+    "q, k, v": "q、k、v",
+    "{} pairs\n(without a cache: {})": "{} 对\n（没有缓存时：{}）",
+    "{} positions": "{} 个位置",
+    "the chosen token\nis the next input": "选出的词元\n是下一步的输入",
+    "computed in this step (q, k, v; k, v appended to the cache)": "这一步计算的（q、k、v；k、v 追加到缓存）",
+    "read from the cache (k, v only; never recomputed)": "从缓存读取的（只有 k、v；不再重新计算）",
+    "recomputed without a cache": "没有缓存时要重新计算的",
+    "as the model gives it\n(temperature 1)": "模型给出的分布\n（温度 1）",
+    "temperature 0.5\nsharper": "温度 0.5\n更尖锐",
+    "temperature 2\nflatter": "温度 2\n更平坦",
+    "top-k 3\nthe 3 most likely": "top-k 3\n最可能的 3 个",
+    "top-p 0.9\nthe fewest reaching 0.9": "top-p 0.9\n概率之和达到 0.9 的最少词元",
+    "token (most likely first)": "词元（按概率从大到小）",
+    "{} kept:\ntheir mass {:.2f}\nbefore renormalising": "保留 {} 个：\n重新规范化之前\n概率之和为 {:.2f}",
+    "probability": "概率",
+    "dashed: the distribution as the model gives it; bars: after the filter and the softmax (excluded tokens: 0)":
+        "虚线：模型给出的分布；柱：过滤并做 softmax 之后（被排除的词元：0）",
+    "step {}": "第 {} 步",
+    "finished, score = log p / ((5 + |Y|) / 6)^0.6:": "已完成的候选序列，得分 = log p / ((5 + |Y|) / 6)^0.6：",
+    "in the beam (the 2 best of the step)": "留在束中（这一步最好的 2 个）",
+    "pruned: not among the 2 best": "剪掉：不在最好的 2 个之中",
+    "finished: <eos>, or max_len reached": "已完成：写出 <eos>，或达到 max_len",
+    "greedy decoding: A A <eos>, p = 0.12": "贪心搜索：A A <eos>，p = 0.12",
+    "beam 2, max_len 4 (<bos> and 3 tokens); the model: a table\nof next-token probabilities. p: the token's "
+    "probability after\nthe tokens before it; log p: the sum of the logs along the path":
+        "束宽 2，max_len 4（<bos> 加 3 个词元）；模型：一张\n下一个词元的概率表。p：在前面的词元之后\n这个词元的概率；"
+        "log p：沿路径的对数概率之和",
 }
 
 _LANG = {"edition": "en"}
@@ -748,6 +781,219 @@ def rope_relative() -> plt.Figure:
     return fig
 
 
+# lesson 11: kv_cache, filtering, beam_tree
+
+def kv_cache() -> plt.Figure:
+    """Lesson 11: prefill, then decoding with a KV cache: the tokens each step computes, the
+    cache growing, and the query–key pairs of each step against those a step without a cache
+    recomputes."""
+    prompt, answer = ["1", "2", "3", "4", "="], ["一", "千", "二"]
+    steps = len(answer) + 1
+    fig, ax = plt.subplots(figsize=(13.6, 5.6))
+    ax.set_xlim(0, 13.6)
+    ax.set_ylim(-0.5, 6.2)
+    ax.axis("off")
+    new_face, cached_face = "#fdd0a2", "#c6dbef"
+    ax.text(2.3, 6.0, _t("the sequence: what this step computes, what it reads"), fontsize=10)
+    ax.text(8.0, 6.0, _t("attention: queries × keys"), fontsize=10)
+    ax.text(11.75, 6.0, _t("the cache, in every layer"), fontsize=10)
+    for step in range(steps):
+        y = 5.05 - 1.45 * step
+        n = len(prompt) + step                                    # positions after this step
+        label = _t("prefill:\nthe whole prompt") if step == 0 else _t("decode step {}:\none new token").format(step)
+        ax.text(0.1, y, label, va="center", fontsize=9)
+        tokens = prompt + answer[:step]
+        for i, token in enumerate(tokens):
+            new = step == 0 or i == n - 1
+            _box(ax, 2.6 + 0.62 * i, y, 0.52, 0.52, token, face=new_face if new else cached_face,
+                 edge="k" if new else GREY, fontsize=10)
+        if step:
+            ax.text(2.6 + 0.62 * (n - 1), y - 0.48, _t("q, k, v"), ha="center", fontsize=7, color="#a0522d")
+        # the query–key pairs: grey, the lower triangle a step without a cache computes; orange, this step's
+        cell = 0.135
+        x0, top = 8.05, y + 0.55
+        for q in range(n):
+            for k in range(q + 1):
+                computed = step == 0 or q == n - 1
+                ax.add_patch(plt.Rectangle((x0 + k * cell, top - (q + 1) * cell), cell, cell,
+                                           facecolor="#e6550d" if computed else "#eeeeee",
+                                           edgecolor="white", lw=0.4))
+        pairs = n * (n + 1) // 2 if step == 0 else n
+        ax.text(x0 + n * cell + 0.15, y, _t("{} pairs\n(without a cache: {})").format(pairs, n * (n + 1) // 2),
+                va="center", fontsize=8)
+        # the cache after this step: n columns of k and v
+        for row, name in enumerate(("k", "v")):
+            for i in range(n):
+                new = step == 0 or i == n - 1
+                ax.add_patch(plt.Rectangle((11.85 + 0.18 * i, y + 0.05 - 0.3 * row), 0.16, 0.25,
+                                           facecolor=new_face if new else cached_face, edgecolor=GREY, lw=0.5))
+            ax.text(11.75, y + 0.17 - 0.3 * row, name, ha="right", va="center", fontsize=8)
+        ax.text(11.85, y - 0.5, _t("{} positions").format(n), fontsize=8)
+        if step:
+            _arrow(ax, (7.45, y + 1.45 - 0.25), (7.45, y + 0.3), colour=GREY, lw=1.0)
+    ax.text(7.53, 4.5, _t("the chosen token\nis the next input"), fontsize=8, color=GREY, va="center")
+    ax.add_patch(plt.Rectangle((0.2, -0.35), 0.3, 0.22, facecolor=new_face, edgecolor="k", lw=0.6))
+    ax.text(0.6, -0.24, _t("computed in this step (q, k, v; k, v appended to the cache)"), va="center", fontsize=8)
+    ax.add_patch(plt.Rectangle((6.4, -0.35), 0.3, 0.22, facecolor=cached_face, edgecolor=GREY, lw=0.6))
+    ax.text(6.8, -0.24, _t("read from the cache (k, v only; never recomputed)"), va="center", fontsize=8)
+    ax.add_patch(plt.Rectangle((10.95, -0.35), 0.3, 0.22, facecolor="#eeeeee", edgecolor=GREY, lw=0.6))
+    ax.text(11.35, -0.24, _t("recomputed without a cache"), va="center", fontsize=8)
+    return fig
+
+
+FILTER_LOGITS = (2.0, 1.6, 1.1, 0.6, 0.3, -0.2, -0.6, -1.2)   # lesson 11's checkpoint 1 uses the same
+
+
+def filtering() -> plt.Figure:
+    """Lesson 11: one distribution over eight tokens as the model gives it, at temperature 0.5 and
+    2, with top-k 3 and with top-p 0.9 (the reference filter_logits)."""
+    import torch
+
+    from coursekit.reference.lesson11 import filter_logits
+
+    logits = torch.tensor([FILTER_LOGITS])
+    base = logits.softmax(-1)[0]
+    panels = [(_t("as the model gives it\n(temperature 1)"), {}),
+              (_t("temperature 0.5\nsharper"), {"temperature": 0.5}),
+              (_t("temperature 2\nflatter"), {"temperature": 2.0}),
+              (_t("top-k 3\nthe 3 most likely"), {"top_k": 3}),
+              (_t("top-p 0.9\nthe fewest reaching 0.9"), {"top_p": 0.9})]
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.4), sharey=True)
+    x = range(len(FILTER_LOGITS))
+    for ax, (title, kwargs) in zip(axes, panels, strict=True):
+        filtered = filter_logits(logits, **kwargs)
+        probs = filtered.softmax(-1)[0]
+        kept = (filtered > float("-inf"))[0]
+        ax.bar(x, base.tolist(), color="none", edgecolor=GREY, lw=0.8, ls="--")
+        ax.bar(x, probs.tolist(), color=[BLUE if k else "#dddddd" for k in kept.tolist()])
+        for i, p in enumerate(probs.tolist()):
+            ax.text(i, p + 0.01, f"{p:.2f}" if kept[i] else "0", ha="center", fontsize=7,
+                    color="k" if kept[i] else GREY)
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks(list(x), [str(i + 1) for i in x], fontsize=8)
+        ax.set_xlabel(_t("token (most likely first)"), fontsize=8)
+        ax.set_ylim(0, 0.66)
+        if "top_p" in kwargs:
+            mass = base[kept].sum().item()
+            ax.text(7.4, 0.45, _t("{} kept:\ntheir mass {:.2f}\nbefore renormalising").format(int(kept.sum()), mass),
+                    ha="right", fontsize=8)
+    axes[0].set_ylabel(_t("probability"))
+    fig.text(0.5, 0.005, _t("dashed: the distribution as the model gives it; bars: after the filter and the softmax "
+                           "(excluded tokens: 0)"), ha="center", fontsize=8, color="#444444")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def _table_model():
+    """The TableModel class of lesson 11's checkpoint 5 (its cell d11c0064), so the figure and the
+    checkpoint search the same made-up model."""
+    import ast
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    cell = next(c for c in _notebook_cells("11_generation") if c.get("id") == "d11c0064")
+    tree = ast.parse(cell["source"])
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TableModel")
+    namespace = {"torch": torch, "nn": nn, "F": F}
+    exec(compile(ast.Module([node], []), "<TableModel>", "exec"), namespace)
+    return namespace["TableModel"]
+
+
+def beam_tree() -> plt.Figure:
+    """Lesson 11: beam search of width 2 on the made-up model of checkpoint 5, step by step: the
+    candidates kept, pruned and finished, and greedy decoding's path."""
+    import math
+
+    table_model = _table_model()
+    table, names = table_model.TABLE, table_model.NAMES
+    beam, max_len, alpha, eos = 2, 4, 0.6, 2
+    # the search, on the table's entries (the model gives every other token ~1e-6)
+    status, logp = {}, {(): 0.0}
+    alive = [()]
+    while alive and len(alive[0]) + 1 < max_len:
+        candidates = [(prefix + (t,), logp[prefix] + math.log(p)) for prefix in alive for t, p in table[prefix].items()]
+        candidates.sort(key=lambda c: -c[1])
+        alive = []
+        for rank, (seq, score) in enumerate(candidates):
+            logp[seq] = score
+            if rank >= beam:
+                status[seq] = "pruned"
+            elif seq[-1] == eos or len(seq) + 1 == max_len:
+                status[seq] = "finished"
+            else:
+                status[seq] = "kept"
+                alive.append(seq)
+    greedy, prefix = set(), ()
+    while prefix in table and (not prefix or prefix[-1] != eos):
+        prefix = prefix + (max(table[prefix], key=table[prefix].get),)
+        greedy.add(prefix)
+    finished = {seq: logp[seq] / ((5 + len(seq)) / 6) ** alpha for seq, s in status.items() if s == "finished"}
+    best = max(finished, key=finished.get)
+    # layout: leaves top to bottom in depth-first order, a parent at the mean of its children
+    children = {}
+    for seq in logp:
+        if seq:
+            children.setdefault(seq[:-1], []).append(seq)
+    for kids in children.values():
+        kids.sort(key=lambda s: -logp[s])
+    y, next_leaf = {}, [0.0]
+
+    def place(seq):
+        if seq not in children:
+            y[seq] = next_leaf[0]
+            next_leaf[0] -= 1.0
+        else:
+            for kid in children[seq]:
+                place(kid)
+            y[seq] = sum(y[k] for k in children[seq]) / len(children[seq])
+
+    place(())
+    fig, ax = plt.subplots(figsize=(13.5, 6.0))
+    ax.set_xlim(-0.2, 14.2)
+    ax.set_ylim(next_leaf[0] + 0.4, 1.3)
+    ax.axis("off")
+    faces = {"kept": SELF_COLOUR, "pruned": "#eeeeee", "finished": CROSS_COLOUR}
+    x_of = {depth: 0.3 + 2.75 * depth for depth in range(max_len)}
+    for depth in range(1, max_len):
+        ax.text(x_of[depth], 1.0, _t("step {}").format(depth), ha="center", fontsize=10)
+    for seq in logp:
+        x = x_of[len(seq)]
+        if seq:
+            parent = seq[:-1]
+            on_greedy = seq in greedy
+            ax.plot([x_of[len(parent)] + (0.45 if not parent else 0.93), x - 0.93], [y[parent], y[seq]],
+                    color=ORANGE if on_greedy else GREY, lw=2.0 if on_greedy else 0.8, ls="--" if on_greedy else "-")
+            p = table[parent][seq[-1]]
+            text = f"{names[seq[-1]]}   p {p:g}\nlog p {logp[seq]:.2f}"
+            _box(ax, x, y[seq], 1.85, 0.62, text, face=faces[status[seq]],
+                 edge="k" if status[seq] != "pruned" else GREY, fontsize=8,
+                 color="k" if status[seq] != "pruned" else GREY)
+            if seq == best:
+                ax.text(x + 1.05, y[seq], "★", fontsize=14, color="#c44e52", va="center")
+        else:
+            _box(ax, x, y[seq], 0.9, 0.5, "<bos>", fontsize=9)
+    ax.text(10.0, -4.75, _t("finished, score = log p / ((5 + |Y|) / 6)^0.6:"), fontsize=8.5)
+    lines = []
+    for seq in sorted(finished, key=finished.get, reverse=True):
+        lp = ((5 + len(seq)) / 6) ** alpha
+        mark = "  ★" if seq == best else ""
+        lines.append(f"{' '.join(names[t] for t in seq):<9} {logp[seq]:.2f} / {lp:.2f} = {finished[seq]:.2f}{mark}")
+    ax.text(10.0, -5.0, "\n".join(lines), fontsize=8.5, family="monospace", va="top")   # Latin only
+    legend = [(SELF_COLOUR, "k", _t("in the beam (the 2 best of the step)")),
+              ("#eeeeee", GREY, _t("pruned: not among the 2 best")),
+              (CROSS_COLOUR, "k", _t("finished: <eos>, or max_len reached"))]
+    for i, (face, edge, text) in enumerate(legend):
+        ax.add_patch(plt.Rectangle((10.0, -1.5 - 0.55 * i), 0.35, 0.3, facecolor=face, edgecolor=edge, lw=0.8))
+        ax.text(10.5, -1.35 - 0.55 * i, text, va="center", fontsize=8.5)
+    ax.plot([10.0, 10.35], [-3.15, -3.15], color=ORANGE, lw=2.0, ls="--")
+    ax.text(10.5, -3.15, _t("greedy decoding: A A <eos>, p = 0.12"), va="center", fontsize=8.5)
+    ax.text(10.0, 0.2, _t("beam 2, max_len 4 (<bos> and 3 tokens); the model: a table\nof next-token probabilities. p: the token's probability after\nthe tokens before it; log p: the sum of the logs along the path"),
+            fontsize=9, va="top")
+    return fig
+
+
 # ------------------------------------------------------------ "what you should see"
 
 @dataclass
@@ -875,6 +1121,7 @@ DIAGRAMS: dict[str, dict[str, Callable[[], plt.Figure]]] = {
     "04_multi_head_attention": {"multi_head_attention": multi_head_attention},
     "08_transformer": {"transformer": transformer, "model_masks": model_masks, "families": families},
     "10_decoder_only": {"blocks": blocks, "rope": rope, "rope_relative": rope_relative},
+    "11_generation": {"kv_cache": kv_cache, "filtering": filtering, "beam_tree": beam_tree},
 }
 
 

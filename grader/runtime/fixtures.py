@@ -144,3 +144,105 @@ def step_lr(optimizer: Any, step_size: int = 1, gamma: float = 0.5) -> Any:
 
 FIXTURES["tiny_seq2seq"] = tiny_seq2seq
 FIXTURES["step_lr"] = step_lr
+
+
+# --- lesson 11: the models that generation is graded on ---------------------------------
+
+def decoder_lm(state: dict[str, Any], vocab: int, d_model: int, n_head: int, n_layer: int, d_ff: int,
+               max_len: int, pad_id: int = 0) -> Any:
+    """Lesson 10's ``DecoderLM`` (the course's, from ``coursekit.earlier``) holding the weights
+    ``state``, in eval mode. It counts the token positions it embeds (``embedded``), so that a
+    test can tell whether generation reused a key/value cache or ran the whole sequence again at
+    every step."""
+    from coursekit.earlier import lesson_code
+
+    model = lesson_code("10").DecoderLM(vocab, d_model=d_model, n_head=n_head, n_layer=n_layer, d_ff=d_ff,
+                                        max_len=max_len, dropout=0.0, pad_id=pad_id)
+    model.load_state_dict(state)
+    model.eval()
+    model.embedded = 0
+
+    def count(module: Any, args: tuple, output: Any) -> None:
+        ids = args[0] if args else None
+        if hasattr(ids, "shape") and ids.dim() >= 1:
+            model.embedded += int(ids.shape[-1])  # ids [B, L]: L positions
+
+    model.embed.register_forward_hook(count)
+    return model
+
+
+def transformer(state: dict[str, Any], src_vocab: int, tgt_vocab: int, d_model: int, n_head: int,
+                n_layer: int, d_ff: int, max_len: int, pad_id: int = 0) -> Any:
+    """Lesson 08's ``Transformer`` (the course's) holding the weights ``state``, in eval mode."""
+    from coursekit.earlier import lesson_code
+
+    model = lesson_code("08").Transformer(src_vocab, tgt_vocab, d_model=d_model, n_head=n_head,
+                                          num_encoder_layers=n_layer, num_decoder_layers=n_layer, d_ff=d_ff,
+                                          dropout=0.0, max_len=max_len, pad_id=pad_id)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def table_model(tables: list[dict[str, Any]], vocab: int, pad_id: int = 0) -> Any:
+    """A stand-in for a trained lesson-08 ``Transformer`` whose next-token logits are read from
+    tables, so that which hypothesis beam search must find is known exactly.
+
+    Source row ``b`` picks ``tables[src[b, 0]]``: ``{"logits": {"1,5,7": [V floats], ...},
+    "default": [V floats], "after_eos": [V floats], "eos": id}``; the logits after a target
+    prefix (bos first) are its entry, else ``after_eos`` once the prefix holds eos, else
+    ``default``. It has the lesson-08 interface: ``encode(src, src_mask=None)`` (one-hot
+    sources as the memory), ``decode(tgt, memory, tgt_mask=None, memory_mask=None)`` (the
+    logits of every position: ``generator`` is an identity ``nn.Linear``), ``forward(src, tgt)``,
+    ``pad_id``."""
+    import torch
+    from torch import nn
+
+    n_src = len(tables)
+
+    class TableModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad_id = pad_id
+            self.generator = nn.Linear(vocab, vocab, bias=False)  # the identity, with out_features
+            self.generator.weight.data.copy_(torch.eye(vocab))
+            self.dummy = nn.Parameter(torch.zeros(1))  # so that next(model.parameters()) works
+
+        def encode(self, src: Any, src_mask: Any = None) -> Any:
+            return nn.functional.one_hot(src.long().clamp(0, n_src - 1), n_src).float() + 0.0 * self.dummy
+
+        def decode(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
+            which = memory[:, 0].argmax(-1).tolist()                     # the source's first token
+            rows = tgt.tolist()
+            out = []
+            for b, row in enumerate(rows):
+                table = tables[which[b]]
+                logits = []
+                for i in range(len(row)):
+                    prefix = row[:i + 1]
+                    if table["eos"] in prefix[1:]:
+                        logits.append(table["after_eos"])
+                    else:
+                        logits.append(table["logits"].get(",".join(map(str, prefix)), table["default"]))
+                out.append(logits)
+            return torch.tensor(out, dtype=torch.float32, device=tgt.device) + 0.0 * self.dummy
+
+        def forward(self, src: Any, tgt: Any) -> Any:
+            mask = (src != pad_id)[:, None, None, :]
+            return self.generator(self.decode(tgt, self.encode(src, mask), memory_mask=mask))
+
+    return TableModel()
+
+
+FIXTURES["decoder_lm"] = decoder_lm
+FIXTURES["transformer"] = transformer
+FIXTURES["table_model"] = table_model
+
+
+def generator(seed: int) -> Any:
+    """A ``torch.Generator`` seeded with ``seed`` (a generator cannot cross as a value)."""
+    import torch
+
+    return torch.Generator().manual_seed(int(seed))
+
+
+FIXTURES["generator"] = generator

@@ -1,0 +1,1314 @@
+"""Hidden graders of lesson 11_generation (torch).
+
+``filter_logits`` is compared with a float64 oracle on inputs drawn away from ties and from the
+boundaries where the contract could be read two ways (a running total within 0.002 of p, a top-k
+and top-p pair whose two readings disagree), plus a boundary case whose probabilities are exact
+(equal logits: 1/4, 1/8) where the contract is clear. ``sample`` is exact where it can be
+(temperature 0 and top_k=1 are the argmax) and otherwise judged on 20,000 draws from a seeded
+generator, with bounds of six binomial standard deviations (never flaky) that every mistake
+misses by far more; any sampler whose draws have the right distribution and follow the given
+generator keeps full marks.
+
+``decoder_step`` and ``generate`` run on lesson 10's ``DecoderLM`` (the course's, built next to
+the submission by the ``decoder_lm`` fixture) holding weights drawn here, and are compared with
+the same model run on whole sequences in float64; the cache is read only through what
+``decoder_step`` returns. ``beam_search`` runs on lesson 08's ``Transformer`` (beam 1 must be
+``greedy_decode``) and on a stand-in whose next-token logits come from a table
+(``table_model``): scenarios in which the best hypothesis is unique and found by every correct
+variant of beam search (a shrinking beam, k alive beams from 2k candidates, finished beams kept
+frozen in the beam, early stopping once k have finished), and in which each common mistake ends
+on another hypothesis, computed here by the same search with that mistake (``suspect``).
+"""
+
+import copy
+import functools
+import math
+
+import torch
+
+from grader.framework import (
+    ON_DEVICE,
+    Failed,
+    check,
+    close,
+    diagnose,
+    exercise,
+    first_failure,
+    gen,
+    matches,
+    suspect,
+)
+from grader.runtime.errors import SubmissionError
+
+MISTAKES = {
+    "filter_temperature_multiplied": "the logits are multiplied by the temperature instead of divided",
+    "filter_temperature_after": "the temperature is applied after top-p filtering",
+    "filter_topk_count": "top-k keeps k + 1 or k - 1 tokens",
+    "filter_not_neg_inf": "excluded tokens get a large negative number instead of -inf",
+    "filter_topp_excludes_crossing": "top-p leaves out the token that makes the total reach p",
+    "filter_topp_drops_top": "top-p can exclude every token (the most likely one is not always kept)",
+    "filter_topp_unsorted": "top-p sums the probabilities in vocabulary order, not from the most likely down",
+    "filter_topp_boundary": "top-p keeps one token more when the total reaches p exactly",
+    "filter_not_combined": "with both top_k and top_p only one filter is applied",
+    "sample_no_argmax_at_zero": "temperature 0 is not the argmax (the logits are divided by 0)",
+    "sample_not_squeezed": "sample returns [B, 1] instead of [B]",
+    "sample_generator_ignored": "sample does not draw with the given generator",
+    "sample_unfiltered": "sample draws from the unfiltered logits",
+    "sample_temperature_after_softmax": "the temperature divides the probabilities (no effect) instead of the logits",
+    "step_pads_attended": "decoder_step lets real tokens attend to the left pads",
+    "step_no_causal": "decoder_step has no causal mask",
+    "step_no_causal_in_chunk": "decoder_step has no causal mask inside a chunk of new tokens after the prompt",
+    "step_scale_d_model": "decoder_step divides the scores by √d_model instead of √d_head",
+    "step_pad_id_hardcoded": "decoder_step takes id 0 as the pad instead of model.pad_id",
+    "step_keys_before_rope": "the cache keeps the keys before RoPE",
+    "step_positions_not_advanced": "new tokens are placed at position 0 instead of after the cached ones",
+    "step_positions_with_pads": "new tokens' positions count the left pads (len(cache) without subtracting them)",
+    "step_positions_from_row_start": "positions are counted from the row's first column, left pads included",
+    "step_cache_not_extended": "decoder_step does not add the new keys and values to the cache",
+    "step_cache_refilled": "decoder_step replaces the cache with the new tokens' keys and values",
+    "step_tensor_on_cpu": "a tensor made inside decoder_step without device=",
+    "gen_length_off_by_one": "generate makes max_new_tokens ± 1 tokens",
+    "gen_no_pad_after_eos": "generate does not write pad_id after a row's eos",
+    "gen_never_stops": "generate goes on after every row has ended",
+    "gen_stops_at_first_eos": "generate stops when the first row ends",
+    "gen_cache_unused": "generate with use_cache=True runs the whole sequence at every step",
+    "gen_cache_when_off": "generate uses the cache even when use_cache=False",
+    "gen_sampling_args_dropped": "generate does not pass temperature, top_k and top_p on to sample",
+    "gen_generator_dropped": "generate does not pass its generator on to sample",
+    "beam_no_memory_mask": "beam_search decodes without the source padding mask",
+    "beam_max_len_off_by_one": "beam_search returns max_len + 1 tokens",
+    "beam_size_ignored": "beam_search keeps one hypothesis (greedy) whatever beam_size",
+    "beam_no_log_softmax": "beam_search adds raw logits instead of log-probabilities",
+    "beam_sum_probs": "beam_search adds probabilities instead of log-probabilities",
+    "beam_finished_expanded": "finished hypotheses are extended after their eos",
+    "beam_penalty_per_step": "the length penalty is applied at every step instead of once",
+    "beam_penalty_counts_bos": "the length penalty's |Y| counts bos",
+    "beam_alpha_ignored": "the length_penalty argument is ignored (0.6 always)",
+    "beam_no_length_penalty": "the final choice uses log p without the length penalty",
+}
+
+# Each exercise is graded with the course's versions of the ones it builds on (grader.parts).
+BUILDS_ON = {
+    "sample": ("filter_logits",),
+    "generate": ("sample", "filter_logits", "decoder_step", "KVCache"),
+}
+
+F64 = torch.float64
+NEG_INF = float("-inf")
+ATOL = 1e-4  # float32 against float64; every mistake is off by far more
+
+
+def _int(n, low, high):
+    return int(torch.randint(low, high, (1,), generator=gen(n)))
+
+
+def _attempt(n, i):
+    """The generator of attempt ``i`` of test input ``n`` (inputs redrawn until they are clear)."""
+    return gen(100_000 + 100 * n + i)
+
+
+# --- filter_logits ----------------------------------------------------------------------------
+
+FILTER_HINTS = {
+    "filter_temperature_multiplied": "the logits are multiplied by the temperature: divide them, logits / "
+                                     "temperature (a temperature below 1 sharpens the distribution)",
+    "filter_temperature_after": "the temperature is applied after the filtering: divide the logits by it "
+                                "first, so that top-p measures the probabilities that will be sampled",
+    "filter_topk_plus_one": "top-k keeps k + 1 tokens: keep the k largest logits (those at least as large "
+                            "as the k-th largest)",
+    "filter_topk_minus_one": "top-k keeps k - 1 tokens: keep the k largest logits, the k-th included",
+    "filter_topp_excludes_crossing": "top-p leaves out the token whose probability makes the total reach p: "
+                                     "a token is excluded only when the more likely tokens before it "
+                                     "already reach p",
+    "filter_topp_drops_top": "top-p excludes every token of a row whose most likely token alone is above "
+                             "p: the most likely token always stays",
+    "filter_topp_unsorted": "top-p adds the probabilities up in vocabulary order: sort them from the most "
+                            "likely down first (logits.sort(descending=True)), then map the choice back",
+    "filter_not_combined": "with both top_k and top_p only one filter is applied: apply top-k, then top-p "
+                           "to the tokens top-k kept",
+}
+FILTER_IDS = {"filter_topk_plus_one": "filter_topk_count", "filter_topk_minus_one": "filter_topk_count",
+              "filter_topk_only": "filter_not_combined", "filter_topp_only": "filter_not_combined"}
+FILTER_HINTS["filter_topk_only"] = FILTER_HINTS["filter_topp_only"] = FILTER_HINTS["filter_not_combined"]
+
+
+def ref_filter(logits, temperature=1.0, top_k=None, top_p=None, mistake=None):
+    """logits / temperature with -inf at the excluded tokens, in float64: top-k keeps the k
+    largest, then top-p the smallest most likely set (of what top-k kept, renormalised) whose
+    probabilities reach p."""
+    x = logits.double()
+    if mistake == "filter_temperature_multiplied":
+        x = x * temperature
+    elif mistake != "filter_temperature_after":
+        x = x / temperature
+    keep = torch.ones_like(x, dtype=torch.bool)
+    if top_k is not None and mistake != "filter_topp_only":
+        k = min(top_k + {"filter_topk_plus_one": 1, "filter_topk_minus_one": -1}.get(mistake, 0), x.shape[-1])
+        keep &= x >= x.topk(max(k, 1), dim=-1).values[..., -1:] if k > 0 else torch.zeros_like(keep)
+    if top_p is not None and mistake != "filter_topk_only":
+        probs = x.masked_fill(~keep, NEG_INF).softmax(-1)
+        if mistake == "filter_topp_unsorted":
+            order = torch.arange(x.shape[-1]).expand(x.shape)
+        else:
+            order = probs.argsort(dim=-1, descending=True, stable=True)
+        ranked = probs.gather(-1, order)
+        total = ranked.cumsum(-1)
+        if mistake in ("filter_topp_excludes_crossing", "filter_topp_drops_top"):
+            drop = total > top_p
+        else:
+            drop = total - ranked >= top_p
+        if mistake != "filter_topp_drops_top":
+            drop[..., 0] = False
+        keep &= ~torch.zeros_like(drop).scatter(-1, order, drop)
+    out = x.masked_fill(~keep, NEG_INF)
+    return out / temperature if mistake == "filter_temperature_after" else out
+
+
+def finite(t):
+    """-inf as -1e30 (and inf as 1e30), NaN kept: comparable without inf - inf."""
+    return t.double().nan_to_num(nan=math.nan, posinf=1e30, neginf=-1e30)
+
+
+FILTER_SUSPECTS = tuple(m for m in FILTER_HINTS if m not in ("filter_topk_only", "filter_topp_only"))
+
+
+def filter_suspects(logits, mistakes=FILTER_SUSPECTS, rows=slice(None), **kwargs):
+    return [suspect(FILTER_IDS.get(m, m), (lambda m=m: finite(ref_filter(logits, mistake=m, **kwargs))[rows]),
+                    FILTER_HINTS[m]) for m in mistakes]
+
+
+def _filter(sub, logits, **kwargs):
+    """filter_logits(logits, **kwargs), checked for its shape, dtype and -inf; the output and
+    the oracle's, each with -inf as -1e30."""
+    out = sub.call("filter_logits", logits, **kwargs)
+    check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(logits.shape),
+          f"filter_logits should return a tensor of the logits' shape {list(logits.shape)}, got "
+          f"{list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    check(out.dtype == logits.dtype, f"filter_logits of {str(logits.dtype)[6:]} logits returned "
+          f"{str(out.dtype)[6:]}: keep the logits' dtype")
+    want = ref_filter(logits, **kwargs)
+    excluded = torch.isinf(want)
+    if excluded.any() and bool(torch.isfinite(out[excluded]).all()) and float(out[excluded].max()) < -1e3:
+        diagnose("filter_not_neg_inf", "the excluded tokens hold a large negative number instead of -inf: "
+                 "use float(\"-inf\"), so that their probability is exactly 0 at any temperature")
+    return finite(out), finite(want)
+
+
+def _gaps_ok(x, gap=1e-3):
+    """No two logits of a row closer than ``gap`` (top-k away from ties)."""
+    s = x.sort(dim=-1).values
+    return bool((s[..., 1:] - s[..., :-1]).min() > gap)
+
+
+def _totals_clear(x, temperature, top_p, margin=2e-3):
+    """No running total of the sorted probabilities within ``margin`` of p (away from the
+    boundary, where float rounding would decide)."""
+    probs = (x.double() / temperature).softmax(-1).sort(dim=-1, descending=True).values
+    return bool(((probs.cumsum(-1) - top_p).abs() > margin).all())
+
+
+def filter_case(n, temperature=1.0, top_k=None, top_p=None, differs_from=(), p_range=(0.35, 0.9)):
+    """Logits [B, V] (and p, when top_p is "draw") clear of ties and boundaries, on which every
+    mistake in ``differs_from`` changes the result, each in its own way."""
+    for i in range(200):
+        g = _attempt(n, i)
+        B, V = int(torch.randint(3, 6, (1,), generator=g)), int(torch.randint(8, 17, (1,), generator=g))
+        x = torch.randn(B, V, generator=g) * 2.0
+        p = top_p
+        if top_p == "draw":
+            p = p_range[0] + (p_range[1] - p_range[0]) * float(torch.rand(1, generator=g))
+        if not _gaps_ok(x) or (p is not None and not _totals_clear(x, temperature, p)):
+            continue
+        outcomes = [torch.isinf(ref_filter(x, temperature, top_k, p, m)) for m in (None, *differs_from)]
+        if all(not torch.equal(a, b) for i, a in enumerate(outcomes) for b in outcomes[i + 1:]):
+            return x, p
+    raise RuntimeError("no clear filter_logits input found")  # a grader bug: the draws are generous
+
+
+@exercise("filter_logits", points=0.5)
+def test_filter_temperature(sub):
+    x, _ = filter_case(1)
+    T = 0.3 + 2.0 * float(torch.rand(1, generator=gen(2)))
+    out, want = _filter(sub, x, temperature=T)
+    close(out, want, f"with temperature={T:.3f} and no top_k or top_p, filter_logits should return "
+          f"logits / temperature, nothing excluded", atol=1e-5, suspects=filter_suspects(x, temperature=T))
+    out, want = _filter(sub, x)
+    close(out, want, "with the default arguments filter_logits should return the logits unchanged", atol=1e-6)
+    x64 = x.double()
+    out, want = _filter(sub, x64, temperature=T)
+    close(out, want, f"float64 logits with temperature={T:.3f} should give logits / temperature in float64",
+          atol=1e-12)
+
+
+@exercise("filter_logits", points=0.75)
+def test_filter_top_k(sub):
+    x, _ = filter_case(4)
+    V = x.shape[-1]
+    T = 0.5 + float(torch.rand(1, generator=gen(5)))
+    for k in (2 + _int(6, 0, V - 3), 1, V):
+        out, want = _filter(sub, x, temperature=T, top_k=k)
+        close(out, want, f"with top_k={k} (and temperature={T:.3f}) each row should keep its {k} largest "
+              f"logits, divided by the temperature, and hold -inf everywhere else", atol=1e-5,
+              suspects=filter_suspects(x, temperature=T, top_k=k))
+
+
+@exercise("filter_logits", points=0.25)
+def test_filter_top_p_keeps_one(sub):
+    x, _ = filter_case(8, top_p=1e-6, differs_from=("filter_topp_unsorted",))
+    top = (x.double().softmax(-1)).max(-1).values.min().item()
+    for p in (1e-6, 0.5 * top):
+        out, want = _filter(sub, x, top_p=p)
+        kept = (out > -1e29).sum(-1)
+        check(bool((kept > 0).all()), f"with top_p={p:.3g}, below every row's largest probability, a row "
+              f"kept no token: the most likely token always stays (top-p keeps at least one)",
+              mistake="filter_topp_drops_top")
+        close(out, want, f"with top_p={p:.3g}, below every row's largest probability, each row should keep "
+              f"only its most likely token", atol=1e-5, suspects=filter_suspects(x, top_p=p))
+
+
+@exercise("filter_logits", points=0.75)
+def test_filter_top_p(sub):
+    x, p = filter_case(10, top_p="draw", differs_from=("filter_topp_excludes_crossing", "filter_topp_drops_top"))
+    out, want = _filter(sub, x, top_p=p)
+    close(out, want, f"with top_p={p:.4f} each row should keep its most likely tokens up to and including "
+          f"the one whose probability brings the total to p, and -inf elsewhere", atol=1e-5,
+          suspects=filter_suspects(x, top_p=p))
+    T = (0.4 if _int(11, 0, 2) else 2.5)
+    x, p = filter_case(12, temperature=T, top_p="draw",
+                       differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
+    out, want = _filter(sub, x, temperature=T, top_p=p)
+    close(out, want, f"with temperature={T} and top_p={p:.4f}, top-p should measure the probabilities "
+          f"of logits / temperature", atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
+
+
+@exercise("filter_logits", points=0.25)
+def test_filter_top_p_exact_total(sub):
+    """Equal logits give exact probabilities (1/2, 1/4, 1/8): a running total that reaches p
+    exactly ends the set there, whatever the precision."""
+    V = 12
+    g = gen(14)
+    for p, sizes in ((0.5, (2, 4, 8)), (0.75, (4, 8, 4))):
+        x = torch.full((len(sizes), V), -100.0)
+        for b, size in enumerate(sizes):
+            x[b, torch.randperm(V, generator=g)[:size]] = 0.0
+        out, _ = _filter(sub, x, top_p=p)
+        kept = (out > -1e29).sum(-1).tolist()
+        want = [round(p * size) for size in sizes]
+        sizes_txt = ", ".join(str(s) for s in sizes)
+        if kept == [w + 1 for w in want]:
+            diagnose("filter_topp_boundary", f"rows with {sizes_txt} equal logits (probabilities 1/{sizes[0]} "
+                     f"...) and top_p={p} kept {kept} tokens instead of {want}: the set ends at the first "
+                     f"token that brings the total to p, reached exactly here (exclude a token when the "
+                     f"tokens before it already reach p, a total >= p)")
+        check(kept == want, f"rows with {sizes_txt} equal logits and top_p={p} should keep {want} tokens "
+              f"(their probabilities reach p exactly), kept {kept}")
+        ties = (x == 0.0)
+        check(bool((out[out > -1e29] == 0.0).all()) and bool((out[~ties] <= -1e29).all()),
+              f"rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied "
+              f"largest logits, unchanged")
+
+
+def _readings(x, T, k, p):
+    """Per row: whether both readings of top_k with top_p agree (top-p of what top-k kept,
+    renormalised; or top-p of the whole distribution, then top-k), whether top-k binds (the
+    result differs from top-p alone) and whether top-p binds (it differs from top-k alone)."""
+    first = torch.isfinite(ref_filter(x, T, k, p))
+    only_p = torch.isfinite(ref_filter(x, T, None, p))
+    only_k = torch.isfinite(ref_filter(x, T, k, None))
+    return (first == (only_p & only_k)).all(-1), (first != only_p).any(-1), (first != only_k).any(-1)
+
+
+COMBINED_CLEAR = ("filter_topk_plus_one", "filter_topk_minus_one", "filter_temperature_after",
+                  "filter_topp_excludes_crossing", "filter_topp_drops_top", "filter_topp_unsorted")
+
+
+def combined_case(n):
+    """Logits [8, V], temperature, k and p, and the rows (at least four) on which both readings of
+    top_k with top_p agree, clear of boundaries, top-k binding in some and top-p in others, and
+    every mistake of COMBINED_CLEAR changing one of them (so that it always costs this check) in
+    its own way (so that applying one filter only is told apart from them)."""
+    for i in range(400):
+        g = _attempt(n, i)
+        V = int(torch.randint(8, 14, (1,), generator=g))
+        x = torch.randn(8, V, generator=g) * torch.tensor([0.7, 3.0]).repeat(4)[:, None]  # flat and peaked rows
+        T = (0.4, 2.0)[int(torch.randint(0, 2, (1,), generator=g))] * (0.9 + 0.2 * float(torch.rand(1, generator=g)))
+        k = int(torch.randint(2, 4, (1,), generator=g))
+        p = 0.6 + 0.35 * float(torch.rand(1, generator=g))
+        kept = (x / T).masked_fill(~torch.isfinite(ref_filter(x, T, k)), NEG_INF)
+        clear = torch.tensor([_gaps_ok(r) and _totals_clear(r, T, p) and _totals_clear(c, 1.0, p)
+                              for r, c in zip(x, kept, strict=True)])
+        agree, k_binds, p_binds = _readings(x, T, k, p)
+        rows = agree & clear
+        if int(rows.sum()) < 4 or not (k_binds & rows).any() or not (p_binds & rows).any():
+            continue
+        outcomes = [torch.isinf(ref_filter(x, T, k, p, m))[rows]
+                    for m in (None, "filter_topk_only", "filter_topp_only", *COMBINED_CLEAR)]
+        right, one, others = outcomes[0], outcomes[1:3], outcomes[3:]
+        if all(not torch.equal(a, b) for a in one for b in [right, *others]) and \
+                all(not torch.equal(right, b) for b in others):
+            return x, T, k, p, rows
+    raise RuntimeError("no clear top_k + top_p input found")
+
+
+@exercise("filter_logits", points=0.5)
+def test_filter_top_k_and_top_p(sub):
+    x, T, k, p, rows = combined_case(16)
+    out, want = _filter(sub, x, temperature=T, top_k=k, top_p=p)
+    close(out[rows], want[rows], f"with temperature={T:.3f}, top_k={k} and top_p={p:.4f} both filters apply: "
+          f"in some rows top-k leaves fewer tokens than top-p would, in others top-p fewer than k", atol=1e-5,
+          suspects=filter_suspects(x, tuple(FILTER_HINTS), temperature=T, top_k=k, top_p=p, rows=rows))
+
+
+# --- sample -----------------------------------------------------------------------------------
+
+N_DRAWS = 20_000
+Z_BOUND = 6.0  # standard deviations: a correct sampler fails a bound with probability ~2e-9
+
+SAMPLE_HINTS = {
+    "sample_unfiltered": "the tokens are drawn from the unfiltered logits: draw from "
+                         "softmax(filter_logits(logits, temperature, top_k, top_p))",
+    "sample_temperature_after_softmax": "the temperature divides the probabilities, which "
+                                        "torch.multinomial normalises again (no effect): divide the logits, "
+                                        "filter_logits(logits, temperature, ...), before the softmax",
+}
+
+
+def _ids(out, B, what):
+    check(isinstance(out, torch.Tensor), f"{what} should return a tensor of token ids, got {type(out).__name__}")
+    if tuple(out.shape) == (B, 1):
+        diagnose("sample_not_squeezed", f"{what} returned shape [{B}, 1]: return one id per row, shape [B] "
+                 f"(torch.multinomial(...).squeeze(-1))")
+    check(tuple(out.shape) == (B,), f"{what} should return one id per row, shape [{B}], got {list(out.shape)}")
+    check(not out.is_floating_point() and out.dtype != torch.bool, f"{what} should return integer token "
+          f"ids (torch.long), got {str(out.dtype)[6:]}")
+    return out.long()
+
+
+def _generator(sub, n):
+    return sub.fixture("generator", int(torch.randint(0, 2**62, (1,), generator=gen(n))))
+
+
+@exercise("sample", points=0.5)
+def test_sample_temperature_zero_and_top_k_one(sub):
+    x, _ = filter_case(100)
+    B = x.shape[0]
+    want = x.argmax(-1)
+    for kwargs in ({"temperature": 0.0}, {"temperature": 0.0, "top_k": 3, "top_p": 0.5}):
+        try:
+            out = sub.call("sample", x, generator=_generator(sub, 101), **kwargs)
+        except SubmissionError as exc:
+            try:  # the same call at temperature 1: does only temperature 0 fail?
+                sub.call("sample", x, generator=_generator(sub, 101), **{**kwargs, "temperature": 1.0})
+            except SubmissionError:
+                raise exc from None
+            diagnose("sample_no_argmax_at_zero", f"sample(logits, temperature=0) raised {exc.exc_type} "
+                     f"({exc.message[:120]}) where temperature=1 works: dividing by a temperature of 0 gives "
+                     f"inf and NaN; at temperature 0 return logits.argmax(dim=-1)")
+        out = _ids(out, B, "sample(logits, temperature=0)")
+        if not matches(out, want):
+            diagnose("sample_no_argmax_at_zero", "sample(logits, temperature=0) is not each row's argmax: "
+                     "temperature 0 means greedy, return logits.argmax(dim=-1)")
+    T = 0.5 + 1.5 * float(torch.rand(1, generator=gen(102)))
+    flat = torch.randn(300, 9, generator=gen(103)) * 0.5  # a sampler that ignores top_k misses some argmax
+    out = _ids(sub.call("sample", flat, temperature=T, top_k=1, generator=_generator(sub, 104)), 300,
+               "sample(logits, top_k=1)")
+    close(out, flat.argmax(-1), f"sample(logits, temperature={T:.3f}, top_k=1) keeps one token per row, so it "
+          f"should return each row's argmax")
+
+
+@exercise("sample", points=0.5)
+def test_sample_uses_the_generator(sub):
+    g = gen(105)
+    x = torch.randn(500, 9, generator=g)
+    seed = int(torch.randint(0, 2**62, (1,), generator=g))
+    first = _ids(sub.call("sample", x, generator=sub.fixture("generator", seed)), 500, "sample")
+    again = _ids(sub.call("sample", x, generator=sub.fixture("generator", seed)), 500, "sample")
+    check(torch.equal(first, again), "two generators seeded alike gave different draws: draw with the "
+          "generator given, torch.multinomial(probs, 1, generator=generator)", mistake="sample_generator_ignored")
+    other = _ids(sub.call("sample", x, generator=sub.fixture("generator", seed + 1)), 500, "sample")
+    check(not torch.equal(first, other), "generators seeded differently gave the same 500 draws: draw with "
+          "the generator given, torch.multinomial(probs, 1, generator=generator)",
+          mistake="sample_generator_ignored")
+
+
+def _fits(counts, probs):
+    """Whether the token counts of N draws fit the distribution ``probs`` (float64 [V]): none
+    where a probability is 0, elsewhere within six binomial standard deviations (plus 3 draws,
+    for tokens so unlikely that the normal approximation does not hold)."""
+    N = int(counts.sum())
+    if bool((counts[probs == 0] > 0).any()):
+        return False
+    sd = (N * probs * (1 - probs)).sqrt()
+    return bool(((counts - N * probs).abs() <= Z_BOUND * sd + 3).all())
+
+
+def distribution_case(n, temperature, top_k=None, top_p=None):
+    """One row of logits whose right distribution is far from every mistaken one."""
+    for i in range(200):
+        g = _attempt(n, i)
+        x = torch.randn(1, 8, generator=g) * 1.5
+        if not _gaps_ok(x, 0.05) or (top_p is not None and not _totals_clear(x, temperature, top_p, 0.02)):
+            continue
+        right = ref_filter(x, temperature, top_k, top_p).softmax(-1)[0]
+        wrong = [ref_filter(x, temperature).softmax(-1)[0], ref_filter(x, 1.0, top_k, top_p).softmax(-1)[0]]
+        if all(float((right - w).abs().max()) > 0.06 for w in wrong):
+            return x
+    raise RuntimeError("no clear sampling input found")
+
+
+@exercise("sample", points=1)
+def test_sample_distribution(sub):
+    for n, (T, k, p) in ((110, (0.6, 4, None)), (120, (1.6, None, 0.7)), (130, (1.3, 5, 0.8))):
+        x = distribution_case(n, T, k, p)
+        out = _ids(sub.call("sample", x.expand(N_DRAWS, -1).contiguous(), temperature=T, top_k=k, top_p=p,
+                            generator=_generator(sub, n + 1)), N_DRAWS, "sample")
+        V = x.shape[-1]
+        check(bool(((out >= 0) & (out < V)).all()), f"sample returned ids outside 0 … {V - 1}")
+        counts = torch.bincount(out, minlength=V).double()
+        right = ref_filter(x, T, k, p).softmax(-1)[0]
+        if _fits(counts, right):
+            continue
+        settings = f"temperature={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
+        for mistake, probs in (("sample_unfiltered", ref_filter(x, T).softmax(-1)[0]),
+                               ("sample_temperature_after_softmax", ref_filter(x, 1.0, k, p).softmax(-1)[0])):
+            if _fits(counts, probs):
+                diagnose(mistake, f"{SAMPLE_HINTS[mistake]} ({N_DRAWS} draws with {settings})")
+        outside = int(counts[right == 0].sum())
+        check(outside == 0, f"{outside} of {N_DRAWS} draws with {settings} are tokens that filter_logits "
+              f"excludes: draw from softmax(filter_logits(logits, temperature, top_k, top_p))")
+        worst = int(((counts - N_DRAWS * right).abs() / (N_DRAWS * right * (1 - right)).sqrt().clamp(min=1e-9)).argmax())
+        check(False, f"{N_DRAWS} draws with {settings} do not follow softmax(filter_logits(...)): token "
+              f"{worst} came {int(counts[worst])} times, expected about {N_DRAWS * float(right[worst]):.0f}")
+
+
+# --- decoder_step (and KVCache) ---------------------------------------------------------------
+
+V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN = 11, 16, 2, 2, 24, 32
+
+
+@functools.cache
+def _lesson(number):
+    from coursekit.earlier import lesson_code
+
+    return lesson_code(number)
+
+
+def lm_model(g, pad_id):
+    """Lesson 10's DecoderLM with weights drawn from ``g`` (the pad's embedding zero, so that
+    the pad is seldom predicted): its state, the float32 model and a float64 copy (no grads)."""
+    m = _lesson("10").DecoderLM(V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
+                                dropout=0.0, pad_id=pad_id)
+    with torch.no_grad():
+        for name, p in sorted(m.named_parameters()):
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
+            elif name == "embed.weight":  # small, so that the blocks, not the last token, decide
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                p[pad_id] = 0.0
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) * 2.0 / math.sqrt(p.shape[1]))
+        # random angles per position: RoPE alone sees only offsets, so positions shifted by a
+        # row's left pads would pass with the real tables; with these, every position shows
+        angles = (2 * torch.rand(m.cos.shape, generator=g, dtype=torch.float64) - 1) * math.pi
+        m.cos.copy_(angles.cos())
+        m.sin.copy_(angles.sin())
+    m.eval().requires_grad_(False)
+    return {k: v.clone() for k, v in m.state_dict().items()}, m, copy.deepcopy(m).double()
+
+
+def _lm_fixture(sub, state, pad_id):
+    return sub.fixture("decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
+
+
+def _lm(sub, n):
+    pad_id = _int(n, 1, V_LM)  # token 0 is a real token: a pad taken as 0 shows
+    state, _, m64 = lm_model(gen(n + 1), pad_id)
+    return _lm_fixture(sub, state, pad_id), m64, pad_id
+
+
+def real_tokens(g, shape, pad_id):
+    ids = torch.randint(0, V_LM - 1, shape, generator=g)
+    return ids + (ids >= pad_id).long()
+
+
+def lm_prompts(n, pad_id, B=3, P=None):
+    """Prompts [B, P]: row 0 unpadded, the others left-padded by different amounts; every row's
+    second real token is id 0 (a real token here, so that a pad taken as 0 shows)."""
+    P = P or _int(n, 6, 9)
+    g = gen(n + 1)
+    ids = real_tokens(g, (B, P), pad_id)
+    lead = [0] + sorted((1 + torch.randperm(P - 3, generator=g)[:B - 1]).tolist())
+    for b, k in enumerate(lead):
+        ids[b, :k] = pad_id
+        ids[b, k + 1] = 0
+    return ids
+
+
+def ref_step(m, ids, cache, mistake=None):
+    """decoder_step in float64 on the model ``m`` (a float64 DecoderLM), reading and extending
+    ``cache`` (a dict), as the reference does it, or with ``mistake``."""
+    B, L = ids.shape
+    T0 = 0 if cache.get("mask") is None else cache["mask"].shape[1]
+    new_mask = ids != (0 if mistake == "step_pad_id_hardcoded" else m.pad_id)
+    key_mask = new_mask if T0 == 0 else torch.cat([cache["mask"], new_mask], 1)
+    leading = key_mask.long().cumsum(-1).eq(0).sum(-1, keepdim=True)
+    start = 0 if mistake == "step_positions_not_advanced" else T0
+    shift = 0 if mistake == "step_positions_from_row_start" or (mistake == "step_positions_with_pads" and T0) \
+        else leading
+    pos = (torch.arange(start, start + L) - shift).clamp(min=0).expand(B, L)
+    cos, sin = m.cos[pos][:, None], m.sin[pos][:, None]
+    allowed = torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)
+    if mistake == "step_no_causal" or (mistake == "step_no_causal_in_chunk" and T0):
+        allowed = torch.ones_like(allowed)
+    if mistake != "step_pads_attended":
+        allowed = allowed & key_mask[:, None, None, :]
+    apply_rope = _lesson("10").apply_rope
+    x = m.embed(ids)
+    D = x.shape[-1]
+    dh = 2 * m.cos.shape[-1]
+    H = D // dh
+    cache.setdefault("k", [])
+    cache.setdefault("v", [])
+    for i, block in enumerate(m.blocks):
+        h = block.attn_norm(x)
+        q, k, v = (proj(h).view(B, L, H, dh).transpose(1, 2) for proj in (block.q_proj, block.k_proj, block.v_proj))
+        q, k_rot = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        stored = k if mistake == "step_keys_before_rope" else k_rot
+        keys = torch.cat([cache["k"][i], k_rot], 2) if T0 else k_rot
+        values = torch.cat([cache["v"][i], v], 2) if T0 else v
+        if not T0:
+            cache["k"].append(stored)
+            cache["v"].append(v)
+        elif mistake == "step_cache_refilled":
+            cache["k"][i], cache["v"][i] = stored, v
+        elif mistake != "step_cache_not_extended":
+            cache["k"][i] = torch.cat([cache["k"][i], stored], 2)
+            cache["v"][i] = values
+        scores = q @ keys.transpose(-2, -1) / math.sqrt(D if mistake == "step_scale_d_model" else dh)
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+        x = x + block.out_proj((scores.softmax(-1) @ values).transpose(1, 2).reshape(B, L, D))
+        x = x + block.ffn(block.ffn_norm(x))
+    if not T0 or mistake not in ("step_cache_not_extended", "step_cache_refilled"):
+        cache["mask"] = key_mask
+    elif mistake == "step_cache_refilled":
+        cache["mask"] = new_mask
+    return m.lm_head(m.norm(x))
+
+
+STEP_HINTS = {
+    "step_pads_attended": "the real tokens attend to the left pads: combine the causal mask with the key "
+                          "mask of every cached and new position (ids != model.pad_id)",
+    "step_no_causal": "there is no causal mask: a new token may attend to the cached positions and to the "
+                      "new tokens up to itself, torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)",
+    "step_no_causal_in_chunk": "several new tokens at once after the prompt see each other's future: the "
+                               "causal mask is needed for every chunk, not only the prompt, "
+                               "torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)",
+    "step_scale_d_model": "the scores are divided by √d_model: divide by √d_head, the width of one head",
+    "step_pad_id_hardcoded": "the pads are taken as id 0: use the model's pad_id (model.pad_id)",
+    "step_keys_before_rope": "the cache keeps the keys before RoPE: rotate k first and cache the rotated "
+                             "keys, so that each cached key keeps its own position's angle",
+    "step_positions_not_advanced": "the new tokens are placed at position 0: they come after the cached "
+                                   "positions, positions len(cache), len(cache) + 1, … counted from each "
+                                   "row's first real token",
+    "step_positions_with_pads": "the new tokens' positions count the left pads (len(cache) as it is): "
+                                "subtract each row's leading pads, as the prompt's positions do",
+    "step_positions_from_row_start": "the positions count the left pads: a row's positions start at 0 at its "
+                                     "first real token (subtract each row's leading pads), as in lesson 10's model",
+    "step_cache_not_extended": "the new tokens' keys and values are not added to the cache: after the "
+                               "prompt every step sees only the prompt and itself",
+    "step_cache_refilled": "the cache is replaced by the new tokens' keys and values at every step: "
+                           "append them to what it holds (torch.cat along the positions)",
+}
+
+
+def step_suspects(m64, chunks, select, mistakes=tuple(STEP_HINTS)):
+    def run(mistake):
+        cache = {}
+        return select([ref_step(m64, ids, cache, mistake) for ids in chunks])
+
+    return [suspect(m, (lambda m=m: run(m)), STEP_HINTS[m]) for m in mistakes]
+
+
+def _cache(sub, model):
+    """The student's KVCache(): the contract's constructor takes no argument; KVCache(model)
+    and KVCache(n_layer) are accepted too."""
+    for args in ((), (model,), (N_LAYER,)):
+        try:
+            return sub.new("KVCache", *args)
+        except SubmissionError as exc:
+            if exc.exc_type != "TypeError":
+                raise
+    raise Failed("KVCache() could not be built (nor KVCache(model), nor KVCache(n_layer)): the contract "
+                 "builds an empty cache with KVCache(), without arguments")
+
+
+def _step(sub, model, ids, cache, pad_id):
+    out = sub.call("decoder_step", model, ids, cache)
+    want = [*ids.shape, V_LM]
+    check(isinstance(out, torch.Tensor) and list(out.shape) == want, f"decoder_step(model, ids, cache) with "
+          f"ids {list(ids.shape)} should return the logits of the new tokens, {want}, got "
+          f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    check(bool(torch.isfinite(out[ids != pad_id]).all()),
+          "decoder_step returned NaN or inf at real tokens")
+    return out
+
+
+@exercise("decoder_step", points=1.25)
+def test_step_prefill(sub):
+    model, m64, pad_id = _lm(sub, 200)
+    ids = lm_prompts(203, pad_id)
+    out = _step(sub, model, ids, _cache(sub, model), pad_id)
+    real = ids != pad_id
+    close(out[real], m64(ids)[real], "on a left-padded prompt and an empty KVCache(), decoder_step should "
+          "give the model's own logits, model(ids), at every real token", atol=ATOL,
+          suspects=step_suspects(m64, [ids], lambda outs: outs[0][real]))
+
+
+@exercise("decoder_step", points=1.25)
+def test_step_token_by_token(sub):
+    model, m64, pad_id = _lm(sub, 210)
+    ids = lm_prompts(213, pad_id)
+    B = ids.shape[0]
+    cache = _cache(sub, model)
+    _step(sub, model, ids, cache, pad_id)
+    g = gen(215)
+    chunks, full = [ids], ids
+    ended = _int(216, 1, B)  # a left-padded row ends after the second step and is fed pads
+    for t in range(5):
+        new = real_tokens(g, (B, 1), pad_id)
+        if t >= 2:
+            new[ended] = pad_id
+        chunks.append(new)
+        full = torch.cat([full, new], 1)
+        out = _step(sub, model, new, cache, pad_id)
+        live = torch.tensor([t < 2 or b != ended for b in range(B)])
+        at_step = (f"step {t + 1} after the prompt" if t < 2 else
+                 f"step {t + 1} after the prompt, row {ended} having ended (it is fed pad_id now), in the other rows")
+        close(out[live, 0], m64(full)[live, -1], f"fed one token at a time after a left-padded prompt, "
+              f"decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", atol=ATOL,
+              suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
+
+
+@exercise("decoder_step", points=1)
+def test_step_chunk(sub):
+    model, m64, pad_id = _lm(sub, 220)
+    ids = lm_prompts(223, pad_id)
+    B = ids.shape[0]
+    cache = _cache(sub, model)
+    _step(sub, model, ids, cache, pad_id)
+    g = gen(225)
+    chunks, full = [ids], ids
+    for L in (_int(226, 2, 4), 1):
+        new = real_tokens(g, (B, L), pad_id)
+        chunks.append(new)
+        full = torch.cat([full, new], 1)
+        out = _step(sub, model, new, cache, pad_id)
+        close(out, m64(full)[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
+              f"decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache "
+              f"and to the new tokens up to itself)", atol=ATOL,
+              suspects=step_suspects(m64, list(chunks), lambda outs: outs[-1]))
+
+
+@exercise("decoder_step", points=0.5)
+def test_step_runs_on_the_model_device(sub):
+    model, _, pad_id = _lm(sub, 230)
+    ids = lm_prompts(233, pad_id)
+    cache = _cache(sub, model)
+    try:
+        sub.call("decoder_step", model, ids, cache, forbid=(ON_DEVICE,))
+    except SubmissionError as exc:
+        if exc.exc_type == "DeviceMismatch":
+            diagnose("step_tensor_on_cpu", f"on a GPU this decoder_step fails: {exc.message}; make every tensor "
+                     f"built inside it on the ids' device (torch.arange(..., device=ids.device))")
+        raise
+
+
+# --- generate ---------------------------------------------------------------------------------
+
+def greedy_from(m64, ids, T):
+    """ids [1, L] (real tokens) continued greedily for T tokens in float64, without stopping;
+    and the smallest gap between the two largest logits on the way (a near tie would let
+    float32 noise decide)."""
+    cont, gap = [], math.inf
+    for _ in range(T):
+        z = m64(ids)[0, -1]
+        top = z.topk(2).values
+        gap = min(gap, float(top[0] - top[1]))
+        cont.append(int(z.argmax()))
+        ids = torch.cat([ids, torch.tensor([[cont[-1]]])], 1)
+    return cont, gap
+
+
+def ends_of(conts, eos):
+    """The index of each continuation's first eos (None where there is none)."""
+    return [c.index(eos) if eos in c else None for c in conts]
+
+
+def left_pad(rows, pad_id):
+    width = max(len(r) for r in rows)
+    return torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows])
+
+
+def generate_case(n, T, ending):
+    """A model, left-padded prompts [3, P] and an eos id, greedy decoding clear of ties and never
+    predicting the pad. ``ending``: the rows are one prompt and two longer ones that follow its
+    greedy path (so they meet eos at different steps, all before the last); else independent
+    prompts, none meeting eos within T tokens. Returns the float32 and float64 models, their
+    state, pad_id, the prompts, each row's greedy continuation (T tokens) and eos."""
+    for i in range(100):
+        g = _attempt(n, i)
+        pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
+        state, m32, m64 = lm_model(g, pad_id)
+        tokens = [t for t in range(V_LM) if t != pad_id]
+        if ending:
+            base = real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)
+            path, gap = greedy_from(m64, base, T + 3)
+            shifts = sorted(torch.randperm(4, generator=g)[:3].tolist())
+            rows = [base[0].tolist() + path[:s] for s in shifts]
+            conts = [path[s:s + T] for s in shifts]
+            firsts = {t: path.index(t) for t in tokens if t in path and t not in rows[0]}
+            eos = [t for t, j in firsts.items() if shifts[-1] < j < T - 1 + shifts[0]]
+        else:
+            rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
+                    for _ in range(3)]
+            conts, gaps = zip(*(greedy_from(m64, torch.tensor([r]), T) for r in rows), strict=True)
+            conts, gap = list(conts), min(gaps)
+            eos = [t for t in tokens if not any(t in c for c in conts)]
+        if gap < 1e-3 or any(pad_id in c for c in conts) or not eos:
+            continue
+        eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
+        return state, m32, m64, pad_id, left_pad(rows, pad_id), conts, eos_id
+    raise RuntimeError("no clear generation case found")
+
+
+def gen_expected(prompt, conts, eos, pad_id, T, mistake=None):
+    """What generate returns for these greedy continuations (or with ``mistake``)."""
+    ends = ends_of(conts, eos)
+    if mistake == "gen_never_stops" or None in ends:
+        steps = T
+    elif mistake == "gen_stops_at_first_eos":
+        steps = min(ends) + 1
+    else:
+        steps = max(ends) + 1
+    rows = []
+    for cont, end in zip(conts, ends, strict=True):
+        row = list(cont[:steps])
+        if end is not None and mistake != "gen_no_pad_after_eos":
+            row[end + 1:] = [pad_id] * (steps - end - 1)
+        rows.append(row)
+    return torch.cat([prompt, torch.tensor(rows)], 1)
+
+
+GEN_HINTS = {
+    "gen_no_pad_after_eos": "after a row's eos the following tokens should be model.pad_id while the other "
+                            "rows go on: token.masked_fill(done, model.pad_id)",
+    "gen_never_stops": "generation goes on after every row has produced eos: stop as soon as all of them "
+                       "have ended",
+    "gen_stops_at_first_eos": "generation stops when the first row ends: go on until every row has ended "
+                              "(done.all())",
+}
+
+
+def _generate(sub, model, prompt, *args, **kwargs):
+    out = sub.call("generate", model, prompt, *args, **kwargs)
+    check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == prompt.shape[0],
+          f"generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt "
+          f"({prompt.shape[0]}), got {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    return out
+
+
+def _greedy_case(sub, n, T):
+    state, m32, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
+    return _lm_fixture(sub, state, pad_id), m32, m64, pad_id, prompt, conts, eos
+
+
+@exercise("generate", points=1)
+def test_generate_greedy(sub):
+    T = _int(300, 5, 8)
+    model, _, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
+    want = torch.cat([prompt, torch.tensor(conts)], 1)
+    out = _generate(sub, model, prompt, T, eos)
+    P = prompt.shape[1]
+    if out.shape[1] in (P + T - 1, P + T + 1) and matches(out[:, :P + T - 1], want[:, :P + T - 1]):
+        diagnose("gen_length_off_by_one", f"with max_new_tokens={T} and no eos, generate made "
+                 f"{out.shape[1] - P} new tokens: it should make exactly max_new_tokens of them, after the prompt")
+    close(out, want, f"generate(model, prompt, max_new_tokens={T}, eos_id) on left-padded prompts whose "
+          f"continuations never meet eos should return the prompts followed by {T} greedy tokens "
+          f"(the argmax of the last position's logits, fed back)")
+    for b in range(prompt.shape[0]):
+        row = prompt[b:b + 1, int((prompt[b] == pad_id).sum()):]
+        close(_generate(sub, model, row, T, eos), torch.cat([row, torch.tensor([conts[b]])], 1),
+              f"prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch")
+
+
+@exercise("generate", points=0.25)
+def test_generate_without_cache(sub):
+    T = _int(304, 5, 8)
+    model, _, _, pad_id, prompt, conts, eos = _greedy_case(sub, 305, T)
+    want = torch.cat([prompt, torch.tensor(conts)], 1)
+    close(_generate(sub, model, prompt, T, eos, use_cache=False), want, f"generate(..., use_cache=False) "
+          f"should return the same greedy tokens as with the cache (here {T} tokens after each prompt), "
+          f"computed by running model(ids) on the whole sequence at every step")
+
+
+@exercise("generate", points=0.75)
+def test_generate_stops_and_pads(sub):
+    T = _int(308, 7, 10)
+    state, _, _, pad_id, prompt, conts, eos = generate_case(309, T, ending=True)
+    model = _lm_fixture(sub, state, pad_id)
+    out = _generate(sub, model, prompt, T, eos)
+    ends = ends_of(conts, eos)
+    want = gen_expected(prompt, conts, eos, pad_id, T)
+    close(out, want, f"rows that produce eos (id {eos}) after {', '.join(str(e + 1) for e in ends)} new tokens "
+          f"should be followed by pad_id ({pad_id}) while the others go on, and generation should stop when "
+          f"the last row has ended", suspects=[suspect(m, gen_expected(prompt, conts, eos, pad_id, T, m), hint)
+                                               for m, hint in GEN_HINTS.items()])
+
+
+@exercise("generate", points=0.75)
+def test_generate_uses_the_cache(sub):
+    T = _int(312, 5, 8)
+    model, _, _, pad_id, prompt, conts, eos = _greedy_case(sub, 313, T)
+    P = prompt.shape[1]
+    counts = []
+    for use_cache in (True, False):
+        before = model.get("embedded")
+        _generate(sub, model, prompt, T, eos, use_cache=use_cache)
+        counts.append(model.get("embedded") - before)
+    cached, uncached = counts
+    if cached >= T * P:
+        diagnose("gen_cache_unused", f"with use_cache=True generate ran {cached} positions through the model for "
+                 f"a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the "
+                 f"prompt once to decoder_step with a KVCache(), then only each new token")
+    check(cached <= P + T, f"with use_cache=True generate ran {cached} positions through the model, a prompt "
+          f"of {P} and {T} new tokens: the prompt once and then each new token once is {P + T - 1}")
+    check(uncached > P + T, f"with use_cache=False generate ran only {uncached} positions through the model: "
+          f"without a cache it runs model(ids) on the whole sequence at every step", mistake="gen_cache_when_off")
+
+
+def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed):
+    """generate with sampling as the course does it: one draw per step for the whole batch,
+    torch.multinomial on softmax(filter_logits(last logits)) with a generator seeded ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    ids = prompt
+    for _ in range(T):
+        probs = ref_filter(m32(ids)[:, -1], temperature, top_k, top_p).softmax(-1)
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)], 1)
+    return ids
+
+
+SAMPLING = {"temperature": 2.0, "top_k": 4, "top_p": 0.95}
+
+
+def chances(m64, prompt, conts):
+    """Along the greedy continuations: the probability that sampling at temperature 1.5 without
+    filters retraces them (how often a sampler that drops top_k=1 would still look greedy), and
+    the product of the largest probabilities under SAMPLING (about how often two samplers that
+    ignore their generator would agree)."""
+    full = torch.cat([prompt, torch.tensor(conts)], 1)
+    P = prompt.shape[1]
+    logits = m64(full)[:, P - 1:-1]
+    greedy = (logits / 1.5).softmax(-1).gather(-1, full[:, P:, None]).prod()
+    peaks = ref_filter(logits.reshape(-1, V_LM), **SAMPLING).softmax(-1).max(-1).values.prod()
+    return float(greedy), float(peaks)
+
+
+@exercise("generate", points=0.25)
+def test_generate_passes_sampling_on(sub):
+    T = 6
+    for i in range(20):  # inputs on which the mistakes show all but surely
+        state, m32, m64, pad_id, prompt, conts, eos = generate_case(316 + 100 * i, T, ending=False)
+        greedy_chance, agree_chance = chances(m64, prompt, conts)
+        if greedy_chance < 1e-6 and agree_chance < 1e-4:
+            break
+    model = _lm_fixture(sub, state, pad_id)
+    greedy = torch.cat([prompt, torch.tensor(conts)], 1)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen(317)))
+    out = _generate(sub, model, prompt, T, eos, temperature=1.5, top_k=1, generator=sub.fixture("generator", seed))
+    if not matches(out, greedy):
+        plain = _generate(sub, model, prompt, T, eos)
+        if matches(plain, greedy):
+            diagnose("gen_sampling_args_dropped", "generate(..., temperature=1.5, top_k=1) should be greedy "
+                     "(top-k keeps one token), and it is not: pass temperature, top_k, top_p and generator on "
+                     "to sample(logits, temperature, top_k, top_p, generator)")
+        check(False, "generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)")
+    settings = SAMPLING
+    want = sampled_generate(m32, prompt, T, seed=seed, **settings)
+    eos = next((t for t in range(V_LM) if t != pad_id and t not in want[:, prompt.shape[1]:]), eos)
+    out = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
+    if matches(out, want):
+        return
+    again = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
+    check(matches(out, again), "two generators seeded alike gave different samples: pass generate's generator "
+          "on to sample", mistake="gen_generator_dropped")
+    P = prompt.shape[1]
+    for t in range(P, out.shape[1]):  # any draws that follow the generator, within top-k, are accepted
+        logits = m64(out[:, :t])[:, -1]
+        within = logits >= logits.topk(settings["top_k"], dim=-1).values[:, -1:] - 1e-4
+        allowed = within | (out[:, :t] == eos).any(1, keepdim=True) | (out[:, t:t + 1] == pad_id)
+        picked = allowed.gather(1, out[:, t:t + 1].clamp(0, V_LM - 1))
+        check(bool(picked.all()), "with top_k=4 generate sampled a token outside the 4 most likely: pass "
+              "temperature, top_k, top_p and generator on to sample", mistake="gen_sampling_args_dropped")
+
+
+# --- beam_search ------------------------------------------------------------------------------
+
+PAD, BOS = 0, 1
+SRC_V, TGT_V, D_T, H_T, FF_T = 12, 12, 16, 2, 32
+
+
+def transformer_model(g):
+    """Lesson 08's Transformer (one layer each side) with weights drawn from ``g``; pad and bos
+    are never predicted (their output bias is -30). Its state and a float64 copy."""
+    m = _lesson("08").Transformer(SRC_V, TGT_V, d_model=D_T, n_head=H_T, num_encoder_layers=1,
+                                  num_decoder_layers=1, d_ff=FF_T, dropout=0.0, max_len=MAX_LEN, pad_id=PAD)
+    with torch.no_grad():
+        for name, p in sorted(m.named_parameters()):
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=g) * (1.0 if "embed" in name else 2.0 / math.sqrt(p.shape[1])))
+            else:  # the norms' weights near 1, every bias near 0
+                p.copy_(0.1 * torch.randn(p.shape, generator=g) + float("norm" in name and name.endswith("weight")))
+        m.generator.bias[PAD] = m.generator.bias[BOS] = -30.0
+    m.eval().requires_grad_(False)
+    return {k: v.clone() for k, v in m.state_dict().items()}, copy.deepcopy(m).double()
+
+
+def free_paths(m64, src, steps):
+    """Each source's greedy continuation after bos for ``steps`` tokens, in float64 and without
+    stopping, and the smallest gap between the two largest logits on the way."""
+    mask = (src != PAD)[:, None, None, :]
+    memory = m64.encode(src, mask)
+    ys = torch.full((src.shape[0], 1), BOS)
+    gap = math.inf
+    for _ in range(steps):
+        z = m64.generator(m64.decode(ys, memory, memory_mask=mask)[:, -1])
+        top = z.topk(2, dim=-1).values
+        gap = min(gap, float((top[:, 0] - top[:, 1]).min()))
+        ys = torch.cat([ys, z.argmax(-1, keepdim=True)], 1)
+    return ys[:, 1:].tolist(), gap
+
+
+def greedy_of(paths, eos, max_len):
+    """greedy_decode's output for these continuations: bos, each row up to its eos then pads,
+    until every row has ended or max_len tokens."""
+    ends = ends_of([p[:max_len - 1] for p in paths], eos)
+    steps = max_len - 1 if None in ends else max(ends) + 1
+    rows = [[BOS] + [t if e is None or j <= e else PAD for j, t in enumerate(p[:steps])]
+            for p, e in zip(paths, ends, strict=True)]
+    return torch.tensor(rows)
+
+
+def transformer_case(n, max_len):
+    """A Transformer, right-padded sources [3, 6] whose greedy decoding is clear of ties, and an
+    eos that at least one row meets before max_len where there is one."""
+    for i in range(100):
+        g = _attempt(n, i)
+        state, m64 = transformer_model(g)
+        src = torch.randint(1, SRC_V, (3, 6), generator=g)
+        src[1, -1:] = PAD
+        src[2, -2:] = PAD
+        paths, gap = free_paths(m64, src, max_len - 1)
+        if gap < 1e-3:
+            continue
+        met = [t for p in paths for t in p[1:]]
+        eos = met[int(torch.randint(0, len(met), (1,), generator=g))]
+        return state, src, eos, paths
+    raise RuntimeError("no clear Transformer case found")
+
+
+# lesson 08's scripted copy model (runtime.fixtures.copy_model): it predicts src[i] at target
+# position i while the prefix is right, else junk, and junk wherever the source's padding is
+# visible through memory_mask
+COPY_V, COPY_EOS, COPY_JUNK = 13, 2, 12
+
+
+def copy_sources(n, B=3, L=7):
+    """Sources [B, L] of words 3..11, each row ending with eos at a different place, then pads."""
+    g = gen(n)
+    src = torch.randint(3, COPY_JUNK, (B, L), generator=g)
+    for b, end in enumerate(sorted((1 + torch.randperm(L - 2, generator=g)[:B]).tolist())):
+        src[b, end] = COPY_EOS
+        src[b, end + 1:] = PAD
+    return src[torch.randperm(B, generator=g)]
+
+
+def copy_paths(src, masked=True):
+    """The copy model's greedy continuations after bos (junk past the source, or everywhere
+    when its padding is visible)."""
+    rows = []
+    for row in src.tolist():
+        seen = not masked and PAD in row
+        rows.append([COPY_JUNK if seen or i >= len(row) else row[i] for i in range(2 * len(row))])
+    return rows
+
+
+def _hypotheses(out, B, max_len, eos):
+    """The hypothesis of each row of beam_search's output (through its eos, or the whole row
+    without trailing pads), after checking the output's form."""
+    check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B,
+          f"beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B}), got "
+          f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    if out.shape[1] == max_len + 1:
+        diagnose("beam_max_len_off_by_one", f"beam_search returned {max_len + 1} tokens with max_len={max_len}: "
+                 f"max_len counts every token, bos included")
+    check(out.shape[1] <= max_len, f"beam_search returned {out.shape[1]} tokens with max_len={max_len}")
+    check(bool((out[:, 0] == BOS).all()), "every hypothesis should start with bos_id")
+    rows = []
+    for row in out.tolist():
+        if eos in row[1:]:
+            end = row.index(eos, 1)
+            tail = row[end + 1:]
+            if any(t not in (PAD, eos) for t in tail):
+                diagnose("beam_finished_expanded", "a hypothesis goes on after its eos: a hypothesis that "
+                         "produced eos is finished, set aside and never extended (the rest of its row is pad)")
+            check(all(t == PAD for t in tail), "after a hypothesis's eos its row should hold pad_id only")
+            rows.append(tuple(row[:end + 1]))
+        else:
+            while row and row[-1] == PAD:
+                row = row[:-1]
+            rows.append(tuple(row))
+    return rows
+
+
+def as_rows(hypotheses, width):
+    return torch.tensor([list(h) + [PAD] * (width - len(h)) for h in hypotheses])
+
+
+@exercise("beam_search", points=1)
+def test_beam_one_is_greedy(sub):
+    src = copy_sources(400)
+    model = sub.fixture("copy_model", vocab=COPY_V, pad_id=PAD, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
+    for max_len in (src.shape[1] + 2, 4):
+        out = sub.call("beam_search", model, src, 1, max_len, BOS, COPY_EOS)
+        _hypotheses(out, src.shape[0], max_len, COPY_EOS)
+        want = greedy_of(copy_paths(src), COPY_EOS, max_len)
+        while out.shape[1] > want.shape[1] and bool((out[:, -1] == PAD).all()):
+            out = out[:, :-1]  # [B, <= max_len]: pad columns after every row has ended are allowed
+        close(out, want, f"with beam_size=1 and max_len={max_len}, on a model that copies its source (sources "
+              f"of different lengths, right-padded), beam_search should give greedy_decode's tokens",
+              suspects=[suspect("beam_no_memory_mask", greedy_of(copy_paths(src, masked=False), COPY_EOS, max_len),
+                                "the padded sources decode differently: pass the source padding mask to the "
+                                "decoder, model.decode(ys, memory, memory_mask=src_mask)")])
+    max_len = _int(401, 6, 10)
+    state, src, eos, paths = transformer_case(402, max_len)
+    model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
+    out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
+    _hypotheses(out, src.shape[0], max_len, eos)
+    want = greedy_of(paths, eos, max_len)
+    while out.shape[1] > want.shape[1] and bool((out[:, -1] == PAD).all()):
+        out = out[:, :-1]
+    close(out, want, f"with beam_size=1 and max_len={max_len}, on a lesson 08 Transformer with random weights, "
+          f"beam_search should give greedy_decode's tokens")
+
+
+@exercise("beam_search", points=0.5)
+def test_beam_output_form(sub):
+    src = copy_sources(403)
+    model = sub.fixture("copy_model", vocab=COPY_V, pad_id=PAD, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
+    for max_len in (src.shape[1] + 2, 4):
+        got = as_rows(_hypotheses(sub.call("beam_search", model, src, 4, max_len, BOS, COPY_EOS), src.shape[0],
+                                  max_len, COPY_EOS), max_len)
+        close(got, as_rows([tuple(t for t in r if t != PAD) for r in
+                            greedy_of(copy_paths(src), COPY_EOS, max_len).tolist()], max_len),
+              f"with beam_size=4 and max_len={max_len}, on a model that copies its source and is sure of every "
+              f"token, beam_search should return each source copied after bos, through its eos or up to max_len")
+    max_len = _int(404, 6, 9)
+    state, src, eos, _ = transformer_case(405, max_len)
+    model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
+    out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
+    for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos)):
+        check(h[-1] == eos or len(h) == max_len, f"row {b} of beam_search(beam_size=4, max_len={max_len}) "
+              f"neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
+        check(PAD not in h, f"row {b} of beam_search(beam_size=4) holds pad_id inside its hypothesis")
+
+
+# The table model's vocabulary: pad, bos, eos and seven words whose ids each run draws afresh.
+EOS_T, V_T, WORDS = 2, 10, "abcdxyz"
+
+
+def word_probs(spec, ids):
+    """Next-token probabilities: ``spec`` gives some words' (and "EOS"'s; 0.001 otherwise), pad
+    and bos get 1e-4, the other words share the rest."""
+    p = [0.0] * V_T
+    p[PAD] = p[BOS] = 1e-4
+    p[EOS_T] = spec.get("EOS", 0.001)
+    for word, q in spec.items():
+        if word != "EOS":
+            p[ids[word]] = q
+    rest = [ids[w] for w in WORDS if w not in spec]
+    share = (1.0 - sum(p)) / len(rest)
+    for t in rest:
+        p[t] = share
+    return p
+
+
+def table_of(spec, ids, offsets=None):
+    """The table_model entry of a scenario: logits = log p (+ an offset per prefix, which a
+    log-softmax removes), after eos a cheap word z (0.97)."""
+    offsets = offsets or {}
+    logits = {",".join(map(str, [BOS] + [ids[w] for w in prefix])):
+              [math.log(q) + offsets.get(prefix, 0.0) for q in word_probs(probs, ids)]
+              for prefix, probs in spec.items()}
+    return {"logits": logits, "default": [math.log(q) for q in word_probs({}, ids)],
+            "after_eos": [math.log(q) for q in word_probs({"z": 0.97}, ids)], "eos": EOS_T}
+
+
+def logits_fn(table):
+    def next_logits(prefix):
+        if EOS_T in prefix[1:]:
+            return table["after_eos"]
+        return table["logits"].get(",".join(map(str, prefix)), table["default"])
+    return next_logits
+
+
+def _log_softmax(z):
+    top = max(z)
+    lse = top + math.log(sum(math.exp(v - top) for v in z))
+    return [v - lse for v in z]
+
+
+def penalty(n, alpha):
+    return ((5 + n) / 6) ** alpha
+
+
+def best_hypothesis(next_logits, max_len, alpha):
+    """The hypothesis with the best log p / ((5 + |Y|) / 6)^α, exactly (depth first, cut where
+    even the longest continuation cannot catch up)."""
+    best = [-math.inf, None]
+    largest = penalty(max_len - 1, alpha)
+
+    def walk(prefix, score):
+        if prefix[-1] == EOS_T and len(prefix) > 1 or len(prefix) == max_len:
+            value = score / penalty(len(prefix) - 1, alpha)
+            if value > best[0]:
+                best[:] = [value, tuple(prefix)]
+            return
+        if score / largest <= best[0]:
+            return
+        logp = _log_softmax(next_logits(tuple(prefix)))
+        for t in sorted(range(V_T), key=lambda t: -logp[t]):
+            walk([*prefix, t], score + logp[t])
+
+    walk([BOS], 0.0)
+    return best[1]
+
+
+def beam_with(next_logits, k, max_len, alpha, mistake=None):
+    """The reference's beam search (k candidates a step, the finished ones set aside, the beam
+    shrinking) on one source, or with ``mistake``."""
+    if mistake == "beam_alpha_ignored":
+        alpha = 0.6
+    elif mistake == "beam_no_length_penalty":
+        alpha = 0.0
+    k = 1 if mistake == "beam_size_ignored" else k
+    extra = 1 if mistake == "beam_penalty_counts_bos" else 0
+    alive, finished = [((BOS,), 0.0)], []
+    while alive and len(alive[0][0]) < max_len:
+        candidates = []
+        for tokens, score in alive:
+            z = next_logits(tokens)
+            logp = list(z) if mistake == "beam_no_log_softmax" else _log_softmax(z)
+            for t in range(V_T):
+                total = score + (math.exp(logp[t]) if mistake == "beam_sum_probs" else logp[t])
+                if mistake == "beam_penalty_per_step":
+                    total /= penalty(len(tokens), alpha)
+                candidates.append((total, (*tokens, t)))
+        candidates.sort(key=lambda c: -c[0])
+        alive = []
+        for total, tokens in candidates[:k]:
+            if tokens[-1] == EOS_T:
+                finished.append((total / penalty(len(tokens) - 1 + extra, alpha), tokens))
+            if tokens[-1] != EOS_T or mistake == "beam_finished_expanded":
+                alive.append((tokens, total))
+    finished += [(score / penalty(len(tokens) - 1 + extra, alpha), tokens) for tokens, score in alive]
+    return max(finished, key=lambda f: f[0])[1]
+
+
+BEAM_HINTS = {
+    "beam_size_ignored": "only one hypothesis is kept: keep the beam_size best continuations of all the "
+                         "hypotheses at every step",
+    "beam_no_log_softmax": "the hypotheses' scores add up raw logits: add log-probabilities, "
+                           "torch.log_softmax(model.generator(...), dim=-1)",
+    "beam_sum_probs": "the scores add up probabilities: a hypothesis's log p is the sum of its tokens' "
+                      "log-probabilities (the log of their product)",
+    "beam_penalty_per_step": "the length penalty is applied at every step: keep each hypothesis's log p "
+                             "as a plain sum and divide by ((5 + |Y|) / 6)^α once, to compare finished ones",
+    "beam_penalty_counts_bos": "the length penalty counts bos: |Y| is the number of tokens after bos "
+                               "(eos included)",
+    "beam_alpha_ignored": "the length_penalty argument is ignored: α is the given length_penalty (0.6 only "
+                          "by default)",
+    "beam_no_length_penalty": "the best hypothesis is chosen by log p alone: compare log p / ((5 + |Y|) / 6)^α",
+    "beam_finished_expanded": "a hypothesis goes on after its eos: set a finished one aside, never extend it",
+}
+
+TRAP = {(): {"a": 0.5, "b": 0.4, "EOS": 0.02}, ("a",): {"x": 0.3, "EOS": 0.05}, ("a", "x"): {"EOS": 0.9},
+        ("b",): {"y": 0.9}, ("b", "y"): {"EOS": 0.9}}
+SHORT_WINS = {(): {"EOS": 0.6, "a": 0.35}, ("a",): {"b": 0.9}, ("a", "b"): {"c": 0.9}, ("a", "b", "c"): {"d": 0.9},
+              ("a", "b", "c", "d"): {"EOS": 0.9}}
+LATE_COST = {(): {"a": 0.6, "b": 0.3}, ("a",): {"x": 0.95}, ("a", "x"): {"y": 0.95}, ("a", "x", "y"): {"EOS": 0.55},
+             ("b",): {"x": 0.95}, ("b", "x"): {"y": 0.95}, ("b", "x", "y"): {"EOS": 0.95}}
+
+
+def long_or_short(ratio, short=0.46, opening=0.44):
+    """bos eos (log p = s) against bos a b c eos, whose log p is ``ratio`` · s: which one wins
+    depends on α (and on counting bos in |Y|)."""
+    q = math.exp((ratio * math.log(short) - math.log(opening)) / 3)
+    return {(): {"EOS": short, "a": opening}, ("a",): {"b": q}, ("a", "b"): {"c": q}, ("a", "b", "c"): {"EOS": q}}
+
+
+def _beam_fake(sub, n, rows, k, max_len, alpha, message, mistakes=tuple(BEAM_HINTS)):
+    """beam_search on the table model, one scenario (spec, offsets) per source row, judged
+    against the best hypothesis of each and the searches with each mistake."""
+    g = gen(n)
+    tables = []
+    for spec, offsets in rows:
+        ids = dict(zip(WORDS, (3 + torch.randperm(len(WORDS), generator=g)).tolist(), strict=True))
+        tables.append(table_of(spec, ids, offsets))
+    B = len(rows)
+    src = torch.randint(1, B + 1, (B, 5), generator=g)
+    src[:, 0] = torch.arange(1, B + 1)                       # which table each row reads
+    src[torch.arange(B), 4 - torch.randint(0, 3, (B,), generator=g)] = PAD
+    src = src.where(src.cumprod(1) != 0, PAD)                # right-padded
+    model = sub.fixture("table_model", [tables[0], *tables], V_T, PAD)
+    kwargs = {} if alpha is None else {"length_penalty": alpha}
+    out = sub.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
+    got = as_rows(_hypotheses(out, B, max_len, EOS_T), max_len)
+    a = 0.6 if alpha is None else alpha
+    fns = [logits_fn(t) for t in tables]
+    want = as_rows([best_hypothesis(f, max_len, a) for f in fns], max_len)
+    close(got, want, message, suspects=[
+        suspect(m, (lambda m=m: as_rows([beam_with(f, k, max_len, a, m) for f in fns], max_len)), BEAM_HINTS[m])
+        for m in mistakes if m != "beam_finished_expanded"])
+
+
+@exercise("beam_search", points=0.75)
+def test_beam_beats_greedy(sub):
+    _beam_fake(sub, 410, [(TRAP, {}), (TRAP, {("a",): 3.0, ("b",): -3.0})], 2, 7, None,
+               "with beam_size=2 on a model whose most likely first word leads to a worse sentence (greedy "
+               "takes it), beam search should keep both openings and return the sentence with the higher "
+               "normalised log p")
+    _beam_fake(sub, 411, [(TRAP, {}), (TRAP, {})], 3, 6, None, "with beam_size=3, as with 2, beam search "
+               "should return the better sentence that greedy misses")
+
+
+@exercise("beam_search", points=1)
+def test_beam_length_penalty(sub):
+    mixed = [(long_or_short(1.257), {}), (long_or_short(1.1), {}), (long_or_short(1.5), {}), (TRAP, {})]
+    first_failure(
+        lambda: _beam_fake(sub, 420, mixed, 2, 7, None, "with the default length_penalty=0.6, sentences of "
+                           "different lengths are compared by log p / ((5 + |Y|) / 6)^0.6, |Y| the tokens after "
+                           "bos: here a longer sentence wins in two rows, a shorter one in the third (and in the fourth row "
+                           "sentences of equal length)"),
+        lambda: _beam_fake(sub, 421, [(long_or_short(1.5), {}), (long_or_short(1.2), {})], 2, 7, 2.0,
+                           "with length_penalty=2.0 the longer sentence wins in both rows: log p / "
+                           "((5 + |Y|) / 6)^2"),
+        lambda: _beam_fake(sub, 422, [(long_or_short(1.257), {}), (long_or_short(1.1), {})], 2, 7, 0.0,
+                           "with length_penalty=0 the sentence with the higher log p wins, the short one here"))
+
+
+@exercise("beam_search", points=0.75)
+def test_beam_scores(sub):
+    _beam_fake(sub, 430, [(SHORT_WINS, {}), (LATE_COST, {})], 2, 7, None,
+               "a hypothesis's score is the sum of its tokens' log-probabilities, divided by the length "
+               "penalty once at the end: here a short sentence beats a longer one whose every token is "
+               "likely, and of two sentences of equal length the one with the higher log p wins")
