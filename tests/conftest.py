@@ -21,6 +21,26 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("COURSE_CHECK_HELPER", "off")
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """For modules of tiny models (``pytestmark = pytest.mark.usefixtures("one_thread")``):
+    a second OpenMP thread only waits for a busy core."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def no_course_env(monkeypatch):
+    """No preset, direction or grading mode chosen from outside the test."""
+    for name in ("COURSE_PRESET", "COURSE_DIRECTION", "COURSE_GRADING", "CI"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
 def lessons() -> list[str]:
     """The ids of the course's lessons (coursekit.catalogue)."""
     return catalogue.COURSE.ids()

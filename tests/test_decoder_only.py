@@ -40,20 +40,8 @@ from coursekit.reference.lesson10 import (
 PAIRS = [("7", "七"), ("20", "二十"), ("1234", "一千二百三十四"), ("10005", "一万零五")]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: a second OpenMP thread only waits for a busy core."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def no_course_env(monkeypatch):
-    for name in ("COURSE_PRESET", "COURSE_DIRECTION", "COURSE_GRADING", "CI"):
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
+# tiny models: one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -27,21 +27,8 @@ from coursekit.reference.lesson09 import (
     translate,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: a second OpenMP thread only waits for a busy core."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def no_course_env(monkeypatch):
-    for name in ("COURSE_PRESET", "COURSE_DIRECTION", "COURSE_GRADING", "CI"):
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
+# tiny models: one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_presets_are_typed_and_complete() -> None:
