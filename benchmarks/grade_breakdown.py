@@ -19,6 +19,9 @@ falls on all of them alike. Medians in milliseconds per submission:
 - ``floor``: the same hidden tests on the same notebook with no process boundary at all
   (``InProcessSubmission``, warm): what grading costs before any isolation.
 
+It ends with one line per lesson and kind, ``floor-ratio <lesson> <kind> <total / floor>``
+(kinds ``reference``, ``planted-bug``, ``blank``), for scripts that follow the gap.
+
 The ``--jobs 2`` class figures (``benchmarks/grade_class.py``) add the contention of two
 submissions at once on top of ``total``.
 """
@@ -123,6 +126,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="submissions of each kind")
     args = parser.parse_args()
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    ratios: list[tuple[str, str, float]] = []
     for lesson in args.lessons.split(","):
         kinds = submissions(lesson)
         measured: dict[str, dict[str, list[float]]] = {kind: defaultdict(list) for kind in kinds}
@@ -146,7 +150,12 @@ def main() -> None:
                 value = statistics.median(measured[kind][column])
                 cells.append(f"{value:.0f}" if column == "requests" else f"{1000 * value:.0f}")
             print(f"| {kind} | " + " | ".join(cells) + " |")
+            ratios.append((lesson, kind.replace(" ", "-"), statistics.median(measured[kind]["total"])
+                           / statistics.median(measured[kind]["floor"])))
     print("\nload:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print()
+    for lesson, kind, ratio in ratios:
+        print(f"floor-ratio {lesson} {kind} {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Benchmark: grade one class with ``grader grade`` and with ``nbgrader autograde``.
 
-    python benchmarks/grade_class.py --lesson 04_multi_head_attention --students 100 --jobs 2
+    python benchmarks/grade_class.py --lesson 04_multi_head_attention --students 100 --jobs 1,2
     sudo python benchmarks/grade_class.py --as-user alice:/home/alice/venv/bin/python \
         --nbgrader-students 0
 
 Builds a class of correct, buggy (planted bugs from tests/planted) and blank submissions,
 grades it with the course grader (sandboxed, ``--jobs N``) and with nbgrader autograde in
 a temporary course, and prints seconds per submission side by side with their ratio.
+``--jobs 1,2`` (the default) grades the class once per value, and the run ends with
+``jobs-2/jobs-1 throughput: <ratio>`` (submissions per second of the last value over the first).
 nbgrader autograde runs twice, through this interpreter: as the course configures it (each
 notebook in the course's sandbox) and in nbgrader's own kernels (``COURSE_AUTOGRADE=kernel``,
 a kernel per notebook, slow), so ``--nbgrader-students K`` grades only the first K
@@ -108,24 +110,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lesson", default="04_multi_head_attention")
     parser.add_argument("--students", type=int, default=100)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", default="1,2", help="comma-separated, e.g. 1,2,4")
     parser.add_argument("--isolation", default="auto")
     parser.add_argument("--nbgrader-students", type=int, default=None)
     parser.add_argument("--as-user", default=None, metavar="USER:PYTHON[:COURSE]")
     args = parser.parse_args()
+    job_counts = [int(j) for j in args.jobs.split(",")]
 
     rows: list[tuple[str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tmp.chmod(0o755)
         kinds = build_class(args.lesson, args.students, tmp / "submitted")
-        rows.append((f"`grade --jobs {args.jobs}` as {getpass.getuser()}, {sys.executable}",
-                     run_course_grader(tmp / "submitted", args.lesson, args.jobs,
-                                       args.isolation, tmp / "out")))
+        for jobs in job_counts:
+            rows.append((f"`grade --jobs {jobs}` as {getpass.getuser()}, {sys.executable}",
+                         run_course_grader(tmp / "submitted", args.lesson, jobs,
+                                           args.isolation, tmp / f"out-{jobs}")))
         if args.as_user:
             user, python, *course = args.as_user.split(":")
-            rows.append((f"`grade --jobs {args.jobs}` as {user}, {python}",
-                         run_course_grader(tmp / "submitted", args.lesson, args.jobs,
+            rows.append((f"`grade --jobs {job_counts[-1]}` as {user}, {python}",
+                         run_course_grader(tmp / "submitted", args.lesson, job_counts[-1],
                                            args.isolation, tmp / "out-user", user, python,
                                            Path(course[0]) if course else ROOT)))
         count = args.students if args.nbgrader_students is None else args.nbgrader_students
@@ -148,16 +152,21 @@ def main() -> None:
             r = theirs[mode]
             print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – |")
     print()
-    ours = rows[0][1]
-    if len(rows) > 1:
-        user = rows[1][1]
-        print(f"{rows[1][0].split(',')[0]} / root, median per submission: "
-              f"{user['median'] / ours['median']:.2f}×")
+    ours = rows[:len(job_counts)]
+    if args.as_user:
+        user, same_jobs = rows[-1], ours[-1][1]
+        print(f"{user[0].split(',')[0]} / {getpass.getuser()}, median per submission: "
+              f"{user[1]['median'] / same_jobs['median']:.2f}×")
     if theirs is not None:
         for mode in ("sandbox", "kernel"):
             r = theirs[mode]
-            print(f"nbgrader autograde ({mode}) / course grader, per submission: "
-                  f"{(r['wall'] / r['n']) / (ours['wall'] / ours['n']):.1f}×")
+            for (_, course), jobs in zip(ours, job_counts, strict=True):
+                print(f"nbgrader autograde ({mode}) / course grader --jobs {jobs}, per submission: "
+                      f"{(r['wall'] / r['n']) / (course['wall'] / course['n']):.1f}×")
+    if len(job_counts) > 1:
+        first, last = ours[0][1], ours[-1][1]
+        print(f"jobs-{job_counts[-1]}/jobs-{job_counts[0]} throughput: "
+              f"{(last['n'] / last['wall']) / (first['n'] / first['wall']):.2f}")
 
 
 if __name__ == "__main__":
