@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
+from coursekit.errors import UserError
 
 from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
@@ -223,7 +224,7 @@ def student_folders(submitted: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-class OutputBusy(RuntimeError):
+class OutputBusy(UserError, RuntimeError):
     """Another ``grade`` writes to the same output folder."""
 
 
@@ -246,7 +247,7 @@ def only_writer(out: Path) -> Iterator[None]:
         os.close(fd)  # and with it the lock
 
 
-class UnknownStudent(ValueError):
+class UnknownStudent(UserError, ValueError):
     """``--student`` names a folder that is not in SUBMITTED."""
 
 

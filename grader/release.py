@@ -36,6 +36,7 @@ from pathlib import Path
 
 from coursekit import catalogue
 from coursekit.catalogue import Catalogue, Lesson, SelectionError
+from coursekit.errors import UserError
 
 from .templating import render
 
@@ -44,7 +45,7 @@ _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1"
 _MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 
 
-class ReleaseError(Exception):
+class ReleaseError(UserError):
     """The bundle cannot be built; ``str(exc)`` is a one-line reason."""
 
 
