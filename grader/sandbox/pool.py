@@ -241,7 +241,6 @@ class SandboxWorker:
         self._timer: threading.Timer | None = None
         self._tap: OutputTap | None = None
         self.sock: socket.socket
-        self.started_at = time.monotonic()
 
     # -- trusted-side controls ------------------------------------------------------------
     def kill(self, reason: str = "timeout") -> None:
