@@ -40,11 +40,10 @@ from coursekit.errors import UserError
 from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
+from .launch import course_files
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
 from .results import Report, Status, not_graded
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -75,15 +74,8 @@ def public_files(lesson: str) -> dict[str, Path]:
     """Files a submission may see besides the worker's code: the public helpers and data,
     and the reference modules of *earlier* lessons only (later ones hold solutions)."""
     this = catalogue.get(lesson)
-    withheld = {other.reference_file for other in catalogue.COURSE if other.number >= this.number}
-    files: dict[str, Path] = {}
-    for path in sorted((ROOT / "coursekit").rglob("*.py")):
-        if path not in withheld:
-            files[path.relative_to(ROOT).as_posix()] = path
-    for path in sorted((ROOT / "datasets").rglob("*")):
-        if path.is_file() and path.suffix in {".tsv", ".md", ".txt", ".py", ".json"}:
-            files[path.relative_to(ROOT).as_posix()] = path
-    return files
+    return course_files(withheld={other.reference_file for other in catalogue.COURSE
+                                  if other.number >= this.number})
 
 
 @contextlib.contextmanager
