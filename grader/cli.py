@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import TextIO
 
-from coursekit.errors import UserError
+from coursekit.errors import UnknownLesson, UserError
 
 from . import timeline
 from .limits import DEFAULT_LIMITS
@@ -284,7 +284,7 @@ def _lesson_id(key: str) -> str:
 
     try:
         return catalogue.get(key).id
-    except KeyError:
+    except UnknownLesson:
         return key
 
 
