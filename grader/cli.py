@@ -41,10 +41,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)
             return answer.emit()
-    code = _check(args)
-    if args.profile:
-        print(timeline.dumps(), file=sys.stderr)
-    return code
+    try:
+        return _check(args)
+    finally:  # a refused notebook's time too
+        if args.profile:
+            print(timeline.dumps(), file=sys.stderr)
 
 
 def _check(args: argparse.Namespace) -> int:
