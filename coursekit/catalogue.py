@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .errors import UnknownLesson, UserError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Editions of a lesson and the suffix of their notebook's name: ``NN_name{suffix}.ipynb``.
@@ -199,7 +201,7 @@ LESSONS: tuple[Lesson, ...] = (
 )
 
 
-class SelectionError(ValueError):
+class SelectionError(UserError, ValueError):
     """A lesson selection that names no lesson; ``str(exc)`` is a one-line reason."""
 
 
@@ -228,7 +230,7 @@ class Catalogue:
         for lesson in self.lessons:
             if key == lesson.id or (key.isdigit() and len(key) <= 2 and f"{int(key):02d}" == lesson.number):
                 return lesson
-        raise KeyError(f"no lesson {key!r} (lessons: {', '.join(self.ids())})")
+        raise UnknownLesson(f"no lesson {key!r} (lessons: {', '.join(self.ids())})")
 
     def at(self, root: Path) -> Catalogue:
         """The same lessons in another copy of the course (a bundle, a test's folder)."""

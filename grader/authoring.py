@@ -4,8 +4,9 @@ A later lesson reuses an earlier one's code through ``coursekit.earlier.lesson_c
 which finds the earlier lesson's reference module ``coursekit/reference/lessonNN.py``.
 Those modules are never written by hand: they are the cells tagged ``export`` of the
 reference notebook ``solutions/NN_name/NN_name.ipynb``, after its ``setup`` cell, laid
-out as a hand-written module would be (imports at the top, sorted, only those used;
-``ruff``-clean). Regenerate them after editing a notebook::
+out as a hand-written module would be (imports at the top, only those used, sorted and
+grouped by ``ruff``'s isort rules: ``ruff``, of the dev extra, must be installed).
+Regenerate them after editing a notebook::
 
     python -m grader.authoring
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import re
 import subprocess
 import sys
@@ -58,14 +60,12 @@ def reference_source(lesson: Lesson) -> str:
               f"{lesson.solution().relative_to(lesson.root).as_posix()}. "
               f'Do not edit: edit the notebook."""\n')
     text = header
-    block = _import_block(imports, used)
+    block = _import_lines(imports, used)
     if block:
         text += "\n" + block + "\n"
-    for i, body in enumerate(bodies):
-        # isort's rule after the imports: two blank lines before a def or class, else one
-        after_imports = block and i == 0 and not re.match(r"(def|class|async def|@)\b", body)
-        text += ("\n" if after_imports else "\n\n") + body + "\n"
-    return text
+    for body in bodies:
+        text += "\n\n" + body + "\n"
+    return sort_imports(text, f"{lesson.reference_file.name}")
 
 
 def generated_files(course: catalogue.Catalogue = catalogue.COURSE) -> dict[Path, str]:
@@ -107,49 +107,34 @@ def _names_used(code: str) -> set[str]:
     return {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
 
 
-def _section(module: str) -> int:
-    top = module.split(".")[0]
-    if top == "__future__":
-        return 0
-    if top in sys.stdlib_module_names:
-        return 1
-    return 3 if top in FIRST_PARTY else 2
-
-
-def _member_key(name: str) -> tuple[int, str]:
-    """isort's order-by-type, as ruff applies it: CONSTANTS, Classes, functions."""
-    plain = name.split(" as ")[0]
-    kind = 0 if plain.isupper() and len(plain) > 1 else 1 if plain[:1].isupper() else 2
-    return kind, plain
-
-
-def _import_block(imports: list[ast.Import | ast.ImportFrom], used: set[str]) -> str:
-    """The imports that ``used`` needs, merged, sorted and grouped as isort (ruff) lays them out."""
-    plain: set[tuple[str, str | None]] = set()
-    members: dict[str, set[str]] = {}
+def _import_lines(imports: list[ast.Import | ast.ImportFrom], used: set[str]) -> str:
+    """The imports (one statement a line) that ``used`` needs; ruff orders and merges them."""
+    lines = []
     for node in imports:
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                bound = alias.asname or alias.name.split(".")[0]
-                if bound in used:
-                    plain.add((alias.name, alias.asname))
+            names = [a for a in node.names if (a.asname or a.name.split(".")[0]) in used]
         else:
             module = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if (alias.asname or alias.name) in used or module == "__future__":
-                    members.setdefault(module, set()).add(
-                        alias.name + (f" as {alias.asname}" if alias.asname else ""))
-    sections: dict[int, list[str]] = {}
-    for module, asname in sorted(plain, key=lambda p: (p[0].lower(), p[0], p[1] or "")):
-        sections.setdefault(_section(module), []).append(
-            f"import {module}" + (f" as {asname}" if asname else ""))
-    for module in sorted(members, key=lambda m: (m.lower(), m)):
-        names = sorted(members[module], key=_member_key)
-        line = f"from {module} import {', '.join(names)}"
-        if len(line) > LINE_LENGTH:
-            line = f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")"
-        sections.setdefault(_section(module), []).append(line)
-    return "\n\n".join("\n".join(sections[k]) for k in sorted(sections))
+            names = [a for a in node.names if (a.asname or a.name) in used or module == "__future__"]
+        if names:
+            lines.append(ast.unparse(type(node)(**{**vars(node), "names": names})))
+    return "\n".join(lines)
+
+
+def sort_imports(text: str, filename: str) -> str:
+    """``text`` with its imports sorted, merged and grouped by ruff's isort rules (``I``),
+    configured here rather than read from a file, so that any copy of the course agrees."""
+    if importlib.util.find_spec("ruff") is None:
+        raise SystemExit("python -m grader.authoring: ruff is not installed; it lays out the "
+                         "generated imports: pip install -e '.[dev]' (or the pinned ruff)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--quiet", "--select", "I", "--fix",
+         "--exit-zero", "--line-length", str(LINE_LENGTH), "--config",
+         f"lint.isort.known-first-party = {sorted(FIRST_PARTY)}", "--stdin-filename", filename, "-"],
+        input=text, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ruff could not sort the imports of {filename}: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def generate_command(lesson: str) -> list[str]:

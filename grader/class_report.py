@@ -24,6 +24,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from coursekit.errors import UserError
+
 from . import csvcells
 from .results import CSV_HEADER, LATE_COLUMNS
 
@@ -60,7 +62,7 @@ class ClassData:
         return self.students[0].max_score if self.students else 0.0
 
 
-class ReportError(Exception):
+class ReportError(UserError):
     """The folder is not one ``grade`` wrote; ``str(exc)`` says why."""
 
 

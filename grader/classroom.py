@@ -35,15 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
+from coursekit.errors import UserError
 
 from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
+from .launch import course_files
 from .limits import DEFAULT_LIMITS, Limits
 from .notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
 from .results import Report, Status, not_graded
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -74,15 +74,8 @@ def public_files(lesson: str) -> dict[str, Path]:
     """Files a submission may see besides the worker's code: the public helpers and data,
     and the reference modules of *earlier* lessons only (later ones hold solutions)."""
     this = catalogue.get(lesson)
-    withheld = {other.reference_file for other in catalogue.COURSE if other.number >= this.number}
-    files: dict[str, Path] = {}
-    for path in sorted((ROOT / "coursekit").rglob("*.py")):
-        if path not in withheld:
-            files[path.relative_to(ROOT).as_posix()] = path
-    for path in sorted((ROOT / "datasets").rglob("*")):
-        if path.is_file() and path.suffix in {".tsv", ".md", ".txt", ".py", ".json"}:
-            files[path.relative_to(ROOT).as_posix()] = path
-    return files
+    return course_files(withheld={other.reference_file for other in catalogue.COURSE
+                                  if other.number >= this.number})
 
 
 @contextlib.contextmanager
@@ -223,7 +216,7 @@ def student_folders(submitted: Path) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-class OutputBusy(RuntimeError):
+class OutputBusy(UserError, RuntimeError):
     """Another ``grade`` writes to the same output folder."""
 
 
@@ -246,7 +239,7 @@ def only_writer(out: Path) -> Iterator[None]:
         os.close(fd)  # and with it the lock
 
 
-class UnknownStudent(ValueError):
+class UnknownStudent(UserError, ValueError):
     """``--student`` names a folder that is not in SUBMITTED."""
 
 

@@ -9,9 +9,10 @@ import warnings
 from pathlib import Path
 from typing import TextIO
 
+from coursekit.errors import UnknownLesson, UserError
+
 from . import timeline
 from .limits import DEFAULT_LIMITS
-from .notebook import NotebookError
 
 
 def _private_stdout() -> TextIO:
@@ -40,10 +41,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)
             return answer.emit()
-    code = _check(args)
-    if args.profile:
-        print(timeline.dumps(), file=sys.stderr)
-    return code
+    try:
+        return _check(args)
+    finally:  # a refused notebook's time too
+        if args.profile:
+            print(timeline.dumps(), file=sys.stderr)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -53,20 +55,13 @@ def _check(args: argparse.Namespace) -> int:
 
     out = _private_stdout() if args.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout)
-    try:
-        if args.lesson:
-            args.lesson = _lesson_id(args.lesson)
-        with prepare_check(args.notebook, args.lesson, limits) as source:
-            from .engine import check_notebook
+    if args.lesson:
+        args.lesson = _lesson_id(args.lesson)
+    with prepare_check(args.notebook, args.lesson, limits) as source:
+        from .engine import check_notebook
 
-            result = check_notebook(args.notebook, args.lesson, limits, source=source)
-            notes = sandbox_notes(source)  # said once graded: a refusal stays one line
-    except NotebookError as exc:
-        print(f"grader: {exc}", file=sys.stderr)
-        return 2
-    except KeyError as exc:
-        print(f"grader: {exc.args[0]}", file=sys.stderr)
-        return 2
+        result = check_notebook(args.notebook, args.lesson, limits, source=source)
+        notes = sandbox_notes(source)  # said once graded: a refusal stays one line
     result = localize(result, choose(args.lang, result.edition))
     if args.format == "json":
         out.write(fmt.to_json(result) + "\n")
@@ -85,11 +80,7 @@ def _check(args: argparse.Namespace) -> int:
 def cmd_helper(args: argparse.Namespace) -> int:
     from . import helper
 
-    try:
-        reply = helper.request(args.action)
-    except (OSError, ValueError, helper.HelperUnavailable) as exc:
-        print(f"grader helper: {exc}", file=sys.stderr)
-        return 2
+    reply = helper.request(args.action)
     if reply is None:
         print("no check helper is running for this copy of the course and this Python")
         return 0
@@ -112,23 +103,17 @@ def cmd_grade(args: argparse.Namespace) -> int:
     import signal
     from pathlib import Path
 
-    from .classroom import Options, grade_class
+    from .classroom import Interrupted, Options, grade_class
     from .engine import hidden_test_file
 
     submitted = Path(args.submitted)
     if not submitted.is_dir():
-        print(f"grader: {submitted}: no such folder", file=sys.stderr)
-        return 2
-    try:
-        args.lesson = _lesson_id(args.lesson)  # "04" or "4" as `release` takes them
-        hidden_test_file(args.lesson)
-    except KeyError as exc:
-        print(f"grader: {exc.args[0]}", file=sys.stderr)
-        return 2
+        raise UserError(f"{submitted}: no such folder")
+    args.lesson = _lesson_id(args.lesson)  # "04" or "4" as `release` takes them
+    hidden_test_file(args.lesson)
     problem = _class_layout_problem(submitted, args.lesson)
     if problem:
-        print(f"grader: {problem}", file=sys.stderr)
-        return 2
+        raise UserError(problem)
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
                                   memory_bytes=int(args.memory * (1 << 30)))
@@ -137,10 +122,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
     unknown = [r for r in require if r not in PROTECTIONS]
     if unknown:
-        print(f"grader: unknown protection(s) {', '.join(unknown)}; known: "
-              f"{', '.join(PROTECTIONS)}", file=sys.stderr)
-        return 2
-    from .late import DeadlineError, default_locations, find_default, load
+        raise UserError(f"unknown protection(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(PROTECTIONS)}")
+    from .late import default_locations, find_default, load
 
     deadlines = None
     deadlines_file = args.deadlines or find_default(submitted)
@@ -150,11 +134,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
               "penalties this run; --deadlines FILE names one, --deadlines none says so",
               file=sys.stderr)
     elif str(deadlines_file) != "none":
-        try:
-            deadlines = load(deadlines_file, lessons=_lesson_ids())
-        except DeadlineError as exc:
-            print(f"grader: {exc}", file=sys.stderr)
-            return 2
+        deadlines = load(deadlines_file, lessons=_lesson_ids())
     opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
                    isolation=args.isolation, require=require, limits=limits,
                    students=tuple(args.student or ()), deadlines=deadlines,
@@ -163,20 +143,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
     try:
         summary = grade_class(submitted, opts,
                               on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
-    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - say why, briefly
+    except (KeyboardInterrupt, Interrupted) as exc:
         done = getattr(exc, "summary", None)
-        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
-            left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
-            print(f"grader: interrupted ({left}); every result written is complete: run the "
-                  "same command again to grade the rest", file=sys.stderr)
-            return 128 + getattr(exc, "signum", signal.SIGINT)
-        if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
-            print(f"grader: {exc}", file=sys.stderr)
-            return 3
-        if type(exc).__name__ in ("UnknownStudent", "OutputBusy"):
-            print(f"grader: {exc}", file=sys.stderr)
-            return 2
-        raise
+        left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
+        print(f"grader: interrupted ({left}); every result written is complete: run the "
+              "same command again to grade the rest", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
     print(f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
           f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
@@ -203,14 +175,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from .release import ReleaseError, build, summary
+    from .release import build, summary
 
-    try:
-        plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
-                     with_references=args.with_references, lang=args.lang)
-    except ReleaseError as exc:
-        print(f"grader release: {exc}", file=sys.stderr)
-        return 2
+    plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
+                 with_references=args.with_references, lang=args.lang)
     print(summary(args.out, plan))
     return 0
 
@@ -218,13 +186,9 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_deadlines(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .late import DeadlineError, format_duration, load
+    from .late import format_duration, load
 
-    try:
-        deadlines = load(args.file, lessons=_lesson_ids())
-    except DeadlineError as exc:
-        print(f"grader: {exc}", file=sys.stderr)
-        return 2
+    deadlines = load(args.file, lessons=_lesson_ids())
     rule = deadlines.rule
     print(f"{args.file}: {len(deadlines.due)} due date(s), {len(deadlines.extensions)} "
           f"student(s) with an extension; penalty {rule.per_day:.0%} of the raw score per day "
@@ -243,56 +207,35 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
 
 def cmd_gradebook(args: argparse.Namespace) -> int:
     from .gradebook import point_table, write
-    from .lms import LmsError
 
     if args.points:
         print(point_table())
         return 0
     if not args.folders or not args.roster:
-        print("grader gradebook: give the folders `grade` wrote and --roster", file=sys.stderr)
-        return 2
-    try:
-        print(write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
-                    local_part=args.local_part))
-    except LmsError as exc:
-        print(f"grader gradebook: {exc}", file=sys.stderr)
-        return 2
+        raise UserError("give the folders `grade` wrote and --roster")
+    print(write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
+                local_part=args.local_part))
     return 0
 
 
 def cmd_return_feedback(args: argparse.Namespace) -> int:
-    from .feedback import FeedbackError, summary, to_folders, to_nbgrader
+    from .feedback import summary, to_folders, to_nbgrader
 
-    try:
-        if args.nbgrader:
-            done = to_nbgrader(args.folders, args.nbgrader)
-            where = f"{args.nbgrader}/feedback/ (now: nbgrader release_feedback LESSON)"
-        else:
-            done = to_folders(args.folders, args.to)
-            where = f"{args.to}/<student_id>/"
-    except FeedbackError as exc:
-        print(f"grader return-feedback: {exc}", file=sys.stderr)
-        return 2
+    if args.nbgrader:
+        done = to_nbgrader(args.folders, args.nbgrader)
+        where = f"{args.nbgrader}/feedback/ (now: nbgrader release_feedback LESSON)"
+    else:
+        done = to_folders(args.folders, args.to)
+        where = f"{args.to}/<student_id>/"
     print(summary(done, where))
     return 0
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    from coursekit.catalogue import SelectionError
-
     from .selftest import run
 
     warnings.simplefilter("ignore")
-    try:
-        return 0 if run(args.lessons, isolation=args.isolation) else 1
-    except SelectionError as exc:
-        print(f"grader selftest: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - e.g. no sandbox at a strict level: say why
-        if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
-            print(f"grader selftest: {exc}", file=sys.stderr)
-            return 3
-        raise
+    return 0 if run(args.lessons, isolation=args.isolation) else 1
 
 
 def _nbgrader_course(folder: object) -> tuple[str, str]:
@@ -342,7 +285,7 @@ def _lesson_id(key: str) -> str:
 
     try:
         return catalogue.get(key).id
-    except KeyError:
+    except UnknownLesson:
         return key
 
 
@@ -362,37 +305,25 @@ def _call_timeout_option(parser: argparse.ArgumentParser) -> None:
 def cmd_gradescope(args: argparse.Namespace) -> int:
     from .gradescope.package import build, summary
 
-    try:
-        pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
-                    visibility=args.visibility, stdout_visibility=args.stdout_visibility)
-    except (KeyError, ValueError) as exc:
-        print(f"grader gradescope: {exc.args[0]}", file=sys.stderr)
-        return 2
+    pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
+                visibility=args.visibility, stdout_visibility=args.stdout_visibility)
     print(summary(pkg))
     return 0
 
 
 def cmd_lms(args: argparse.Namespace) -> int:
-    from .lms import LmsError, export
+    from .lms import export
 
-    try:
-        _, text = export(args.folders, args.roster, args.to, key=args.key,
-                         assignments=args.assignment, out=args.out, local_part=args.local_part)
-    except LmsError as exc:
-        print(f"grader lms: {exc}", file=sys.stderr)
-        return 2
+    _, text = export(args.folders, args.roster, args.to, key=args.key,
+                     assignments=args.assignment, out=args.out, local_part=args.local_part)
     print(text)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .class_report import ReportError, write_report
+    from .class_report import write_report
 
-    try:
-        _, text = write_report(args.folder, args.submitted)
-    except ReportError as exc:
-        print(f"grader report: {exc}", file=sys.stderr)
-        return 2
+    _, text = write_report(args.folder, args.submitted)
     print(text)
     return 0
 
@@ -576,4 +507,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     one_thread_each()
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UserError as exc:  # anything else is a bug: its traceback says where
+        print(f"{error_prefix(args.command)}: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def error_prefix(command: str) -> str:
+    """``grader`` before the errors of check, grade and deadlines (as they always read),
+    ``grader COMMAND`` before the others'."""
+    return "grader" if command in ("check", "grade", "deadlines") else f"grader {command}"

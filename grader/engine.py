@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from coursekit import catalogue, settings
+from coursekit.errors import UnknownLesson
 
 from . import messages, runner, timeline
 from .framework import fresh_seed, grading_run
@@ -38,7 +39,7 @@ def known_lessons() -> list[str]:
 def hidden_test_file(lesson: str) -> Path:
     path = HIDDEN_DIR / f"test_{lesson}.py"
     if not path.exists():
-        raise KeyError(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
+        raise UnknownLesson(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
     return path
 
 
@@ -116,7 +117,7 @@ def resolve_lesson(path: str | Path, lesson: str | None) -> str:
         return lesson
     found = catalogue.COURSE.lesson_of(path) or _lesson_by_cells(path)
     if found is None:
-        raise KeyError(f"cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson "
+        raise UnknownLesson(f"cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson "
                        f"(known: {', '.join(known_lessons())})")
     return found.id
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coursekit import catalogue
+from coursekit.errors import UserError
 
 
-class FeedbackError(Exception):
+class FeedbackError(UserError):
     """A folder that is not ``grade``'s output; ``str(exc)`` says why."""
 
 

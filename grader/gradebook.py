@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit import catalogue
+from coursekit.errors import UnknownLesson
 
 from . import csvcells
 from .lms import Lesson, LmsError, key_column, match, read_lesson, read_roster
@@ -53,7 +54,7 @@ def parse_weights(text: str | None, lessons: list[str]) -> dict[str, float] | No
         try:
             lesson = catalogue.get(name.strip()).id
             weights[lesson] = float(value)
-        except (KeyError, ValueError):
+        except (UnknownLesson, ValueError):
             raise LmsError(f"--weights: cannot read {part.strip()!r} (e.g. 01=1,08=2)") from None
     return weights
 

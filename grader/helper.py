@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import settings
+from coursekit.errors import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PACKAGE_PARENT = PACKAGE_DIR.parent
@@ -178,14 +179,21 @@ def check(argv: list[str], color: bool, timeout_s: float) -> Answer | None:
     return None
 
 
-def request(op: str, start: bool = False) -> dict[str, Any] | None:
+class HelperError(UserError):
+    """``grader helper status|stop`` could not ask the helper (said as it is, exit 2)."""
+
+
+def request(op: str) -> dict[str, Any] | None:
     """``status`` or ``stop`` of this user's helper for this course (None: none runs)."""
-    where = paths()
-    conn = _connect(where.socket)
-    if conn is None:
-        return None
-    with contextlib.closing(conn):
-        return _ask(conn, {"op": op}, 30.0)
+    try:
+        where = paths()
+        conn = _connect(where.socket)
+        if conn is None:
+            return None
+        with contextlib.closing(conn):
+            return _ask(conn, {"op": op}, 30.0)
+    except (OSError, ValueError, HelperUnavailable) as exc:
+        raise HelperError(str(exc)) from exc
 
 
 def _note(text: str) -> None:
@@ -426,21 +434,21 @@ class HelperSource:
 
     def call(self, message: dict[str, Any], timeout: float | None = None
              ) -> tuple[dict[str, Any], list[int]]:
-        from .sandbox import SandboxError
-
+        """``message``'s reply and fds; HelperUnavailable (not a SandboxError, which ``main``
+        would report) when the helper cannot give one, so the client checks the cold way."""
         timeout = RPC_WAIT_S if timeout is None else timeout
 
         try:
             reply, fds = self.rpc.call(message, timeout)
         except TimeoutError:
-            raise SandboxError(f"the check helper did not answer within {timeout:g} s "
+            raise HelperUnavailable(f"the check helper did not answer within {timeout:g} s "
                                f"({message.get('op')})") from None
         except (OSError, ValueError) as exc:
-            raise SandboxError(f"the check helper did not answer ({exc})") from None
+            raise HelperUnavailable(f"the check helper did not answer ({exc})") from None
         if not reply.get("ok"):
             for fd in fds:
                 os.close(fd)
-            raise SandboxError(str(reply.get("error", "the check helper refused")))
+            raise HelperUnavailable(str(reply.get("error", "the check helper refused")))
         return reply, fds
 
     def start(self, limits: Any) -> HelperWorker:

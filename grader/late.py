@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from coursekit.errors import UserError
+
 DEFAULT_FILE = "deadlines.toml"
 TIMESTAMP_FILE = "timestamp.txt"  # nbgrader's, beside the submitted notebook
 _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600,
@@ -56,7 +58,7 @@ def find_default(submitted: Path) -> Path | None:
     return next((p for p in default_locations(submitted) if p.is_file()), None)
 
 
-class DeadlineError(ValueError):
+class DeadlineError(UserError, ValueError):
     """A deadlines file that cannot be used; ``str(exc)`` says why in a sentence."""
 
 

@@ -44,7 +44,9 @@ DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
 
 def course_files(withheld: set[Path] = frozenset()) -> dict[str, Path]:
     """The course's public files a sandboxed notebook may import or read: ``coursekit``
-    (less ``withheld``) and the datasets' data files, by path relative to the course."""
+    (less ``withheld``) and the datasets' data files, by path relative to the course. The
+    one list: ``classroom.public_files`` (and so a Gradescope zip) withholds from it the
+    reference modules of a lesson and the lessons after it."""
     files: dict[str, Path] = {}
     for path in sorted((COURSE_ROOT / "coursekit").rglob("*.py")):
         if path not in withheld:

@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit.errors import UserError
+
 from . import csvcells
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -38,7 +40,7 @@ CANVAS_TEST_STUDENT = {"Student, Test", "Test Student"}
 _FORMULA_GUARD = re.compile(r'^="(.*)"$')  # Canvas writes a name starting with "=" as ="..."
 
 
-class LmsError(Exception):
+class LmsError(UserError):
     """A roster or grades file that cannot be used; ``str(exc)`` says why in a sentence."""
 
 

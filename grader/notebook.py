@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
+from coursekit.errors import UserError
 
 MAX_NOTEBOOK_BYTES = 50 << 20
 
 
-class NotebookError(Exception):
+class NotebookError(UserError):
     """The file cannot be read as a notebook; ``str(exc)`` is a one-line reason."""
 
 

@@ -34,8 +34,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from coursekit import catalogue
 from coursekit.catalogue import Catalogue, Lesson, SelectionError
+from coursekit.errors import UserError
 
 from .templating import render
 
@@ -44,7 +48,7 @@ _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1"
 _MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 
 
-class ReleaseError(Exception):
+class ReleaseError(UserError):
     """The bundle cannot be built; ``str(exc)`` is a one-line reason."""
 
 
@@ -156,7 +160,8 @@ def _copy_tree(src: Path, dst: Path, keep=lambda path: True) -> None:
 
 
 def _name(requirement: str) -> str:
-    return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+    """The normalized name of a requirement (``Foo_Bar[x]==1; marker`` -> ``foo-bar``)."""
+    return canonicalize_name(Requirement(requirement).name)
 
 
 def _pins(root: Path) -> tuple[str, list[str], str]:

@@ -93,6 +93,34 @@ def test_missing_file_and_unknown_lesson(tmp_path) -> None:
     assert verdict(other, "--lesson", "01_attention_by_hand")["score"] == 0
 
 
+def test_user_errors_are_one_line_and_a_bug_is_a_traceback(tmp_path, monkeypatch, capsys) -> None:
+    """``main`` says a user's error in one line (exit 2, or 3 for no sandbox); a KeyError
+    from a slip in the grader's own code is no user error: it propagates, traceback and all."""
+    from coursekit import catalogue
+    from grader import cli, launch, selftest
+    from grader.sandbox import SandboxUnavailable
+
+    notebook = tmp_path / "homework.ipynb"
+    notebook.write_text(json.dumps(_notebook([])))
+    assert cli.main(["check", str(notebook), "--lesson", "42_nope", "--no-helper"]) == 2
+    known = ", ".join(catalogue.COURSE.ids())
+    assert capsys.readouterr().err == f"grader: no graders for lesson '42_nope'; known lessons: {known}\n"
+
+    def no_sandbox(*args, **kwargs):
+        raise SandboxUnavailable("strict isolation needs bwrap")
+
+    monkeypatch.setattr(selftest, "run", no_sandbox)
+    assert cli.main(["selftest", "--lessons", "01"]) == 3
+    assert capsys.readouterr().err == "grader selftest: strict isolation needs bwrap\n"
+
+    def slip(*args, **kwargs):
+        return {}["lesson_id"]
+
+    monkeypatch.setattr(launch, "prepare_check", slip)
+    with pytest.raises(KeyError, match="lesson_id"):
+        cli.main(["check", str(notebook), "--lesson", "01", "--no-helper"])
+
+
 def test_a_renamed_notebook_is_known_by_its_graded_cells(tmp_path) -> None:
     """As `grade` knows it (an LMS renames files: submission_1234.ipynb); issue 24."""
     renamed = tmp_path / "submission_1234.ipynb"

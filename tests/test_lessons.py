@@ -152,6 +152,17 @@ def test_reference_modules_are_generated_from_solutions() -> None:
     assert not stray, f"reference modules without a source notebook: {stray}"
 
 
+def test_ruff_lays_out_the_generated_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    messy = "import torch.nn as nn\nfrom coursekit.earlier import lesson_code\nimport math\n" \
+            "from torch import Tensor\nimport torch\nfrom torch import nn as _nn, MAX\n\n\nx = 1\n"
+    assert authoring.sort_imports(messy, "lesson99.py") == (
+        "import math\n\nimport torch\nimport torch.nn as nn\nfrom torch import MAX, Tensor\n"
+        "from torch import nn as _nn\n\nfrom coursekit.earlier import lesson_code\n\nx = 1\n")
+    monkeypatch.setattr(authoring.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit, match="ruff is not installed"):
+        authoring.sort_imports(messy, "lesson99.py")
+
+
 def test_reference_modules_read_like_hand_written_ones() -> None:
     """Imports at the top and ruff-clean without a noqa; a blank line before every method."""
     for path, text in authoring.generated_files().items():

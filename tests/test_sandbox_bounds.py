@@ -122,16 +122,17 @@ def test_a_zygote_that_never_answers_is_an_error_then_replaced(small_pool: Sandb
 
 
 def test_the_helpers_rpc_has_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A trusted process whose helper never answers gets a SandboxError, not a hang."""
+    """A trusted process whose helper never answers gets HelperUnavailable (its client then
+    checks the cold way), not a hang."""
     ours, theirs = socket.socketpair()
     monkeypatch.setattr(helper, "RPC_WAIT_S", 0.5)
     monkeypatch.setattr(pool_module, "RELEASE_MARGIN_S", 0.2)
     source = helper.HelperSource(helper._Channel(ours))
     began = time.monotonic()
     try:
-        with pytest.raises(SandboxError, match="did not answer within"):
+        with pytest.raises(helper.HelperUnavailable, match="did not answer within"):
             source.start(Limits(wall_s=0.3))
-        with pytest.raises(SandboxError, match=r"did not answer within 0\.5 s \(finish\)"):
+        with pytest.raises(helper.HelperUnavailable, match=r"did not answer within 0\.5 s \(finish\)"):
             helper.HelperWorker(source, 1, 0, socket.socket()).finish()
     finally:
         ours.close()

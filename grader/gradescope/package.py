@@ -23,6 +23,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from coursekit import catalogue
+from coursekit.errors import UserError
 
 from ..parts import packaged_file, packaged_source
 from .run import Config
@@ -47,6 +48,10 @@ class Package:
     size: int
 
 
+class PackageError(UserError, ValueError):
+    """Options, or pins, that no autograder zip can be built from."""
+
+
 def pins() -> list[str]:
     """The course's pinned dependencies (pyproject.toml, or the installed metadata)."""
     pyproject = ROOT / "pyproject.toml"
@@ -58,7 +63,7 @@ def pins() -> list[str]:
 def _torch_pin(all_pins: list[str]) -> str:
     found = [p for p in all_pins if re.match(r"torch\s*==", p)]
     if len(found) != 1:
-        raise ValueError("pyproject.toml must pin torch exactly once (torch==X.Y.Z)")
+        raise PackageError("pyproject.toml must pin torch exactly once (torch==X.Y.Z)")
     return found[0].replace(" ", "")
 
 
@@ -95,13 +100,14 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
           isolation: str = "auto", visibility: str = "visible",
           stdout_visibility: str = "hidden") -> Package:
     """Write the autograder zip for ``lesson`` to ``OUT/autograder.zip`` (or ``OUT`` if it
-    ends in ``.zip``). Raises KeyError for an unknown lesson, ValueError for bad options."""
+    ends in ``.zip``). Raises UnknownLesson (a KeyError) for an unknown lesson, PackageError
+    (a ValueError) for bad options."""
     from ..engine import exercise_points, hidden_test_file
 
     hidden_test_file(lesson)
     for name, value in (("visibility", visibility), ("stdout visibility", stdout_visibility)):
         if value not in VISIBILITIES:
-            raise ValueError(f"{name} must be one of {', '.join(VISIBILITIES)}, not {value!r}")
+            raise PackageError(f"{name} must be one of {', '.join(VISIBILITIES)}, not {value!r}")
     out = Path(out)
     target = out if out.suffix == ".zip" else out / "autograder.zip"
     all_pins = pins()

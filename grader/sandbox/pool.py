@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+from coursekit.errors import UserError
+
 from ..limits import DEFAULT_LIMITS, Limits
 from . import bwrap, probe
 from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
@@ -35,8 +37,10 @@ _uids = itertools.count()
 RELEASE_MARGIN_S = 60.0
 
 
-class SandboxError(RuntimeError):
+class SandboxError(UserError, RuntimeError):
     """A worker could not be started."""
+
+    exit_code = 3
 
 
 class WorkerHandle(Protocol):
@@ -237,7 +241,6 @@ class SandboxWorker:
         self._timer: threading.Timer | None = None
         self._tap: OutputTap | None = None
         self.sock: socket.socket
-        self.started_at = time.monotonic()
 
     # -- trusted-side controls ------------------------------------------------------------
     def kill(self, reason: str = "timeout") -> None:

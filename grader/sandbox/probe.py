@@ -30,6 +30,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit.errors import UserError
+
 from . import bwrap as bw
 from . import cgroup
 
@@ -58,8 +60,10 @@ TEST_HOOK = "GRADER_SANDBOX_WITHOUT"
 LEVELS = ("auto", "strict", "none")
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(UserError, RuntimeError):
     """The requested isolation cannot be provided on this machine."""
+
+    exit_code = 3
 
 
 @dataclass(frozen=True)
