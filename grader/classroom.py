@@ -39,7 +39,7 @@ from coursekit import catalogue
 from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from .notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
 from .results import Report, Status, not_graded
 
@@ -128,7 +128,8 @@ def handed_in(submitted: Path, student: str, lesson: str) -> HandedIn:
     return HandedIn(folder, found, digest, stamp)
 
 
-def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
+def grade_student(student: str, opts: Options, submitted: Path,
+                  start: Callable[[], WorkerHandle],
                   handed: HandedIn | None = None) -> Report:
     lesson = opts.lesson
     handed = handed or handed_in(submitted, student, lesson)
@@ -389,7 +390,8 @@ def _untouched(handed: HandedIn, lesson: str) -> bool:
     return code <= handout
 
 
-def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
+def _grade_and_save(student: str, opts: Options, submitted: Path,
+                    start: Callable[[], WorkerHandle],
                     stop: threading.Event, handed: HandedIn | None = None,
                     settings: dict[str, Any] | None = None) -> float | None:
     """Grade one student and write their files; None when the run was stopped first."""

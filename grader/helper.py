@@ -48,12 +48,16 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coursekit import settings
+
+if TYPE_CHECKING:  # the client imports as little as it can: these load where they are used
+    from .launch import WorkerSource
+    from .limits import Limits, WorkerHandle
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PACKAGE_PARENT = PACKAGE_DIR.parent
@@ -443,16 +447,18 @@ class HelperSource:
             raise SandboxError(str(reply.get("error", "the check helper refused")))
         return reply, fds
 
-    def start(self, limits: Any) -> HelperWorker:
+    def start(self, limits: Limits, wait_s: float | None = None) -> HelperWorker:
         from . import timeline
 
         with timeline.span("worker"):
             from .sandbox.pool import RELEASE_MARGIN_S
 
-            wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
+            if wait_s is None:
+                wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
             reply, fds = self.call({"op": "start", "limits": limits.as_dict(), "wait_s": wait_s},
                                    timeout=wait_s + RPC_WAIT_S)
-        return HelperWorker(self, int(reply["id"]), int(reply["pid"]), socket.socket(fileno=fds[0]))
+        return HelperWorker(self, int(reply["id"]), int(reply["pid"]), socket.socket(fileno=fds[0]),
+                            limits)
 
     def close(self) -> None:
         return None
@@ -461,8 +467,9 @@ class HelperSource:
 class HelperWorker:
     """A worker of the helper's pool, seen from a trusted process (``WorkerHandle``)."""
 
-    def __init__(self, source: HelperSource, wid: int, pid: int, sock: socket.socket):
-        self.source, self.id, self.pid, self.sock = source, wid, pid, sock
+    def __init__(self, source: HelperSource, wid: int, pid: int, sock: socket.socket,
+                 limits: Limits):
+        self.source, self.id, self.pid, self.sock, self.limits = source, wid, pid, sock, limits
         self._status: str | None = None
         self._timed_out = False
 
@@ -716,17 +723,17 @@ class _PoolSource:
         self.pool.close()
 
 
-def _lend_workers(rpc: _Channel, source: Any) -> None:
+def _lend_workers(rpc: _Channel, source: WorkerSource) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
     from .limits import DEFAULT_LIMITS, Limits
     from .sandbox.pool import RELEASE_MARGIN_S
 
-    workers: dict[int, Any] = {}
+    workers: dict[int, WorkerHandle] = {}
     finished: dict[int, str] = {}
     try:
         while True:
-            walls = [getattr(w, "limits", DEFAULT_LIMITS).wall_s for w in workers.values()]
+            walls = [w.limits.wall_s for w in workers.values()]
             idle_s = max([DEFAULT_LIMITS.wall_s, *walls]) + RELEASE_MARGIN_S
             try:
                 message, fds = rpc.recv(timeout=idle_s)
@@ -755,8 +762,8 @@ def _lend_workers(rpc: _Channel, source: Any) -> None:
                     worker.finish()
 
 
-def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, Any],
-               finished: dict[int, str], source: Any, limits_type: Callable[..., Any],
+def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
+               finished: dict[int, str], source: WorkerSource, limits_type: type[Limits],
                rpc: _Channel) -> dict[str, Any] | None:
     if op == "start":
         fields = {k: v for k, v in dict(message["limits"]).items()
@@ -778,9 +785,9 @@ def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, An
         if int(wid) not in finished:
             finished[int(wid)] = worker.finish()
         return {"ok": True, "status": finished[int(wid)],
-                "timed_out": bool(getattr(worker, "timed_out", False))}
+                "timed_out": worker.timed_out}
     if op == "timed_out":
-        return {"ok": True, "value": bool(getattr(worker, "timed_out", False))}
+        return {"ok": True, "value": worker.timed_out}
     if op == "excerpt":
         return {"ok": True, "text": worker.output_excerpt(int(message.get("max_chars", 2000)))}
     return {"ok": False, "error": f"unknown request {op!r}"}

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..limits import DEFAULT_LIMITS, Limits
 from . import bwrap, probe
@@ -37,17 +37,6 @@ RELEASE_MARGIN_S = 60.0
 
 class SandboxError(RuntimeError):
     """A worker could not be started."""
-
-
-class WorkerHandle(Protocol):
-    sock: socket.socket
-    pid: int
-
-    def kill(self) -> None: ...
-
-    def finish(self) -> str: ...
-
-    def output_excerpt(self, max_chars: int = 2000) -> str: ...
 
 
 def default_worker_files() -> dict[str, Path | bytes]:
@@ -215,7 +204,7 @@ class _Zygote:
 
 
 class SandboxWorker:
-    """A running submission; implements ``WorkerHandle``."""
+    """A running submission; implements ``grader.limits.WorkerHandle``."""
 
     def __init__(
         self, pool: SandboxPool, zygote: _Zygote, sub_id: int, uid: int, limits: Limits
