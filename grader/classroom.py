@@ -145,6 +145,7 @@ def grade_student(student: str, opts: Options, submitted: Path,
                           f"{len(found.candidates)} different notebooks of {lesson} were handed "
                           f"in: {names}; none was graded: hand in only the one to grade.")
     path = found.path
+    assert path is not None, found.problem  # find() leaves it None only with a problem, above
     shown = path.relative_to(submitted).as_posix()
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -180,7 +181,7 @@ def write_csv(out: Path, students: list[str], exercises: list[str],
         result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
         record = _record(out, student) or {}
         report = Report.from_record(result, record.get("notes"))
-        late = _late_columns(record, report, student, deadlines) if late_columns else None
+        late = _late_columns(record, report, student, deadlines) if deadlines is not None else None
         rows.append(results.csv_row(student, report, exercises, late))
         statuses[student] = str(report.status)
     write_atomic(out / "grades.csv", results.csv_table(rows, exercises, late=late_columns))
@@ -318,7 +319,9 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
-                    seconds.append(future.result())
+                    took = future.result()
+                    if took is not None:  # None only for a run stopped (then it raised here)
+                        seconds.append(took)
                     bar.update(1)
         except BaseException as exc:
             stop.set()  # results finished from now on are dropped: our kill may have hurt them

@@ -143,7 +143,7 @@ class _Run:
     status: Status = Status.OK
     cell_errors: list[dict[str, Any]] = field(default_factory=list)
     excerpt: str = ""
-    failed_call: GradingError | None = None  # a check's call that hung or stopped the worker
+    failed_call: CallHung | CallCrashed | None = None  # a check's call that hung or stopped the worker
 
 
 def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, limits: Limits,
@@ -186,7 +186,7 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
     elif any(str(e.get("error", "")).startswith("MemoryError") for e in run.cell_errors):
         run.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
     if run.failed_call is not None and Status.of_worker(ended) == Status.MEMORY:
-        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")  # type: ignore[union-attr]
+        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")
     return run
 
 

@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -257,7 +257,7 @@ class _Channel:
         self._fds: list[int] = []
         self._lock = threading.Lock()
 
-    def send(self, message: dict[str, Any], fds: list[int] = ()) -> None:
+    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
         data = json.dumps(message).encode() + b"\n"
         if fds:
             socket.send_fds(self.sock, [data], list(fds))
@@ -407,7 +407,8 @@ def _run_cli(req: dict[str, Any], rpc: _Channel) -> dict[str, Any]:
         finally:
             for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
                 with contextlib.suppress(Exception):
-                    stream.flush()
+                    if stream is not None:
+                        stream.flush()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
         texts = []
@@ -762,7 +763,7 @@ def _lend_workers(rpc: _Channel, source: WorkerSource) -> None:
                     worker.finish()
 
 
-def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
+def _worker_op(op: Any, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
                finished: dict[int, str], source: WorkerSource, limits_type: type[Limits],
                rpc: _Channel) -> dict[str, Any] | None:
     if op == "start":

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 from pathlib import Path
 from typing import Protocol
 
@@ -42,7 +42,7 @@ COURSE_ROOT = Path(PACKAGE_PARENT)
 DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
 
 
-def course_files(withheld: set[Path] = frozenset()) -> dict[str, Path]:
+def course_files(withheld: Set[Path] = frozenset()) -> dict[str, Path]:
     """The course's public files a sandboxed notebook may import or read: ``coursekit``
     (less ``withheld``) and the datasets' data files, by path relative to the course."""
     files: dict[str, Path] = {}

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ class _Zygote:
             )
         self.threads = ready.get("threads")
 
-    def send(self, msg: dict[str, Any], fds: list[int] = ()) -> None:
+    def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
         data = json.dumps(msg).encode() + b"\n"
         with self._send_lock:
             if fds:
@@ -304,8 +304,8 @@ class SandboxWorker:
                 return int(msg["status"])
 
     def _classify(self) -> str:
-        status = self.status
-        known = status is not None and status >= 0
+        status = -1 if self.status is None else self.status  # -1: its zygote died first
+        known = status >= 0
         if known and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             return "timeout" if self._deadline_hit else "ok"
         if self.cgroup is not None and self.cgroup.oom_kills() > 0:
