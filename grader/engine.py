@@ -143,7 +143,7 @@ class _Run:
     status: Status = Status.OK
     cell_errors: list[dict[str, Any]] = field(default_factory=list)
     excerpt: str = ""
-    failed_call: CallHung | CallCrashed | None = None  # a check's call that hung or stopped the worker
+    failed_call: CallHung | CallCrashed | None = None  # a call that hung or stopped the worker
 
 
 def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, limits: Limits,
