@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lab test lint lessons smoke
+.PHONY: setup lab test lint typecheck lessons smoke
 
 setup:
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
@@ -24,8 +24,13 @@ test: setup
 smoke:
 	$(PYTHON) -m grader selftest
 
+# ruff, then the type checker (mypy: [tool.mypy] in pyproject.toml says what it checks)
 lint:
 	$(PYTHON) -m ruff check grader coursekit tests benchmarks datasets
+	$(MAKE) --no-print-directory typecheck
+
+typecheck:
+	$(PYTHON) -m mypy
 
 # Regenerate the student notebooks and the reference modules from solutions/ (every lesson
 # of coursekit/catalogue.py).

@@ -96,10 +96,11 @@ def unfinished(notebook: Path, grade_ids: list[str] | tuple[str, ...]) -> list[s
     """Grade ids of the named answer cells that still raise ``NotImplementedError``."""
     found = []
     for cell in catalogue.code_cells(catalogue.read_json(notebook)):
-        if catalogue.grade_id(cell) in grade_ids and catalogue.is_solution(cell):
+        name = catalogue.grade_id(cell)
+        if name is not None and name in grade_ids and catalogue.is_solution(cell):
             tree = catalogue.parse(catalogue.cell_source(cell))
             if tree is not None and any(_raises_not_implemented(n) for n in ast.walk(tree)):
-                found.append(catalogue.grade_id(cell))
+                found.append(name)
     return found
 
 

@@ -48,12 +48,13 @@ def use_cjk_font() -> str | None:
             font_manager.fontManager.addfont(str(path))
         family = FAMILY
     else:
-        family = next((name for name in SYSTEM_FAMILIES if name in installed), None)
-        if family is None:
+        system = next((name for name in SYSTEM_FAMILIES if name in installed), None)
+        if system is None:
             warnings.warn("no CJK font found: Chinese characters in plots will show as boxes. "
                           "Install the course's dependencies (python -m pip install -e .) or "
                           "pylopdf-fonts-zh-cn.", stacklevel=2)
             return None
+        family = system
     # Font fallback (matplotlib >= 3.6) walks the font.family list glyph by glyph.
     rcParams["font.family"] = [f for f in rcParams["font.family"] if f != family] + [family]
     return family

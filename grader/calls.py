@@ -109,7 +109,7 @@ def alarm(seconds: float | None) -> Iterator[dict[str, bool]]:
     usable = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread()
               and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None))
-    if not usable:
+    if not usable or seconds is None:
         yield state
         return
 

@@ -41,7 +41,7 @@ from . import i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
 from .launch import course_files
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from .notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
 from .results import Report, Status, not_graded
 
@@ -121,7 +121,8 @@ def handed_in(submitted: Path, student: str, lesson: str) -> HandedIn:
     return HandedIn(folder, found, digest, stamp)
 
 
-def grade_student(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
+def grade_student(student: str, opts: Options, submitted: Path,
+                  start: Callable[[], WorkerHandle],
                   handed: HandedIn | None = None) -> Report:
     lesson = opts.lesson
     handed = handed or handed_in(submitted, student, lesson)
@@ -137,6 +138,7 @@ def grade_student(student: str, opts: Options, submitted: Path, start: Callable[
                           f"{len(found.candidates)} different notebooks of {lesson} were handed "
                           f"in: {names}; none was graded: hand in only the one to grade.")
     path = found.path
+    assert path is not None, found.problem  # find() leaves it None only with a problem, above
     shown = path.relative_to(submitted).as_posix()
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -172,7 +174,7 @@ def write_csv(out: Path, students: list[str], exercises: list[str],
         result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
         record = _record(out, student) or {}
         report = Report.from_record(result, record.get("notes"))
-        late = _late_columns(record, report, student, deadlines) if late_columns else None
+        late = _late_columns(record, report, student, deadlines) if deadlines is not None else None
         rows.append(results.csv_row(student, report, exercises, late))
         statuses[student] = str(report.status)
     write_atomic(out / "grades.csv", results.csv_table(rows, exercises, late=late_columns))
@@ -310,7 +312,9 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
-                    seconds.append(future.result())
+                    took = future.result()
+                    if took is not None:  # None only for a run stopped (then it raised here)
+                        seconds.append(took)
                     bar.update(1)
         except BaseException as exc:
             stop.set()  # results finished from now on are dropped: our kill may have hurt them
@@ -382,7 +386,8 @@ def _untouched(handed: HandedIn, lesson: str) -> bool:
     return code <= handout
 
 
-def _grade_and_save(student: str, opts: Options, submitted: Path, start: Callable[[], Any],
+def _grade_and_save(student: str, opts: Options, submitted: Path,
+                    start: Callable[[], WorkerHandle],
                     stop: threading.Event, handed: HandedIn | None = None,
                     settings: dict[str, Any] | None = None) -> float | None:
     """Grade one student and write their files; None when the run was stopped first."""

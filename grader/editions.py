@@ -104,16 +104,16 @@ def _first_difference(a: Any, b: Any, where: ast.AST | None) -> ast.AST | None |
     here = a if hasattr(a, "lineno") else where
     if isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id in _SENTINELS:
         return None if ast.dump(a) == ast.dump(b) else here
-    if isinstance(a, ast.Constant):
+    if isinstance(a, ast.Constant) and isinstance(b, ast.Constant):  # b: a's type, checked above
         if isinstance(a.value, str) and isinstance(b.value, str):
             return None if translated(a.value, b.value) else here
         same = type(a.value) is type(b.value) and (a.value == b.value or a.value != a.value and b.value != b.value)
         return None if same else here
-    if isinstance(a, ast.JoinedStr):
+    if isinstance(a, ast.JoinedStr) and isinstance(b, ast.JoinedStr):
         fields_a = sorted(ast.dump(v) for v in a.values if isinstance(v, ast.FormattedValue))
         fields_b = sorted(ast.dump(v) for v in b.values if isinstance(v, ast.FormattedValue))
-        text_a = "".join(v.value for v in a.values if isinstance(v, ast.Constant))
-        text_b = "".join(v.value for v in b.values if isinstance(v, ast.Constant))
+        text_a = "".join(str(v.value) for v in a.values if isinstance(v, ast.Constant))
+        text_b = "".join(str(v.value) for v in b.values if isinstance(v, ast.Constant))
         return None if fields_a == fields_b and translated(text_a, text_b) else here
     for name in a._fields:
         found = _first_difference(getattr(a, name, None), getattr(b, name, None), here)
@@ -273,7 +273,8 @@ def _chunks(source: str) -> list[tuple[tuple, str]] | None:
     (so a translated line keys like its English one). ``None`` if it cannot be tokenized."""
     lines = source.splitlines(keepends=True)
     out: list[tuple[tuple, str]] = []
-    start, key = 0, []
+    start = 0
+    key: list[tuple[int, str]] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENDMARKER):
@@ -371,6 +372,11 @@ def _anchors(cells: list[dict[str, Any]], english_ids: set[str]) -> list[tuple[s
     return out
 
 
+def _cell_id(cell: dict[str, Any]) -> Any:
+    """A cell's id, as its notebook has it (nbformat 4.5 gives every cell one)."""
+    return cell.get("id")
+
+
 def _translation_meta(cell: dict[str, Any]) -> dict[str, Any]:
     return cell.setdefault("metadata", {}).setdefault("translation", {})
 
@@ -386,10 +392,10 @@ def sync(english: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any]
         segments.setdefault(anchor, []).append(cell)
     for anchor in segments:
         if anchor not in en_ids:
-            report.removed += [c.get("id") for c in segments[anchor]]
+            report.removed += [_cell_id(c) for c in segments[anchor]]
     cells: list[dict[str, Any]] = []
     for en in en_cells:
-        cid = en.get("id")
+        cid = _cell_id(en)
         segment = segments.get(cid)
         if not segment:
             new = copy.deepcopy(en)
@@ -400,7 +406,7 @@ def sync(english: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any]
         head = segment[0]
         if en.get("cell_type") == "code":
             for cell in segment[1:]:  # a code cell is never split: extra cells go
-                report.removed.append(cell.get("id"))
+                report.removed.append(_cell_id(cell))
             segment = [head]
             english_source = catalogue.cell_source(en)
             source, left = merge_code(english_source, catalogue.cell_source(head))
@@ -414,7 +420,7 @@ def sync(english: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any]
             head.setdefault("execution_count", None)
         cells += segment
     for anchor, cell in _anchors(cells, en_ids):
-        if cell.get("id") != anchor:
+        if anchor is None or cell.get("id") != anchor:
             continue
         en = next(c for c in en_cells if c.get("id") == anchor)
         meta, mark = _translation_meta(cell), fingerprint(en)

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,13 +20,16 @@ from coursekit.errors import UnknownLesson
 from . import messages, runner, timeline
 from .framework import fresh_seed, grading_run
 from .i18n import notebook_edition
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from .notebook import cells_to_run, read_notebook
 from .plugin import CollectPoints
 from .remote import RemoteSubmission
 from .results import ExerciseResult, Report, Status
 from .runtime.errors import CallCrashed, CallHung, GradingError, WorkerDied, WorkerTimeout
 from .submission import InProcessSubmission, Submission
+
+if TYPE_CHECKING:
+    from .launch import WorkerSource
 
 HIDDEN_DIR = Path(__file__).resolve().parent / "hidden"
 
@@ -141,10 +144,10 @@ class _Run:
     status: Status = Status.OK
     cell_errors: list[dict[str, Any]] = field(default_factory=list)
     excerpt: str = ""
-    failed_call: GradingError | None = None  # a check's call that hung or stopped the worker
+    failed_call: CallHung | CallCrashed | None = None  # a call that hung or stopped the worker
 
 
-def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Limits,
+def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, limits: Limits,
               exercises: list[str], seed: int) -> _Run:
     """Run the notebook in ``worker`` and grade ``exercises`` in order. Stops after the
     exercise during which a call hung or stopped the worker (``failed_call``), so that the
@@ -159,12 +162,12 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Li
         except GradingError:
             pass  # recorded in sub.broken; every check then fails with its reason
         for exercise in exercises:
-            if isinstance(sub.broken, WorkerDied) and getattr(worker, "timed_out", False):
+            if isinstance(sub.broken, WorkerDied) and worker.timed_out:
                 sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
             loaded_fine = sub.broken is None
             run.results += run_hidden_tests(sub, lesson, only={exercise}, seed=seed)
             if loaded_fine and isinstance(sub.broken, CallHung | CallCrashed) \
-                    and not getattr(worker, "timed_out", False):
+                    and not worker.timed_out:
                 run.failed_call = sub.broken
                 break
     finally:
@@ -184,13 +187,14 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: Any, limits: Li
     elif any(str(e.get("error", "")).startswith("MemoryError") for e in run.cell_errors):
         run.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
     if run.failed_call is not None and Status.of_worker(ended) == Status.MEMORY:
-        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")  # type: ignore[union-attr]
+        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")
     return run
 
 
-def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: str = "",
+def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, notebook: str = "",
                       limits: Limits = DEFAULT_LIMITS,
-                      restart: Callable[[], Any] | None = None, seed: int | None = None) -> Report:
+                      restart: Callable[[], WorkerHandle] | None = None,
+                      seed: int | None = None) -> Report:
     """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
     worker enforces ``limits.wall_s`` itself (one run of the notebook); each request of a
     check waits at most ``limits.call_s``.
@@ -237,7 +241,8 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: Any, notebook: st
 
 
 def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,
-                   load_timeout: float | None = None, source: Any = None) -> Report:
+                   load_timeout: float | None = None,
+                   source: WorkerSource | None = None) -> Report:
     """``grader check``: read, run in a worker process, grade. Raises NotebookError
     (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock.
     ``source``: where workers come from (``grader.launch``; default: the sandbox, opened

@@ -48,13 +48,17 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coursekit import settings
 from coursekit.errors import UserError
+
+if TYPE_CHECKING:  # the client imports as little as it can: these load where they are used
+    from .launch import WorkerSource
+    from .limits import Limits, WorkerHandle
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PACKAGE_PARENT = PACKAGE_DIR.parent
@@ -261,7 +265,7 @@ class _Channel:
         self._fds: list[int] = []
         self._lock = threading.Lock()
 
-    def send(self, message: dict[str, Any], fds: list[int] = ()) -> None:
+    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
         data = json.dumps(message).encode() + b"\n"
         if fds:
             socket.send_fds(self.sock, [data], list(fds))
@@ -411,7 +415,8 @@ def _run_cli(req: dict[str, Any], rpc: _Channel) -> dict[str, Any]:
         finally:
             for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
                 with contextlib.suppress(Exception):
-                    stream.flush()
+                    if stream is not None:
+                        stream.flush()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
         texts = []
@@ -451,16 +456,18 @@ class HelperSource:
             raise HelperUnavailable(str(reply.get("error", "the check helper refused")))
         return reply, fds
 
-    def start(self, limits: Any) -> HelperWorker:
+    def start(self, limits: Limits, wait_s: float | None = None) -> HelperWorker:
         from . import timeline
 
         with timeline.span("worker"):
             from .sandbox.pool import RELEASE_MARGIN_S
 
-            wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
+            if wait_s is None:
+                wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
             reply, fds = self.call({"op": "start", "limits": limits.as_dict(), "wait_s": wait_s},
                                    timeout=wait_s + RPC_WAIT_S)
-        return HelperWorker(self, int(reply["id"]), int(reply["pid"]), socket.socket(fileno=fds[0]))
+        return HelperWorker(self, int(reply["id"]), int(reply["pid"]), socket.socket(fileno=fds[0]),
+                            limits)
 
     def close(self) -> None:
         return None
@@ -469,8 +476,9 @@ class HelperSource:
 class HelperWorker:
     """A worker of the helper's pool, seen from a trusted process (``WorkerHandle``)."""
 
-    def __init__(self, source: HelperSource, wid: int, pid: int, sock: socket.socket):
-        self.source, self.id, self.pid, self.sock = source, wid, pid, sock
+    def __init__(self, source: HelperSource, wid: int, pid: int, sock: socket.socket,
+                 limits: Limits):
+        self.source, self.id, self.pid, self.sock, self.limits = source, wid, pid, sock, limits
         self._status: str | None = None
         self._timed_out = False
 
@@ -724,17 +732,17 @@ class _PoolSource:
         self.pool.close()
 
 
-def _lend_workers(rpc: _Channel, source: Any) -> None:
+def _lend_workers(rpc: _Channel, source: WorkerSource) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
     from .limits import DEFAULT_LIMITS, Limits
     from .sandbox.pool import RELEASE_MARGIN_S
 
-    workers: dict[int, Any] = {}
+    workers: dict[int, WorkerHandle] = {}
     finished: dict[int, str] = {}
     try:
         while True:
-            walls = [getattr(w, "limits", DEFAULT_LIMITS).wall_s for w in workers.values()]
+            walls = [w.limits.wall_s for w in workers.values()]
             idle_s = max([DEFAULT_LIMITS.wall_s, *walls]) + RELEASE_MARGIN_S
             try:
                 message, fds = rpc.recv(timeout=idle_s)
@@ -763,8 +771,8 @@ def _lend_workers(rpc: _Channel, source: Any) -> None:
                     worker.finish()
 
 
-def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, Any],
-               finished: dict[int, str], source: Any, limits_type: Callable[..., Any],
+def _worker_op(op: Any, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
+               finished: dict[int, str], source: WorkerSource, limits_type: type[Limits],
                rpc: _Channel) -> dict[str, Any] | None:
     if op == "start":
         fields = {k: v for k, v in dict(message["limits"]).items()
@@ -786,9 +794,9 @@ def _worker_op(op: str, wid: Any, message: dict[str, Any], workers: dict[int, An
         if int(wid) not in finished:
             finished[int(wid)] = worker.finish()
         return {"ok": True, "status": finished[int(wid)],
-                "timed_out": bool(getattr(worker, "timed_out", False))}
+                "timed_out": worker.timed_out}
     if op == "timed_out":
-        return {"ok": True, "value": bool(getattr(worker, "timed_out", False))}
+        return {"ok": True, "value": worker.timed_out}
     if op == "excerpt":
         return {"ok": True, "text": worker.output_excerpt(int(message.get("max_chars", 2000)))}
     return {"ok": False, "error": f"unknown request {op!r}"}

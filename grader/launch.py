@@ -1,9 +1,9 @@
 """Where ``grader check`` gets the worker process that runs a notebook.
 
 A *worker source* hands out fresh workers (``start(limits)``) until it is closed. Every
-worker has the same small interface, whichever source made it: ``sock``, ``pid``,
-``kill()``, ``finish()``, ``output_excerpt()`` and ``timed_out``, and enforces the
-notebook's wall clock itself.
+worker has the same small interface, whichever source made it (``grader.limits.WorkerHandle``:
+``sock``, ``pid``, ``limits``, ``kill()``, ``finish()``, ``output_excerpt()`` and
+``timed_out``), and enforces the notebook's wall clock itself.
 
 - :class:`SandboxSource` (the default): a one-check ``grader.sandbox.SandboxPool`` at the
   ``auto`` level, the class grader's sandbox;
@@ -27,14 +27,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from coursekit import catalogue, settings
 
 from . import timeline
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from .sandbox.output import OutputTap
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
@@ -42,7 +42,7 @@ COURSE_ROOT = Path(PACKAGE_PARENT)
 DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
 
 
-def course_files(withheld: set[Path] = frozenset()) -> dict[str, Path]:
+def course_files(withheld: Set[Path] = frozenset()) -> dict[str, Path]:
     """The course's public files a sandboxed notebook may import or read: ``coursekit``
     (less ``withheld``) and the datasets' data files, by path relative to the course. The
     one list: ``classroom.public_files`` (and so a Gradescope zip) withholds from it the
@@ -61,7 +61,7 @@ class WorkerSource(Protocol):
     missing: dict[str, str]  # protection -> why it is missing (what the check says)
     unavailable: str  # why the sandbox could not start ("": it did)
 
-    def start(self, limits: Limits, wait_s: float | None = None) -> Any: ...
+    def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle: ...
 
     def close(self) -> None: ...
 
@@ -175,7 +175,7 @@ class SandboxSource:
         self.missing = dict(self.pool.plan.missing)
         self.unavailable = ""
 
-    def start(self, limits: Limits, wait_s: float | None = None) -> Any:
+    def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle:
         with timeline.span("worker"):
             return self.pool.start(limits, wait_s=wait_s)
 

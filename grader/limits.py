@@ -1,4 +1,5 @@
-"""Every limit a graded notebook runs under, in one place (``check``, ``grade``, the sandbox).
+"""Every limit a graded notebook runs under, in one place (``check``, ``grade``, the sandbox),
+and ``WorkerHandle``: the trusted side's handle on the worker process that enforces them.
 
 ``check`` and ``grade`` use the same defaults, so a notebook that passes ``check`` on a
 student's laptop is not cut short by ``grade`` on the instructor's machine. How each limit
@@ -8,8 +9,9 @@ a cgroup where one is writable, else a per-process ``RLIMIT_DATA``.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -37,3 +39,28 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+class WorkerHandle(Protocol):
+    """A started worker, whichever source made it (``launch.LocalWorker``,
+    ``sandbox.SandboxWorker``, ``helper.HelperWorker``): the engine talks to it over
+    ``sock`` and the worker enforces ``limits.wall_s`` itself (then ``timed_out``)."""
+
+    sock: socket.socket
+    pid: int
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def timed_out(self) -> bool:
+        """Killed by its wall clock."""
+        ...
+
+    def kill(self) -> None: ...
+
+    def finish(self) -> str:
+        """Reap it: ``ok``, ``timeout``, ``memory`` or ``crashed``."""
+        ...
+
+    def output_excerpt(self, max_chars: int = 2000) -> str: ...

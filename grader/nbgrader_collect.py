@@ -49,7 +49,7 @@ class CourseCollector(FileNameCollectorPlugin):
         info = super().collect(submitted_file)
         if info:  # nbgrader keeps splitext(file_id)[0] + the file's own extension
             name = canonical_name(info["file_id"])
-            taken = getattr(self, "_taken", set())
+            taken: set[tuple[str, str]] = getattr(self, "_taken", set())
             if (info["student_id"], name) not in taken:  # two files, one name: nbgrader
                 info["file_id"] = name                   # would refuse the whole zip
                 taken.add((info["student_id"], name))

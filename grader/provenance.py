@@ -49,4 +49,6 @@ def settings_record(isolation: str, protections: list[str], missing: list[str],
 
 def same_settings(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     """Two results were made under the same isolation level, protections and grader."""
-    return bool(a) and all(a.get(k) == b.get(k) for k in ("grader", "isolation", "protections"))
+    if not a:
+        return False
+    return all(a.get(k) == b.get(k) for k in ("grader", "isolation", "protections"))

@@ -61,7 +61,7 @@ def _expand(fn: Callable[..., Any]) -> Iterator[dict[str, Any]]:
 def collect(lesson: str) -> list[TestCase]:
     """``(test id, exercise, points, function, params)`` of a lesson's hidden tests."""
     module = _tests(lesson)
-    cases = []
+    cases: list[TestCase] = []
     for name, fn in vars(module).items():
         if not name.startswith("test") or not inspect.isfunction(fn):
             continue

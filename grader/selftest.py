@@ -62,7 +62,9 @@ def run(spec: str | None = None, isolation: str = "auto", require: tuple[str, ..
     lessons = catalogue.select(spec)
     began = time.perf_counter()
     width = max(len(lesson.id) for lesson in lessons)
-    ok, protections, missing = True, [], {}
+    ok = True
+    protections: list[str] = []
+    missing: dict[str, str] = {}
     if echo:
         print(f"{'lesson':<{width}}  reference  untouched  seconds")
     for lesson in lessons:

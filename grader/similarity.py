@@ -31,6 +31,7 @@ import io
 import itertools
 import tokenize
 from collections import Counter
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,15 +190,16 @@ class _Normaliser(ast.NodeTransformer):
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
         if node.name != self.keep and node.name in self.bound:
             node.name = PLACEHOLDER
-        node = self.generic_visit(node)
+        self.generic_visit(node)  # in place: a ClassDef's children are statements
         methods = [s for s in node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)]
         others = [s for s in node.body if s not in methods]
 
-        def order(m: ast.FunctionDef) -> tuple[int, str]:
+        def order(m: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, str]:
             return (0 if m.name == "__init__" else 1 if m.name != PLACEHOLDER else 2,
                     m.name if m.name != PLACEHOLDER else ast.unparse(m))
 
-        node.body = others + sorted(methods, key=order)
+        ordered = sorted(methods, key=order)
+        node.body = [*others, *ordered]
         return node
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
@@ -205,7 +207,7 @@ class _Normaliser(ast.NodeTransformer):
             return ast.Pass()
         return self.visit(ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node))
 
-    def visit_Global(self, node: ast.Global) -> ast.Pass:
+    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> ast.Pass:
         return ast.Pass()
 
     visit_Nonlocal = visit_Global
@@ -239,7 +241,7 @@ def normalise(source: str, keep: str, public: set[str],
     bound = _bound_names(tree) - {keep}
     own = _own_attributes(tree, public)
     normalised = _Normaliser(bound, own, keep, known).visit(tree)
-    statements = {}  # nodes keep their original line numbers through the transformation
+    statements: dict[int, str] = {}  # nodes keep their original line numbers through the transformation
     for node in ast.walk(normalised):
         if isinstance(node, ast.stmt) and not hasattr(node, "body") and hasattr(node, "lineno") \
                 and not isinstance(node, ast.Pass):
@@ -342,7 +344,7 @@ def compare(units: list[Unit], settings: Settings = Settings()) -> list[Flag]:
     return flags
 
 
-def identical(units: list[Unit], flagged: list[Flag], handout: set[str] = frozenset(),
+def identical(units: list[Unit], flagged: list[Flag], handout: Set[str] = frozenset(),
               min_lines: int = Settings.min_identical_lines) -> list[Flag]:
     """Flags for submissions whose code for the exercise is the same, character for
     character (trailing spaces aside), even where it is the reference answer's, when the
@@ -425,10 +427,11 @@ def lesson_context(lesson_id: str) -> Context:
             statements |= set(normalise(segment, getattr(node, "name", ""), public, known)[1].values())
     solution = catalogue.code_cells(catalogue.read_json(lesson.solution()))
     answers = [cell["source"] for cell in solution]
-    reference = {}
+    reference: dict[str, str] = {}
     for cell in solution:
-        if catalogue.is_solution(cell) and (found := exercise_source(answers, catalogue.grade_id(cell) or "")):
-            reference[catalogue.grade_id(cell)] = found[0]
+        name = catalogue.grade_id(cell) or ""
+        if catalogue.is_solution(cell) and (found := exercise_source(answers, name)):
+            reference[name] = found[0]
     handout = {name: {line.strip() for line in found[0].splitlines()}
                for name in reference if (found := exercise_source(code[:len(student)], name))}
     return Context(public, known, provided_tokens(code, public, known), statements, reference, handout)

@@ -127,7 +127,7 @@ def other_lesson(notebook: Path, lesson: str) -> str | None:
     if names & set(catalogue.get(lesson).graded):
         return None
     overlap = {other.id: len(names & set(other.graded)) for other in catalogue.COURSE if other.id != lesson}
-    best = max(overlap, key=overlap.get, default=None)
+    best = max(overlap, key=overlap.__getitem__, default=None)
     return best if best and overlap[best] else None
 
 

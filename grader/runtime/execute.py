@@ -17,7 +17,8 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeGuard
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -193,7 +194,7 @@ def defer_imports(names: tuple[str, ...] = DEFERRED_IMPORTS) -> None:
         sys.meta_path.insert(0, _Deferred(missing))
 
 
-def _loaded(module: Any) -> bool:
+def _loaded(module: ModuleType | None) -> TypeGuard[ModuleType]:
     return module is not None and type(module).__name__ != "_LazyModule"
 
 

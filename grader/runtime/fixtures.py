@@ -162,9 +162,9 @@ def decoder_lm(state: dict[str, Any], vocab: int, d_model: int, n_head: int, n_l
     model.eval()
     model.embedded = 0
 
-    def count(module: Any, args: tuple, output: Any) -> None:
+    def count(module: Any, args: tuple[Any, ...], output: Any) -> None:
         ids = args[0] if args else None
-        if hasattr(ids, "shape") and ids.dim() >= 1:
+        if ids is not None and hasattr(ids, "shape") and ids.dim() >= 1:
             model.embedded += int(ids.shape[-1])  # ids [B, L]: L positions
 
     model.embed.register_forward_hook(count)

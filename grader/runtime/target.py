@@ -64,7 +64,9 @@ class Target:
     """Operations on a submission's namespace, addressed by name or by handle id."""
 
     def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True):
-        self.namespace = prepare_namespace(namespace) if prepare else namespace
+        # unprepared: the caller's namespace as it is (a kernel's own globals)
+        self.namespace: dict[str, Any] = (prepare_namespace(namespace) if prepare
+                                          else {} if namespace is None else namespace)
         self.handles: dict[int, Any] = {}
         self.saved: dict[str, Any] = {}  # the student's versions of substituted names
 
@@ -95,7 +97,7 @@ class Target:
         the in-process submission."""
         value = value if isinstance(value, dict) else {}
         args, kwargs = value.get("args", []), value.get("kwargs", {})
-        where = header.get("target")
+        where: Any = header.get("target")  # a name or a handle id, as the wire sent it
         if op == "load":
             return self.load([(int(i), str(src)) for i, src in value["cells"]])
         if op == "has":
@@ -268,7 +270,7 @@ def backward(output: Any, grad_output: Any) -> None:
         output.backward(grad_output)
 
 
-def _forbidden_in_chain(exc: BaseException) -> str | None:
+def _forbidden_in_chain(exc: BaseException | None) -> str | None:
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, ForbiddenCall):

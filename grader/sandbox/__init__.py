@@ -22,8 +22,8 @@ Use (the engine's side)::
 ``SandboxUnavailable`` naming every missing protection; ``"none"`` runs unconfined.
 """
 
-from ..limits import Limits
-from .pool import SandboxError, SandboxPool, SandboxWorker, WorkerHandle, default_worker_files
+from ..limits import Limits, WorkerHandle
+from .pool import SandboxError, SandboxPool, SandboxWorker, default_worker_files
 from .probe import (
     PROTECTIONS,
     Plan,

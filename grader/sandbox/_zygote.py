@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib
+import io
 import json
 import os
 import select
@@ -102,7 +103,8 @@ def _own_processes() -> int:
 
 
 def _confine(req: dict[str, Any], flt: Any) -> None:
-    import _confine as cf
+    # the code folder's top level in the sandbox: grader/sandbox/_confine.py, copied beside us
+    import _confine as cf  # type: ignore[import-not-found]
 
     uid, gid, scratch = req["uid"], req["gid"], req["scratch"]
     if not req["tmpfs"]:
@@ -135,7 +137,8 @@ def _enter_scratch(scratch: str) -> None:
 def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) -> None:
     """W: confine ourselves, then serve the grader until it is done with us."""
     sock = _redirect_fds(fds[0], fds[1])
-    sys.stdout.reconfigure(line_buffering=True)  # a killed worker's last lines still show
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # a killed worker's last lines still show
     try:
         if cfg["mode"] == "ns":
             import _confine as cf
@@ -321,7 +324,8 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     _send(ctrl, op="ready", pid=os.getpid(), threads=threads)
     while True:
-        readable, _, _ = select.select([ctrl, wake_r], [], [])
+        watched: list[socket.socket | int] = [ctrl, wake_r]
+        readable, _, _ = select.select(watched, [], [])
         if wake_r in readable:
             while True:
                 try:

@@ -16,10 +16,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from coursekit.errors import UserError
 
@@ -41,17 +41,6 @@ class SandboxError(UserError, RuntimeError):
     """A worker could not be started."""
 
     exit_code = 3
-
-
-class WorkerHandle(Protocol):
-    sock: socket.socket
-    pid: int
-
-    def kill(self) -> None: ...
-
-    def finish(self) -> str: ...
-
-    def output_excerpt(self, max_chars: int = 2000) -> str: ...
 
 
 def default_worker_files() -> dict[str, Path | bytes]:
@@ -178,7 +167,7 @@ class _Zygote:
             )
         self.threads = ready.get("threads")
 
-    def send(self, msg: dict[str, Any], fds: list[int] = ()) -> None:
+    def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
         data = json.dumps(msg).encode() + b"\n"
         with self._send_lock:
             if fds:
@@ -219,7 +208,7 @@ class _Zygote:
 
 
 class SandboxWorker:
-    """A running submission; implements ``WorkerHandle``."""
+    """A running submission; implements ``grader.limits.WorkerHandle``."""
 
     def __init__(
         self, pool: SandboxPool, zygote: _Zygote, sub_id: int, uid: int, limits: Limits
@@ -318,8 +307,8 @@ class SandboxWorker:
                 return int(msg["status"])
 
     def _classify(self) -> str:
-        status = self.status
-        known = status is not None and status >= 0
+        status = -1 if self.status is None else self.status  # -1: its zygote died first
+        known = status >= 0
         if known and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             return "timeout" if self._deadline_hit else "ok"
         if self.cgroup is not None and self.cgroup.oom_kills() > 0:
