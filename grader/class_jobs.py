@@ -45,6 +45,14 @@ class _PoolLender:
         return self.pool.start(limits, wait_s=wait_s)
 
 
+def _same_grader_env() -> dict[str, str]:
+    """This environment, with this copy of the grader first on the path (the instructor's
+    folder stays the working folder: the options' relative paths keep their meaning)."""
+    parent = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([parent, path]) if path else parent)
+
+
 class TrustedProcess:
     """One ``python -m grader.class_jobs`` and the thread that lends it workers."""
 
@@ -55,8 +63,8 @@ class TrustedProcess:
         answers_r, answers_w = os.pipe()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.class_jobs", str(theirs.fileno()), str(answers_w)],
-            stdin=subprocess.PIPE, pass_fds=(theirs.fileno(), answers_w),
-            cwd=Path(__file__).resolve().parents[1], start_new_session=True)
+            stdin=subprocess.PIPE, pass_fds=(theirs.fileno(), answers_w), env=_same_grader_env(),
+            start_new_session=True)  # Ctrl-C reaches ``grade``, which kills it first
         theirs.close()
         os.close(answers_w)
         self.answers: IO[str] = os.fdopen(answers_r, "r", encoding="utf-8")
