@@ -31,13 +31,14 @@ import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
 from coursekit.errors import UserError
 
-from . import i18n, provenance, results, submissions
+from . import class_jobs, i18n, provenance, results, submissions
 from .engine import exercise_points, grade_with_worker
 from .late import Deadlines, format_utc, read_timestamp
 from .launch import course_files
@@ -306,8 +307,15 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
         settings = provenance.settings_record(pool.plan.isolation, pool.protections,
                                               list(pool.plan.missing), opts.limits.as_dict())
         executor = ThreadPoolExecutor(max(1, opts.jobs))
-        futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
-                                   handed[s], settings) for s in todo]
+        if opts.jobs > 1:  # a trusted process per job: N cores for N submissions' graders
+            jobs = class_jobs.Jobs(pool, {"opts": opts, "submitted": submitted, "settings": settings,
+                                          "grade": _grade_and_save, "warm_up": warm_up}, stop)
+            futures = [executor.submit(jobs.grade, s, partial(_save_failure, s, opts, submitted,
+                                                              settings)) for s in todo]
+        else:
+            jobs = None
+            futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
+                                       handed[s], settings) for s in todo]
         try:
             with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
                       disable=not progress) as bar:
@@ -320,6 +328,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             stop.set()  # results finished from now on are dropped: our kill may have hurt them
             for future in futures:
                 future.cancel()
+            if jobs is not None:
+                jobs.close(kill=True)  # before their workers: nothing hurt is written
             pool.close()
             executor.shutdown(wait=True)
             summary.graded = sum(1 for f in futures if not f.cancelled() and f.exception() is None
@@ -328,6 +338,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             exc.summary = summary  # type: ignore[attr-defined]
             raise
         executor.shutdown(wait=True)
+        if jobs is not None:
+            jobs.close()
     kept = [s for s in students if s not in todo]
     for student in kept:
         made = (_record(out, student) or {}).get("graded_with")
@@ -408,9 +420,29 @@ def _grade_and_save(student: str, opts: Options, submitted: Path,
     if stop.is_set():
         return None
     if report is None:
-        report = not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
-                            Status.ERROR,
-                            f"The grader failed on this submission ({failure}); see errors.log.")
+        report = _grader_failed(student, opts, failure)
+    _save(student, opts, report, handed, settings)
+    return time.perf_counter() - began
+
+
+def _grader_failed(student: str, opts: Options, failure: str) -> Report:
+    return not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
+                      Status.ERROR, f"The grader failed on this submission ({failure}); see errors.log.")
+
+
+def _save_failure(student: str, opts: Options, submitted: Path, settings: dict[str, Any],
+                  exc: BaseException) -> float:
+    """A submission whose trusted grading process died twice (``grader.class_jobs``)."""
+    began = time.perf_counter()
+    _log_error(opts.out, student, 1, exc)
+    _save(student, opts, _grader_failed(student, opts, type(exc).__name__),
+          handed_in(submitted, student, opts.lesson), settings)
+    return time.perf_counter() - began
+
+
+def _save(student: str, opts: Options, report: Report, handed: HandedIn,
+          settings: dict[str, Any] | None) -> None:
+    """The student's feedback page, record and result."""
     shown, penalty = report, 0.0
     if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
         lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
@@ -424,4 +456,11 @@ def _grade_and_save(student: str, opts: Options, submitted: Path,
                   untouched=_untouched(handed, opts.lesson))
     write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))
     write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))
-    return time.perf_counter() - began
+
+
+def warm_up(lesson: str) -> None:
+    """What grading ``lesson`` imports (torch, the hidden tests), imported before the first
+    submission so that its seconds are its own."""
+    from . import runner
+
+    runner.collect(lesson)

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, lesson_path, solution_path
@@ -159,3 +163,44 @@ def test_isolation_levels_from_the_command_line(classroom, tmp_path) -> None:
     proc = subprocess.run(base + ["--out", str(tmp_path / "x"), "--require", "magic"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 2 and "unknown protection(s) magic" in proc.stderr
+
+
+def _grading_processes(parent: int) -> list[int]:
+    """The ``python -m grader.class_jobs`` processes that ``grade`` (pid ``parent``) started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if b"grader.class_jobs" in cmdline and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds processes in /proc")
+def test_a_grading_process_that_dies_is_replaced_and_its_student_graded_again(tmp_path) -> None:
+    """--jobs 2 grades in two trusted processes; one killed mid-run costs no student a result."""
+    submitted = tmp_path / "submitted"
+    for i in range(6):
+        put(submitted, f"s{i}", solution_path(LESSON))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson",
+                             LESSON, "--out", str(out), "--isolation", "none", "--jobs", "2"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and proc.poll() is None and time.monotonic() < deadline:
+        children = _grading_processes(proc.pid)
+        if children:
+            killed = children[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert killed is not None, "grade --jobs 2 started no grading process"
+    assert proc.returncode == 0, stderr[-3000:]
+    table = rows(out)
+    assert sorted(table) == [f"s{i}" for i in range(6)]
+    assert {r["status"] for r in table.values()} == {"ok"}, table
+    assert {float(r["score"]) for r in table.values()} == {10.0}
