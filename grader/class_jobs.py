@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -131,7 +132,7 @@ class Jobs:
             self._local.proc = proc
         return proc
 
-    def grade(self, student: str, on_failure: Any) -> float | None:
+    def grade(self, student: str, on_failure: Callable[[BaseException], float]) -> float | None:
         """Grade ``student`` in this thread's trusted process; a process that dies is
         replaced and the student graded once more; then ``on_failure(exc)`` records it."""
         for attempt in range(2):
