@@ -281,11 +281,13 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
                 on_plan: Callable[[Any], None] | None = None) -> RunSummary:
     """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM (``Interrupted``)
     the workers are killed, the results being computed are dropped, and the exception
-    propagates with ``.summary`` attached: the files already written stay."""
+    propagates with ``.summary`` attached: the files already written stay. An ``OUT`` that
+    a newer grader wrote (``grader.record``) is refused before anything is written."""
     from tqdm import tqdm
 
     students = student_folders(submitted)
     out = opts.out
+    Folder(out).schema()  # a folder of a newer grader is refused (RecordError), never mixed
     handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
     started = time.perf_counter()
     seconds: list[float] = []

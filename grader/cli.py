@@ -173,7 +173,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if type(exc).__name__ in ("SandboxUnavailable", "SandboxError"):
             print(f"grader: {exc}", file=sys.stderr)
             return 3
-        if type(exc).__name__ in ("UnknownStudent", "OutputBusy"):
+        if type(exc).__name__ in ("UnknownStudent", "OutputBusy", "RecordError"):
             print(f"grader: {exc}", file=sys.stderr)
             return 2
         raise

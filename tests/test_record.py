@@ -166,3 +166,22 @@ def test_grades_csv_row_survives_the_record_unchanged(tmp_path: Path) -> None:
         again = Report.from_record(folder.result_data(student) or {})
         assert csv_row(student, again, EXERCISES) == csv_row(student, report, EXERCISES)
     assert [r["status"] for r in folder.read_grades().rows] == ["ok", "missing"]
+
+
+def test_grade_refuses_to_write_into_a_folder_of_a_newer_schema(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    submitted = tmp_path / "submitted"
+    (submitted / "ann" / LESSON).mkdir(parents=True)
+    folder = _write_class(tmp_path / "out", {"ann": _report(["x"])})
+    _newer(folder, "run")
+    before = {p: p.read_bytes() for p in folder.path.rglob("*") if p.is_file()}
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", LESSON,
+                           "--out", str(folder.path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "written by a newer grader" in proc.stderr and "Traceback" not in proc.stderr
+    assert {p: p.read_bytes() for p in folder.path.rglob("*") if p.is_file()} == before
