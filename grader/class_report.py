@@ -12,8 +12,6 @@ script.
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 import statistics
 import time
@@ -26,11 +24,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from coursekit.errors import UserError
 
-from . import csvcells
-from .results import CSV_HEADER, LATE_COLUMNS
+from .record import Folder, HintData, RecordError, Status
 
 TEMPLATES = Path(__file__).with_name("templates")
-OK = "ok"
+OK = Status.OK
 LOW_SHARE = 0.5  # a graded notebook under this share of the points is worth a look
 COLORS = {"full": "#2e7d32", "partial": "#f2a900", "zero": "#c62828", "bar": "#3f6fb5"}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?")
@@ -45,6 +42,8 @@ class Student:
     message: str
     points: dict[str, float]
     hints: dict[str, str] = field(default_factory=dict)  # exercise -> its message
+    # exercise -> its hints as data; absent for a folder written before (grader.record)
+    hint_data: dict[str, list[HintData]] = field(default_factory=dict)
     untouched: bool = False  # every answer cell still as handed out (records/<id>.json)
 
 
@@ -67,44 +66,37 @@ class ReportError(UserError):
 
 
 def load(folder: str | Path) -> ClassData:
-    folder = Path(folder)
-    path = folder / "grades.csv"
+    graded = Folder(folder)
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            header = list(reader.fieldnames or [])
-            rows = [csvcells.read_row(r) for r in reader]
-    except OSError as exc:
-        raise ReportError(f"cannot read {path}: {exc.strerror or exc} (a folder `grade --out` wrote?)") from None
-    if header[:len(CSV_HEADER)] != CSV_HEADER:
+        grades = graded.read_grades()
+        run = graded.read_run()
+    except RecordError as exc:
+        raise ReportError(str(exc)) from None
+    path, rows = grades.path, grades.rows
+    if not grades.written_by_grade:
         raise ReportError(f"{path} is not a grades.csv written by `python -m grader grade`")
     if not rows:
         raise ReportError(f"{path} has no students")
-    # the late-work columns (with due dates) follow the exercises: they are not exercises
-    exercises = [h for h in header[len(CSV_HEADER):] if h not in LATE_COLUMNS]
+    exercises = grades.exercises
     students = [Student(r["student_id"], float(r["score"]), float(r["max_score"]), r["status"],
                         r["message"], {x: float(r[x] or 0) for x in exercises}) for r in rows]
     max_points: dict[str, float] = {}
     for student in students:
-        result = folder / "results" / f"{student.student_id}.json"
-        try:
-            data = json.loads(result.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        result = graded.read_result(student.student_id)
+        if result is None:
             continue
-        for x in data.get("exercises", []):
-            student.hints[x["name"]] = x.get("message", "")
-            max_points.setdefault(x["name"], float(x.get("max_points", 0)))
+        for x in result.exercises:
+            student.hints[x.name] = x.message
+            if x.hints is not None:
+                student.hint_data[x.name] = x.hints
+            max_points.setdefault(x.name, x.max_points)
     for student in students:
         try:
-            record = json.loads((folder / "records" / f"{student.student_id}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+            record = graded.read_record(student.student_id)
+        except RecordError as exc:
+            raise ReportError(str(exc)) from None
         student.untouched = isinstance(record, dict) and record.get("untouched") is True
-    try:
-        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        run = {}
-    return ClassData(folder, rows[0]["lesson"], exercises, max_points, students, run)
+    return ClassData(graded.path, rows[0]["lesson"], exercises, max_points, students, run)
 
 
 # --- numbers ----------------------------------------------------------------------------
@@ -140,17 +132,32 @@ def first_hint(message: str) -> str:
     return re.split(r"; | \(\+\d+ related", message, maxsplit=1)[0].strip()
 
 
+def hint_group(student: Student, exercise: str) -> tuple[str, str]:
+    """The group of the student's leading hint on ``exercise`` and its text: the mistake it
+    diagnoses; a hint that names no mistake (a symptom, an error), or one of a folder
+    written before hints were kept as data, by its text with numbers left out."""
+    data = student.hint_data.get(exercise)
+    if data:
+        hint = first_hint(data[0].text)
+        if data[0].mistake:
+            return f"mistake:{data[0].mistake}", hint
+        return f"{data[0].kind}:{_NUMBER.sub('#', hint)}", hint
+    hint = first_hint(student.hints[exercise])
+    return f"text:{_NUMBER.sub('#', hint)}", hint
+
+
 def common_failures(data: ClassData, top: int = 5) -> dict[str, list[dict[str, Any]]]:
     """Per exercise, the most frequent leading hints among students who lost points there;
-    hints that differ only in numbers count as one."""
+    hints that diagnose the same mistake count as one, and so do hints naming no mistake
+    that differ only in numbers."""
     found: dict[str, list[dict[str, Any]]] = {}
     for name in data.exercises:
         groups: dict[str, list[tuple[str, str]]] = defaultdict(list)
         for s in data.students:
             top_points = data.max_points.get(name, 0)
             if s.status == OK and s.points[name] < top_points and s.hints.get(name):
-                hint = first_hint(s.hints[name])
-                groups[_NUMBER.sub("#", hint)].append((s.student_id, hint))
+                key, hint = hint_group(s, name)
+                groups[key].append((s.student_id, hint))
         ranked = sorted(groups.values(), key=lambda g: (-len(g), g[0][1]))
         found[name] = [{"hint": Counter(h for _, h in g).most_common(1)[0][0], "count": len(g),
                         "students": sorted(sid for sid, _ in g)} for g in ranked[:top]]

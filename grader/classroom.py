@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import statistics
 import threading
@@ -44,6 +43,7 @@ from .late import Deadlines, format_utc, read_timestamp
 from .launch import course_files
 from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from .notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
+from .record import Folder
 from .results import Report, Status, not_graded
 
 
@@ -159,26 +159,22 @@ def grade_student(student: str, opts: Options, submitted: Path,
 
 # --- files ------------------------------------------------------------------------------
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_csv(out: Path, students: list[str], exercises: list[str],
               deadlines: Deadlines | None = None) -> dict[str, str]:
     """Write ``grades.csv`` from the results; returns each student's status."""
     late_columns = deadlines is not None
+    folder = Folder(out)
     rows, statuses = [], {}
     for student in students:
-        result = json.loads((out / "results" / f"{student}.json").read_text(encoding="utf-8"))
-        record = _record(out, student) or {}
+        result = folder.result_data(student)
+        if result is None:
+            raise FileNotFoundError(folder.result_path(student))
+        record = folder.read_record(student) or {}
         report = Report.from_record(result, record.get("notes"))
         late = _late_columns(record, report, student, deadlines) if deadlines is not None else None
         rows.append(results.csv_row(student, report, exercises, late))
         statuses[student] = str(report.status)
-    write_atomic(out / "grades.csv", results.csv_table(rows, exercises, late=late_columns))
+    folder.write_grades(results.csv_table(rows, exercises, late=late_columns))
     return statuses
 
 
@@ -248,13 +244,8 @@ class UnknownStudent(UserError, ValueError):
 
 def _record(out: Path, student: str) -> dict[str, Any] | None:
     """``records/<student>.json``: what the student's result was made from and with (None
-    when there is no result, or it predates records)."""
-    if not (out / "results" / f"{student}.json").is_file():
-        return None
-    try:
-        return json.loads((out / "records" / f"{student}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    when there is no result, {} when it predates records): ``grader.record``."""
+    return Folder(out).read_record(student)
 
 
 def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
@@ -286,11 +277,13 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
                 on_plan: Callable[[Any], None] | None = None) -> RunSummary:
     """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM (``Interrupted``)
     the workers are killed, the results being computed are dropped, and the exception
-    propagates with ``.summary`` attached: the files already written stay."""
+    propagates with ``.summary`` attached: the files already written stay. An ``OUT`` that
+    a newer grader wrote (``grader.record``) is refused before anything is written."""
     from tqdm import tqdm
 
     students = student_folders(submitted)
     out = opts.out
+    Folder(out).schema()  # a folder of a newer grader is refused (RecordError), never mixed
     handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
     started = time.perf_counter()
     seconds: list[float] = []
@@ -298,8 +291,7 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     summary = RunSummary(0, 0, 0.0, seconds, [])
     todo = plan_run(students, handed, opts, summary)
     with workers(opts) as pool, only_writer(out):  # refuses (strict, require) before
-        (out / "results").mkdir(parents=True, exist_ok=True)  # anything is written
-        _ignore_in_git(out)
+        Folder(out).prepare()  # anything is written
         if on_plan is not None:
             on_plan(pool.plan)
         summary.reused, summary.protections = len(students) - len(todo), pool.protections
@@ -350,7 +342,7 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     summary.statuses = write_csv(out, students, list(exercise_points(opts.lesson)),
                                  opts.deadlines)
     summary.graded, summary.seconds = len(todo), time.perf_counter() - started
-    write_atomic(out / "run.json", json.dumps({
+    Folder(out).write_run({
         "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),
         "graded": summary.graded,
         "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
@@ -361,15 +353,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
         # this run vouches for the results it made, under the settings above, only
         "results_of_this_run": todo, "regraded_changed": summary.changed,
         "kept_results": kept, "kept_results_made_otherwise": summary.other_settings,
-        "deadlines": opts.deadlines.source if opts.deadlines else None}, indent=2))
+        "deadlines": opts.deadlines.source if opts.deadlines else None})
     return summary
-
-
-def _ignore_in_git(out: Path) -> None:
-    """Grades never end up in a commit by accident: the folder ignores itself."""
-    ignore = out / ".gitignore"
-    if not ignore.exists():
-        write_atomic(ignore, "# written by `python -m grader grade`: grades stay out of git\n*\n")
 
 
 _LOG_LOCK = threading.Lock()
@@ -449,13 +434,14 @@ def _save(student: str, opts: Options, report: Report, handed: HandedIn,
         shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe()])
         penalty = lateness.penalty(report.score)  # the page's score is the gradebook's
     lang = i18n.choose(opts.lang, report.edition)
-    write_atomic(opts.out / "feedback" / student / f"{opts.lesson}.html",
-                 results.feedback_html(i18n.localize(shown, lang), student, penalty))
+    folder = Folder(opts.out)
+    folder.write_feedback(student, opts.lesson,
+                          results.feedback_html(i18n.localize(shown, lang), student, penalty))
     record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
                   graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   untouched=_untouched(handed, opts.lesson))
-    write_atomic(opts.out / "records" / f"{student}.json", json.dumps(record, ensure_ascii=False))
-    write_atomic(opts.out / "results" / f"{student}.json", results.record_json(report))
+    folder.write_record(student, record)
+    folder.write_result(student, report)
 
 
 def warm_up(lesson: str) -> None:

@@ -15,13 +15,14 @@ hidden test). Two ways back to the students:
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coursekit import catalogue
 from coursekit.errors import UserError
+
+from .record import Folder, RecordError
 
 
 class FeedbackError(UserError):
@@ -36,12 +37,14 @@ class Returned:
 
 def _pages(out: Path) -> list[tuple[str, str, Path]]:
     """``(student, lesson, page)`` of every feedback page in a ``grade`` folder."""
-    if not (out / "grades.csv").is_file() or not (out / "feedback").is_dir():
+    graded = Folder(out)
+    if not graded.grades_csv.is_file() or not (out / "feedback").is_dir():
         raise FeedbackError(f"{out}: no grades.csv and feedback/ (a folder `grade --out` wrote?)")
-    pages = []
-    for page in sorted((out / "feedback").glob("*/*.html")):
-        pages.append((page.parent.name, page.stem, page))
-    return pages
+    try:
+        graded.schema()
+    except RecordError as exc:
+        raise FeedbackError(str(exc)) from None
+    return list(graded.feedback_pages())
 
 
 def to_folders(outs: list[str | Path], dest: str | Path) -> Returned:
@@ -62,9 +65,9 @@ def to_nbgrader(outs: list[str | Path], course: str | Path) -> Returned:
         out = Path(out)
         for student, lesson, page in _pages(out):
             try:
-                record = json.loads((out / "records" / f"{student}.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                record = {}
+                record = Folder(out).read_record(student) or {}
+            except RecordError as exc:
+                raise FeedbackError(str(exc)) from None
             file = (record.get("submission") or {}).get("file")
             submitted = course / "submitted" / student / lesson
             secret = submitted / "submission_secret.txt"

@@ -31,6 +31,7 @@ from pathlib import Path
 from coursekit.errors import UserError
 
 from . import csvcells
+from .record import Folder, RecordError, Status
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_KEYS = {"login": "SIS Login ID", "sis": "SIS User ID", "id": "ID", "name": "Student"}
@@ -141,14 +142,14 @@ def key_column(roster: Roster, key: str | None) -> str:
 
 
 def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
-    folder = Path(folder)
-    path = folder / "grades.csv"
+    """``grades.csv`` of a graded folder (``grader.record``), by student_id."""
+    graded = Folder(folder)
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = [csvcells.read_row(r) for r in csv.DictReader(f)]
-    except OSError as exc:
-        raise LmsError(f"cannot read {path}: {exc.strerror or exc} (a folder `grade --out` wrote?)") from None
-    if not rows or "student_id" not in rows[0]:
+        grades = graded.read_grades()
+    except RecordError as exc:
+        raise LmsError(str(exc)) from None
+    folder, path, rows = graded.path, grades.path, grades.rows
+    if not rows or "student_id" not in grades.header:
         raise LmsError(f"{path} has no graded students")
     lessons = {r["lesson"] for r in rows}
     if len(lessons) != 1:
@@ -262,7 +263,7 @@ def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson]) -> st
              f"  roster: {roster.lms} export, {len(roster.rows)} student(s), matched on {m.key!r}"]
     for x in lessons:
         flagged = [f"{s} ({x.rows[s]['status']})" for _, s in m.matched
-                   if s in x.rows and x.rows[s]["status"] != "ok"]
+                   if s in x.rows and x.rows[s]["status"] != Status.OK]
         if flagged:
             lines.append(f"  {x.lesson}: not graded normally, exported as scored: {', '.join(flagged)}")
     if m.roster_only:

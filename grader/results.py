@@ -156,11 +156,21 @@ class Report:
 
     @classmethod
     def from_record(cls, record: dict[str, Any], notes: list[str] | None = None) -> Report:
-        exercises = [ExerciseResult(x["name"], x["points"], x["max_points"],
-                                    [x["message"]] if x.get("message") else [])
+        """The report of a ``results/<id>.json`` object: each exercise's hints as recorded
+        (``grader.record``), or its ``message`` as one hint in a folder from before."""
+        exercises = [ExerciseResult(x["name"], x["points"], x["max_points"], _failures(x))
                      for x in record["exercises"]]
         return cls(record["notebook"], record["lesson"], exercises, Status(record["status"]),
                    notes=[str(n) for n in (notes or [])])
+
+
+def _failures(exercise: dict[str, Any]) -> list[str]:
+    from .messages import Hint
+
+    hints = exercise.get("hints")
+    if isinstance(hints, list):
+        return [Hint(str(h.get("text", "")), h.get("mistake"), h.get("kind")) for h in hints]
+    return [exercise["message"]] if exercise.get("message") else []
 
 
 def not_graded(notebook: str, lesson: str, exercises: dict[str, float], status: Status,

@@ -133,7 +133,7 @@ def test_the_helpers_rpc_has_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(helper.HelperUnavailable, match="did not answer within"):
             source.start(Limits(wall_s=0.3))
         with pytest.raises(helper.HelperUnavailable, match=r"did not answer within 0\.5 s \(finish\)"):
-            helper.HelperWorker(source, 1, 0, socket.socket()).finish()
+            helper.HelperWorker(source, 1, 0, socket.socket(), Limits()).finish()
     finally:
         ours.close()
         theirs.close()

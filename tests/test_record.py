@@ -1,0 +1,187 @@
+"""grader.record: the one reader and writer of a ``grade --out`` folder. Hints are kept as
+data beside the documented ``message``; the folder carries a schema version; a folder from
+before it is read as it always was, one from a newer grader is refused by every reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grader import class_report, feedback, lms
+from grader.messages import Hint
+from grader.record import SCHEMA, Folder, RecordError, result_object, write_atomic
+from grader.results import ExerciseResult, Report, Status, csv_row, csv_table, not_graded
+
+LESSON = "01_attention_by_hand"
+EXERCISES = ["dot_scores", "softmax"]
+
+
+def _report(softmax: list[str], points: float = 0.0) -> Report:
+    return Report(f"x/{LESSON}/{LESSON}.ipynb", LESSON,
+                  [ExerciseResult("dot_scores", 2.0, 2.0),
+                   ExerciseResult("softmax", points, 4.0, softmax)])
+
+
+def _write_class(out: Path, reports: dict[str, Report], legacy: bool = False) -> Folder:
+    """A folder as ``grade`` writes it (``legacy``: as graders before the schema wrote it)."""
+    folder = Folder(out)
+    folder.prepare()
+    for student, report in reports.items():
+        if legacy:
+            folder.result_path(student).write_text(json.dumps(report.as_record()), encoding="utf-8")
+            folder.record_path(student).parent.mkdir(parents=True, exist_ok=True)
+            folder.record_path(student).write_text(json.dumps({"untouched": False}), encoding="utf-8")
+        else:
+            folder.write_result(student, report)
+            folder.write_record(student, {"untouched": student == "blank"})
+        folder.write_feedback(student, LESSON, "<p>feedback</p>")
+    rows = [csv_row(s, r, EXERCISES) for s, r in reports.items()]
+    folder.write_grades(csv_table(rows, EXERCISES))
+    run = {"lesson": LESSON, "students": len(reports)}
+    if legacy:
+        folder.run_json.write_text(json.dumps(run), encoding="utf-8")
+    else:
+        folder.write_run(run)
+    return folder
+
+
+def test_hints_are_kept_as_data_beside_the_documented_message() -> None:
+    report = _report([Hint("rows of the weights should sum to 1 (max 0.25 off)", "softmax_sum_all"),
+                      Hint("a symptom", None), Hint("another", None)])
+    data = result_object(report)
+    assert {k: v for k, v in data.items()} | {"exercises": None} == report.as_record() | {"exercises": None}
+    for written, contract in zip(data["exercises"], report.as_record()["exercises"], strict=True):
+        assert {k: v for k, v in written.items() if k != "hints"} == contract  # only hints added
+        assert written["message"] == "; ".join(h["text"] for h in written["hints"])
+    (softmax,) = [x for x in data["exercises"] if x["name"] == "softmax"]
+    assert softmax["hints"] == [{"text": "rows of the weights should sum to 1 (max 0.25 off) "
+                                         "(+2 related checks failed)",
+                                 "mistake": "softmax_sum_all", "kind": "diagnosis"}]
+
+
+def test_a_result_read_back_keeps_each_hints_mistake_and_kind() -> None:
+    report = _report([Hint("first", "mistake_a"), Hint("second", "mistake_b"),
+                      Hint("raised ValueError", None, "error")])
+    again = Report.from_record(json.loads(json.dumps(result_object(report))))
+    shown = again.exercises[1].hints
+    assert [(str(h), h.mistake, h.kind) for h in shown] == [
+        (str(h), h.mistake, h.kind) for h in report.exercises[1].hints]
+    assert again.as_dict() == report.as_dict()
+    assert csv_row("a", again, EXERCISES) == csv_row("a", report, EXERCISES)
+
+
+def test_the_folder_carries_its_schema(tmp_path: Path) -> None:
+    folder = _write_class(tmp_path, {"ann": _report(["x"])})
+    assert json.loads(folder.run_json.read_text())["schema"] == SCHEMA
+    assert json.loads(folder.record_path("ann").read_text())["schema"] == SCHEMA
+    assert folder.schema() == SCHEMA
+    assert not [p for p in tmp_path.rglob("*.tmp")], "atomic writes leave no temporary file"
+
+
+def test_write_atomic_replaces_whole_files(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b.json"
+    write_atomic(target, "one")
+    write_atomic(target, "two")
+    assert target.read_text() == "two" and [p.name for p in target.parent.iterdir()] == ["b.json"]
+
+
+def _newer(folder: Folder, where: str) -> None:
+    path = folder.run_json if where == "run" else folder.record_path("ann")
+    data = json.loads(path.read_text())
+    data["schema"] = SCHEMA + 1
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("where", ["run", "record"])
+def test_every_reader_refuses_a_folder_of_a_newer_schema(tmp_path: Path, where: str) -> None:
+    folder = _write_class(tmp_path / "out", {"ann": _report(["x"])})
+    _newer(folder, where)
+    newer = rf"written by a newer grader \(folder schema {SCHEMA + 1}; this grader reads up to {SCHEMA}\)"
+    with pytest.raises(class_report.ReportError, match=newer):
+        class_report.load(folder.path)
+    with pytest.raises(feedback.FeedbackError, match=newer):
+        if where == "run":
+            feedback.to_folders([folder.path], tmp_path / "pages")
+        else:
+            (tmp_path / "course" / "submitted" / "ann" / LESSON).mkdir(parents=True)
+            (tmp_path / "course" / "submitted" / "ann" / LESSON / "submission_secret.txt").write_text("s")
+            feedback.to_nbgrader([folder.path], tmp_path / "course")
+    if where == "run":  # the LMS export reads grades.csv (and run.json) only
+        with pytest.raises(lms.LmsError, match=newer):
+            lms.read_lesson(folder.path)
+        with pytest.raises(RecordError, match=newer):
+            folder.read_grades()
+
+
+@pytest.mark.parametrize("schema", ["1", -1, True, 1.5])
+def test_a_schema_that_grade_never_writes_is_refused(tmp_path: Path, schema: object) -> None:
+    folder = _write_class(tmp_path, {"ann": _report(["x"])})
+    folder.run_json.write_text(json.dumps({"lesson": LESSON, "schema": schema}))
+    with pytest.raises(RecordError, match="is not one `grade` writes"):
+        folder.read_grades()
+
+
+def test_a_folder_from_before_the_schema_is_read_as_it_always_was(tmp_path: Path) -> None:
+    reports = {"ann": _report([Hint("softmax over axis 0 (max 3 off)", "softmax_axis")]),
+               "bob": _report([Hint("softmax over axis 0 (max 7 off)", "softmax_axis")])}
+    legacy = _write_class(tmp_path / "old", reports, legacy=True)
+    assert legacy.schema() == 0
+    data = class_report.load(legacy.path)
+    assert all(not s.hint_data for s in data.students)
+    assert [s.hints["softmax"] for s in data.students] == [
+        "softmax over axis 0 (max 3 off)", "softmax over axis 0 (max 7 off)"]
+    (group,) = class_report.common_failures(data)["softmax"]  # the old way: numbers left out
+    assert group["count"] == 2 and group["students"] == ["ann", "bob"]
+    assert lms.read_lesson(legacy.path).rows["ann"]["status"] == "ok"
+
+
+def test_the_class_report_groups_hints_by_mistake_id(tmp_path: Path) -> None:
+    reports = {
+        # one mistake, told in words that differ beyond numbers: one group
+        "ann": _report([Hint("the weights' rows sum to 3, not 1", "softmax_sum_all")]),
+        "bob": _report([Hint("np.sum(e) sums every entry: use axis", "softmax_sum_all")]),
+        # two mistakes whose sentences differ only in numbers: two groups
+        "cy": _report([Hint("off by 2 on axis 0", "softmax_axis_ignored")]),
+        "di": _report([Hint("off by 3 on axis 0", "softmax_global_max")]),
+        # no mistake id: by the text, numbers left out
+        "ed": _report([Hint("returned 4 rows", None)]),
+        "fa": _report([Hint("returned 5 rows", None)]),
+        "ok": _report([], 4.0),
+    }
+    data = class_report.load(_write_class(tmp_path, reports).path)
+    groups = class_report.common_failures(data)["softmax"]
+    assert sorted((g["count"], tuple(g["students"])) for g in groups) == [
+        (1, ("cy",)), (1, ("di",)), (2, ("ann", "bob")), (2, ("ed", "fa"))]
+    assert data.students[0].hint_data["softmax"][0].mistake == "softmax_sum_all"
+
+
+def test_grades_csv_row_survives_the_record_unchanged(tmp_path: Path) -> None:
+    reports = {"ann": _report([Hint("x", "m")]),
+               "gone": not_graded("gone/x", LESSON, {"dot_scores": 2.0, "softmax": 4.0},
+                                  Status.MISSING, "No submission.")}
+    folder = _write_class(tmp_path, reports)
+    for student, report in reports.items():
+        again = Report.from_record(folder.result_data(student) or {})
+        assert csv_row(student, again, EXERCISES) == csv_row(student, report, EXERCISES)
+    assert [r["status"] for r in folder.read_grades().rows] == ["ok", "missing"]
+
+
+def test_grade_refuses_to_write_into_a_folder_of_a_newer_schema(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    submitted = tmp_path / "submitted"
+    (submitted / "ann" / LESSON).mkdir(parents=True)
+    folder = _write_class(tmp_path / "out", {"ann": _report(["x"])})
+    _newer(folder, "run")
+    before = {p: p.read_bytes() for p in folder.path.rglob("*") if p.is_file()}
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", LESSON,
+                           "--out", str(folder.path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "written by a newer grader" in proc.stderr and "Traceback" not in proc.stderr
+    assert {p: p.read_bytes() for p in folder.path.rglob("*") if p.is_file()} == before
