@@ -51,7 +51,8 @@ _missing = ("playwright is not installed (pip install playwright)" if sync_playw
             if not os.access(CHROMIUM, os.X_OK) else None)
 if _missing and os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
     raise RuntimeError(f"COURSE_REQUIRE_BROWSER=1 but {_missing}")
-pytestmark = pytest.mark.skipif(bool(_missing), reason=_missing or "")
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow,
+              pytest.mark.skipif(bool(_missing), reason=_missing or "")]
 
 
 class Phases:

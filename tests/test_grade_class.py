@@ -12,6 +12,8 @@ import sys
 import pytest
 from conftest import ROOT, lesson_path, solution_path
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 LESSON = "01_attention_by_hand"
 
 

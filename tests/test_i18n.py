@@ -154,7 +154,8 @@ def test_localize_translates_the_notes_too() -> None:
 
 # --- the course's own notebooks -----------------------------------------------------------
 
-@pytest.mark.parametrize("lesson", ZH_LESSONS or ["none"])
+@pytest.mark.e2e
+@pytest.mark.parametrize("lesson", ZH_LESSONS)
 def test_check_answers_a_chinese_notebook_in_chinese(lesson: str) -> None:
     if lesson == "none":
         pytest.skip("no lesson has a Chinese edition yet")

@@ -39,6 +39,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 README = ROOT / "README.md"
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>\w*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.M | re.S)

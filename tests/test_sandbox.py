@@ -35,6 +35,8 @@ from grader.sandbox import (
 )
 from grader.sandbox.bwrap import python_dirs
 
+pytestmark = pytest.mark.sandbox
+
 REPO = Path(__file__).resolve().parents[1]
 
 ENTRY = b"""

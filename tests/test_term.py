@@ -27,6 +27,8 @@ from coursekit import catalogue
 sys.path.insert(0, str(ROOT / "docs" / "examples"))
 from term_class import LESSON, SOLUTION, build_class, canvas_zip, put  # noqa: E402
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 DEADLINES = (ROOT / "docs" / "examples" / "deadlines.toml").read_text(encoding="utf-8")
 
 
