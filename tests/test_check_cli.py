@@ -9,6 +9,8 @@ import sys
 import pytest
 from conftest import ROOT, lesson_path, lessons, solution_path
 
+pytestmark = [pytest.mark.sandbox, pytest.mark.e2e, pytest.mark.slow]
+
 KEYS = {"notebook", "lesson", "score", "max_score", "exercises"}
 EXERCISE_KEYS = {"name", "points", "max_points", "passed", "message"}
 

@@ -18,8 +18,14 @@ import pytest
 from conftest import ROOT, lesson_path, solution_path
 from test_browser import _missing, browser_page
 
+pytestmark = pytest.mark.e2e
+
 LESSON = "01_attention_by_hand"
-needs_browser = pytest.mark.skipif(bool(_missing), reason=_missing or "")
+
+
+def needs_browser(test):
+    """Drives chromium: marked ``browser``, skipped without one (test_browser says why)."""
+    return pytest.mark.browser(pytest.mark.skipif(bool(_missing), reason=_missing or "")(test))
 
 
 def put(submitted: Path, student: str, lesson: str, data: bytes | None) -> None:

@@ -17,39 +17,29 @@ from grader import editions
 WITH_ZH = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
 
 
-def _zh_lessons() -> list[str]:
-    return WITH_ZH or pytest.skip("no lesson has a Chinese edition yet")
-
-
 # --- the drift test, on the course's own notebooks ----------------------------------------
 
 @pytest.mark.parametrize("kind", ["solution", "student"])
-@pytest.mark.parametrize("lesson", WITH_ZH or ["none"])
+@pytest.mark.parametrize("lesson", WITH_ZH)
 def test_every_edition_shares_the_english_code(lesson: str, kind: str) -> None:
-    if lesson == "none":
-        pytest.skip("no lesson has a Chinese edition yet")
     entry = catalogue.get(lesson)
     problems = editions.compare_files(entry.notebook(kind), entry.notebook(kind, "zh"))
     assert not problems, f"{entry.notebook(kind, 'zh').relative_to(ROOT)} drifted from English " \
         f"(`python -m grader.editions sync {entry.number}`):\n  " + "\n  ".join(problems)
 
 
-@pytest.mark.parametrize("lesson", WITH_ZH or ["none"])
+@pytest.mark.parametrize("lesson", WITH_ZH)
 def test_every_edition_is_translated_and_in_sync(lesson: str) -> None:
     """Nothing left in English, nothing stale: `python -m grader.editions status` is clean."""
-    if lesson == "none":
-        pytest.skip("no lesson has a Chinese edition yet")
     entry = catalogue.get(lesson)
     synced, report = editions.sync(editions.read(entry.solution()), editions.read(entry.solution("zh")))
     assert not report.changed and not report.to_translate, \
         f"{lesson}: " + "; ".join(report.lines())
 
 
-@pytest.mark.parametrize("lesson", WITH_ZH or ["none"])
+@pytest.mark.parametrize("lesson", WITH_ZH)
 def test_a_chinese_edition_reads_as_one(lesson: str) -> None:
     """Its title line is the catalogue's Chinese title, and all its prose is Chinese."""
-    if lesson == "none":
-        pytest.skip("no lesson has a Chinese edition yet")
     entry = catalogue.get(lesson)
     cells = catalogue.read_json(entry.solution("zh"))["cells"]
     assert cells[0]["source"].splitlines()[0] == entry.heading("zh")
@@ -61,11 +51,9 @@ def test_a_chinese_edition_reads_as_one(lesson: str) -> None:
 PLOT = re.compile(r"\bplt\.|\.imshow\(|\.plot\(|\.semilogx\(|\bsubplots\(")
 
 
-@pytest.mark.parametrize("lesson", WITH_ZH or ["none"])
+@pytest.mark.parametrize("lesson", WITH_ZH)
 def test_a_chinese_edition_registers_the_cjk_font_before_its_first_plot(lesson: str) -> None:
     """Its plots have Chinese labels: without the course's font a reader sees boxes."""
-    if lesson == "none":
-        pytest.skip("no lesson has a Chinese edition yet")
     registered = False
     for cell in catalogue.code_cells(catalogue.read_json(catalogue.get(lesson).solution("zh"))):
         call, plot = cell["source"].find("use_cjk_font()"), PLOT.search(cell["source"])
@@ -75,12 +63,10 @@ def test_a_chinese_edition_registers_the_cjk_font_before_its_first_plot(lesson: 
         registered = registered or call >= 0
 
 
-@pytest.mark.parametrize("lesson", WITH_ZH or ["none"])
+@pytest.mark.parametrize("lesson", WITH_ZH)
 def test_bold_text_renders_in_both_editions(lesson: str) -> None:
     """CommonMark closes ``**`` after punctuation only before a space or punctuation:
     ``**优秀！**做梦`` shows its asterisks. (mistune, nbconvert's parser, follows the rule.)"""
-    if lesson == "none":
-        pytest.skip("no lesson has a Chinese edition yet")
     import mistune
 
     render = mistune.create_markdown()

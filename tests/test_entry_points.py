@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, solution_path
+from conftest import ROOT, SANDBOX_REQUIRED, solution_path
 from test_gradescope import PYTHON, unpack
 
 from grader.gradescope.run import PRIVATE
 from grader.sandbox import available_protections
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 LESSON = "01_attention_by_hand"
 NOTE = re.compile(r"sandboxed with \d+ of \d+ protections here, without ([\w, -]+) \(")
@@ -51,7 +53,7 @@ def _missing_in_note(stderr: str) -> list[str]:
 @pytest.fixture(params=["", "bwrap"], ids=["as-available", "without-bwrap"])
 def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict]:
     without = request.param
-    if not without and "files-hidden" not in available_protections():
+    if not without and "files-hidden" not in available_protections() and not SANDBOX_REQUIRED:
         pytest.skip("bubblewrap cannot run here: the other case covers this machine")
     reference = solution_path(LESSON).read_text(encoding="utf-8")
     planted = reference.replace("np.sqrt(K.shape[-1])", "K.shape[-1]")  # scaled by d_k

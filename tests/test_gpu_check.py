@@ -14,7 +14,8 @@ import torch
 from conftest import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: run the real check")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: run the real check")]
 
 
 def _run(*args: str, cwd) -> subprocess.CompletedProcess:

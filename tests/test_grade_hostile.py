@@ -37,8 +37,9 @@ IN_REPO = ROOT / f"{MARK}-in-repo.txt"
 CONTAINING = ("files-hidden", "read-only", "no-network", "processes-unreachable",
               "nothing-outlives", "syscall-filter")
 LACKING = {p: why for p, why in missing_protections().items() if p in CONTAINING}
-pytestmark = pytest.mark.skipif(bool(LACKING) and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
-                                reason=f"this machine cannot contain the attacks: {LACKING}")
+pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(
+    bool(LACKING) and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
+    reason=f"this machine cannot contain the attacks: {LACKING}")]
 
 HOSTILE = {
     "reads_solutions": f"""
@@ -171,15 +172,15 @@ def _snapshot() -> dict[str, int]:
 def test_hostile_class_is_graded_safely(tmp_path) -> None:
     server, seen = _listener()
     port = server.getsockname()[1]
-    HOSTILE["opens_network"] = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                                f"s.sendall(b'leak')")
+    hostile = dict(HOSTILE, opens_network=f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                                          f"s.sendall(b'leak')")
     submitted = tmp_path / "submitted"
     notebooks = {"honest": solution_path(LESSON).read_text(encoding="utf-8"),
                  "blank": lesson_path(LESSON).read_text(encoding="utf-8")}
-    for name, source in HOSTILE.items():
+    for name, source in hostile.items():
         notebooks[name] = _with_cell(lesson_path(LESSON), source, at_end=name not in ("claims_equality",))
-    notebooks["honest_but_leaky"] = _with_cell(solution_path(LESSON), HOSTILE["writes_outside"]
-                                               + "\n" + HOSTILE["opens_network"].replace("s.sendall", "0 and s.sendall"))
+    notebooks["honest_but_leaky"] = _with_cell(solution_path(LESSON), hostile["writes_outside"]
+                                               + "\n" + hostile["opens_network"].replace("s.sendall", "0 and s.sendall"))
     for student, text in notebooks.items():
         folder = submitted / student / LESSON
         folder.mkdir(parents=True)

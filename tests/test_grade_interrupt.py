@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, lesson_path, solution_path
 
+pytestmark = pytest.mark.sandbox
+
 LESSON = "01_attention_by_hand"
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, solution_path
 
+pytestmark = pytest.mark.e2e
+
 LESSON = "01_attention_by_hand"
 
 

@@ -23,6 +23,8 @@ from conftest import ROOT, lesson_path, solution_path
 from grader.gradescope import SCHEMA_PATH
 from grader.parts import builds_on
 
+pytestmark = pytest.mark.e2e
+
 LESSON = "01_attention_by_hand"
 EXERCISES = ["dot_scores", "softmax", "attention"]
 

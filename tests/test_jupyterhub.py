@@ -26,6 +26,8 @@ from conftest import ROOT
 
 from coursekit import catalogue
 
+pytestmark = pytest.mark.e2e
+
 GUIDE = ROOT / "docs" / "jupyterhub.md"
 
 

@@ -17,6 +17,8 @@ from conftest import ROOT
 from grader.lms import LmsError, export, match, read_roster
 from grader.results import CSV_HEADER
 
+pytestmark = pytest.mark.e2e
+
 FIXTURES = ROOT / "tests" / "fixtures" / "lms"
 CANVAS = FIXTURES / "canvas_gradebook_export.csv"
 MOODLE = FIXTURES / "moodle_grades_export.csv"

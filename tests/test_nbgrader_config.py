@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,6 +12,8 @@ import sys
 import pytest
 from conftest import ROOT, lessons
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 
 def run(args: list[str], cwd) -> subprocess.CompletedProcess:
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)

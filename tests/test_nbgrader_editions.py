@@ -19,9 +19,9 @@ from conftest import ROOT
 from coursekit import catalogue
 from grader import nbgrader_editions
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 LESSON = "01_attention_by_hand"
-pytestmark = pytest.mark.skipif("zh" not in catalogue.get(LESSON).editions,
-                                reason="lesson 01 has no Chinese edition")
 
 
 def run(args: list[str], cwd, edition: str | None = None) -> subprocess.CompletedProcess:

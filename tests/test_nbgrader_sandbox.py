@@ -27,6 +27,8 @@ from planted import l01
 
 from grader.sandbox import missing_protections
 
+pytestmark = [pytest.mark.sandbox, pytest.mark.e2e, pytest.mark.slow]
+
 LESSON = "01_attention_by_hand"
 SEED = "20261201"
 TIMEOUT = "25"  # a notebook's wall clock, for grade and the sandboxed autograde alike

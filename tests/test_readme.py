@@ -8,8 +8,8 @@ README shell blocks carry a marker comment right above them:
   and are then stopped; ``make test`` runs the whole suite, which includes this file, so it
   runs with ``PYTEST_ADDOPTS`` narrowing pytest to ``tests/test_environment.py`` (the
   command, its set-up and pytest are real; the suite is not run twice).
-- ``<!-- readme-test: run needs-grade -->``: as ``run``, once ``python -m grader grade``
-  exists; skipped with a reason while it does not (it lands from branch ``sandbox``).
+- ``<!-- readme-test: run needs-grade -->``: as ``run``, the class grader's commands, run
+  after all the ``run`` blocks, in the state they leave (``submitted/``).
 - ``<!-- readme-test: output -->`` above a ``text`` block: sample output of the previous
   command. Each sample line must match the real stdout's lines in order (whitespace at the
   ends ignored); ``...`` inside a line matches anything, and a line of only ``...`` skips
@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 README = ROOT / "README.md"
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>\w*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
@@ -143,13 +145,11 @@ def serve(command: str, cwd: Path, env: dict[str, str], config: Path, timeout: f
                     proc.wait()
 
 
-def _grade_exists(env: dict[str, str], cwd: Path) -> bool:
-    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "--help"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
-    return proc.returncode == 0
-
-
-def test_readme_commands_run(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory) -> dict:
+    """The ``run`` blocks, in order, in a fresh copy of the repository: the copy, its
+    environment and the commands run. Both tests below start from it, whichever runs first."""
+    tmp_path = tmp_path_factory.mktemp("readme")
     copy = tmp_path / "repo"
     tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                              cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
@@ -179,12 +179,13 @@ def test_readme_commands_run(tmp_path) -> None:
         for command in commands(body):
             last_output = run(command, copy, env, config)
             ran.append(command)
+    return {"copy": copy, "env": env, "config": config, "ran": ran}
+
+
+def test_readme_commands_run(readme_run) -> None:
+    ran = readme_run["ran"]
     assert "make lab" in ran[0] and "make test" in ran[1]
     print(f"ran {len(ran)} README commands:", *ran, sep="\n  ")
-    _STATE.update(copy=copy, env=env, config=config)
-
-
-_STATE: dict = {}
 
 
 def run(command: str, copy: Path, env: dict[str, str], config: Path) -> str:
@@ -200,14 +201,9 @@ def run(command: str, copy: Path, env: dict[str, str], config: Path) -> str:
     return proc.stdout
 
 
-def test_readme_class_grader_commands_run() -> None:
-    """The ``needs-grade`` blocks, in the state the other commands left (``submitted/``)."""
-    if not _STATE:
-        pytest.skip("test_readme_commands_run did not complete")
-    copy, env, config = _STATE["copy"], _STATE["env"], _STATE["config"]
-    if not _grade_exists(env, copy):
-        pytest.skip("`python -m grader grade` does not exist on this branch yet (it lands from "
-                    "branch sandbox); its README commands run once it does")
+def test_readme_class_grader_commands_run(readme_run) -> None:
+    """The ``needs-grade`` blocks, in the state the ``run`` blocks left (``submitted/``)."""
+    copy, env, config = readme_run["copy"], readme_run["env"], readme_run["config"]
     found = blocks()
     ran = []
     for i, (kind, _lang, body) in enumerate(found):

@@ -20,6 +20,8 @@ from test_readme import blocks as readme_blocks
 
 from coursekit import catalogue
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 README_ZH = ROOT / "README.zh.md"
 
 

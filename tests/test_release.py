@@ -24,6 +24,8 @@ from conftest import ROOT
 
 from coursekit import catalogue
 
+pytestmark = pytest.mark.e2e
+
 LESSONS = catalogue.COURSE.released().ids()
 FIRST = "01_attention_by_hand"
 REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)

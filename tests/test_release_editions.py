@@ -28,6 +28,8 @@ from test_release import (
 
 from coursekit import catalogue
 
+pytestmark = pytest.mark.e2e
+
 ZH = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 

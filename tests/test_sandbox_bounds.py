@@ -19,6 +19,8 @@ from grader.sandbox import SandboxPool, SandboxWorker
 from grader.sandbox import pool as pool_module
 from grader.sandbox.pool import SandboxError
 
+pytestmark = pytest.mark.sandbox
+
 ENTRY = b"""
 def serve(sock):
     while sock.recv(1 << 16):

@@ -20,6 +20,8 @@ import pytest
 from grader.sandbox import cgroup
 from grader.sandbox.cgroup import Hierarchy, PoolCgroups, SubmissionCgroup
 
+pytestmark = pytest.mark.sandbox
+
 V1_MOUNTINFO = """\
 30 25 0:26 / {root} rw,nosuid,nodev,noexec - tmpfs tmpfs ro,mode=755
 36 30 0:31 / {root}/memory rw,relatime shared:12 - cgroup cgroup rw,memory

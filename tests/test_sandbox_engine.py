@@ -1,8 +1,5 @@
 """The grading engine (``grader.engine.grade_with_worker``) on top of the sandbox pool:
-hostile notebooks earn nothing they did not compute, and cannot hurt the grader.
-
-Skipped until this checkout has the engine and lesson 01 (they live on ``main``).
-"""
+hostile notebooks earn nothing they did not compute, and cannot hurt the grader."""
 
 from __future__ import annotations
 
@@ -13,24 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_bubblewrap
 
-from grader.sandbox import Limits, SandboxPool, available_protections, default_worker_files
+from grader.sandbox import Limits, SandboxPool
 
 REPO = Path(__file__).resolve().parents[1]
 LESSON = "01_attention_by_hand"
 SOLUTION = REPO / "solutions" / LESSON / f"{LESSON}.ipynb"
 STUDENT = REPO / "lessons" / LESSON / f"{LESSON}.ipynb"
 
-pytestmark = [
-    pytest.mark.skipif("files-hidden" not in available_protections(),
-                       reason="bubblewrap cannot hide the course's files here"),
-    pytest.mark.skipif(
-        "grader/runtime/worker.py" not in default_worker_files()
-        or not (REPO / "grader" / "engine.py").exists()
-        or not SOLUTION.exists(),
-        reason="the grading engine and lesson 01 are not in this checkout yet",
-    ),
-]
+pytestmark = [pytest.mark.sandbox, needs_bubblewrap()]
 
 
 @pytest.fixture(scope="module")

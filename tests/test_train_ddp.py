@@ -29,6 +29,8 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+pytestmark = pytest.mark.e2e
+
 STEPS = 20
 PER_PROCESS = 32
 COMMON = ["--preset", "smoke", "--threads", "1", "--max-steps", str(STEPS), "--eval-every", "1000",
