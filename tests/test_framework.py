@@ -1,0 +1,61 @@
+"""Hidden inputs are fresh for every grading run and reproducible from its seed, and the
+reference keeps full marks under many seeds (grader/framework.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import lessons, solution_path
+from planted import Variant
+
+from grader.engine import in_process_submission, run_hidden_tests
+from grader.framework import SEED_VARIABLE
+
+torch.set_num_threads(1)
+
+
+def _load(path) -> dict:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    return nb
+
+
+RECORDING = Variant("softmax", "softmax that keeps every input it is given", replace=((
+    "    x = np.asarray(x, dtype=np.float64)\n",
+    "    x = np.asarray(x, dtype=np.float64)\n    SEEN.append(x.copy())\n"),),
+    also={"setup": [("import numpy as np", "import numpy as np\nSEEN = []")]})
+
+
+def _inputs_seen(seed=None):
+    lesson = "01_attention_by_hand"
+    sub = in_process_submission(RECORDING.apply(_load(solution_path(lesson))))
+    results = run_hidden_tests(sub, lesson, only={"softmax"}, seed=seed)
+    assert results[0].points == results[0].max_points
+    seen = sub.target.namespace["SEEN"]
+    return [x for x in seen if x.size > 3]  # the random ones (the lesson's own examples aside)
+
+
+def test_two_grading_runs_see_different_hidden_inputs() -> None:
+    first, second = _inputs_seen(), _inputs_seen()
+    assert first and len(first) == len(second)
+    assert not any(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_the_same_seed_reproduces_a_grading_run(monkeypatch) -> None:
+    assert all(np.array_equal(a, b) for a, b in zip(_inputs_seen(7), _inputs_seen(7), strict=True))
+    monkeypatch.setenv(SEED_VARIABLE, "the instructor's secret")
+    secret = _inputs_seen()
+    assert all(np.array_equal(a, b) for a, b in zip(secret, _inputs_seen(), strict=True))
+    assert not any(np.array_equal(a, b) for a, b in zip(secret, _inputs_seen(7), strict=True))
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_reference_keeps_full_marks_under_many_seeds(lesson: str) -> None:
+    sub = in_process_submission(_load(solution_path(lesson)))
+    for seed in range(3):
+        lost = {r.name: r.hints for r in run_hidden_tests(sub, lesson, seed=seed) if r.points < r.max_points}
+        assert not lost, f"seed {seed}: {lost}"
