@@ -36,16 +36,6 @@ from pathlib import Path
 from typing import IO, Any
 
 
-class _PoolLender:
-    """The ``start`` side of ``helper._lend_workers``: workers of the class's pool."""
-
-    def __init__(self, pool: Any):
-        self.pool = pool
-
-    def start(self, limits: Any, wait_s: float | None = None) -> Any:
-        return self.pool.start(limits, wait_s=wait_s)
-
-
 def _same_grader_env() -> dict[str, str]:
     """This environment, with this copy of the grader first on the path (the instructor's
     folder stays the working folder: the options' relative paths keep their meaning)."""
@@ -69,8 +59,8 @@ class TrustedProcess:
         theirs.close()
         os.close(answers_w)
         self.answers: IO[str] = os.fdopen(answers_r, "r", encoding="utf-8")
-        self.lender = threading.Thread(target=_lend_workers, args=(_Channel(ours), _PoolLender(pool)),
-                                       daemon=True)
+        # the pool's own start(limits, wait_s=) is what _lend_workers calls
+        self.lender = threading.Thread(target=_lend_workers, args=(_Channel(ours), pool), daemon=True)
         self.lender.start()
         self._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
 
@@ -105,10 +95,8 @@ class TrustedProcess:
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
         self.kill()
 
 
@@ -143,7 +131,7 @@ class Jobs:
             except Exception as exc:  # noqa: BLE001 - one process's death never stops the run
                 if self.stop.is_set():
                     return None
-                dead, self._local.proc = self._local.proc, None
+                dead, self._local.proc = getattr(self._local, "proc", None), None  # None: it never started
                 if dead is not None:
                     dead.kill()
                 if attempt == 1:

@@ -3,8 +3,6 @@ reference keeps full marks under many seeds (grader/framework.py)."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -13,15 +11,9 @@ from planted import Variant
 
 from grader.engine import in_process_submission, run_hidden_tests
 from grader.framework import SEED_VARIABLE
+from grader.notebook import read_notebook
 
 torch.set_num_threads(1)
-
-
-def _load(path) -> dict:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    return nb
 
 
 RECORDING = Variant("softmax", "softmax that keeps every input it is given", replace=((
@@ -32,7 +24,7 @@ RECORDING = Variant("softmax", "softmax that keeps every input it is given", rep
 
 def _inputs_seen(seed=None):
     lesson = "01_attention_by_hand"
-    sub = in_process_submission(RECORDING.apply(_load(solution_path(lesson))))
+    sub = in_process_submission(RECORDING.apply(read_notebook(solution_path(lesson))))
     results = run_hidden_tests(sub, lesson, only={"softmax"}, seed=seed)
     assert results[0].points == results[0].max_points
     seen = sub.target.namespace["SEEN"]
@@ -55,7 +47,7 @@ def test_the_same_seed_reproduces_a_grading_run(monkeypatch) -> None:
 
 @pytest.mark.parametrize("lesson", lessons())
 def test_reference_keeps_full_marks_under_many_seeds(lesson: str) -> None:
-    sub = in_process_submission(_load(solution_path(lesson)))
+    sub = in_process_submission(read_notebook(solution_path(lesson)))
     for seed in range(3):
         lost = {r.name: r.hints for r in run_hidden_tests(sub, lesson, seed=seed) if r.points < r.max_points}
         assert not lost, f"seed {seed}: {lost}"

@@ -3,24 +3,16 @@ the hidden tests take only the ``sub`` fixture (grader/runner.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from conftest import lesson_path, lessons, solution_path
 from planted import modules
 
 from grader.engine import in_process_submission, run_hidden_tests
+from grader.notebook import read_notebook
 from grader.runner import collect
 
 torch.set_num_threads(1)
-
-
-def _load(path) -> dict:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-    return nb
 
 
 def _summary(results) -> dict:
@@ -30,9 +22,9 @@ def _summary(results) -> dict:
 
 @pytest.mark.parametrize("lesson", lessons())
 def test_fast_runner_agrees_with_pytest(lesson: str) -> None:
-    notebooks = [_load(solution_path(lesson)), _load(lesson_path(lesson))]
+    notebooks = [read_notebook(solution_path(lesson)), read_notebook(lesson_path(lesson))]
     bugs = [m for m in modules() if m.LESSON == lesson]
-    notebooks += [v.apply(_load(solution_path(lesson))) for m in bugs for v in m.BUGS[:4]]
+    notebooks += [v.apply(read_notebook(solution_path(lesson))) for m in bugs for v in m.BUGS[:4]]
     for nb in notebooks:
         sub = in_process_submission(nb)
         fast = _summary(run_hidden_tests(sub, lesson, seed=1234))
