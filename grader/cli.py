@@ -13,6 +13,7 @@ from coursekit.errors import UnknownLesson, UserError
 
 from . import timeline
 from .limits import DEFAULT_LIMITS
+from .runtime.wire import one_thread_each
 
 
 def _private_stdout() -> TextIO:
@@ -492,14 +493,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "`grade` read, as run.json records it)")
     report.set_defaults(func=cmd_report)
     return parser
-
-
-def one_thread_each() -> None:
-    """The graders' oracles are small tensors: one thread each (the class grader runs
-    several at once), never OpenMP threads spinning against busy cores (up to 50x slower).
-    Set before torch is imported; a value the user set is kept."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,13 +48,15 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coursekit import settings
 from coursekit.errors import UserError
+
+from .runtime.wire import Channel, one_thread_each, pair
 
 if TYPE_CHECKING:  # the client imports as little as it can: these load where they are used
     from .launch import WorkerSource
@@ -68,7 +70,6 @@ MAX_LINE = 64 << 20
 MAX_ZYGOTES = 2  # checks at once, each with a warm worker
 RPC_WAIT_S = 90.0  # for the helper to answer a trusted process (start it, finish it ...)
 MAX_FOLDER_BYTES = 70  # a socket's path holds at most 104 bytes (macOS; 108 on Linux)
-_SEQPACKET = getattr(socket, "SOCK_SEQPACKET", None)
 
 
 class HelperUnavailable(Exception):
@@ -254,56 +255,6 @@ def _ask(conn: socket.socket, message: dict[str, Any], timeout_s: float) -> dict
     return reply
 
 
-# --- messages with file descriptors, between the helper's own processes ------------------
-
-class _Channel:
-    """JSON messages (one per line) with optional file descriptors over a Unix socket."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self._buffer = bytearray()
-        self._fds: list[int] = []
-        self._lock = threading.Lock()
-
-    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        data = json.dumps(message).encode() + b"\n"
-        if fds:
-            socket.send_fds(self.sock, [data], list(fds))
-        else:
-            self.sock.sendall(data)
-
-    def recv(self, timeout: float | None = None) -> tuple[dict[str, Any] | None, list[int]]:
-        """The next message and the descriptors that came with it; ``(None, [])`` at EOF.
-        Raises TimeoutError."""
-        self.sock.settimeout(timeout)
-        while b"\n" not in self._buffer:
-            data, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 8)
-            self._fds += fds
-            if not data:
-                return None, []
-            self._buffer += data
-        line, _, rest = bytes(self._buffer).partition(b"\n")
-        self._buffer[:] = rest
-        fds, self._fds = self._fds, []
-        return json.loads(line), fds
-
-    def call(self, message: dict[str, Any], timeout: float) -> tuple[dict[str, Any], list[int]]:
-        """Send ``message`` and wait at most ``timeout`` s for the reply (TimeoutError)."""
-        with self._lock:
-            self.send(message)
-            reply, fds = self.recv(timeout)
-        if reply is None:
-            raise ConnectionError("the check helper went away")
-        return reply, fds
-
-
-def _pair() -> tuple[socket.socket, socket.socket]:
-    if _SEQPACKET is not None:
-        with contextlib.suppress(OSError):
-            return socket.socketpair(socket.AF_UNIX, _SEQPACKET)
-    return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-
-
 # --- the trusted zygote and the trusted process of one check -----------------------------
 
 def _warm_up() -> None:
@@ -326,10 +277,9 @@ def _warm_up() -> None:
             runner.collect(lesson)  # imports the hidden tests' module (and torch)
 
 
-def _trusted_zygote(ctrl: _Channel) -> None:
+def _trusted_zygote(ctrl: Channel) -> None:
     """Fork one trusted process per request; never grade anything here."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
+    one_thread_each()
     try:
         _warm_up()
     except Exception:  # noqa: BLE001 - logged; each check imports what it lacks
@@ -363,7 +313,7 @@ def _reap() -> None:
 def _trusted_process(req: dict[str, Any], fds: list[int]) -> None:
     """Run ``grader check`` for one client, exactly as its own process would have."""
     client = socket.socket(fileno=fds[0])
-    rpc = _Channel(socket.socket(fileno=fds[1]))
+    rpc = Channel(socket.socket(fileno=fds[1]))
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
     answer = {"code": 1, "stdout": "", "stderr": "grader: the check helper failed\n"}
@@ -394,7 +344,7 @@ def _fresh_state(req: dict[str, Any]) -> None:
         torch.seed()
 
 
-def _run_cli(req: dict[str, Any], rpc: _Channel) -> dict[str, Any]:
+def _run_cli(req: dict[str, Any], rpc: Channel) -> dict[str, Any]:
     from . import cli, launch
 
     argv = [str(a) for a in req["argv"]]
@@ -432,7 +382,7 @@ class HelperSource:
 
     description = "the check helper's sandbox"
 
-    def __init__(self, rpc: _Channel, sandbox: dict[str, Any] | None = None):
+    def __init__(self, rpc: Channel, sandbox: dict[str, Any] | None = None):
         self.rpc = rpc
         self.missing = dict((sandbox or {}).get("missing", {}))  # as the helper's pool has it
         self.unavailable = str((sandbox or {}).get("unavailable", ""))
@@ -511,18 +461,18 @@ class _TrustedZygote:
     """The helper's handle on its trusted zygote (forked before any thread starts)."""
 
     def __init__(self, close_in_child: list[socket.socket]):
-        ours, theirs = _pair()
+        ours, theirs = pair()
         pid = os.fork()
         if pid == 0:
             for sock in [ours, *close_in_child]:
                 sock.close()
             try:
-                _trusted_zygote(_Channel(theirs))
+                _trusted_zygote(Channel(theirs))
             finally:
                 os._exit(0)
         theirs.close()
         self.pid = pid
-        self.ctrl = _Channel(ours)
+        self.ctrl = Channel(ours)
         self._ready = False
         self._lock = threading.Lock()
 
@@ -703,7 +653,7 @@ class Helper:
     def _check(self, conn: socket.socket, message: dict[str, Any]) -> None:
         if not self.ready.wait(READY_WAIT_S):
             raise HelperUnavailable("the helper's sandbox is not ready yet")
-        ours, theirs = _pair()
+        ours, theirs = pair()
         with contextlib.closing(ours):
             try:
                 sandbox = {"missing": self.source.missing,
@@ -712,7 +662,7 @@ class Helper:
                                   [conn.fileno(), theirs.fileno()], READY_WAIT_S)
             finally:
                 theirs.close()
-            _lend_workers(_Channel(ours), self.source)
+            _lend_workers(Channel(ours), self.source)
 
 
 class _PoolSource:
@@ -732,7 +682,7 @@ class _PoolSource:
         self.pool.close()
 
 
-def _lend_workers(rpc: _Channel, source: WorkerSource) -> None:
+def _lend_workers(rpc: Channel, source: WorkerSource) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
     from .limits import DEFAULT_LIMITS, Limits
@@ -773,7 +723,7 @@ def _lend_workers(rpc: _Channel, source: WorkerSource) -> None:
 
 def _worker_op(op: Any, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
                finished: dict[int, str], source: WorkerSource, limits_type: type[Limits],
-               rpc: _Channel) -> dict[str, Any] | None:
+               rpc: Channel) -> dict[str, Any] | None:
     if op == "start":
         fields = {k: v for k, v in dict(message["limits"]).items()
                   if k in limits_type.__dataclass_fields__}
@@ -857,8 +807,7 @@ def _write_line(conn: socket.socket, message: dict[str, Any]) -> None:
 
 def serve(idle_minutes: float) -> int:
     """``python -m grader.helper serve``: run a helper until it has been idle that long."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
+    one_thread_each()
     try:
         helper = Helper(paths(), idle_minutes * 60)
     except HelperUnavailable as exc:

@@ -35,6 +35,7 @@ from coursekit import catalogue, settings
 
 from . import timeline
 from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from .runtime.wire import one_thread_env
 from .sandbox.output import OutputTap
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
@@ -73,7 +74,7 @@ class LocalWorker:
         self.limits = limits
         self.scratch = tempfile.TemporaryDirectory(prefix="grader-")
         self.sock, child = socket.socketpair()
-        env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+        env = dict(os.environ, **one_thread_env(), MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]))
         env.pop(settings.GRADER_SEED, None)  # the seed of the hidden inputs stays with the grader
         out_r, out_w = os.pipe()

@@ -15,6 +15,7 @@ import pytest
 
 from grader import helper
 from grader.limits import Limits
+from grader.runtime.wire import Channel
 from grader.sandbox import SandboxPool, SandboxWorker
 from grader.sandbox import pool as pool_module
 from grader.sandbox.pool import SandboxError
@@ -129,7 +130,7 @@ def test_the_helpers_rpc_has_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     ours, theirs = socket.socketpair()
     monkeypatch.setattr(helper, "RPC_WAIT_S", 0.5)
     monkeypatch.setattr(pool_module, "RELEASE_MARGIN_S", 0.2)
-    source = helper.HelperSource(helper._Channel(ours))
+    source = helper.HelperSource(Channel(ours))
     began = time.monotonic()
     try:
         with pytest.raises(helper.HelperUnavailable, match="did not answer within"):
@@ -151,7 +152,7 @@ def test_the_helper_stops_lending_to_a_silent_trusted_process(
     ours, theirs = socket.socketpair()
     began = time.monotonic()
     try:
-        helper._lend_workers(helper._Channel(ours), source=None)  # never asked for anything
+        helper._lend_workers(Channel(ours), source=None)  # never asked for anything
     finally:
         ours.close()
         theirs.close()
