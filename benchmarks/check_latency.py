@@ -11,7 +11,7 @@ so that a change in the machine's load falls on all of them alike. Variants:
 - ``before``: the course at ``--before`` (a git revision, extracted to a temporary
   folder; default: the main branch before the check helper), each check in its own process;
 - ``cold``: this copy, ``--no-helper``: each check in its own process, sandboxed;
-- ``helper``: this copy, through the warm check helper (``grader/helper.py``), started by
+- ``helper``: this copy, through the warm check helper (``grader/helper/``), started by
   a first check whose time is shown apart (``first``), stopped at the end.
 
 Each check prints where its time went (``--profile``; for ``before``, a small driver times

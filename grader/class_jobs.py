@@ -6,7 +6,7 @@ one core's worth of it. So the class grader starts N trusted processes::
 
     grade (this process)            plans the run, holds the sandbox pool, writes grades.csv
       | per job: a thread that feeds one trusted process a student at a time, and lends it
-      | sandboxed workers from the pool over a socket (grader.helper's protocol)
+      | sandboxed workers from the pool over a socket (grader.helper.lend)
       v
     python -m grader.class_jobs     grades the students it is sent, exactly as a thread of
                                     ``grade`` would (classroom._grade_and_save), and answers
@@ -48,9 +48,10 @@ class TrustedProcess:
     """One ``python -m grader.class_jobs`` and the thread that lends it workers."""
 
     def __init__(self, pool: Any, job: dict[str, Any]):
-        from .helper import _Channel, _lend_workers, _pair
+        from .helper.lend import lend_workers
+        from .runtime.wire import Channel, pair
 
-        ours, theirs = _pair()
+        ours, theirs = pair()
         answers_r, answers_w = os.pipe()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.class_jobs", str(theirs.fileno()), str(answers_w)],
@@ -59,8 +60,8 @@ class TrustedProcess:
         theirs.close()
         os.close(answers_w)
         self.answers: IO[str] = os.fdopen(answers_r, "r", encoding="utf-8")
-        # the pool's own start(limits, wait_s=) is what _lend_workers calls
-        self.lender = threading.Thread(target=_lend_workers, args=(_Channel(ours), pool), daemon=True)
+        # the pool's own start(limits, wait_s=) is what lend_workers calls
+        self.lender = threading.Thread(target=lend_workers, args=(Channel(ours), pool), daemon=True)
         self.lender.start()
         self._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
 
@@ -150,14 +151,15 @@ class Jobs:
 def serve(rpc_fd: int, answers_fd: int) -> int:
     """Read the job (its options and the functions that grade and warm up, pickled by name),
     then grade one student per line of stdin until it ends."""
-    from .helper import HelperSource, _Channel
+    from .helper.lend import HelperSource
+    from .runtime.wire import Channel
 
     _die_with_parent()
     os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own pipe
     answers = os.fdopen(answers_fd, "w", encoding="utf-8")
     job = pickle.loads(base64.b64decode(sys.stdin.readline()))
     opts, submitted, settings = job["opts"], job["submitted"], job["settings"]
-    source = HelperSource(_Channel(socket.socket(fileno=rpc_fd)))
+    source = HelperSource(Channel(socket.socket(fileno=rpc_fd)))
     start = partial(source.start, opts.limits)
     stop = threading.Event()
     job["warm_up"](opts.lesson)

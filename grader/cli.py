@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TextIO
 
-from coursekit.errors import UnknownLesson, UserError
+from coursekit.errors import UserError
 
-from . import timeline
+from . import checking, timeline
+from .checking import CheckOptions, call_timeout_option, lesson_id
 from .limits import DEFAULT_LIMITS
-
-
-def _private_stdout() -> TextIO:
-    """Keep the real stdout for our own output and send fd 1 to stderr, so nothing any
-    library (or notebook) prints can reach or corrupt the machine-readable output."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
-
-
-#: Colours in the text report: None means when stdout is a terminal (the check helper
-#: sets it from its client's terminal).
-COLOR: bool | None = None
+from .runtime.wire import one_thread_each
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    opts = CheckOptions.from_args(args)
     if not args.no_helper:
         from . import helper
 
@@ -41,40 +27,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)
             return answer.emit()
-    try:
-        return _check(args)
-    finally:  # a refused notebook's time too
-        if args.profile:
-            print(timeline.dumps(), file=sys.stderr)
-
-
-def _check(args: argparse.Namespace) -> int:
-    from . import results as fmt
-    from .i18n import choose, localize
-    from .launch import prepare_check, sandbox_notes
-
-    out = _private_stdout() if args.format in ("json", "html") else sys.stdout
-    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout)
-    if args.lesson:
-        args.lesson = _lesson_id(args.lesson)
-    with prepare_check(args.notebook, args.lesson, limits) as source:
-        from .engine import check_notebook
-
-        result = check_notebook(args.notebook, args.lesson, limits, source=source)
-        notes = sandbox_notes(source)  # said once graded: a refusal stays one line
-    result = localize(result, choose(args.lang, result.edition))
-    if args.format == "json":
-        out.write(fmt.to_json(result) + "\n")
-        out.flush()
-    elif args.format == "html":
-        out.write(fmt.to_html(result))
-        out.flush()
-    else:
-        out.write(fmt.to_text(result, color=out.isatty() if COLOR is None else COLOR) + "\n")
-    out.flush()
-    for note in notes:
-        print(note, file=sys.stderr)
-    return 0
+    return checking.main(opts)
 
 
 def cmd_helper(args: argparse.Namespace) -> int:
@@ -109,7 +62,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     submitted = Path(args.submitted)
     if not submitted.is_dir():
         raise UserError(f"{submitted}: no such folder")
-    args.lesson = _lesson_id(args.lesson)  # "04" or "4" as `release` takes them
+    args.lesson = lesson_id(args.lesson)  # "04" or "4" as `release` takes them
     hidden_test_file(args.lesson)
     problem = _class_layout_problem(submitted, args.lesson)
     if problem:
@@ -278,28 +231,10 @@ def _class_layout_problem(submitted: Path, lesson: str) -> str | None:
     return None
 
 
-def _lesson_id(key: str) -> str:
-    """A lesson's id from its id or its number (``04``, ``4``); else the key itself, for
-    ``hidden_test_file`` to refuse with the known lessons."""
-    from coursekit import catalogue
-
-    try:
-        return catalogue.get(key).id
-    except UnknownLesson:
-        return key
-
-
 def _lesson_ids() -> list[str]:
     from coursekit import catalogue
 
     return catalogue.COURSE.ids()
-
-
-def _call_timeout_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--call-timeout", type=float, default=DEFAULT_LIMITS.call_s, metavar="S",
-                        help="seconds one call of a hidden check may take (default "
-                             f"{DEFAULT_LIMITS.call_s:g}); a call that hangs costs its exercise "
-                             "only: the exercises after it are graded in a fresh run")
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
@@ -333,20 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="grade one notebook with the hidden graders")
-    check.add_argument("notebook")
-    check.add_argument("--format", choices=["text", "json", "html"], default="text",
-                       help="json: the spec's object; html: the table as an HTML fragment")
-    check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
-    check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
-                       help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")
-    _call_timeout_option(check)
-    check.add_argument("--no-helper", action="store_true",
-                       help="check in this process, without the warm helper that later checks "
-                            "reuse (COURSE_CHECK_HELPER=off: never start one)")
-    check.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    check.add_argument("--lang", choices=["en", "zh"], default=None,
-                       help="language of the hints (default: $COURSE_LANG, else the notebook's: "
-                            "zh for a Chinese edition)")
+    checking.add_arguments(check)
     check.set_defaults(func=cmd_check)
 
     helper = commands.add_parser(
@@ -381,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_bytes / (1 << 30),
                        help="GiB of memory per notebook (default "
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
-    _call_timeout_option(grade)
+    call_timeout_option(grade)
     grade.add_argument("--lang", choices=["en", "zh"], default=None,
                        help="language of the feedback pages (default: each notebook's; "
                             "grades.csv and results/ are always English)")
@@ -492,14 +414,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "`grade` read, as run.json records it)")
     report.set_defaults(func=cmd_report)
     return parser
-
-
-def one_thread_each() -> None:
-    """The graders' oracles are small tensors: one thread each (the class grader runs
-    several at once), never OpenMP threads spinning against busy cores (up to 50x slower).
-    Set before torch is imported; a value the user set is kept."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
 
 
 def main(argv: list[str] | None = None) -> int:

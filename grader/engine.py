@@ -253,7 +253,7 @@ def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits =
     lesson = resolve_lesson(path, lesson)
     limits = limits.with_(wall_s=load_timeout)
     if source is None:
-        with contextlib.closing(launch.SOURCE(limits)) as own:
+        with contextlib.closing(launch.default_source(limits)) as own:
             return check_notebook(path, lesson, limits, source=own)
     return grade_with_worker(nb, lesson, source.start(limits), notebook=str(path), limits=limits,
                              restart=lambda: source.start(limits))

@@ -9,8 +9,8 @@ worker has the same small interface, whichever source made it (``grader.limits.W
   ``auto`` level, the class grader's sandbox;
 - :class:`LocalSource`: plain subprocesses (:class:`LocalWorker`) with rlimits, where the
   sandbox cannot start;
-- the check helper (``grader.helper``) installs its own source in the process that grades
-  one check: workers forked from its warm zygotes.
+- the check helper (``grader.helper``) passes its own source to the process that grades
+  one check (``grader.checking.run_check``): workers forked from its warm zygotes.
 
 :func:`prepare_check` starts the source and, meanwhile, the trusted side's imports (the
 engine, the lesson's hidden tests and torch with them) in a thread, so that the two
@@ -35,6 +35,7 @@ from coursekit import catalogue, settings
 
 from . import timeline
 from .limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from .runtime.wire import one_thread_env
 from .sandbox.output import OutputTap
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
@@ -73,7 +74,7 @@ class LocalWorker:
         self.limits = limits
         self.scratch = tempfile.TemporaryDirectory(prefix="grader-")
         self.sock, child = socket.socketpair()
-        env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+        env = dict(os.environ, **one_thread_env(), MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]))
         env.pop(settings.GRADER_SEED, None)  # the seed of the hidden inputs stays with the grader
         out_r, out_w = os.pipe()
@@ -207,10 +208,6 @@ def sandbox_notes(source: WorkerSource) -> list[str]:
             "`python -m grader selftest` says why)"]
 
 
-#: What ``grader check`` takes its workers from (the helper replaces it in its processes).
-SOURCE: Callable[[Limits], WorkerSource] = default_source
-
-
 def import_in_background(modules: list[str]) -> threading.Thread:
     """Import ``modules`` in order in a daemon thread (its import locks make a later
     ``import`` of one of them wait for it, never run it twice)."""
@@ -229,17 +226,20 @@ def import_in_background(modules: list[str]) -> threading.Thread:
 
 
 @contextlib.contextmanager
-def prepare_check(notebook: str, lesson: str | None, limits: Limits) -> Iterator[WorkerSource]:
-    """The worker source of one check, opened while the trusted side imports what it needs
-    (the engine, then the lesson's hidden tests: torch) in the background."""
+def prepare_check(notebook: str, lesson: str | None, limits: Limits,
+                  source: Callable[[Limits], WorkerSource] = default_source
+                  ) -> Iterator[WorkerSource]:
+    """The worker source of one check (``source(limits)``), opened while the trusted side
+    imports what it needs (the engine, then the lesson's hidden tests: torch) in the
+    background."""
     from . import sandbox  # noqa: F401 - here, before the thread's imports start
 
     found = lesson or getattr(catalogue.COURSE.lesson_of(notebook), "id", None)
     modules = ["grader.engine"] + ([f"grader.hidden.test_{found}"] if found else [])
     imports = import_in_background(modules)
-    source = SOURCE(limits)
+    workers = source(limits)
     try:
-        yield source
+        yield workers
     finally:
         imports.join(0)  # never wait for it: a daemon thread
-        source.close()
+        workers.close()

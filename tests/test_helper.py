@@ -1,4 +1,4 @@
-"""``grader check``'s warm helper (grader/helper.py): the same verdicts as a cold check,
+"""``grader check``'s warm helper (grader/helper/): the same verdicts as a cold check,
 nothing of one check reaching the next, a private socket, idle exit, ``off``, fallback."""
 
 from __future__ import annotations

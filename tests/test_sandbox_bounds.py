@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import helper
+from grader.helper import lend
 from grader.limits import Limits
+from grader.runtime.wire import Channel
 from grader.sandbox import SandboxPool, SandboxWorker
 from grader.sandbox import pool as pool_module
 from grader.sandbox.pool import SandboxError
@@ -127,15 +128,15 @@ def test_the_helpers_rpc_has_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """A trusted process whose helper never answers gets HelperUnavailable (its client then
     checks the cold way), not a hang."""
     ours, theirs = socket.socketpair()
-    monkeypatch.setattr(helper, "RPC_WAIT_S", 0.5)
+    monkeypatch.setattr(lend, "RPC_WAIT_S", 0.5)
     monkeypatch.setattr(pool_module, "RELEASE_MARGIN_S", 0.2)
-    source = helper.HelperSource(helper._Channel(ours))
+    source = lend.HelperSource(Channel(ours))
     began = time.monotonic()
     try:
-        with pytest.raises(helper.HelperUnavailable, match="did not answer within"):
+        with pytest.raises(lend.HelperUnavailable, match="did not answer within"):
             source.start(Limits(wall_s=0.3))
-        with pytest.raises(helper.HelperUnavailable, match=r"did not answer within 0\.5 s \(finish\)"):
-            helper.HelperWorker(source, 1, 0, socket.socket(), Limits()).finish()
+        with pytest.raises(lend.HelperUnavailable, match=r"did not answer within 0\.5 s \(finish\)"):
+            lend.HelperWorker(source, 1, 0, socket.socket(), Limits()).finish()
     finally:
         ours.close()
         theirs.close()
@@ -151,7 +152,7 @@ def test_the_helper_stops_lending_to_a_silent_trusted_process(
     ours, theirs = socket.socketpair()
     began = time.monotonic()
     try:
-        helper._lend_workers(helper._Channel(ours), source=None)  # never asked for anything
+        lend.lend_workers(Channel(ours), source=None)  # never asked for anything
     finally:
         ours.close()
         theirs.close()

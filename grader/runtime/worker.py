@@ -16,6 +16,7 @@ from . import protocol
 from .errors import BadValue, MissingName, SubmissionError
 from .execute import defer_imports
 from .target import Target
+from .wire import one_torch_thread
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -27,13 +28,6 @@ def _error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, BadValue):
         return {"kind": "bad_value", "message": str(exc)}
     return {"kind": "internal", "type": type(exc).__name__, "message": str(exc)[:500]}
-
-
-def _one_thread() -> None:
-    """Grading runs one thread per worker (torch is only imported if the notebook did)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
 
 
 def _fresh_random_state() -> None:
@@ -59,7 +53,7 @@ def serve(sock: socket.socket) -> None:
             return
         try:
             result = target.dispatch(header.get("op"), header, value)
-            _one_thread()
+            one_torch_thread()  # torch is only imported if the notebook did
             reply: dict[str, Any] = {"ok": True}
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a reply
             result, reply = None, {"ok": False, "error": _error(exc)}

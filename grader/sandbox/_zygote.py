@@ -2,9 +2,10 @@
 
 Started once per pool slot (``python -I -B _zygote.py CONFIG_JSON``). It imports the
 preloaded modules (numpy, torch) without running any multithreaded operation, then
-waits on its control socket (SOCK_SEQPACKET, JSON lines, file descriptors passed
+waits on its control socket (``wire``: JSON lines, file descriptors passed
 with SCM_RIGHTS) and forks one confined worker per submission. Standard library only
-(plus ``pyseccomp``): nothing from ``grader`` is importable here but the worker code.
+(plus ``pyseccomp``): nothing from ``grader`` is importable here but the worker code, and
+the pool's copies of ``_confine.py`` and ``grader/runtime/wire.py`` beside this file.
 
 A zygote serves one submission at a time. In ``"ns"`` mode the worker W is born in a pid
 namespace of its own, whose process 1 is a ``sleep`` spawned just before it (W cannot
@@ -45,8 +46,14 @@ _ZYGOTE_PID = [-1]
 _SLEEP = ""  # "ns" mode: the program each submission's process 1 runs
 
 
+def _wire() -> Any:
+    """The pool's copy of ``grader/runtime/wire.py`` beside this file (on ``sys.path``
+    once ``main`` has run)."""
+    return importlib.import_module("wire")
+
+
 def _send(ctrl: socket.socket, **msg: Any) -> None:
-    ctrl.sendall(json.dumps(msg).encode() + b"\n")
+    ctrl.sendall(_wire().encode(msg))
 
 
 def _import_preloads(cfg: dict[str, Any]) -> None:
@@ -149,8 +156,7 @@ def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) 
         _handshake(sock)
         _confine(req, flt)
         _enter_scratch(req["scratch"])
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(1)
+        _wire().one_torch_thread()
         module, _, func = cfg["entry"].partition(":")
         entry = getattr(importlib.import_module(module), func)
         sock.settimeout(None)
@@ -314,6 +320,7 @@ def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]])
 
 
 def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
+    channel = _wire().Channel(ctrl)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
@@ -334,13 +341,14 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
                 except BlockingIOError:
                     break
             _reap(ctrl, children, cfg)
-        if ctrl in readable:
-            data, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 4)
-            if not data:  # the pool closed: no finalization (seconds, with torch loaded)
+        asked = ctrl in readable
+        while asked or channel.pending():  # a stream (no SOCK_SEQPACKET) may bring several
+            asked = False
+            req, fds = channel.recv()
+            if req is None:  # the pool closed: no finalization (seconds, with torch loaded)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(0)
-            req = json.loads(data)
             if req.get("op") == "spawn" and len(fds) == 2:
                 _spawn(ctrl, req, fds, cfg, flt, children)
                 continue

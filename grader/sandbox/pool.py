@@ -24,6 +24,7 @@ from typing import Any
 from coursekit.errors import UserError
 
 from ..limits import DEFAULT_LIMITS, Limits
+from ..runtime import wire
 from . import bwrap, probe
 from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
 from .output import OutputTap
@@ -56,11 +57,12 @@ def default_worker_files() -> dict[str, Path | bytes]:
 
 
 def _build_code_dir(state: Path, worker_files: Mapping[str, Path | bytes]) -> Path:
-    """The read-only code folder of the sandbox: zygote + worker code, nothing else."""
+    """The read-only code folder of the sandbox: zygote (with its ``wire``) + worker code,
+    nothing else."""
     root = state / "sbx"
     (root / "_sbx").mkdir(parents=True)
-    for name in ("_zygote.py", "_confine.py"):
-        shutil.copy2(_HERE / name, root / "_sbx" / name)
+    for code in (_HERE / "_zygote.py", _HERE / "_confine.py", _REPO_GRADER / "runtime" / "wire.py"):
+        shutil.copy2(code, root / "_sbx" / code.name)
     for rel, src in worker_files.items():
         dest = root / "code" / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -109,9 +111,7 @@ def _zygote_env(home: str, mpl_dir: str) -> dict[str, str]:
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": mpl_dir,
     }
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[var] = "1"
-    return env
+    return {**env, **wire.one_thread_env()}
 
 
 class _Zygote:
@@ -125,15 +125,9 @@ class _Zygote:
         startup_timeout: float,
         launcher: ThreadPoolExecutor,
     ) -> None:
-        kind = getattr(socket, "SOCK_SEQPACKET", socket.SOCK_STREAM)
-        try:
-            ours, theirs = socket.socketpair(socket.AF_UNIX, kind)
-        except OSError:  # e.g. macOS: no SOCK_SEQPACKET for AF_UNIX
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.ctrl = ours
+        ours, theirs = wire.pair()
+        self.channel = wire.Channel(ours)
         self.broken = False  # alive but stopped answering: replaced, never reused
-        self._pending = bytearray()
-        self._send_lock = threading.Lock()
         code_root = bwrap.SANDBOX_CODE if plan.bwrap else str(code_dir)
         cfg = dict(
             cfg, ctrl_fd=theirs.fileno(), code_paths=[f"{code_root}/_sbx", f"{code_root}/code"]
@@ -168,36 +162,23 @@ class _Zygote:
         self.threads = ready.get("threads")
 
     def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        data = json.dumps(msg).encode() + b"\n"
-        with self._send_lock:
-            if fds:
-                socket.send_fds(self.ctrl, [data], list(fds))
-            else:
-                self.ctrl.sendall(data)
+        self.channel.send(msg, fds)
 
     def recv(self, timeout: float | None) -> dict[str, Any] | None:
-        """The next message (one JSON object per line), or None on timeout or EOF."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._pending:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-            self.ctrl.settimeout(left)
-            try:
-                data = self.ctrl.recv(1 << 16)
-            except (TimeoutError, OSError):
-                return None
-            if not data:
-                return None
-            self._pending += data
-        line, _, rest = bytes(self._pending).partition(b"\n")
-        self._pending[:] = rest
-        return json.loads(line)
+        """The next message, or None on timeout or EOF."""
+        try:
+            msg, fds = self.channel.recv(timeout)
+        except (TimeoutError, OSError):
+            return None
+        for fd in fds:
+            os.close(fd)
+        return msg
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.ctrl.close()
+        self.channel.close()
         try:
             self.proc.wait(timeout=0.5 if self.broken else 5)
         except subprocess.TimeoutExpired:

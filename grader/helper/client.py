@@ -1,0 +1,145 @@
+"""``grader check``'s side of the warm helper: ask the helper of this user and copy of the
+course (starting it if none runs) and print its answer; None when it cannot answer, and the
+check runs the cold way. Standard library only until then: a cold check pays nothing for it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coursekit import settings
+from coursekit.errors import UserError
+
+from .private import PACKAGE_PARENT, HelperUnavailable, Paths, course_env, fingerprint, paths
+
+START_WAIT_S = 15.0  # for a new helper to listen
+MAX_LINE = 64 << 20
+
+
+@dataclass
+class Answer:
+    """What ``grader check`` prints and returns, as the helper's trusted process made it."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def emit(self) -> int:
+        sys.stdout.write(self.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(self.stderr)
+        sys.stderr.flush()
+        return self.code
+
+
+def check(argv: list[str], color: bool, timeout_s: float) -> Answer | None:
+    """Run ``grader check argv`` in the helper, starting it if none runs; None when no
+    helper can answer (then the caller checks the cold way)."""
+    minutes = settings.check_helper_minutes()
+    if minutes is None:
+        return None
+    try:
+        where = paths()
+        request = {"op": "check", "argv": list(argv), "cwd": os.getcwd(), "env": course_env(),
+                   "color": bool(color), "fingerprint": fingerprint()}
+        for _ in range(2):  # a second time after a helper retired (older code)
+            conn = connect(where.socket) or _start(where, minutes)
+            with contextlib.closing(conn):
+                reply = _ask(conn, request, timeout_s)
+            if reply.get("stale"):
+                continue
+            if "error" in reply:
+                raise HelperUnavailable(str(reply["error"]))
+            return Answer(int(reply["code"]), str(reply["stdout"]), str(reply["stderr"]))
+        raise HelperUnavailable("the helper retired twice")
+    except (OSError, ValueError, KeyError, TypeError, HelperUnavailable) as exc:
+        _note(f"check without the helper: {type(exc).__name__}: {exc}")
+    return None
+
+class HelperError(UserError):
+    """``grader helper status|stop`` could not ask the helper (said as it is, exit 2)."""
+
+
+def request(op: str) -> dict[str, Any] | None:
+    """``status`` or ``stop`` of this user's helper for this course (None: none runs)."""
+    try:
+        where = paths()
+        conn = connect(where.socket)
+        if conn is None:
+            return None
+        with contextlib.closing(conn):
+            return _ask(conn, {"op": op}, 30.0)
+    except (OSError, ValueError, HelperUnavailable) as exc:
+        raise HelperError(str(exc)) from exc
+
+
+def _note(text: str) -> None:
+    """A line in the helper's log (never on the check's own output)."""
+    with contextlib.suppress(OSError, HelperUnavailable):
+        with open(paths().log, "a", encoding="utf-8") as log:
+            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [client {os.getpid()}] {text}\n")
+
+
+def connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        conn.close()
+        return None
+    return conn
+
+
+def _start(where: Paths, minutes: float) -> socket.socket:
+    """Start a helper, detached from this process, and connect to it."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(PACKAGE_PARENT), os.environ.get("PYTHONPATH", "")) if p))
+    with open(where.log, "a", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.helper", "serve", "--idle-minutes", f"{minutes:g}"],
+            cwd=PACKAGE_PARENT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        conn = connect(where.socket)
+        if conn is not None:
+            return conn
+        if proc.poll() not in (None, 0):
+            raise HelperUnavailable(f"the helper stopped at once (see {where.log})")
+        time.sleep(0.02)
+    raise HelperUnavailable(f"no helper answered within {START_WAIT_S:g} s (see {where.log})")
+
+
+def _ask(conn: socket.socket, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    conn.settimeout(timeout_s)
+    write_line(conn, message)
+    return read_line(conn, timeout_s)
+
+
+def read_line(conn: socket.socket, timeout_s: float) -> dict[str, Any]:
+    """One JSON object on one line: a request (the helper) or its answer (the client)."""
+    conn.settimeout(timeout_s)
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            raise HelperUnavailable("the connection closed before a whole line")
+        data += chunk
+        if len(data) > MAX_LINE:
+            raise HelperUnavailable("a line too long")
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise HelperUnavailable("a line that is not a JSON object")
+    return message
+
+
+def write_line(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")

@@ -1,0 +1,92 @@
+"""The check helper's private folder: one socket (and its lock and log) per user,
+interpreter and copy of the course, in a folder only this user may enter (0700)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+GRADER_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_PARENT = GRADER_DIR.parent
+MAX_FOLDER_BYTES = 70  # a socket's path holds at most 104 bytes (macOS; 108 on Linux)
+
+
+class HelperUnavailable(Exception):
+    """No helper can serve this check; ``check`` runs the cold way."""
+
+
+def private_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/attention-course`` (or ``<tmp>/attention-course-<uid>``, or
+    ``/tmp/attention-course-<uid>`` where the temporary folder's path is too long for a
+    socket): made 0700 here, and refused unless it is a real folder of this user that no
+    one else may enter."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    candidates = [Path(runtime) / "attention-course"] if (
+        runtime and os.path.isdir(runtime) and _private(runtime)) else []
+    candidates += [Path(tempfile.gettempdir()) / f"attention-course-{os.getuid()}",
+                   Path("/tmp") / f"attention-course-{os.getuid()}"]
+    folder = next((c for c in candidates if len(os.fsencode(c)) <= MAX_FOLDER_BYTES), None)
+    if folder is None:
+        raise HelperUnavailable("no folder with a path short enough for a socket")
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    if not _private(folder):
+        raise HelperUnavailable(f"{folder} is not a private folder of this user")
+    return folder
+
+
+def _private(path: str | Path) -> bool:
+    st = os.lstat(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def instance_key() -> str:
+    """Which helper serves this process: its interpreter, its environment (a venv's prefix;
+    venvs of one interpreter share its real path) and its copy of the course."""
+    ident = f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{PACKAGE_PARENT}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Paths:
+    socket: Path
+    lock: Path
+    log: Path
+
+
+def paths() -> Paths:
+    folder, key = private_dir(), instance_key()
+    return Paths(folder / f"check-{key}.sock", folder / f"check-{key}.lock",
+                 folder / f"check-{key}.log")
+
+
+def fingerprint() -> str:
+    """The code a helper runs (the grader's and coursekit's files, by size and time): a
+    helper started before an edit retires, and the next check starts a new one."""
+    digest = hashlib.sha256()
+    for root in (GRADER_DIR, PACKAGE_PARENT / "coursekit"):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".j2", ".ini", ".json") and "__pycache__" not in path.parts:
+                with contextlib.suppress(OSError):
+                    st = path.stat()
+                    digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:24]
+
+
+def course_env() -> dict[str, str]:
+    """The course's settings of this process (``COURSE_*``), which a check must see."""
+    return {k: v for k, v in os.environ.items() if k.startswith("COURSE_")}
+
+
+def log(text: str) -> None:
+    """A line of the helper's log: its stderr, which the client that started it sends to
+    ``Paths.log``."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [helper {os.getpid()}] {text}", file=sys.stderr,
+          flush=True)

@@ -1,0 +1,196 @@
+"""The helper's trusted zygote: a process with the graders imported (torch, the hidden
+tests' modules) that never grades anything, and forks one trusted process per check. That
+process runs ``grader.checking.main`` with the client's command line, its workers lent by
+the helper (``lend.HelperSource``), and writes the answer to the client itself."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any
+
+from ..runtime.wire import Channel, one_thread_each, pair
+from .lend import HelperSource
+from .private import HelperUnavailable
+
+
+class TrustedZygote:
+    """The helper's handle on its trusted zygote (forked before any thread starts)."""
+
+    def __init__(self, close_in_child: list[socket.socket]):
+        ours, theirs = pair()
+        pid = os.fork()
+        if pid == 0:
+            for sock in [ours, *close_in_child]:
+                sock.close()
+            try:
+                _trusted_zygote(Channel(theirs))
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.pid = pid
+        self.ctrl = Channel(ours)
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def fork(self, req: dict[str, Any], fds: list[int], timeout: float) -> int:
+        """A trusted process for ``req``, handed ``fds`` (the client, its worker channel)."""
+        with self._lock:
+            if not self._ready:
+                message, _ = self.ctrl.recv(timeout=timeout)
+                if message is None or message.get("op") != "ready":
+                    raise HelperUnavailable("the trusted zygote did not start")
+                self._ready = True
+            self.ctrl.send({"op": "fork", "request": req}, fds)
+            message, _ = self.ctrl.recv(timeout=30.0)
+        if message is None or message.get("op") != "forked":
+            raise HelperUnavailable("the trusted zygote did not fork")
+        return int(message["pid"])
+
+    def alive(self) -> bool:
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def close(self) -> None:
+        self.ctrl.close()
+        deadline = time.monotonic() + 5
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+def _warm_up() -> None:
+    """What every check's trusted side imports, imported once. Nothing runs a check here."""
+    from .. import (  # noqa: F401
+        checking,  # the command a check runs
+        engine,
+        launch,
+        remote,
+        results,
+        runner,
+    )
+    from ..runtime import target  # noqa: F401 - backward(), values on the trusted side
+
+    for name in ("torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
+        with contextlib.suppress(ImportError):
+            __import__(name)
+    for lesson in engine.known_lessons():
+        with contextlib.suppress(Exception):
+            runner.collect(lesson)  # imports the hidden tests' module (and torch)
+
+
+def _trusted_zygote(ctrl: Channel) -> None:
+    """Fork one trusted process per request; never grade anything here."""
+    one_thread_each()
+    try:
+        _warm_up()
+    except Exception:  # noqa: BLE001 - logged; each check imports what it lacks
+        traceback.print_exc()
+    ctrl.send({"op": "ready"})
+    while True:
+        try:
+            message, fds = ctrl.recv(timeout=1.0)
+        except TimeoutError:
+            _reap()
+            continue
+        if message is None:
+            return
+        pid = os.fork()
+        if pid == 0:
+            ctrl.sock.close()
+            _trusted_process(message["request"], fds)
+            os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        ctrl.send({"op": "forked", "pid": pid})
+        _reap()
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _trusted_process(req: dict[str, Any], fds: list[int]) -> None:
+    """Run ``grader check`` for one client, exactly as its own process would have."""
+    client = socket.socket(fileno=fds[0])
+    rpc = Channel(socket.socket(fileno=fds[1]))
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    answer = {"code": 1, "stdout": "", "stderr": "grader: the check helper failed\n"}
+    try:
+        _fresh_state(req)
+        answer = _run_check(req, rpc)
+    except BaseException:  # noqa: BLE001 - the client checks the cold way
+        answer = {"error": traceback.format_exc(limit=5)}
+        traceback.print_exc(file=sys.__stderr__)
+    finally:
+        with contextlib.suppress(OSError):
+            client.sendall(json.dumps(answer).encode() + b"\n")
+            client.close()
+
+
+def _fresh_state(req: dict[str, Any]) -> None:
+    """The client's course settings and folder; random states of a new process."""
+    for key in [k for k in os.environ if k.startswith("COURSE_")]:
+        del os.environ[key]
+    os.environ.update({str(k): str(v) for k, v in dict(req.get("env", {})).items()
+                       if str(k).startswith("COURSE_")})
+    os.chdir(str(req["cwd"]))
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
+
+
+def _run_check(req: dict[str, Any], rpc: Channel) -> dict[str, Any]:
+    """``grader check`` as the client's own process would have run it (its command line,
+    colours as its terminal has them), with workers from the helper; what it wrote to
+    stdout and stderr, and its exit status."""
+    from .. import checking, timeline
+
+    timeline.mark("main")  # where a cold check's ``main`` starts (``--profile``)
+    argv = [str(a) for a in req["argv"]]
+    if not argv or argv[0] != "check":
+        return {"error": "the helper only runs `check`"}
+    sandbox = req.get("sandbox")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            code = checking.main(checking.parse(argv[1:]),
+                                 source=lambda limits: HelperSource(rpc, sandbox),
+                                 color=bool(req.get("color")))
+        except SystemExit as exc:  # argparse: usage on stderr
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        finally:
+            for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+                with contextlib.suppress(Exception):
+                    if stream is not None:
+                        stream.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read().decode("utf-8", "replace"))
+    return {"code": int(code or 0), "stdout": texts[0], "stderr": texts[1]}
+

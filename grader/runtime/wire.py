@@ -1,0 +1,123 @@
+"""Messages between the grader's own processes: JSON lines, with file descriptors passed
+alongside (SCM_RIGHTS), over a Unix socket pair; and the one-thread settings every process
+of a check or a class run uses. Standard library only: the sandbox's zygote imports it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+MAX_FDS = 8  # descriptors one message may carry
+_CHUNK = 1 << 20  # a SOCK_SEQPACKET message longer than one read would be cut short
+
+#: The thread pools of OpenMP, MKL and OpenBLAS: one thread each. The graders' tensors are
+#: small and the class grader runs several processes at once: extra threads only spin
+#: against busy cores (up to 50x slower). Read when the library loads: set before torch.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def one_thread_env() -> dict[str, str]:
+    """The variables of a new process's environment that give it one thread each."""
+    return dict.fromkeys(THREAD_VARS, "1")
+
+
+def one_thread_each(environ: MutableMapping[str, str] = os.environ) -> None:
+    """One thread each in this process (and its children), unless the user set a value."""
+    for var in THREAD_VARS:
+        environ.setdefault(var, "1")
+
+
+def one_torch_thread() -> None:
+    """torch's own pool, where torch is already imported (a warm fork inherits it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+def pair() -> tuple[socket.socket, socket.socket]:
+    """A connected pair: SOCK_SEQPACKET (messages keep their bounds), else a stream (macOS
+    has no SOCK_SEQPACKET for AF_UNIX); :class:`Channel` reads either."""
+    kind = getattr(socket, "SOCK_SEQPACKET", None)
+    if kind is not None:
+        with contextlib.suppress(OSError):
+            return socket.socketpair(socket.AF_UNIX, kind)
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+class Channel:
+    """JSON messages (one per line) with optional file descriptors over a Unix socket.
+
+    ``send`` may be called from several threads; ``call`` (send, then wait for the reply)
+    holds the channel for its round trip. On a stream (no SOCK_SEQPACKET) descriptors come
+    with the next whole message read: send them in a reply, which nothing else precedes."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._buffer = bytearray()
+        self._fds: list[int] = []
+        self._send_lock = threading.Lock()
+        self._call_lock = threading.Lock()
+
+    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+        data = encode(message)
+        with self._send_lock:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.sendall(data)
+
+    def pending(self) -> bool:
+        """A whole message is already read (``recv`` returns it without reading)."""
+        return b"\n" in self._buffer
+
+    def recv(self, timeout: float | None = None) -> tuple[dict[str, Any] | None, list[int]]:
+        """The next message and the descriptors that came with it; ``(None, [])`` at EOF.
+        Raises TimeoutError when none is whole within ``timeout`` s (None: wait)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.pending():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError("no message")
+            self.sock.settimeout(left)
+            data, fds, _, _ = socket.recv_fds(self.sock, _CHUNK, MAX_FDS)
+            self._fds += fds
+            if not data:
+                for fd in self._fds:
+                    os.close(fd)
+                self._fds = []
+                return None, []
+            self._buffer += data
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer[:] = rest
+        fds, self._fds = self._fds, []
+        message = json.loads(line)
+        if not isinstance(message, dict):
+            for fd in fds:
+                os.close(fd)
+            raise ValueError("a message that is not a JSON object")
+        return message, fds
+
+    def call(self, message: dict[str, Any], timeout: float) -> tuple[dict[str, Any], list[int]]:
+        """Send ``message`` and wait at most ``timeout`` s for the reply (TimeoutError);
+        ConnectionError when the other end closed."""
+        with self._call_lock:
+            self.send(message)
+            reply, fds = self.recv(timeout)
+        if reply is None:
+            raise ConnectionError("the other end closed the channel")
+        return reply, fds
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()

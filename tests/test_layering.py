@@ -1,0 +1,151 @@
+"""The grader's modules as layers (issue 28): no import cycle through the CLI or the check
+helper, nothing but ``python -m grader`` imports the CLI, and no module overwrites another
+grader module's globals (what differs between callers is passed as arguments). Imports are
+read from the source (ast), at module level and inside functions alike."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+Graph = dict[str, set[str]]
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    mods = {}
+    for path in (root / "grader").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return mods
+
+
+def _imported(mod: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict) -> list[str]:
+    """The grader modules ``node`` imports (``from . import x``: the submodule x)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        target = node.module or "" if not node.level else (
+            f"{base}.{node.module}" if node.module else base)
+        names = [target, *(f"{target}.{a.name}" for a in node.names)]
+    found = []
+    for name in names:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        if name and name != mod and not mod.startswith(name + "."):  # its own package
+            found.append(name)
+    return found
+
+
+def import_graph(root: Path) -> Graph:
+    mods = _modules(root)
+    graph: Graph = {}
+    for mod, path in mods.items():
+        graph[mod] = {name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, ast.Import | ast.ImportFrom)
+                      for name in _imported(mod, path, node, mods)}
+    return graph
+
+
+def cycles(graph: Graph) -> list[set[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while not group or v not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_the_graph_sees_a_cycle(tmp_path: Path) -> None:
+    """The check below can fail: a cycle made of a function-level import is found."""
+    (tmp_path / "grader" / "helper").mkdir(parents=True)
+    (tmp_path / "grader" / "__init__.py").write_text("")
+    (tmp_path / "grader" / "cli.py").write_text("from .helper import client\n")
+    (tmp_path / "grader" / "helper" / "__init__.py").write_text("")
+    (tmp_path / "grader" / "helper" / "client.py").write_text(
+        "def run():\n    from .. import cli\n")
+    assert cycles(import_graph(tmp_path)) == [{"grader.cli", "grader.helper.client"}]
+
+
+def test_no_cycle_through_the_cli_or_the_helper() -> None:
+    graph = import_graph(ROOT)
+    assert {"grader.cli", "grader.checking", "grader.helper.zygote"} <= set(graph)
+    assert "grader.checking" in graph["grader.helper.zygote"]
+    bad = [group for group in cycles(graph)
+           if any(m == "grader.cli" or m.startswith(("grader.helper", "grader.checking"))
+                  for m in group)]
+    assert bad == []
+    assert [m for m, imports in graph.items() if "grader.cli" in imports] == ["grader.__main__"]
+
+
+def _module_names(tree: ast.Module, mod: str, path: Path, mods: dict) -> set[str]:
+    """The names that ``tree`` binds to grader modules (``from . import launch``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                bound = alias.asname or alias.name.partition(".")[0]
+                if isinstance(node, ast.Import):
+                    if alias.name.startswith("grader"):
+                        names.add(bound)
+                elif any(name.endswith("." + alias.name)
+                         for name in _imported(mod, path, node, mods)):
+                    names.add(bound)
+    return names
+
+
+def overwritten_globals(root: Path) -> list[str]:
+    """``module.NAME = ...`` (or ``setattr(module, ...)``) on a grader module, anywhere."""
+    mods = _modules(root)
+    found = []
+    for mod, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = _module_names(tree, mod, path, mods)
+        for node in ast.walk(tree):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("setattr", "delattr") and node.args):
+                targets = [ast.Attribute(value=node.args[0], attr="?")]
+            for target in targets:
+                if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                        and target.value.id in names):
+                    found.append(f"{mod}:{node.lineno}: {target.value.id}.{target.attr}")
+    return found
+
+
+def test_no_module_overwrites_another_modules_global(tmp_path: Path) -> None:
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "__init__.py").write_text("")
+    (tmp_path / "grader" / "launch.py").write_text("SOURCE = None\n")
+    (tmp_path / "grader" / "helper.py").write_text(
+        "def run():\n    from . import launch\n    launch.SOURCE = print\n")
+    assert overwritten_globals(tmp_path) == ["grader.helper:3: launch.SOURCE"]
+    assert overwritten_globals(ROOT) == []
