@@ -189,6 +189,10 @@ class Batch:
         """``handle.get(attr)``, its result later."""
         return self._post("getattr", {"target": handle.ref.id, "attr": attr}, None)
 
+    def inspect(self, handle: Handle) -> Later:
+        """``handle.inspect()``, its result later."""
+        return self._post("inspect", {"target": handle.ref.id}, None)
+
 
 class Handle:
     """An object (module, optimizer, ...) that lives with the submission."""

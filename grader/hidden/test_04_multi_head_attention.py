@@ -153,16 +153,19 @@ def build(sub, d_model, n_head, n, bias=True, dropout=0.0):
     if not bias:
         kwargs["bias"] = False
     m = sub.new(EX, d_model, n_head, forbid=FORBID, **kwargs)
-    info = m.inspect()
+    weights = make_weights(n, d_model, bias=bias)
+    with sub.batch() as b:  # the checks between inspecting and loading read the results in order
+        inspected = b.inspect(m)
+        steps = [b.method(m, "load_state_dict", weights, strict=False), b.method(m, "eval")]
+    info = inspected.value
     check(info.get("is_module"), "MultiHeadAttention should be an nn.Module (class ...(nn.Module))")
     params = info["parameters"]
     for name in PROJ:
         check(f"{name}.weight" in params,
               f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
               f"weights are loaded by these names")
-    weights = make_weights(n, d_model, bias=bias)
-    m.load_state_dict(weights, strict=False)
-    m.eval()
+    for step in steps:
+        step.value  # noqa: B018 - raises the step's error, if any
     return m, weights
 
 
