@@ -15,7 +15,8 @@ falls on all of them alike. Medians in milliseconds per submission:
   work: oracles, comparisons, hints);
 - ``stop``: the worker's exit and clean-up;
 - ``total``: the sum;
-- ``requests``: round trips to the worker;
+- ``requests``: round trips to the worker (``posted``: the requests sent without waiting,
+  answered within those round trips);
 - ``floor``: the same hidden tests on the same notebook with no process boundary at all
   (``InProcessSubmission``, warm): what grading costs before any isolation.
 
@@ -51,7 +52,9 @@ from grader.remote import RemoteSubmission  # noqa: E402
 from grader.sandbox import SandboxPool, default_worker_files  # noqa: E402
 from grader.submission import InProcessSubmission  # noqa: E402
 
-COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "requests", "floor")
+COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "requests", "posted",
+           "floor")
+COUNTS = ("requests", "posted")
 
 
 class TimedSubmission(RemoteSubmission):
@@ -59,7 +62,11 @@ class TimedSubmission(RemoteSubmission):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.waited, self.requests = 0.0, 0
+        self.waited, self.requests, self.posted = 0.0, 0, 0
+
+    def _post(self, *args: Any, **kwargs: Any) -> None:
+        self.posted += 1
+        super()._post(*args, **kwargs)
 
     def _request(self, op: str, header: dict[str, Any], value: Any = None,
                  timeout: float | None = None) -> Any:
@@ -102,7 +109,7 @@ def grade_once(pool: SandboxPool, nb: dict, lesson: str, seed: int) -> dict[str,
     t4 = time.perf_counter()
     times.update({"start": t1 - t0, "run nb": t2 - t1, "hidden": t3 - t2,
                   "waiting": sub.waited, "grader": t3 - t2 - sub.waited, "stop": t4 - t3,
-                  "total": t4 - t0, "requests": sub.requests})
+                  "total": t4 - t0, "requests": sub.requests, "posted": sub.posted})
     return times
 
 
@@ -148,7 +155,7 @@ def main() -> None:
             cells = []
             for column in COLUMNS:
                 value = statistics.median(measured[kind][column])
-                cells.append(f"{value:.0f}" if column == "requests" else f"{1000 * value:.0f}")
+                cells.append(f"{value:.0f}" if column in COUNTS else f"{1000 * value:.0f}")
             print(f"| {kind} | " + " | ".join(cells) + " |")
             ratios.append((lesson, kind.replace(" ", "-"), statistics.median(measured[kind]["total"])
                            / statistics.median(measured[kind]["floor"])))

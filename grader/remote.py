@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from . import timeline
 from .calls import describe_request
@@ -20,11 +21,31 @@ from .runtime.errors import (
     WorkerDied,
     WorkerTimeout,
 )
-from .submission import Submission
+from .submission import Later, Submission
+
+MAX_IN_FLIGHT = 64 << 10  # bytes of requests sent before their answers are read (well under
+# a socket's buffer: the sender never blocks while the worker waits to send an answer)
+
+
+@dataclass
+class _Pending:
+    """A request sent, its answer not read yet."""
+
+    op: str
+    header: dict[str, Any]
+    value: Any
+    seconds: float  # its time limit
+    sent: float  # time.monotonic() when sent
+    later: Later | None  # where its result goes (a batch's call), or None: its error is raised
 
 
 class RemoteSubmission(Submission):
     """Talks to ``grader.runtime.worker.serve`` on the other end of ``sock``.
+
+    Requests whose answer is not needed at once (``_post``: loading weights, ``eval()``, a
+    batch's calls) are sent without waiting and answered with the next request: one round
+    trip for all of them. Each still has its own time limit, counted from when the worker
+    could start it.
 
     Once the worker times out, dies or sends garbage, every later request fails at once
     with the same error, so the remaining checks fail fast instead of waiting. A request
@@ -37,6 +58,10 @@ class RemoteSubmission(Submission):
         self.call_timeout = call_timeout
         self.broken: Exception | None = None
         self._types: dict[int, str] = {}  # handle id -> type name, to name a hung method
+        self._pending: list[_Pending] = []  # sent, answer not read yet, in order
+        self._in_flight = 0  # bytes of the requests in _pending
+        self._chain = 0  # the worker skips the rest of a chain after a failure in it
+        self._answered = 0.0  # when the last answer came (the worker then started the next)
 
     def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
         start = time.time()
@@ -50,30 +75,100 @@ class RemoteSubmission(Submission):
 
     def _request(self, op: str, header: dict[str, Any], value: Any = None,
                  timeout: float | None = None) -> Any:
+        self._send(op, header, value, timeout or self.call_timeout, None)
+        return self._drain()
+
+    def _post(self, op: str, header: dict[str, Any], value: Any = None,
+              later: Later | None = None) -> None:
+        """Send without waiting: the answer is read with the next request (or ``settle``)."""
+        self._send(op, header, value, self.call_timeout, later)
+
+    def settle(self) -> None:
+        if self.broken is not None:
+            self._pending, self._in_flight = [], 0  # the next request raises why
+        elif self._pending:
+            self._drain()
+
+    def _send(self, op: str, header: dict[str, Any], value: Any, seconds: float,
+              later: Later | None) -> None:
         if self.broken is not None:
             raise self.broken
-        seconds = timeout or self.call_timeout
-        named = op not in ("load", "shutdown")  # a check's request: name it if it fails
+        data = protocol.encode(dict(header, op=op, chain=self._chain), value)
+        if self._pending and self._in_flight + len(data) > MAX_IN_FLIGHT:
+            self._drain()  # both ways' buffers full would block both ends: read the answers first
+            data = protocol.encode(dict(header, op=op, chain=self._chain), value)
+        pending = _Pending(op, header, value, seconds, time.monotonic(), later)
+        self._pending.append(pending)
+        self._in_flight += len(data)
         try:
             self.sock.settimeout(seconds)
-            protocol.send(self.sock, dict(header, op=op), value)
+            self.sock.sendall(data)
+        except TimeoutError:
+            self._fail(pending, timed_out=True)
+        except OSError:
+            self._fail(pending, timed_out=False)
+
+    def _drain(self) -> Any:
+        """Read the answers to every request sent, in order; return the last one's result.
+        Raise the first error of a request without a ``Later`` (one with a ``Later`` gets
+        its own error; those after a failure were skipped and get the failure)."""
+        pending, self._pending, self._in_flight = self._pending, [], 0
+        self._chain += 1
+        first: Exception | None = None  # the chain's failure: what the skipped requests get
+        raised: Exception | None = None
+        result: Any = None
+        for p in pending:
+            reply, result = self._receive(p)
+            if reply.get("ok") is True:
+                values.map_leaves(result, self._note_type)
+                if p.later is not None:
+                    p.later.set(self._wrap(result))
+                continue
+            if reply.get("skipped") is True and first is not None:
+                error = first
+            elif reply.get("skipped") is True:
+                self.broken = ProtocolError("a request was skipped with none failed before it")
+                raise self.broken
+            else:
+                error = _error_from(reply.get("error"))
+                if isinstance(error, MissingName):
+                    error = self.explain_missing(error)
+                first = first or error
+            if p.later is not None:
+                p.later.fail(error)
+            else:
+                raised = raised or error
+        if raised is not None:
+            raise raised
+        return result
+
+    def _receive(self, p: _Pending) -> tuple[dict[str, Any], Any]:
+        """The answer to ``p``: the worker started it when it had answered the one before,
+        so ``p`` has its ``seconds`` from then (or from when it was sent)."""
+        started = max(p.sent, self._answered)
+        try:
+            self.sock.settimeout(max(p.seconds - (time.monotonic() - started), 0.05))
             reply, result = protocol.recv(self.sock)
         except TimeoutError:
-            self.broken = (CallHung(describe_request(op, header, value, self._types), seconds)
-                           if named else WorkerTimeout(f"no answer within {seconds:g} s"))
-            raise self.broken from None
+            self._fail(p, timed_out=True)
         except (EOFError, ConnectionError, BrokenPipeError, OSError):
-            self.broken = (CallCrashed(describe_request(op, header, value, self._types))
-                           if named else WorkerDied("the notebook's process stopped"))
-            raise self.broken from None
+            self._fail(p, timed_out=False)
         except ProtocolError as exc:
             self.broken = exc
             raise
-        if reply.get("ok") is True:
-            values.map_leaves(result, self._note_type)
-            return result
-        error = _error_from(reply.get("error"))
-        raise self.explain_missing(error) if isinstance(error, MissingName) else error
+        self._answered = time.monotonic()
+        return reply, result
+
+    def _fail(self, p: _Pending, timed_out: bool) -> NoReturn:
+        named = p.op not in ("load", "shutdown")  # a check's request: name it if it fails
+        if timed_out:
+            self.broken = (CallHung(describe_request(p.op, p.header, p.value, self._types), p.seconds)
+                           if named else WorkerTimeout(f"no answer within {p.seconds:g} s"))
+        else:
+            self.broken = (CallCrashed(describe_request(p.op, p.header, p.value, self._types))
+                           if named else WorkerDied("the notebook's process stopped"))
+        self._pending, self._in_flight = [], 0
+        raise self.broken from None
 
     def _note_type(self, value: Any) -> Any:
         if isinstance(value, values.HandleRef):

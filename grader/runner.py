@@ -90,7 +90,7 @@ def run(sub: Submission, lesson: str, only: set[str] | None = None,
             result = results.setdefault(exercise, ExerciseResult(exercise))
             result.max_points += points
             try:
-                with judged_alone(sub, _tests(lesson), exercise):
+                with sub.settled(), judged_alone(sub, _tests(lesson), exercise):
                     fn(sub=sub, **params)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
                 result.failures.append(messages.explain(exc, exercise))

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import calls
 from .runtime import values
-from .runtime.errors import CallHung, MissingName, ProtocolError, SubmissionError
+from .runtime.errors import CallHung, GradingError, MissingName, ProtocolError, SubmissionError
 from .runtime.target import Target
 from .runtime.values import HandleRef
 
@@ -51,6 +51,43 @@ class Submission(ABC):
     def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
         """Run one operation on the submission side and return its (plain) result."""
 
+    def _post(self, op: str, header: dict[str, Any], value: Any = None,
+              later: Later | None = None) -> None:
+        """Run an operation whose result is not needed yet: by default at once; a worker's
+        submission sends it and reads its answer with the next request or :meth:`settle`.
+        Its result goes to ``later``; without one, its error is raised there."""
+        try:
+            result = self._wrap(self._request(op, header, value))
+        except GradingError as exc:
+            if later is None:
+                raise
+            later.fail(exc)
+            return
+        if later is not None:
+            later.set(result)
+
+    def settle(self) -> None:  # noqa: B027 - nothing is posted ahead by default
+        """Wait for every posted operation; raise the first error of one without a ``Later``."""
+
+    @contextlib.contextmanager
+    def settled(self) -> Iterator[None]:
+        """Run a check: the operations it posted are answered before it ends, and one that
+        failed is its error (it came before whatever the check raised afterwards)."""
+        try:
+            yield
+        except BaseException:
+            self.settle()
+            raise
+        self.settle()
+
+    def batch(self) -> Batch:
+        """``with sub.batch() as b: out = b.method(m, "__call__", x)``: the calls made with
+        ``b`` travel together, in order, and their results are read after the block
+        (``out.value``); a call after one that failed does not run (its ``value`` raises
+        the first failure). Read the results in the order the calls were made, so that a
+        check fails as it would have call by call."""
+        return Batch(self)
+
     def has(self, name: str) -> bool:
         return bool(self._request("has", {"name": name}))
 
@@ -74,23 +111,87 @@ class Submission(ABC):
     def course_versions(self, source: str, names: tuple[str, ...]) -> Iterator[None]:
         """Within the block, ``names`` are the course's versions defined by ``source``
         (see ``Target.substitute``); the student's own come back afterwards."""
-        self._request("substitute", {"names": list(names)}, {"source": source})
+        self._post("substitute", {"names": list(names)}, {"source": source})
         try:
             yield
         finally:
-            self._request("restore", {"names": list(names)})
+            self._post("restore", {"names": list(names)})
 
     def _call(self, target: str | int, method: str | None, args: tuple, kwargs: dict,
               forbid: tuple[str, ...]) -> Any:
-        header = {"target": target, "method": method, "forbid": list(forbid)}
-        value = {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
-        return self._request("call", header, value)
+        return self._request("call", *_call_request(target, method, args, kwargs, forbid))
 
     def _wrap(self, value: Any) -> Any:
         return values.map_leaves(value, lambda v: Handle(self, v) if isinstance(v, HandleRef) else v)
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release the submission (stop its worker, if any)."""
+
+
+class Later:
+    """The result of a call made in a :class:`Batch`, there once the batch has ended."""
+
+    def __init__(self) -> None:
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def set(self, value: Any) -> None:
+        self._done, self._value = True, value
+
+    def fail(self, error: BaseException) -> None:
+        self._done, self._error = True, error
+
+    @property
+    def value(self) -> Any:
+        """The call's result; its error (or the batch's earlier one) is raised here."""
+        if not self._done:
+            raise RuntimeError("a batch's result is read before the batch has ended")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class Batch:
+    """Calls sent to the submission together (see :meth:`Submission.batch`)."""
+
+    def __init__(self, sub: Submission):
+        self._sub = sub
+        self._made: list[Later] = []
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self._sub.settle()
+
+    def _post(self, op: str, header: dict[str, Any], value: Any) -> Later:
+        later = Later()
+        failed = next((m._error for m in self._made if m._error is not None), None)
+        self._made.append(later)
+        if failed is not None:  # answered at once (in process): the calls after a failure do not run
+            later.fail(failed)
+        else:
+            self._sub._post(op, header, value, later)
+        return later
+
+    def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Later:
+        """``sub.call(name, ...)``, its result later."""
+        return self._post("call", *_call_request(name, None, args, kwargs, forbid))
+
+    def method(self, handle: Handle, name: str, *args: Any, forbid: tuple[str, ...] = (),
+               **kwargs: Any) -> Later:
+        """``handle.method(name, ...)`` (``"__call__"`` for ``handle(...)``), its result later."""
+        return self._post("call", *_call_request(handle.ref.id, name, args, kwargs, forbid))
+
+    def get(self, handle: Handle, attr: str) -> Later:
+        """``handle.get(attr)``, its result later."""
+        return self._post("getattr", {"target": handle.ref.id, "attr": attr}, None)
+
+    def inspect(self, handle: Handle) -> Later:
+        """``handle.inspect()``, its result later."""
+        return self._post("inspect", {"target": handle.ref.id}, None)
 
 
 class Handle:
@@ -135,16 +236,26 @@ class Handle:
     def state_dict(self) -> dict[str, Any]:
         return self.method("state_dict")
 
-    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> Any:
-        return self.method("load_state_dict", state, strict=strict)
+    # conveniences for nn.Module whose results are not needed: posted (see Submission._post)
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        self._post("load_state_dict", state, strict=strict)
 
     def eval(self) -> Handle:
-        self.method("eval")
+        self._post("eval")
         return self
 
     def train(self, mode: bool = True) -> Handle:
-        self.method("train", mode)
+        self._post("train", mode)
         return self
+
+    def _post(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self._sub._post("call", *_call_request(self.ref.id, name, args, kwargs, ()))
+
+
+def _call_request(target: str | int, method: str | None, args: tuple, kwargs: dict,
+                  forbid: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    header = {"target": target, "method": method, "forbid": list(forbid)}
+    return header, {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
 
 
 def _unwrap(value: Any) -> Any:

@@ -153,24 +153,37 @@ def build(sub, d_model, n_head, n, bias=True, dropout=0.0):
     if not bias:
         kwargs["bias"] = False
     m = sub.new(EX, d_model, n_head, forbid=FORBID, **kwargs)
-    info = m.inspect()
+    weights = make_weights(n, d_model, bias=bias)
+    with sub.batch() as b:  # the checks between inspecting and loading read the results in order
+        inspected = b.inspect(m)
+        steps = [b.method(m, "load_state_dict", weights, strict=False), b.method(m, "eval")]
+    info = inspected.value
     check(info.get("is_module"), "MultiHeadAttention should be an nn.Module (class ...(nn.Module))")
     params = info["parameters"]
     for name in PROJ:
         check(f"{name}.weight" in params,
               f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
               f"weights are loaded by these names")
-    weights = make_weights(n, d_model, bias=bias)
-    m.load_state_dict(weights, strict=False)
-    m.eval()
+    for step in steps:
+        step.value  # noqa: B018 - raises the step's error, if any
     return m, weights
 
 
 def forward(m, *args, forbid=FORBID, **kwargs):
-    out = m(*args, forbid=forbid, **kwargs)
+    return _one_tensor(m(*args, forbid=forbid, **kwargs))
+
+
+def _one_tensor(out):
     check(isinstance(out, torch.Tensor),
           "forward should return one tensor [B, Lq, d_model] (keep the weights in self.attn_weights)")
     return out
+
+
+def forwards(sub, m, *calls, forbid=FORBID):
+    """``[forward(m, *args, **kwargs) for args, kwargs in calls]``, the calls sent together."""
+    with sub.batch() as b:
+        outs = [b.method(m, "__call__", *args, forbid=forbid, **kwargs) for args, kwargs in calls]
+    return [_one_tensor(out.value) for out in outs]  # in order: fails as the calls one by one
 
 
 def attn_weights(m, shape):
@@ -340,9 +353,10 @@ def test_masks_equal_torch(sub):
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     lengths = torch.randint(2, 6, (2,), generator=gen(22))
     pad = (torch.arange(6)[None, :] < lengths[:, None])[:, None, None, :]
-    for mask, name in [(causal, "a causal mask [L, L]"), (pad, "a padding mask [B, 1, 1, L]"),
-                       (causal & pad, "a combined causal & padding mask")]:
-        out = forward(m, x, x, x, mask=mask)
+    masks = [(causal, "a causal mask [L, L]"), (pad, "a padding mask [B, 1, 1, L]"),
+             (causal & pad, "a combined causal & padding mask")]
+    outs = forwards(sub, m, *[((x, x, x), {"mask": mask}) for mask, _ in masks])
+    for (mask, name), out in zip(masks, outs, strict=True):
         ignored = [suspect("mask_ignored", mha_ref(w, x, x, x, H, **options)[0],
                            "the mask is ignored: pass it to the attention of every head "
                            "(masked keys get zero weight)")]
@@ -358,11 +372,14 @@ def test_causal_and_permutation_properties(sub):
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     y = x.clone()
     y[:, 4:] = randn(27, 2, 2, D, scale=3.0)
-    close(forward(m, y, y, y, mask=causal)[:, :4], forward(m, x, x, x, mask=causal)[:, :4],
-          "under a causal mask, changing a future token changed an earlier output", **TOL)
     perm = torch.randperm(6, generator=gen(28))
     xp = x[:, perm]
-    close(forward(m, xp, xp, xp), forward(m, x, x, x)[:, perm],
+    changed, causal_out, shuffled, out = forwards(
+        sub, m, ((y, y, y), {"mask": causal}), ((x, x, x), {"mask": causal}), ((xp, xp, xp), {}),
+        ((x, x, x), {}))
+    close(changed[:, :4], causal_out[:, :4],
+          "under a causal mask, changing a future token changed an earlier output", **TOL)
+    close(shuffled, out[:, perm],
           "without positional information, shuffling the tokens should shuffle the outputs the "
           "same way (attention must not depend on positions)", **TOL)
 
@@ -373,9 +390,8 @@ def test_runs_on_the_model_device(sub):
     x, mem = randn(30, 2, 5, D), randn(31, 2, 7, D)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     try:
-        forward(m, x, x, x, forbid=FORBID + (ON_DEVICE,))
-        forward(m, x, mem, mem, forbid=FORBID + (ON_DEVICE,))
-        forward(m, x, x, x, mask=causal, forbid=FORBID + (ON_DEVICE,))
+        forwards(sub, m, ((x, x, x), {}), ((x, mem, mem), {}), ((x, x, x), {"mask": causal}),
+                 forbid=FORBID + (ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
             diagnose("mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make tensors "

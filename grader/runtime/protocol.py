@@ -19,16 +19,18 @@ MAX_HEADER = 16 << 20
 MAX_BLOB = 512 << 20
 
 
-def send(sock: socket.socket, header: dict[str, Any], value: Any = None) -> None:
+def encode(header: dict[str, Any], value: Any = None) -> bytes:
+    """One message, framed (what :func:`send` writes)."""
     tree, arrays, tensors = values.pack(value)
-    header = dict(header, value=tree)
-    head = values.dumps(header)
+    head = values.dumps(dict(header, value=tree))
     np_blob, pt_blob = values.encode_blobs(arrays, tensors)
-    sock.sendall(
-        struct.pack(">I", len(head)) + head
-        + struct.pack(">Q", len(np_blob)) + np_blob
-        + struct.pack(">Q", len(pt_blob)) + pt_blob
-    )
+    return (struct.pack(">I", len(head)) + head
+            + struct.pack(">Q", len(np_blob)) + np_blob
+            + struct.pack(">Q", len(pt_blob)) + pt_blob)
+
+
+def send(sock: socket.socket, header: dict[str, Any], value: Any = None) -> None:
+    sock.sendall(encode(header, value))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:

@@ -1,0 +1,164 @@
+"""Requests that travel together (issue 29): posted requests and ``Submission.batch()``.
+
+A worker's submission sends them without waiting and reads their answers together; a
+check must still see what it would have seen call by call: the results in order, the
+calls run in order and none after a failure, each call with its own time limit, a hung or
+crashing call named, and the in-process submission behaving the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from grader.launch import LocalWorker
+from grader.limits import DEFAULT_LIMITS
+from grader.remote import RemoteSubmission
+from grader.runtime.errors import CallCrashed, CallHung, SubmissionError
+from grader.submission import InProcessSubmission, Submission
+
+NOTEBOOK = """
+import os, time
+import numpy as np
+log = []
+
+def f(x):
+    log.append(x)
+    if x == "hang":
+        while True:
+            pass
+    if x == "crash":
+        os._exit(3)
+    if x == "fail":
+        raise ValueError("no")
+    if x == "slow":
+        time.sleep(0.6)
+    return x
+
+def get_log():
+    return list(log)
+
+def echo(a):
+    return a
+
+class M:
+    def eval(self):
+        raise ValueError("eval failed")
+
+    def train(self, mode=True):
+        log.append("train")
+        return self
+"""
+
+
+@contextlib.contextmanager
+def _worker() -> Iterator[RemoteSubmission]:
+    worker = LocalWorker(DEFAULT_LIMITS)
+    remote = RemoteSubmission(worker.sock, call_timeout=1.0)
+    try:
+        remote.load([(0, NOTEBOOK)], timeout=60)
+        yield remote
+    finally:
+        remote.close()
+        worker.kill()
+        worker.finish()
+
+
+@pytest.fixture(params=["remote", "in process"])
+def sub(request: pytest.FixtureRequest) -> Iterator[Submission]:
+    if request.param == "in process":
+        local = InProcessSubmission()
+        local.load([(0, NOTEBOOK)])
+        yield local
+        return
+    with _worker() as remote:
+        yield remote
+
+
+@pytest.fixture
+def remote() -> Iterator[RemoteSubmission]:
+    with _worker() as worker_sub:
+        yield worker_sub
+
+
+def test_a_batch_gives_results_in_order_in_one_round_trip(sub: Submission) -> None:
+    waits = []
+    if isinstance(sub, RemoteSubmission):
+        drain = sub._drain
+        sub._drain = lambda: waits.append(1) or drain()  # type: ignore[method-assign]
+    with sub.batch() as b:
+        got = [b.call("f", i) for i in range(5)]
+    assert [r.value for r in got] == list(range(5))
+    assert waits == ([1] if isinstance(sub, RemoteSubmission) else [])
+    assert sub.call("get_log") == list(range(5))
+
+
+def test_a_failure_in_the_middle_stops_the_calls_after_it(sub: Submission) -> None:
+    with sub.batch() as b:
+        first, failing, after = b.call("f", 1), b.call("f", "fail"), b.call("f", 2)
+    assert first.value == 1
+    with pytest.raises(SubmissionError, match="no") as raised:
+        failing.value  # noqa: B018 - reading raises
+    with pytest.raises(SubmissionError) as skipped:
+        after.value  # noqa: B018
+    assert skipped.value is raised.value
+    assert sub.call("get_log") == [1, "fail"]  # f(2) never ran; the next request did
+
+
+def test_a_posted_request_that_fails_is_raised_by_the_next_and_stops_it(sub: Submission) -> None:
+    m = sub.new("M")
+    with pytest.raises(SubmissionError, match="eval failed"):
+        m.eval()  # posted: M.eval raises (in process: at once)
+        sub.call("f", 1)
+    assert sub.call("get_log") == []
+
+
+def test_a_posted_failure_wins_over_what_the_check_raised_after_it(sub: Submission) -> None:
+    m = sub.new("M")
+    with pytest.raises(SubmissionError, match="eval failed"), sub.settled():
+        m.eval()
+        raise AssertionError("a check after it")
+
+
+def test_posted_requests_run_in_order(sub: Submission) -> None:
+    m = sub.new("M")
+    m.train()
+    sub.call("f", 1)
+    m.train()
+    sub.settle()
+    assert sub.call("get_log") == ["train", 1, "train"]
+
+
+def test_each_call_of_a_batch_has_its_own_time_limit(remote: RemoteSubmission) -> None:
+    with remote.batch() as b:
+        got = [b.call("f", "slow") for _ in range(3)]  # 1.8 s in all, 0.6 s each: limit 1 s
+    assert [r.value for r in got] == ["slow"] * 3
+
+
+def test_a_hung_call_in_a_batch_is_named(remote: RemoteSubmission) -> None:
+    with pytest.raises(CallHung) as hung, remote.batch() as b:
+        b.call("f", 1)
+        b.call("f", "hang")
+        b.call("f", 2)
+    assert hung.value.call == "f('hang')"
+    with pytest.raises(CallHung):
+        remote.call("get_log")
+
+
+def test_a_crash_in_a_batch_is_named(remote: RemoteSubmission) -> None:
+    with pytest.raises(CallCrashed) as crashed, remote.batch() as b:
+        b.call("f", 1)
+        b.call("f", "crash")
+        b.call("f", 2)
+    assert crashed.value.call == "f('crash')"
+
+
+def test_large_batches_do_not_block_both_ends(remote: RemoteSubmission) -> None:
+    big = np.arange(300_000, dtype=np.float64)  # 2.4 MB each way per call
+    with remote.batch() as b:
+        got = [b.call("echo", big + i) for i in range(4)]
+    for i, r in enumerate(got):
+        np.testing.assert_array_equal(r.value, big + i)
