@@ -17,6 +17,7 @@ from .runtime.errors import (
     WorkerDied,
     WorkerTimeout,
 )
+from .submission import Posted
 
 LIBRARY_CALL = "library_call"  # the one mistake id every lesson shares: see explain()
 
@@ -83,6 +84,8 @@ def fold(failures: list[str], lang: str = "en") -> list[str]:
 
 def explain(exc: BaseException | None, exercise: str) -> Hint:
     """The sentence for one failed check, as a :class:`Hint`."""
+    if isinstance(exc, Posted):  # an earlier operation's error, raised by a later request
+        exc = exc.error
     if isinstance(exc, Failed):
         text = str(exc) or f"`{exercise}` returned something that is not an array or tensor"
         return Hint(text, exc.mistake)

@@ -21,7 +21,7 @@ from .runtime.errors import (
     WorkerDied,
     WorkerTimeout,
 )
-from .submission import Later, Submission
+from .submission import Later, Posted, Submission
 
 MAX_IN_FLIGHT = 64 << 10  # bytes of requests sent before their answers are read (well under
 # a socket's buffer: the sender never blocks while the worker waits to send an answer)
@@ -76,7 +76,7 @@ class RemoteSubmission(Submission):
     def _request(self, op: str, header: dict[str, Any], value: Any = None,
                  timeout: float | None = None) -> Any:
         self._send(op, header, value, timeout or self.call_timeout, None)
-        return self._drain()
+        return self._drain(waited=True)
 
     def _post(self, op: str, header: dict[str, Any], value: Any = None,
               later: Later | None = None) -> None:
@@ -108,10 +108,12 @@ class RemoteSubmission(Submission):
         except OSError:
             self._fail(pending, timed_out=False)
 
-    def _drain(self) -> Any:
+    def _drain(self, waited: bool = False) -> Any:
         """Read the answers to every request sent, in order; return the last one's result.
         Raise the first error of a request without a ``Later`` (one with a ``Later`` gets
-        its own error; those after a failure were skipped and get the failure)."""
+        its own error; those after a failure were skipped and get the failure). ``waited``:
+        the last request is the one a check waits for; an error that is not its own (a posted
+        request's) is raised as :class:`Posted`."""
         pending, self._pending, self._in_flight = self._pending, [], 0
         self._chain += 1
         first: Exception | None = None  # the chain's failure: what the skipped requests get
@@ -124,7 +126,8 @@ class RemoteSubmission(Submission):
                 if p.later is not None:
                     p.later.set(self._wrap(result))
                 continue
-            if reply.get("skipped") is True and first is not None:
+            skipped = reply.get("skipped") is True
+            if skipped and first is not None:
                 error = first
             elif reply.get("skipped") is True:
                 self.broken = ProtocolError("a request was skipped with none failed before it")
@@ -136,8 +139,9 @@ class RemoteSubmission(Submission):
                 first = first or error
             if p.later is not None:
                 p.later.fail(error)
-            else:
-                raised = raised or error
+            elif raised is None:
+                own = waited and p is pending[-1] and not skipped
+                raised = error if own else Posted(error)
         if raised is not None:
             raise raised
         return result

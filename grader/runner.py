@@ -26,7 +26,7 @@ from .framework import Failed, grading_run
 from .parts import judged_alone
 from .results import ExerciseResult
 from .runtime.errors import GradingError
-from .submission import Submission
+from .submission import Posted, Submission
 
 TestCase = tuple[str, str, float, Callable[..., Any], dict[str, Any]]
 
@@ -94,7 +94,7 @@ def run(sub: Submission, lesson: str, only: set[str] | None = None,
                     fn(sub=sub, **params)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
                 result.failures.append(messages.explain(exc, exercise))
-                if os.environ.get("GRADER_DEBUG") and not isinstance(exc, (Failed, GradingError)):
+                if os.environ.get("GRADER_DEBUG") and not isinstance(exc, (Failed, GradingError, Posted)):
                     traceback.print_exc()  # a grader bug, not the student's: show it to the author
             else:
                 result.points += points

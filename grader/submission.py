@@ -128,6 +128,18 @@ class Submission(ABC):
         """Release the submission (stop its worker, if any)."""
 
 
+class Posted(Exception):  # noqa: N818 - it is not an error of its own: it carries one
+    """The error of an operation sent without waiting (loading weights, ``eval()``), raised
+    by the next request. Not a ``SubmissionError``: a check's ``except SubmissionError``
+    around that next request must not take it for that request's own failure (it would
+    have been raised where the operation was asked for, before the ``try``). The hint is
+    the error's own (``grader.messages.explain``)."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
 class Later:
     """The result of a call made in a :class:`Batch`, there once the batch has ended."""
 

@@ -16,9 +16,10 @@ import pytest
 
 from grader.launch import LocalWorker
 from grader.limits import DEFAULT_LIMITS
+from grader.messages import explain
 from grader.remote import RemoteSubmission
 from grader.runtime.errors import CallCrashed, CallHung, SubmissionError
-from grader.submission import InProcessSubmission, Submission
+from grader.submission import InProcessSubmission, Posted, Submission
 
 NOTEBOOK = """
 import os, time
@@ -88,7 +89,7 @@ def test_a_batch_gives_results_in_order_in_one_round_trip(sub: Submission) -> No
     waits = []
     if isinstance(sub, RemoteSubmission):
         drain = sub._drain
-        sub._drain = lambda: waits.append(1) or drain()  # type: ignore[method-assign]
+        sub._drain = lambda waited=False: waits.append(1) or drain(waited)  # type: ignore[method-assign]
     with sub.batch() as b:
         got = [b.call("f", i) for i in range(5)]
     assert [r.value for r in got] == list(range(5))
@@ -108,19 +109,43 @@ def test_a_failure_in_the_middle_stops_the_calls_after_it(sub: Submission) -> No
     assert sub.call("get_log") == [1, "fail"]  # f(2) never ran; the next request did
 
 
+def _own(exc: BaseException) -> BaseException:
+    """The error itself: a posted operation's comes wrapped in ``Posted``."""
+    return exc.error if isinstance(exc, Posted) else exc
+
+
 def test_a_posted_request_that_fails_is_raised_by_the_next_and_stops_it(sub: Submission) -> None:
     m = sub.new("M")
-    with pytest.raises(SubmissionError, match="eval failed"):
+    with pytest.raises((SubmissionError, Posted)) as raised:
         m.eval()  # posted: M.eval raises (in process: at once)
         sub.call("f", 1)
+    assert isinstance(_own(raised.value), SubmissionError)
+    assert "eval failed" in str(_own(raised.value))
     assert sub.call("get_log") == []
+
+
+def test_a_posted_failure_is_not_taken_for_the_next_requests_own(sub: Submission) -> None:
+    """A check's ``except SubmissionError`` around a request never catches an earlier
+    posted operation's error: called one by one, that error came before the ``try``. Its
+    hint is the error's own."""
+    m = sub.new("M")
+    with pytest.raises((SubmissionError, Posted)) as raised:
+        m.eval()
+        try:
+            sub.call("f", "fail")
+        except SubmissionError:
+            pytest.fail("the posted eval()'s error was caught as f's own")
+    own = _own(raised.value)
+    assert explain(raised.value, "M") == explain(own, "M")
+    assert "eval failed" in explain(raised.value, "M")
 
 
 def test_a_posted_failure_wins_over_what_the_check_raised_after_it(sub: Submission) -> None:
     m = sub.new("M")
-    with pytest.raises(SubmissionError, match="eval failed"), sub.settled():
+    with pytest.raises((SubmissionError, Posted)) as raised, sub.settled():
         m.eval()
         raise AssertionError("a check after it")
+    assert "eval failed" in str(_own(raised.value))
 
 
 def test_posted_requests_run_in_order(sub: Submission) -> None:
