@@ -26,6 +26,16 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("COURSE_CHECK_HELPER", "off")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-random-order's shuffle, when asked for
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with a slow test first, each file's tests in order. `make test` hands whole
+    files to its workers in this order (``--dist loadfile --no-loadscope-reorder``): the
+    longest files start first, and no long file is left for last while the other worker
+    idles (xdist's own order, most tests first, left the few-test end-to-end files last)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 # CI sets it: a sandbox test that cannot run fails instead of skipping.
 SANDBOX_REQUIRED = bool(os.environ.get("COURSE_REQUIRE_SANDBOX"))
 
