@@ -15,9 +15,11 @@ lab: setup
 	$(PYTHON) -m jupyter lab $(ROOT_FLAG) lessons/
 
 # Two or more workers (pytest-xdist, one per core), each taking whole files: tests in a file
-# share module fixtures and run in order. `python -m pytest` alone runs the same tests serially.
+# share module fixtures and run in order. The files go out in collection order, slow ones
+# first (tests/conftest.py), not xdist's most-tests-first. `python -m pytest` alone runs the
+# same tests serially.
 test: setup
-	$(PYTHON) -m pytest -n auto --dist loadfile
+	$(PYTHON) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 # A minute's check that this machine grades: every lesson's reference notebook full marks,
 # its student notebook zero, in the sandbox (python -m grader selftest).

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import os
+import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ from coursekit import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "docs" / "examples"))
 
 # Kernels started by the tests (nbclient, nbgrader) must import this checkout's packages.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -19,6 +24,16 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # `grader check` in a test runs cold, never leaving a warm helper behind (tests/test_helper.py
 # starts its own, in a private folder).
 os.environ.setdefault("COURSE_CHECK_HELPER", "off")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-random-order's shuffle, when asked for
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with a slow test first, each file's tests in order. `make test` hands whole
+    files to its workers in this order (``--dist loadfile --no-loadscope-reorder``): the
+    longest files start first, and no long file is left for last while the other worker
+    idles (xdist's own order, most tests first, left the few-test end-to-end files last)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 # CI sets it: a sandbox test that cannot run fails instead of skipping.
@@ -69,3 +84,113 @@ def lesson_path(lesson: str) -> Path:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               build: Callable[[Path], None]) -> Path:
+    """The folder ``name``, made by ``build`` once for the whole run, then only read.
+
+    pytest-xdist's workers (``make test``) share the parent of their temporary folders: the
+    first worker to ask builds it under a lock, the others wait and read it, so a costly
+    fixture shared by several files costs once, whichever workers run them.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder, done = base / name, base / f"{name}.built"
+    with FileLock(str(base / f"{name}.lock")):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            build(folder)
+            done.touch()
+    return folder
+
+
+# --- a graded term (docs/examples/term_class.py): one class of lesson 01 with every case ------
+
+TERM_LESSON = "01_attention_by_hand"
+DEADLINES = (ROOT / "docs" / "examples" / "deadlines.toml").read_text(encoding="utf-8")
+
+
+def grade(submitted: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m grader grade`` of the term's lesson, which must succeed."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", TERM_LESSON, "--out",
+         str(out), "--jobs", "2", "--call-timeout", "3", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def rows(out: Path) -> dict[str, dict[str, str]]:
+    """grades.csv of ``grade --out out``, by student."""
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        return {row["student_id"]: row for row in csv.DictReader(f)}
+
+
+def _grade_term(root: Path) -> None:
+    from term_class import build_class
+
+    build_class(root / "submitted")
+    (root / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
+    first = grade(root / "submitted", root / "out", "--deadlines", str(root / "deadlines.toml"))
+    (root / "grade.stdout").write_text(first.stdout, encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def term(tmp_path_factory) -> dict:
+    """The term's class graded by ``grade`` with the example deadlines, once for the run:
+    ``root`` (``submitted/``, ``deadlines.toml``), ``out``, grade's ``stdout``, ``rows``.
+    Read it only; a test that regrades or adds to it works on a copy in its ``tmp_path``."""
+    root = built_once(tmp_path_factory, "term", _grade_term)
+    return {"root": root, "out": root / "out", "rows": rows(root / "out"),
+            "stdout": (root / "grade.stdout").read_text(encoding="utf-8")}
+
+
+def nbgrader(args: list[str], course: Path, ok: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """An nbgrader command run in ``course``; it must succeed unless ``ok`` is false."""
+    proc = subprocess.run(["nbgrader", *args], cwd=course, capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, **env))
+    if ok:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _autograde_term(folder: Path) -> None:
+    from term_class import build_class
+
+    course = folder / "course"
+    shutil.copytree(ROOT / "solutions" / TERM_LESSON, course / "solutions" / TERM_LESSON)
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    (course / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
+    nbgrader(["generate_assignment", TERM_LESSON, "--force"], course)
+    build_class(folder / "class")
+    for student in ("alice", "bob", "carol", "gina", "hank", "mallory"):
+        shutil.copytree(folder / "class" / student, course / "submitted" / student)
+    proc = subprocess.run([sys.executable, "-m", "grader", "deadlines"], cwd=course,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "alice: 01_attention_by_hand extended by 2 days" in proc.stdout
+    log = nbgrader(["autograde", TERM_LESSON], course, ok=False, COURSE_CALL_TIMEOUT="3")
+    (folder / "autograde.log").write_text(log.stdout + log.stderr, encoding="utf-8")
+    nbgrader(["export", "--to", "export.csv"], course)
+
+
+@pytest.fixture(scope="session")
+def term_nbgrader(tmp_path_factory) -> dict:
+    """Six students of the term in an nbgrader course, autograded once for the run (the
+    course's sandbox, its late penalties): the ``course``, autograde's ``log``, nbgrader's
+    ``export`` by student. Read it only; ``copy_of`` gives a test its own course."""
+    folder = built_once(tmp_path_factory, "term-nbgrader", _autograde_term)
+    course = folder / "course"
+    with open(course / "export.csv", newline="", encoding="utf-8") as f:
+        exported = {row["student_id"]: row for row in csv.DictReader(f)}
+    return {"course": course, "log": (folder / "autograde.log").read_text(encoding="utf-8"),
+            "export": exported}
+
+
+def copy_of(course: Path, tmp_path: Path) -> Path:
+    """A copy of an nbgrader course, for a test that adds students or grades to it."""
+    shutil.copytree(course, tmp_path / "course", symlinks=True)
+    return tmp_path / "course"

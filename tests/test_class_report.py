@@ -238,3 +238,18 @@ def test_similarity_pair_is_shown_side_by_side(tmp_path, request) -> None:
         assert not problems, problems
     shutil.rmtree(submitted)  # without the notebooks the page says so instead of comparing
     assert "Similarity was not checked: the submitted notebooks were not found" in report(out)
+
+
+@pytest.mark.slow
+def test_the_terms_report(term) -> None:
+    """`report` on the term graded with deadlines (issue 24: it crashed on the late columns)."""
+    from grader.class_report import load, to_look_at
+
+    proc = subprocess.run([sys.executable, "-m", "grader", "report", str(term["out"])], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "11 student(s)" in proc.stdout and "status: ok 8, ambiguous 1, unreadable 1, missing 1" in proc.stdout
+    data = load(term["out"])
+    assert {s.student_id: s.score for s in data.students}["hank"] == 8.0  # after the penalty
+    why = {row["student"]: " ".join(row["reasons"]) for row in to_look_at(data, {})}
+    assert {"frank", "gina", "ivan"} <= set(why)

@@ -15,6 +15,8 @@ from matplotlib.testing.compare import compare_images
 
 from coursekit import catalogue
 
+pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
+
 FIGURE_LINK = re.compile(r"!\[[^\]]*\]\((figures/[\w.\-]+\.png)\)")
 TOLERANCE = 2.0  # RMS difference in 0-255 grey levels: antialiasing, not content
 

@@ -19,6 +19,8 @@ from grader import i18n
 from grader.engine import grade_in_process
 from grader.results import ExerciseResult, Report
 
+pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
+
 ZH_LESSONS = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
 
 

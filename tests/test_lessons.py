@@ -19,6 +19,8 @@ from grader.authoring import graded_cells
 from grader.engine import HIDDEN_DIR, exercise_points, known_lessons, run_hidden_tests
 from grader.submission import InProcessSubmission
 
+pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
+
 #: The graded contract: the names a student writes in each lesson (coursekit.catalogue).
 CONTRACT = {lesson.id: list(lesson.graded) for lesson in catalogue.COURSE}
 

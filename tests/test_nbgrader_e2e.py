@@ -1,5 +1,6 @@
 """nbgrader end to end in a temporary copy of the course: generate_assignment, autograde
-a correct and a blank submission, export; nbgrader's scores equal ``grader check``'s."""
+a correct and a blank submission, export; nbgrader's scores equal ``grader check``'s, and
+those of ``grade`` for the term's class (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,12 @@ def test_nbgrader_autograde_agrees_with_grader_check(tmp_path, lesson: str) -> N
         proc = run([sys.executable, "-m", "grader", "check", str(notebook), "--format", "json"], ROOT)
         assert nbgrader_scores[student] == json.loads(proc.stdout)["score"], student
     assert nbgrader_scores["alice"] > 0 and nbgrader_scores["bob"] == 0
+
+
+def test_nbgraders_sandboxed_autograde_gives_grades_scores(term_nbgrader, term) -> None:
+    """nbgrader's autograde of the term's class grades in the course's sandbox
+    (grader.nbgrader_sandbox): every student's raw score is `grade`'s, the hang and the
+    rewritten test cell included."""
+    got = {s: float(r["raw_score"]) for s, r in term_nbgrader["export"].items()}
+    want = {s: float(term["rows"][s]["raw_score"] or term["rows"][s]["score"]) for s in got}
+    assert got == want

@@ -22,6 +22,8 @@ from planted import Variant, modules
 from grader.engine import grade_in_process, in_process_submission, run_hidden_tests
 from grader.messages import LIBRARY_CALL
 
+pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
+
 SEEDS = (20260101, 8675309)
 torch.set_num_threads(1)  # tiny tensors: threads only spin (and the suite shares its cores)
 CASES = [(m.LESSON, v) for m in modules() for v in m.BUGS]

@@ -24,7 +24,7 @@ from conftest import ROOT
 
 from coursekit import catalogue
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 LESSONS = catalogue.COURSE.released().ids()
 FIRST = "01_attention_by_hand"

@@ -12,6 +12,8 @@ from grader.engine import in_process_submission, run_hidden_tests
 from grader.notebook import read_notebook
 from grader.runner import collect
 
+pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
+
 torch.set_num_threads(1)
 
 

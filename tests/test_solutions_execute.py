@@ -12,6 +12,8 @@ from nbclient import NotebookClient
 
 from coursekit import catalogue
 
+pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
+
 EDITIONS = [(lesson, edition) for lesson in lessons() for edition in catalogue.get(lesson).editions]
 
 

@@ -3,14 +3,15 @@
     python docs/examples/term_class.py term-class            # SUBMITTED layout, 11 students
     python docs/examples/term_class.py --canvas-zip FILE.zip  # a Canvas "Download Submissions" zip
 
-The README's "Running a term" and ``tests/test_term.py`` grade it. Students: alice (the
-reference answers, handed in late but with an extension), bob (a ``softmax`` that loops
-forever for ``axis=0``), carol (the notebook untouched), dave (an LMS download's name,
-``... (1).ipynb``), erin (a zip extracted whole: a folder inside the folder, and macOS's
-``__MACOSX`` shadow file), frank (two different notebooks, both worked on), gina (a
-notebook cut short: invalid JSON), hank (late: nbgrader's ``timestamp.txt``), ivan (an
-empty folder), judy (the untouched notebook beside her worked copy ``...-Copy1.ipynb``),
-mallory (the reference answers with a locked test cell rewritten).
+The README's "Running a term" and the tests (the ``term`` fixtures of tests/conftest.py)
+grade it. Students: alice (the reference answers, handed in late but with an extension),
+bob (a ``softmax`` that loops forever for ``axis=0``), carol (the notebook untouched), dave
+(an LMS download's name, ``... (1).ipynb``), erin (a zip extracted whole: a folder inside
+the folder, and macOS's ``__MACOSX`` shadow file), frank (two different notebooks, both
+worked on), gina (a notebook cut short: invalid JSON), hank (late: nbgrader's
+``timestamp.txt``), ivan (an empty folder), judy (the untouched notebook beside her worked
+copy ``...-Copy1.ipynb``), mallory (the reference answers with a locked test cell
+rewritten).
 """
 
 from __future__ import annotations

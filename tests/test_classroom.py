@@ -1,0 +1,115 @@
+"""``python -m grader grade`` on a term's class (issue 18), end to end.
+
+One class of lesson 01 (docs/examples/term_class.py, the session fixture ``term`` of
+tests/conftest.py) holds every case an instructor meets: the reference answers, a
+``softmax`` that loops forever for ``axis=0``, a blank notebook, an LMS-renamed file
+(``... (1).ipynb``), a zip extracted whole (nested folders, ``__MACOSX``), two different
+worked notebooks, a truncated notebook, a late one (nbgrader's ``timestamp.txt``), an empty
+folder, an untouched notebook beside a worked copy, and one whose locked test cell was
+changed. Late work: tests/test_late.py; what nbgrader makes of the same class:
+tests/test_nbgrader_cells.py and its neighbours.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, grade, rows
+from term_class import LESSON, SOLUTION, put
+
+from coursekit import catalogue
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def test_every_case_gets_a_clear_status(term) -> None:
+    got = {s: (r["status"], float(r["score"])) for s, r in term["rows"].items()}
+    assert 6 <= got.pop("bob")[1] < 10  # below: the hung call (hidden inputs vary by run)
+    assert got == {
+        "alice": ("ok", 10.0), "carol": ("ok", 0.0), "dave": ("ok", 10.0),
+        "erin": ("ok", 10.0), "frank": ("ambiguous", 0.0), "gina": ("unreadable", 0.0),
+        "hank": ("ok", 8.0), "ivan": ("missing", 0.0), "judy": ("ok", 10.0),
+        "mallory": ("ok", 10.0)}  # the grader never runs the test cells a student can edit
+    message = {s: r["message"] for s, r in term["rows"].items()}
+    assert f"Graded `{LESSON}/{LESSON} (1).ipynb` (not at nbgrader's name" in message["dave"]
+    assert f"`{LESSON}/submission/{LESSON}/{LESSON}.ipynb`" in message["erin"]
+    assert f"`{LESSON}/{LESSON}-Copy1.ipynb`, `{LESSON}/{LESSON}.ipynb`; none was graded" \
+        in message["frank"]
+    assert "--student" not in message["frank"]  # the instructor's step is in grade's output
+    assert "ambiguous: frank handed in several different notebooks" in term["stdout"]
+    assert "not valid JSON" in message["gina"]
+    assert f"no notebook of {LESSON} in ivan/" in message["ivan"]
+    assert f"Graded `{LESSON}/{LESSON}-Copy1.ipynb`, the notebook worked on; untouched: " \
+        f"`{LESSON}/{LESSON}.ipynb`" in message["judy"]
+    result = json.loads((term["out"] / "results" / "dave.json").read_text())
+    assert set(result) == {"notebook", "lesson", "score", "max_score", "exercises", "status"}
+    assert result["notebook"] == f"dave/{LESSON}/{LESSON} (1).ipynb"
+    record = json.loads((term["out"] / "records" / "dave.json").read_text())
+    assert record["submission"]["file"] == f"dave/{LESSON}/{LESSON} (1).ipynb"
+
+
+def test_a_hung_call_costs_only_its_exercise(term) -> None:
+    bob = term["rows"]["bob"]
+    assert (float(bob["dot_scores"]), float(bob["attention"])) == (2.0, 4.0)
+    assert 0 <= float(bob["softmax"]) < 4
+    assert "`softmax` failed (softmax(array float64 [" in bob["message"]
+    assert "the exercises after it were graded in a fresh run" in bob["message"]
+    feedback = (term["out"] / "feedback" / "bob" / f"{LESSON}.html").read_text()
+    assert "gave no answer within 3 s: an infinite loop" in feedback
+    assert "grade(" not in feedback and "BEGIN HIDDEN" not in feedback
+
+
+def test_check_grades_the_hung_notebook_the_same(term) -> None:
+    notebook = term["root"] / "submitted" / "bob" / LESSON / f"{LESSON}.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "grader", "check", str(notebook), "--format",
+                           "json", "--call-timeout", "3"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    result = json.loads(proc.stdout)
+    points = {x["name"]: x["points"] for x in result["exercises"]}
+    assert points["attention"] == 4.0 and points["dot_scores"] == 2.0
+    assert 0 <= points["softmax"] < 4
+
+
+def test_a_notebook_that_hangs_while_it_loads_stays_timeout(tmp_path) -> None:
+    nb = catalogue.read_json(SOLUTION)
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                        "execution_count": None, "source": "while True:\n    pass\n"})
+    put(tmp_path / "submitted" / "zoe" / LESSON / f"{LESSON}.ipynb", nb)
+    grade(tmp_path / "submitted", tmp_path / "out", "--timeout", "5")
+    zoe = rows(tmp_path / "out")["zoe"]
+    assert (zoe["status"], float(zoe["score"])) == ("timeout", 0.0)
+
+
+def test_reruns_regrade_what_changed_and_what_is_asked(term, tmp_path) -> None:
+    root, out = tmp_path, tmp_path / "out"  # a copy: the other tests read the term as graded
+    shutil.copytree(term["root"] / "submitted", root / "submitted")
+    shutil.copytree(term["out"], out)
+    again = grade(root / "submitted", out)
+    assert "graded 0 submission(s), kept 11 earlier result(s)" in again.stdout
+    shutil.copy(SOLUTION, root / "submitted" / "carol" / LESSON / f"{LESSON}.ipynb")
+    changed = grade(root / "submitted", out)
+    assert "graded 1 submission(s) (1 changed since graded), kept 10" in changed.stdout
+    assert rows(out)["carol"]["score"] == "10.0"
+    chosen = grade(root / "submitted", out, "--student", "alice", "--student", "dave")
+    assert "graded 2 submission(s), kept 9" in chosen.stdout
+    run = json.loads((out / "run.json").read_text())
+    assert run["results_of_this_run"] == ["alice", "dave"]
+    assert run["kept_results_made_otherwise"] == {}
+    record = json.loads((out / "records" / "carol.json").read_text())
+    assert record["submission"]["sha256"].startswith("sha256:")
+    assert record["graded_with"]["isolation"] == "auto" and "+" in record["graded_with"]["grader"]
+    other = grade(root / "submitted", out, "--student", "ivan", "--isolation", "none")
+    assert "graded 1 submission(s)" in other.stdout
+    after = grade(root / "submitted", out)
+    assert "kept 1 result(s) made under other settings" in after.stdout and "ivan" in after.stdout
+    assert json.loads((out / "run.json").read_text())["kept_results_made_otherwise"] == {
+        "ivan": f"isolation none, grader {record['graded_with']['grader']}"}
+    bad = subprocess.run([sys.executable, "-m", "grader", "grade", str(root / "submitted"),
+                          "--lesson", LESSON, "--out", str(out), "--student", "nobody"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "no student folder nobody" in bad.stderr
+    assert (out / ".gitignore").read_text().strip().endswith("*")

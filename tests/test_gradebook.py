@@ -1,0 +1,63 @@
+"""``python -m grader gradebook`` (grader/gradebook.py) on the term's graded class: the
+roster's students, every lesson's column, weights, late penalties in; the same term imported
+into Canvas (``lms``) and its pages handed back (``return-feedback --to``); the README's
+table of every lesson's points."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+from term_class import LESSON
+
+from coursekit import catalogue
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n"
+                      '"Lovelace, Ada",1,S1,alice,A\n"Babbage, Charles",2,S2,bob,A\n'
+                      '"=Sum, Eve",3,S3,nobody,A\n', encoding="utf-8")
+    book = tmp_path / "book.csv"
+    proc = subprocess.run([sys.executable, "-m", "grader", "gradebook", str(term["out"]),
+                           "--roster", str(roster), "--out", str(book), "--weights", "01=2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"1 of {len(catalogue.lessons())} lessons graded" in proc.stdout and "graded, not in the roster" in proc.stdout
+    with open(book, newline="", encoding="utf-8") as f:
+        table = list(csv.reader(f))
+    header, by_login = table[0], {r[1]: r for r in table[1:]}
+    from grader.gradebook import lesson_points
+    points = lesson_points()
+    assert [h.split(" (")[0] for h in header[3:3 + len(points)]] == list(points)
+    assert by_login["alice"][-4:] == ["10", "10", "100.0", "100.0"]
+    assert by_login["bob"][3] == term["rows"]["bob"]["score"].removesuffix(".0")
+    assert by_login["nobody"][0] == "'=Sum, Eve" and by_login["nobody"][3] == "0"
+    # the LMS import of the same term (Canvas): the gradebook's scores, late penalties in
+    imported = tmp_path / "canvas.csv"
+    proc = subprocess.run([sys.executable, "-m", "grader", "lms", str(term["out"]), "--roster",
+                           str(roster), "--to", "canvas", "--key", "login", "--out", str(imported)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with open(imported, newline="", encoding="utf-8") as f:
+        rows_in = {r[3]: r for r in list(csv.reader(f))[2:]}
+    assert set(rows_in) == {"alice", "bob"}  # "nobody" was graded nowhere: not imported
+    assert float(rows_in["alice"][-1]) == 10.0
+    assert float(rows_in["bob"][-1]) == float(term["rows"]["bob"]["score"])
+    back = tmp_path / "returned"
+    proc = subprocess.run([sys.executable, "-m", "grader", "return-feedback", str(term["out"]),
+                           "--to", str(back)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and (back / "bob" / f"{LESSON}.html").is_file()
+
+
+def test_the_readme_shows_the_points_of_every_lesson() -> None:
+    from grader.gradebook import point_table
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = text.split("<!-- points-table -->\n", 1)[1].split("\n<!-- /points-table -->", 1)[0]
+    assert shown == point_table()
