@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -414,6 +415,36 @@ def is_provided(cell: dict[str, Any]) -> bool:
 
 def is_demo(cell: dict[str, Any]) -> bool:
     return DEMO_TAG in tags(cell)
+
+
+class Role(StrEnum):
+    """What a cell is to the course (CONTRIBUTING.md's table of cells)."""
+
+    PROSE = "prose"        # markdown (or raw): nothing the student writes, nothing locked
+    ANSWER = "answer"      # nbgrader's solution cell: the student writes in it
+    TESTS = "tests"        # autograder tests: graded, not written by the student
+    DEMO = "demo"          # tagged ``demo``: plots and long demonstrations
+    PROVIDED = "provided"  # read-only: the setup cell, code or text the course gives
+    CODE = "code"          # any other code cell: the student's own
+
+
+#: The cells a grader runs, in notebook order: all code but the tests and the demos.
+RUN_WHEN_GRADING = frozenset({Role.ANSWER, Role.PROVIDED, Role.CODE})
+
+
+def cell_role(cell: dict[str, Any]) -> Role:
+    """The one place that decides a cell's role, from nbgrader's metadata and the tags; a
+    test cell or a demo is never run when grading, whatever else its metadata says."""
+    code = cell.get("cell_type") == "code"
+    if is_autograder_test(cell):
+        return Role.TESTS
+    if code and is_demo(cell):
+        return Role.DEMO
+    if is_solution(cell):
+        return Role.ANSWER
+    if is_locked(cell):
+        return Role.PROVIDED
+    return Role.CODE if code else Role.PROSE
 
 
 # --- what a cell's code says (ast, never regex) -----------------------------------------

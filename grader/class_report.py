@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-
 from coursekit.errors import UserError
 
+from . import templating
 from .record import Folder, HintData, RecordError, Status
 
-TEMPLATES = Path(__file__).with_name("templates")
 OK = Status.OK
 LOW_SHARE = 0.5  # a graded notebook under this share of the points is worth a look
 COLORS = {"full": "#2e7d32", "partial": "#f2a900", "zero": "#c62828", "bar": "#3f6fb5"}
@@ -295,16 +293,14 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
 
 
 def render(data: ClassData, flags: dict[str, list[Any]], note: str) -> str:
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]),
-                      trim_blocks=True, lstrip_blocks=True)
     rows = exercise_rows(data)
     pairs = [{"exercise": ex, "a": f.a.student, "b": f.b.student, "shared": f.shared,
               "coverage": f.coverage, "identical": f.identical,
               "left": listing(f.a.source, f.a.first_line, f.lines_a),
               "right": listing(f.b.source, f.b.first_line, f.lines_b)}
              for ex, found in flags.items() for f in found]
-    return env.get_template("class_report.html.j2").render(
-        data=data, summary=summary(data), exercises=rows, failures=common_failures(data),
+    return templating.render(
+        "class_report.html.j2", data=data, summary=summary(data), exercises=rows, failures=common_failures(data),
         unfinished=not_finished(data), look=to_look_at(data, flags), pairs=pairs,
         similarity_note=note, histogram=histogram_svg(data), exercise_chart=exercises_svg(rows),
         generated=time.strftime("%Y-%m-%d %H:%M"), feedback_exists=lambda sid: (

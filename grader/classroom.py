@@ -140,21 +140,25 @@ def grade_student(student: str, opts: Options, submitted: Path,
                           f"in: {names}; none was graded: hand in only the one to grade.")
     path = found.path
     assert path is not None, found.problem  # find() leaves it None only with a problem, above
-    shown = path.relative_to(submitted).as_posix()
-    try:
-        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
-        data = path.read_bytes()
-        nb = parse_notebook(data, shown)
-    except (NotebookError, OSError) as exc:
-        report = not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
-                            f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
-    else:
-        report = grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits,
-                                   restart=start)
+    report = grade_notebook(path, path.relative_to(submitted).as_posix(), opts, start)
     if found.note:
         report.notes.insert(0, found.note)
     return report
+
+
+def grade_notebook(path: Path, shown: str, opts: Options, start: Callable[[], WorkerHandle]) -> Report:
+    """Grade the one notebook ``path`` (``shown`` is its name in the report) as ``grade``
+    grades a student's: at most ``MAX_NOTEBOOK_BYTES`` read, run by a worker of ``start``
+    (the sandbox pool's) under ``opts.limits``. Never raises for what the notebook holds."""
+    lesson = opts.lesson
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+        nb = parse_notebook(path.read_bytes(), shown)
+    except (NotebookError, OSError) as exc:
+        return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
+                          f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
+    return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits, restart=start)
 
 
 # --- files ------------------------------------------------------------------------------

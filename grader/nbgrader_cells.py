@@ -24,14 +24,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
+
+from coursekit import catalogue
 
 from .i18n import choose, words
 from .kernel import VISIBLE_TESTS_RAN
 from .nbgrader_editions import edition_of_name
+from .notebook import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
 
-BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+BEGIN, END = BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
 
 
 def hidden_tests_only(source: str, lang: str = "en") -> str | None:
@@ -57,7 +59,7 @@ class CourseOverwriteCells(OverwriteCells):
             cell, resources = super().preprocess_cell(cell, resources, cell_index)
         finally:
             self._as_released = False
-        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+        if catalogue.cell_role(cell) is catalogue.Role.TESTS:
             name = resources.get("nbgrader", {}).get("notebook") or ""
             hidden = hidden_tests_only(cell.source, choose(None, edition_of_name(name)))
             if hidden is not None:
@@ -65,7 +67,7 @@ class CourseOverwriteCells(OverwriteCells):
         return cell, resources
 
     def _is_as_released(self, cell: Any) -> bool:
-        if not (utils.is_grade(cell) or utils.is_locked(cell)):
+        if not (catalogue.is_grade(cell) or catalogue.is_locked(cell)):
             return False
         try:
             stored = self.gradebook.find_source_cell(

@@ -72,11 +72,18 @@ def parse_notebook(data: bytes, name: str = "notebook") -> dict[str, Any]:
     return raw
 
 
+# nbgrader's markers in a cell's source: the answer between the first two (blanked in the
+# student's notebook), the hooks of the hidden tests between the last two (removed from it).
+# Here, not in coursekit: a student bundle ships coursekit, and the release's leak scan
+# refuses any file that holds them.
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
 def cells_to_run(nb: dict[str, Any]) -> list[tuple[int, str]]:
     """``(index, source)`` of the code cells a grader executes, in notebook order."""
     return [
         (i, cell["source"])
         for i, cell in enumerate(nb["cells"])
-        if cell["cell_type"] == "code" and not catalogue.is_autograder_test(cell)
-        and not catalogue.is_demo(cell)
+        if catalogue.cell_role(cell) in catalogue.RUN_WHEN_GRADING
     ]

@@ -41,11 +41,12 @@ from coursekit import catalogue
 from coursekit.catalogue import Catalogue, Lesson, SelectionError
 from coursekit.errors import UserError
 
+from .notebook import BEGIN_HIDDEN_TESTS, BEGIN_SOLUTION
 from .templating import render
 
 _SKIP = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".DS_Store"}
 _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
-_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
+_MARKERS = (BEGIN_SOLUTION, BEGIN_HIDDEN_TESTS)
 
 
 class ReleaseError(UserError):
@@ -208,7 +209,7 @@ def bundle_advice(notebook: Path) -> bool:
     edition = catalogue.COURSE.edition_of(notebook)
     changed = False
     for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "markdown" or "nbgrader" in cell.get("metadata", {}):
+        if cell.get("cell_type") != "markdown" or catalogue.cell_role(cell) is not catalogue.Role.PROSE:
             continue
         source = catalogue.cell_source(cell)
         new = _CHECK_FENCE.sub(lambda m: f"```\nnbgrader validate {m.group('path')}\n```\n\n"

@@ -8,6 +8,14 @@ from pathlib import Path
 from typing import Any
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+GRADESCOPE_TEMPLATES = TEMPLATES.parent / "gradescope" / "templates"
+ESCAPED = (".html", ".htm", ".xml")
+
+
+def escapes(name: str | None) -> bool:
+    """Whether the template ``name`` escapes its values: by the extension of the file it
+    renders (``report.html.j2`` escapes, ``README.md.j2`` and ``setup.sh.j2`` do not)."""
+    return name is not None and name.removesuffix(".j2").endswith(ESCAPED)
 
 
 @cache
@@ -15,10 +23,12 @@ def _environment() -> Any:
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=jinja2.select_autoescape(["html.j2"]),
+        loader=jinja2.FileSystemLoader([TEMPLATES, GRADESCOPE_TEMPLATES]),
+        autoescape=escapes,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
     env.filters["g"] = lambda number: format(number, "g")
     return env

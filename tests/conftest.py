@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,6 +82,30 @@ def solution_path(lesson: str) -> Path:
 
 def lesson_path(lesson: str) -> Path:
     return catalogue.get(lesson).student()
+
+
+_CHECKPOINT = re.compile(r'"Checkpoint (\d)')
+
+
+def run_checkpoints(nb: dict, through_last: bool = False) -> list[tuple[int, str | None]]:
+    """Run what grading runs (grader.runtime's loop over the cells the catalogue's roles
+    choose) and the demos tagged ``checkpoint``, in notebook order, in a quiet namespace of
+    their own, up to the last checkpoint when ``through_last``; return (checkpoint, failure
+    message or None) for each checkpoint. Any other cell must not fail."""
+    from grader.runtime.execute import prepare_namespace, run_cells
+
+    cells = [(i, cell["source"]) for i, cell in enumerate(nb["cells"])
+             if catalogue.cell_role(cell) in catalogue.RUN_WHEN_GRADING
+             or "checkpoint" in catalogue.tags(cell) and catalogue.cell_role(cell) is catalogue.Role.DEMO]
+    if through_last:
+        last = max(n for n, (_, source) in enumerate(cells) if _CHECKPOINT.search(source))
+        cells = cells[:last + 1]
+    with contextlib.redirect_stdout(io.StringIO()):
+        errors = {e.cell: e.error for e in run_cells(cells, prepare_namespace({"__name__": "__checkpoints__"})).errors}
+    results = [(int(found.group(1)), errors.pop(i, None)) for i, source in cells
+               if (found := _CHECKPOINT.search(source))]
+    assert not errors, f"cells that are not checkpoints failed: {errors}"
+    return results
 
 
 @pytest.fixture(scope="session")

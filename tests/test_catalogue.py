@@ -86,6 +86,28 @@ def test_cell_roles_follow_nbgrader() -> None:
         catalogue.cell_source({"source": 3})
 
 
+def test_every_cell_has_one_role_and_grading_runs_the_students_code() -> None:
+    Role = catalogue.Role
+    demo = _cell()
+    demo["metadata"]["tags"] = ["demo"]
+    demo_test = _cell(grade=True, solution=False)
+    demo_test["metadata"]["tags"] = ["demo"]
+    cells = [_cell("markdown"), _cell(solution=True, grade=False, locked=False),
+             _cell(grade=True, solution=False, locked=False), demo, demo_test,
+             _cell(grade=False, solution=False, locked=True, grade_id="setup"), _cell(),
+             _cell("markdown", grade=True, solution=False), _cell(grade=True, solution=True, points=2),
+             {"cell_type": "code", "source": "", "metadata": {"nbgrader": [1], "tags": "demo"}}]
+    assert [catalogue.cell_role(c) for c in cells] == [
+        Role.PROSE, Role.ANSWER, Role.TESTS, Role.DEMO, Role.TESTS, Role.PROVIDED, Role.CODE,
+        Role.PROVIDED, Role.ANSWER, Role.CODE]
+    assert catalogue.RUN_WHEN_GRADING == {Role.ANSWER, Role.PROVIDED, Role.CODE}
+    nb = catalogue.read_json(catalogue.get("01").solution())
+    roles = {catalogue.grade_id(c): catalogue.cell_role(c) for c in nb["cells"] if catalogue.grade_id(c)}
+    assert roles["setup"] is Role.PROVIDED
+    for name in catalogue.get("01").graded:
+        assert (roles[name], roles[f"test_{name}"]) == (Role.ANSWER, Role.TESTS)
+
+
 def test_lessons_used_reads_code_not_comments_or_strings() -> None:
     code = '''
 # my03 = load_my_code("03_scaled_dot_product_attention")

@@ -5,18 +5,14 @@ bug is never blamed on an earlier part than its own."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import re
 
 import pytest
-from conftest import solution_path
+from conftest import run_checkpoints, solution_path
 from planted import Variant, l08
 
 LESSON = "08_transformer"
 PARTS = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "greedy_decode"]
-_MAGIC = re.compile(r"^\s*[%!].*$", re.M)
 
 
 def _notebook(variant: Variant | None = None) -> dict:
@@ -24,37 +20,6 @@ def _notebook(variant: Variant | None = None) -> dict:
     for cell in nb["cells"]:
         cell["source"] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
     return variant.apply(nb) if variant else nb
-
-
-def _tags(cell: dict) -> list[str]:
-    return cell.get("metadata", {}).get("tags", [])
-
-
-def run_checkpoints(nb: dict) -> list[tuple[int, str | None]]:
-    """Run the setup, provided and solution cells and every checkpoint, in notebook order;
-    return (part, failure message or None) for each checkpoint that checks a part."""
-    ns: dict = {"__name__": "__checkpoints__"}
-    results = []
-    for cell in nb["cells"]:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell["cell_type"] != "code" or (meta.get("grade") and not meta.get("solution")):
-            continue                                   # markdown, autograder test cells
-        checkpoint = "checkpoint" in _tags(cell)
-        if "demo" in _tags(cell) and not checkpoint:
-            continue                                   # plots, timings, training demos
-        source = _MAGIC.sub("", cell["source"])
-        part = re.search(r'"Checkpoint (\d)', source)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(source, f"<{cell.get('id')}>", "exec"), ns)
-        except Exception as exc:  # noqa: BLE001 - a failing checkpoint is the result
-            if not part:
-                raise
-            results.append((int(part.group(1)), f"{type(exc).__name__}: {exc}"))
-            continue
-        if part:
-            results.append((int(part.group(1)), None))
-    return results
 
 
 def test_the_reference_passes_all_five_checkpoints() -> None:

@@ -5,10 +5,7 @@ all five, and a planted bug never fails a checkpoint before its own exercise's."
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
-
+import conftest
 import matplotlib.pyplot as plt
 import pytest
 from planted import Variant, l10
@@ -21,39 +18,13 @@ CHECKPOINT_OF = {"rms_norm": 1, "RMSNorm": 1, "rope_angles": 2, "apply_rope": 2,
                  "DecoderLM": 5, "lm_loss": 6}
 
 
-_MAGIC = re.compile(r"^\s*[%!].*$", re.M)
-
-
 def run_checkpoints(nb: dict) -> list[tuple[int, str | None]]:
-    """Run the setup and solution cells and every checkpoint, in notebook order, up to the
-    last checkpoint (the training code after it is not needed); return (checkpoint, failure
-    message or None) for each checkpoint."""
-    cells = nb["cells"]
-    last = max(i for i, c in enumerate(cells) if "checkpoint" in c.get("metadata", {}).get("tags", [])
-               and '"Checkpoint' in c["source"])
-    ns: dict = {"__name__": "__checkpoints__"}
-    results = []
-    for cell in cells[:last + 1]:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] != "code" or (meta.get("grade") and not meta.get("solution")):
-            continue                                   # markdown, autograder test cells
-        if "demo" in tags and "checkpoint" not in tags:
-            continue                                   # demonstrations
-        source = _MAGIC.sub("", cell["source"])
-        number = re.search(r'"Checkpoint (\d)', source)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(source, f"<{cell.get('id')}>", "exec"), ns)
-        except Exception as exc:  # noqa: BLE001 - a failing checkpoint is the result
-            if not number:
-                raise
-            results.append((int(number.group(1)), f"{type(exc).__name__}: {exc}"))
-            continue
-        if number:
-            results.append((int(number.group(1)), None))
-    plt.close("all")                                   # checkpoint 2 draws its scores
-    return results
+    """Each checkpoint's failure or None, run up to the last one (the training code after
+    it is not needed)."""
+    try:
+        return conftest.run_checkpoints(nb, through_last=True)
+    finally:
+        plt.close("all")                               # checkpoint 2 draws its scores
 
 
 def _notebook(variant: Variant | None = None) -> dict:

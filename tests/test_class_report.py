@@ -99,6 +99,30 @@ def test_report_summary_and_self_contained_page(graded) -> None:
                f'data-status="{row["status"]}"' in page
 
 
+def test_student_ids_and_hints_are_text_not_markup(tmp_path) -> None:
+    """A student id and a hint are whatever the student made them: the page shows them
+    escaped, in every table they appear in."""
+    from grader.class_report import write_report
+
+    lesson, sid = "01_attention_by_hand", "<script>evil&"
+    hint = "hint: <script>alert(1)</script> got <b>"
+    out = tmp_path / "out"
+    (out / "results").mkdir(parents=True)
+    with (out / "grades.csv").open("w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["student_id", "lesson", "score", "max_score", "status", "message", "softmax"])
+        writer.writerow([sid, lesson, 0.0, 4.0, "ok", "<i>graded</i>", 0.0])
+    (out / "results" / f"{sid}.json").write_text(json.dumps({
+        "notebook": "x", "lesson": lesson, "score": 0.0, "max_score": 4.0, "status": "ok",
+        "exercises": [{"name": "softmax", "points": 0.0, "max_points": 4.0, "passed": False,
+                       "message": hint}]}))
+    write_report(out)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in page and "<i>" not in page and "got <b>" not in page
+    assert page.count("&lt;script&gt;evil&amp;") >= 3  # the failures, look-at and grades tables
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; got &lt;b&gt;" in page
+
+
 def test_a_class_graded_with_deadlines_is_reported(graded, tmp_path) -> None:
     """The late-work columns follow the exercises in grades.csv: they are not exercises
     (issue 24: `report` crashed on them, as the README's own term example showed)."""

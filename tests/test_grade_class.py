@@ -117,6 +117,28 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
     assert proc.returncode == 2 and "known lessons" in proc.stderr
 
 
+def test_one_notebook_is_graded_by_its_path_with_the_class_protections(tmp_path) -> None:
+    """grade_notebook (what Gradescope calls, with no submitted/ tree around the notebook)
+    reads at most MAX_NOTEBOOK_BYTES and starts no worker for a notebook it cannot read."""
+    from grader import classroom
+    from grader.results import Status
+
+    def start():
+        raise AssertionError("no worker for a notebook that cannot be read")
+
+    opts = classroom.Options(lesson=LESSON, out=tmp_path / "out")
+    broken = tmp_path / "作业.ipynb"
+    broken.write_text('{"cells": 3}', encoding="utf-8")
+    report = classroom.grade_notebook(broken, "作业.ipynb", opts, start)
+    assert report.status == Status.UNREADABLE and report.notebook == "作业.ipynb"
+    assert report.message == "The notebook could not be read: JSON, but not a Jupyter notebook."
+    huge = tmp_path / "huge.ipynb"
+    with huge.open("wb") as f:
+        f.truncate(classroom.MAX_NOTEBOOK_BYTES + 1)
+    report = classroom.grade_notebook(huge, "huge.ipynb", opts, start)
+    assert report.status == Status.UNREADABLE and "larger than" in report.message
+
+
 @pytest.mark.parametrize("lesson", __import__("conftest").lessons())
 def test_sandboxed_grade_agrees_with_check_on_every_lesson(tmp_path, lesson: str) -> None:
     """Every lesson's reference solution gets full marks and its blank notebook zero under

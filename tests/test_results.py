@@ -75,3 +75,16 @@ def test_the_readme_documents_every_status() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `(\w+)` \|", readme, re.M))
     assert documented >= {s.value for s in Status}, {s.value for s in Status} - documented
+
+
+def test_one_jinja_environment_renders_every_template() -> None:
+    """grader.templating is the only place a Jinja environment is made; it escapes HTML
+    and XML templates and leaves Markdown, TOML and shell scripts as written."""
+    from grader.templating import escapes
+
+    makers = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "grader").rglob("*.py"))
+              if re.search(r"\bjinja2\.Environment\(|from jinja2 import", path.read_text(encoding="utf-8"))]
+    assert makers == ["grader/templating.py"]
+    assert escapes("feedback.html.j2") and escapes("class_report.html.j2") and escapes("x.xml.j2")
+    assert not any(escapes(name) for name in ("release-README.md.j2", "setup.sh.j2", "run_autograder.j2",
+                                               "release-pyproject.toml.j2", None))

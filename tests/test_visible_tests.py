@@ -21,9 +21,10 @@ from conftest import solution_path
 from planted import Variant, modules
 
 from coursekit import catalogue
+from grader.notebook import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
 
-_MAGIC = re.compile(r"^\s*[%!].*$", re.M)
-_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
+_HIDDEN = re.compile(f"{BEGIN_HIDDEN_TESTS}.*?{END_HIDDEN_TESTS}", re.S)
+STUDENT_SIDE = catalogue.RUN_WHEN_GRADING | {catalogue.Role.TESTS}  # Validate runs the visible tests too
 CASES = [(m.LESSON, None) for m in modules()] + [(m.LESSON, v) for m in modules() for v in m.ALTERNATIVES]
 
 
@@ -35,22 +36,19 @@ def _notebook(lesson: str, variant: Variant | None) -> dict:
 
 
 def visible_failures(nb: dict, monkeypatch) -> list[tuple[str | None, str]]:
-    """(grade id, error) of each cell that failed, running the student's side in order, in
-    a module of its own (dataclasses look their module up in sys.modules)."""
+    """(grade id, error) of each cell that failed, running the student's side in order
+    (grader.runtime's loop over what grading runs and the test cells), in a module of its
+    own (dataclasses look their module up in sys.modules)."""
+    from grader.runtime.execute import prepare_namespace, run_cells
+
     module = types.ModuleType("__visible__")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    namespace = module.__dict__
-    failed = []
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code" or catalogue.is_demo(cell):
-            continue
-        source = _HIDDEN.sub("", _MAGIC.sub("", cell["source"]))
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(source, f"<{catalogue.grade_id(cell)}>", "exec"), namespace)
-        except Exception as exc:  # noqa: BLE001 - a failing visible test is the result
-            failed.append((catalogue.grade_id(cell), f"{type(exc).__name__}: {exc}"[:300]))
-    return failed
+    cells = nb["cells"]
+    run = [(i, _HIDDEN.sub("", cell["source"])) for i, cell in enumerate(cells)
+           if catalogue.cell_role(cell) in STUDENT_SIDE]
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = run_cells(run, prepare_namespace(module.__dict__))
+    return [(catalogue.grade_id(cells[e.cell]), e.error[:300]) for e in report.errors]
 
 
 @pytest.mark.parametrize("lesson, variant", CASES,

@@ -20,17 +20,15 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
 from coursekit import catalogue
 from coursekit.errors import UserError
 
 from ..parts import packaged_file, packaged_source
+from ..templating import render
 from .run import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 GRADER = ROOT / "grader"
-TEMPLATES = Path(__file__).with_name("templates")
 PREFIX = "/opt/attention-course"
 PYTHON = "3.11"
 UV_VERSION = "0.13.9"
@@ -114,13 +112,11 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
     torch = _torch_pin(all_pins)
     exercises = list(exercise_points(lesson))
     built = _built()
-    env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
-                      keep_trailing_newline=True, autoescape=False)
     values = dict(lesson=lesson, built=built, prefix=PREFIX, python=PYTHON, uv_version=UV_VERSION,
                   torch_index=TORCH_INDEX, torch_pin=torch, exercises=exercises)
     texts = {
-        "setup.sh": env.get_template("setup.sh.j2").render(values),
-        "run_autograder": env.get_template("run_autograder.j2").render(values),
+        "setup.sh": render("setup.sh.j2", **values),
+        "run_autograder": render("run_autograder.j2", **values),
         "requirements.txt": "# The course's pins (pyproject.toml); torch comes from PyTorch's CPU "
                             "index in setup.sh.\n" + "\n".join(p for p in all_pins if p.replace(" ", "") != torch) + "\n",
         "autograder.json": Config(lesson=lesson, timeout_s=timeout_s, memory_gib=memory_gib,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -31,7 +30,6 @@ from coursekit import catalogue
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG_NAME = "autograder.json"
-STUDENT = "submission"
 # What grading takes beside the notebook's own work: the trusted grader and the sandbox's
 # warm zygote with torch loaded (measured: 0.40 GiB PSS for a blank lesson 08 notebook,
 # 0.57 GiB for the reference one). The notebook's cap leaves them this much room, but
@@ -240,7 +238,7 @@ class Outcome:
 
 
 def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
-    from ..classroom import Options, grade_student, workers
+    from ..classroom import Options, grade_notebook, workers
     from ..i18n import choose, localize
     from ..limits import DEFAULT_LIMITS
 
@@ -252,14 +250,10 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
         return Outcome(doc, {}, {}, memory)
     shown = notebook.relative_to(layout.submission).as_posix()
     with private_files(layout) as private, tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
-        submitted = Path(tmp) / "submitted"
-        copy = submitted / STUDENT / cfg.lesson / catalogue.get(cfg.lesson).student().name
-        copy.parent.mkdir(parents=True)
-        shutil.copyfile(notebook, copy)
         opts = Options(lesson=cfg.lesson, out=Path(tmp) / "out", isolation=cfg.isolation,
                        limits=DEFAULT_LIMITS.with_(wall_s=cfg.timeout_s, memory_bytes=memory))
         with workers(opts) as pool:
-            report = grade_student(STUDENT, opts, submitted, pool.start)
+            report = grade_notebook(notebook, shown, opts, pool.start)
             plan = pool.plan
     # a Chinese edition's hints in Chinese (or $COURSE_LANG's), as `check` and `grade` give them
     report = localize(report, choose(None, report.edition))
