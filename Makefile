@@ -37,4 +37,4 @@ typecheck:
 # Regenerate the student notebooks and the reference modules from solutions/ (every lesson
 # of coursekit/catalogue.py).
 lessons:
-	$(PYTHON) -m grader.authoring --assignments
+	$(PYTHON) -m grader.authoring.generate --assignments

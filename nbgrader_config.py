@@ -3,7 +3,7 @@ notebooks generated into lessons/ (``nbgrader generate_assignment <lesson>``).
 
 Each lesson may have two editions (``NN_name.ipynb``, ``NN_name.zh.ipynb``). A course
 holds one of them, or both for students to choose: ``COURSE_EDITION=en`` (default), ``zh``
-or ``both`` (see grader/nbgrader_editions.py and the README's instructors' section)."""
+or ``both`` (see grader/integrations/nbgrader/authoring/editions.py and the README's instructors' section)."""
 
 import importlib.util
 import warnings
@@ -24,24 +24,24 @@ c.ExecutePreprocessor.timeout = 300
 # "Attribute 'checksum' for cell ... has changed!".
 # (Only where this course's grader package is importable, as autograde's kernels need it.)
 GRADER = importlib.util.find_spec("grader") is not None and \
-    importlib.util.find_spec("grader.nbgrader_cells") is not None
+    importlib.util.find_spec("grader.integrations.nbgrader.cells") is not None
 if GRADER:
     c.Autograde.sanitize_preprocessors = [
         "nbgrader.preprocessors.ClearOutput",
         "nbgrader.preprocessors.DeduplicateIds",
         "nbgrader.preprocessors.OverwriteKernelspec",
-        "grader.nbgrader_cells.CourseOverwriteCells",
+        "grader.integrations.nbgrader.cells.CourseOverwriteCells",
         "nbgrader.preprocessors.CheckCellMetadata",
     ]
 # Autograde runs no student code as you: the course's sandbox grades each submitted
 # notebook (as `python -m grader grade` does: a fresh sandboxed worker per notebook, the
 # reference solutions and hidden tests out of its reach) and writes each test cell's points
-# and hints for nbgrader's gradebook, feedback and export (grader/nbgrader_sandbox.py).
+# and hints for nbgrader's gradebook, feedback and export (grader/integrations/nbgrader/sandbox.py).
 # COURSE_AUTOGRADE=kernel restores nbgrader's own Execute, which runs every notebook in a
 # Jupyter kernel of the account running autograde: a notebook can then read the solutions
 # and hidden tests, write into your home folder and fake its scores. Use it only for
 # notebooks you trust.
-# (grader.nbgrader_editions.configure, at the end of this file, puts it in place.) The
+# (grader.integrations.nbgrader.editions.configure, at the end of this file, puts it in place.) The
 # sandbox's options are `grade`'s --isolation strict, --require and --timeout:
 #   c.SandboxedAutograde.isolation = "strict"
 #   c.SandboxedAutograde.require = "bwrap,seccomp"
@@ -62,22 +62,22 @@ c.Execute.extra_arguments = [
     "--IPKernelApp.exec_lines=__import__('os').environ.setdefault('COURSE_GRADING', '1')",
 ]
 
-# Late work: due dates, extensions and the penalty rule of deadlines.toml (grader.late),
+# Late work: due dates, extensions and the penalty rule of deadlines.toml (grader.classgrade.late),
 # the same for nbgrader and `python -m grader grade`. `python -m grader deadlines` writes
 # the due dates and extensions into nbgrader's gradebook.
 if GRADER and (HERE / "deadlines.toml").is_file():
-    c.AssignLatePenalties.plugin_class = "grader.nbgrader_late.CoursePenalty"
+    c.AssignLatePenalties.plugin_class = "grader.integrations.nbgrader.late.CoursePenalty"
     c.CoursePenalty.deadlines = str(HERE / "deadlines.toml")
 
 # `nbgrader zip_collect LESSON` for Canvas's "Download Submissions" zip, saved as
 # downloaded/LESSON/archive/submissions.zip: the Canvas user id becomes the student id,
 # and a renamed notebook (01_attention_by_hand-1.ipynb, "... (1).ipynb") the lesson's name.
 if GRADER:
-    c.ZipCollectApp.collector_plugin = "grader.nbgrader_collect.CourseCollector"
+    c.ZipCollectApp.collector_plugin = "grader.integrations.nbgrader.collect.CourseCollector"
 # `nbgrader release_feedback LESSON` in a class where some handed in through an LMS (no
 # exchange secret): the others' pages are released, theirs named in a warning.
 if GRADER:
-    c.ExchangeFactory.release_feedback = "grader.nbgrader_feedback.CourseReleaseFeedback"
+    c.ExchangeFactory.release_feedback = "grader.integrations.nbgrader.feedback.CourseReleaseFeedback"
 c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<last_first>[^/_]+)_(?:LATE_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
     r"(?P<file_id>[^/]+)$")
@@ -85,6 +85,6 @@ c.FileNameCollectorPlugin.named_regexp = (
 # Which edition's notebooks the course holds, which language the hints are in, and an
 # export that counts a notebook's editions once.
 if GRADER:
-    from grader.nbgrader_editions import configure
+    from grader.integrations.nbgrader.editions import configure
 
     configure(c)

@@ -82,11 +82,11 @@ def import_hidden(name, *args):
 importlib.import_module = import_hidden
 
 start = time.time()
-import grader.engine as engine
+import grader.check.engine as engine
 spans.append(["imports", start, time.time()])
-import grader.cli, grader.launch, grader.remote
-timed(grader.launch.LocalWorker, "__init__", "worker")
-timed(grader.remote.RemoteSubmission, "load", "load")
+import grader.cli, grader.check.launch, grader.check.remote
+timed(grader.check.launch.LocalWorker, "__init__", "worker")
+timed(grader.check.remote.RemoteSubmission, "load", "load")
 timed(engine, "run_hidden_tests", "hidden")
 try:
     code = grader.cli.main(sys.argv[2:])

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from similarity_cases import copied_cases, independent_cases, reference_notebook  # noqa: E402
 
-from grader.class_report import write_report  # noqa: E402
-from grader.engine import exercise_points  # noqa: E402
+from grader.check.engine import exercise_points  # noqa: E402
+from grader.outputs.class_report import write_report  # noqa: E402
 
 LESSON = "08_transformer"
 HINTS = ["with norm_first=False (post-LN) the layer should compute x = norm1(x + self_attn(x)) (largest difference {d})",

@@ -44,13 +44,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the grader's CLI sets it
 
-from grader import classroom, runner  # noqa: E402
-from grader.engine import quiet  # noqa: E402
+from grader.check import runner  # noqa: E402
+from grader.check.engine import quiet  # noqa: E402
+from grader.check.notebook import cells_to_run, read_notebook  # noqa: E402
+from grader.check.remote import RemoteSubmission  # noqa: E402
+from grader.check.submission import InProcessSubmission  # noqa: E402
+from grader.classgrade import classroom  # noqa: E402
 from grader.limits import DEFAULT_LIMITS  # noqa: E402
-from grader.notebook import cells_to_run, read_notebook  # noqa: E402
-from grader.remote import RemoteSubmission  # noqa: E402
 from grader.sandbox import SandboxPool, default_worker_files  # noqa: E402
-from grader.submission import InProcessSubmission  # noqa: E402
 
 COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "requests", "posted",
            "floor")

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from grader.notebook import read_notebook  # noqa: E402
+from grader.check.notebook import read_notebook  # noqa: E402
 
 
 def cores() -> int:

@@ -24,11 +24,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from similarity_cases import copied_cases, evaluate, independent_cases  # noqa: E402
 
-from grader.similarity import Settings  # noqa: E402
+from grader.outputs.similarity import Settings  # noqa: E402
 
 
 def check_marks(cases) -> None:
-    from grader.engine import grade_in_process
+    from grader.check.engine import grade_in_process
 
     wrong = []
     for case in cases:

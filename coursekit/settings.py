@@ -26,12 +26,12 @@ variable             meaning
                      ``check`` and ``grade`` take ``--call-timeout`` instead
 ``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
                      (default), ``zh``, or ``both`` to let students choose
-                     (:func:`edition`; ``grader/nbgrader_editions.py``)
+                     (:func:`edition`; ``grader/integrations/nbgrader/authoring/editions.py``)
 ``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
                      the language of the notebook graded (:func:`language`)
 ``COURSE_AUTOGRADE``  how ``nbgrader autograde`` runs the submitted notebooks: ``sandbox``
                      (default: in the course's sandbox, as ``grader grade`` does, never as
-                     the instructor; ``grader/nbgrader_sandbox.py``) or ``kernel``
+                     the instructor; ``grader/integrations/nbgrader/sandbox.py``) or ``kernel``
                      (nbgrader's own Execute: each notebook in a Jupyter kernel of the
                      account that runs autograde, able to read and write whatever that
                      account can) (:func:`autograde`)

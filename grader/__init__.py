@@ -4,7 +4,17 @@ Layout:
 - ``grader.runtime``: code that runs next to student code (inside a notebook kernel or a
   sandboxed worker). It never imports the hidden tests.
 - ``grader.hidden``: the hidden pytest graders, one module per lesson.
-- everything else: the trusted side (engine, CLI, reports).
+- everything else: the trusted side, in the order a notebook goes through it: ``check``
+  (one notebook: its worker, the hidden tests, the result), ``sandbox`` (where the worker
+  runs), ``classgrade`` (a whole class), ``record`` (the graded folder), ``outputs``
+  (reports, feedback, gradebook, LMS files), ``integrations`` (nbgrader, Gradescope),
+  ``authoring`` (lessons, editions, releases); CONTRIBUTING.md, "Where things live".
 """
 
+from pathlib import Path
+
 __version__ = "0.1.0"
+
+#: This package's folder, and the course's (its parent: coursekit/, datasets/, ...).
+PACKAGE_DIR = Path(__file__).resolve().parent
+COURSE_ROOT = PACKAGE_DIR.parent

@@ -8,17 +8,17 @@ import warnings
 from pathlib import Path
 
 from coursekit.errors import UserError
-
-from . import checking, timeline
-from .checking import CheckOptions, call_timeout_option, lesson_id
-from .limits import DEFAULT_LIMITS
-from .runtime.wire import one_thread_each
+from grader.check import command as checking
+from grader.check import timeline
+from grader.check.command import CheckOptions, call_timeout_option, lesson_id
+from grader.limits import DEFAULT_LIMITS
+from grader.runtime.wire import one_thread_each
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     opts = CheckOptions.from_args(args)
     if not args.no_helper:
-        from . import helper
+        from grader import helper
 
         with timeline.span("helper"):
             answer = helper.check(args.argv, color=sys.stdout.isatty(),
@@ -31,7 +31,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_helper(args: argparse.Namespace) -> int:
-    from . import helper
+    from grader import helper
 
     reply = helper.request(args.action)
     if reply is None:
@@ -47,7 +47,7 @@ def cmd_helper(args: argparse.Namespace) -> int:
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:
-    from .classroom import Interrupted
+    from grader.classgrade.classroom import Interrupted
 
     raise Interrupted(signum)
 
@@ -56,8 +56,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
     import signal
     from pathlib import Path
 
-    from .classroom import Interrupted, Options, grade_class
-    from .engine import hidden_test_file
+    from grader.check.engine import hidden_test_file
+    from grader.classgrade.classroom import Interrupted, Options, grade_class
 
     submitted = Path(args.submitted)
     if not submitted.is_dir():
@@ -71,13 +71,13 @@ def cmd_grade(args: argparse.Namespace) -> int:
     limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
                                   memory_bytes=int(args.memory * (1 << 30)))
     require = tuple(r.strip() for r in (args.require or "").split(",") if r.strip())
-    from .sandbox.probe import PROTECTIONS
+    from grader.sandbox.probe import PROTECTIONS
 
     unknown = [r for r in require if r not in PROTECTIONS]
     if unknown:
         raise UserError(f"unknown protection(s) {', '.join(unknown)}; known: "
                         f"{', '.join(PROTECTIONS)}")
-    from .late import default_locations, find_default, load
+    from grader.classgrade.late import default_locations, find_default, load
 
     deadlines = None
     deadlines_file = args.deadlines or find_default(submitted)
@@ -128,7 +128,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from .release import build, summary
+    from grader.authoring.release import build, summary
 
     plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
                  with_references=args.with_references, lang=args.lang)
@@ -139,7 +139,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_deadlines(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .late import format_duration, load
+    from grader.classgrade.late import format_duration, load
 
     deadlines = load(args.file, lessons=_lesson_ids())
     rule = deadlines.rule
@@ -149,7 +149,7 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
           + (f", nothing after {format_duration(rule.zero_after)}" if rule.zero_after else ""))
     if args.no_gradebook:
         return 0
-    from .nbgrader_late import write_to_gradebook
+    from grader.integrations.nbgrader.late import write_to_gradebook
 
     course_id, db_url = _nbgrader_course(Path.cwd())
     for line in write_to_gradebook(args.file, db_url, course_id, _lesson_ids()):
@@ -159,7 +159,7 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
 
 
 def cmd_gradebook(args: argparse.Namespace) -> int:
-    from .gradebook import point_table, write
+    from grader.outputs.gradebook import point_table, write
 
     if args.points:
         print(point_table())
@@ -172,7 +172,7 @@ def cmd_gradebook(args: argparse.Namespace) -> int:
 
 
 def cmd_return_feedback(args: argparse.Namespace) -> int:
-    from .feedback import summary, to_folders, to_nbgrader
+    from grader.outputs.feedback import summary, to_folders, to_nbgrader
 
     if args.nbgrader:
         done = to_nbgrader(args.folders, args.nbgrader)
@@ -185,7 +185,7 @@ def cmd_return_feedback(args: argparse.Namespace) -> int:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    from .selftest import run
+    from grader.check.selftest import run
 
     warnings.simplefilter("ignore")
     return 0 if run(args.lessons, isolation=args.isolation) else 1
@@ -212,8 +212,7 @@ def _class_layout_problem(submitted: Path, lesson: str) -> str | None:
     from collections import Counter
 
     from coursekit import catalogue
-
-    from .classroom import student_folders
+    from grader.classgrade.classroom import student_folders
 
     lessons = set(catalogue.COURSE.ids())
     students = student_folders(submitted)
@@ -238,7 +237,7 @@ def _lesson_ids() -> list[str]:
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
-    from .gradescope.package import build, summary
+    from grader.integrations.gradescope.package import build, summary
 
     pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
                 visibility=args.visibility, stdout_visibility=args.stdout_visibility)
@@ -247,7 +246,7 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 
 
 def cmd_lms(args: argparse.Namespace) -> int:
-    from .lms import export
+    from grader.outputs.lms import export
 
     _, text = export(args.folders, args.roster, args.to, key=args.key,
                      assignments=args.assignment, out=args.out, local_part=args.local_part)
@@ -256,7 +255,7 @@ def cmd_lms(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .class_report import write_report
+    from grader.outputs.class_report import write_report
 
     _, text = write_report(args.folder, args.submitted)
     print(text)

@@ -45,9 +45,10 @@ LOCALE_DIR = PACKAGE / "locale"
 LANGUAGES = ("en", "zh")
 
 #: The modules whose strings students read (paths relative to the grader package).
-SOURCES = ("hidden/*.py", "framework.py", "messages.py", "results.py", "classroom.py", "engine.py",
-           "calls.py", "submissions.py", "late.py",
-           "kernel.py", "runtime/errors.py", "templates/*.j2")
+SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "results.py",
+           "classgrade/classroom.py", "check/engine.py", "check/calls.py", "classgrade/find.py",
+           "classgrade/late.py", "kernel.py", "runtime/errors.py",
+           "templates/*.j2")
 #: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions).
 NOT_SHOWN = {"MISTAKES"}
 #: Fields whose values are the student's own words or Python's (an exception's message):
@@ -268,7 +269,7 @@ def words(lang: str) -> Any:
 def _translated_hint(failure: str, lang: str) -> str:
     """A failed check's message in ``lang``, still the same kind of hint (a diagnosis stays
     one, so the hints are chosen and folded as in English)."""
-    from .messages import Hint
+    from grader.check.messages import Hint
 
     text = translate(failure, lang)
     return Hint(text, failure.mistake, failure.kind) if isinstance(failure, Hint) else text

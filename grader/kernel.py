@@ -24,12 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 from coursekit import settings
-
-from .engine import quiet, run_hidden_tests
-from .i18n import choose, words
-from .limits import DEFAULT_LIMITS
-from .results import ExerciseResult
-from .submission import InProcessSubmission
+from grader.check.engine import quiet, run_hidden_tests
+from grader.check.submission import InProcessSubmission
+from grader.i18n import choose, words
+from grader.limits import DEFAULT_LIMITS
+from grader.results import ExerciseResult
 
 
 def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
@@ -52,10 +51,10 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
 
 
 #: Shown under a cell that raised an error when the notebook was graded in the sandbox
-#: (``grader.nbgrader_sandbox``: nbgrader's autograde never runs the notebook itself).
+#: (``grader.integrations.nbgrader.sandbox``: nbgrader's autograde never runs the notebook itself).
 CELL_ERROR = "This cell raised an error when the notebook was graded:"
 #: The comment above a test cell's hidden tests in nbgrader's autograded notebook and
-#: feedback (``grader.nbgrader_cells.hidden_tests_only``).
+#: feedback (``grader.integrations.nbgrader.cells.hidden_tests_only``).
 VISIBLE_TESTS_RAN = ("The visible tests of this exercise run when you press Validate; "
                      "grading runs the hidden tests, which check the same and more.")
 #: A graded test cell without the course's hidden tests gets no points in the sandbox.

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from coursekit.errors import UserError
-
-from . import csvcells
-from .results import CSV_HEADER, LATE_COLUMNS, Report, Status
+from grader import csvcells
+from grader.results import CSV_HEADER, LATE_COLUMNS, Report, Status
 
 __all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "Folder", "Grades", "HintData",
            "RecordError", "Result", "ExerciseRecord", "Status", "write_atomic"]
@@ -70,7 +69,7 @@ def check_schema(data: Any, where: Path) -> int:
 class HintData:
     """One hint a student reads: its text, the mistake id it diagnoses (a key of the
     lesson's ``MISTAKES``, None for a symptom or an error) and its kind (``diagnosis``,
-    ``error`` or ``symptom``: ``grader.messages.Hint``)."""
+    ``error`` or ``symptom``: ``grader.check.messages.Hint``)."""
 
     text: str
     mistake: str | None = None
@@ -81,7 +80,7 @@ class HintData:
 
     @classmethod
     def of(cls, hint: Any) -> HintData:
-        """From a ``grader.messages.Hint`` (or a plain string: a symptom)."""
+        """From a ``grader.check.messages.Hint`` (or a plain string: a symptom)."""
         return cls(str(hint), getattr(hint, "mistake", None), getattr(hint, "kind", "symptom"))
 
     @classmethod

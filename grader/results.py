@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from . import csvcells
+from grader import csvcells
 
 
 class Status(StrEnum):
@@ -78,8 +78,8 @@ class ExerciseResult:
     @property
     def hints(self) -> list[str]:
         """What the student reads: each diagnosed mistake once, first, and the other failed
-        checks folded into a count (``grader.messages.fold``)."""
-        from .messages import fold
+        checks folded into a count (``grader.check.messages.fold``)."""
+        from grader.check.messages import fold
 
         return fold(self.failures, self.lang)
 
@@ -165,7 +165,7 @@ class Report:
 
 
 def _failures(exercise: dict[str, Any]) -> list[str]:
-    from .messages import Hint
+    from grader.check.messages import Hint
 
     hints = exercise.get("hints")
     if isinstance(hints, list):
@@ -192,7 +192,7 @@ def record_json(report: Report) -> str:
 
 def to_text(report: Report, color: bool = False) -> str:
     """The ``grader check`` table for people, in the report's language."""
-    from .i18n import words
+    from grader.i18n import words
 
     t = words(report.lang)
 
@@ -229,7 +229,7 @@ def _pad(text: str, width: int) -> str:
 
 
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
-#: With a course's due dates (``grader.late``), after the exercise columns: nbgrader's names.
+#: With a course's due dates (``grader.classgrade.late``), after the exercise columns: nbgrader's names.
 LATE_COLUMNS = ["timestamp", "duedate", "raw_score", "late_submission_penalty"]
 
 
@@ -261,8 +261,8 @@ def csv_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -
 def to_html(report: Report) -> str:
     """``grader check --format html``: the text table's words, in the report's language, as
     an HTML fragment (the notebook's check cell shows it)."""
-    from .i18n import words
-    from .templating import render
+    from grader.i18n import words
+    from grader.templating import render
 
     return render("check.html.j2", report=report, t=words(report.lang),
                   errors=report.cell_errors[:10])
@@ -272,8 +272,8 @@ def feedback_html(report: Report, student: str, penalty: float = 0.0) -> str:
     """The student's feedback page, in the report's language (:func:`grader.i18n.localize`):
     points and hints, never a hidden test's code. ``penalty``: points lost for lateness
     (the score shown is then ``grades.csv``'s, the raw score beside it)."""
-    from .i18n import words
-    from .templating import render
+    from grader.i18n import words
+    from grader.templating import render
 
     return render("feedback.html.j2", report=report, student=student, t=words(report.lang),
                   errors=report.cell_errors[:10], excerpt=report.output_excerpt[:2000],

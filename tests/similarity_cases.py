@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "similarity"))
 
 from coursekit import catalogue  # noqa: E402
-from grader.notebook import cells_to_run, parse_notebook  # noqa: E402
-from grader.similarity import _bound_names, _own_attributes, lesson_context  # noqa: E402
+from grader.check.notebook import cells_to_run, parse_notebook  # noqa: E402
+from grader.outputs.similarity import _bound_names, _own_attributes, lesson_context  # noqa: E402
 
 LESSONS = ("08_transformer", "09_training")
 
@@ -170,8 +170,8 @@ def evaluate(cases: list[Case], settings):
     import itertools
     import time
 
-    from grader import runner
-    from grader.similarity import Settings, class_flags
+    from grader.check import runner
+    from grader.outputs.similarity import Settings, class_flags
 
     pairs = copied_cases(cases)
     rows, misses, false_flags, seconds = [], [], [], 0.0

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from grader.launch import LocalWorker
+from grader.check.launch import LocalWorker
+from grader.check.messages import explain
+from grader.check.remote import RemoteSubmission
+from grader.check.submission import InProcessSubmission, Posted, Submission
 from grader.limits import DEFAULT_LIMITS
-from grader.messages import explain
-from grader.remote import RemoteSubmission
 from grader.runtime.errors import CallCrashed, CallHung, SubmissionError
-from grader.submission import InProcessSubmission, Posted, Submission
 
 NOTEBOOK = """
 import os, time

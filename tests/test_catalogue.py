@@ -155,11 +155,11 @@ def _imported_modules(path) -> set[str]:
 
 
 def test_coursekit_never_imports_the_grader() -> None:
-    from grader.release import imports_grader
+    from grader.authoring.release import imports_grader
 
     for path in sorted((catalogue.ROOT / "coursekit").rglob("*.py")):
         assert not imports_grader(path.read_text(encoding="utf-8")), path
-    assert imports_grader("from grader.kernel import grade") and imports_grader("import grader.engine")
+    assert imports_grader("from grader.kernel import grade") and imports_grader("import grader.check.engine")
     assert not imports_grader("import graders_of_mine\nfrom .grader import x")
 
 

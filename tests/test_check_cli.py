@@ -99,7 +99,8 @@ def test_user_errors_are_one_line_and_a_bug_is_a_traceback(tmp_path, monkeypatch
     """``main`` says a user's error in one line (exit 2, or 3 for no sandbox); a KeyError
     from a slip in the grader's own code is no user error: it propagates, traceback and all."""
     from coursekit import catalogue
-    from grader import cli, launch, selftest
+    from grader import cli
+    from grader.check import launch, selftest
     from grader.sandbox import SandboxUnavailable
 
     notebook = tmp_path / "homework.ipynb"

@@ -1,12 +1,12 @@
-"""grader.checking: the one check that the CLI and the warm helper both run, told by its
+"""grader.check.command: the one check that the CLI and the warm helper both run, told by its
 arguments where its workers come from and whether to colour (no module global is set)."""
 
 from __future__ import annotations
 
 from conftest import solution_path
 
-from grader import checking
-from grader.launch import LocalSource
+from grader.check import command as checking
+from grader.check.launch import LocalSource
 
 
 def test_the_check_takes_its_workers_and_colour_as_arguments(capsys) -> None:

@@ -102,7 +102,7 @@ def test_report_summary_and_self_contained_page(graded) -> None:
 def test_student_ids_and_hints_are_text_not_markup(tmp_path) -> None:
     """A student id and a hint are whatever the student made them: the page shows them
     escaped, in every table they appear in."""
-    from grader.class_report import write_report
+    from grader.outputs.class_report import write_report
 
     lesson, sid = "01_attention_by_hand", "<script>evil&"
     hint = "hint: <script>alert(1)</script> got <b>"
@@ -126,7 +126,7 @@ def test_student_ids_and_hints_are_text_not_markup(tmp_path) -> None:
 def test_a_class_graded_with_deadlines_is_reported(graded, tmp_path) -> None:
     """The late-work columns follow the exercises in grades.csv: they are not exercises
     (issue 24: `report` crashed on them, as the README's own term example showed)."""
-    from grader.class_report import load
+    from grader.outputs.class_report import load
 
     submitted, out = graded
     late = tmp_path / "late-out"
@@ -145,7 +145,7 @@ def test_a_class_graded_with_deadlines_is_reported(graded, tmp_path) -> None:
 def test_only_a_notebook_as_handed_out_is_called_untouched(graded) -> None:
     """bob handed in the blank handout; hana the blank handout with a cell of her own (the
     report used to call both untouched, from the hints' words)."""
-    from grader.class_report import load, to_look_at
+    from grader.outputs.class_report import load, to_look_at
 
     _, out = graded
     why = {row["student"]: " ".join(row["reasons"]) for row in to_look_at(load(out), {})}
@@ -267,7 +267,7 @@ def test_similarity_pair_is_shown_side_by_side(tmp_path, request) -> None:
 @pytest.mark.slow
 def test_the_terms_report(term) -> None:
     """`report` on the term graded with deadlines (issue 24: it crashed on the late columns)."""
-    from grader.class_report import load, to_look_at
+    from grader.outputs.class_report import load, to_look_at
 
     proc = subprocess.run([sys.executable, "-m", "grader", "report", str(term["out"])], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import csvcells, gradebook, lms
-from grader.class_report import load
+from grader import csvcells
+from grader.outputs import gradebook, lms
+from grader.outputs.class_report import load
 from grader.results import Report, Status, csv_row, csv_table
 
 LESSON = "01_attention_by_hand"
@@ -94,7 +95,7 @@ def test_lms_exports_and_the_gradebook_hold_no_formula(graded: Path, tmp_path: P
 def test_nbgraders_export_holds_no_formula(tmp_path: Path) -> None:
     from nbgrader.api import Gradebook
 
-    from grader.nbgrader_editions import EditionsCsvExport
+    from grader.integrations.nbgrader.editions import EditionsCsvExport
 
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         gb.add_assignment(LESSON)

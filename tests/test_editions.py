@@ -1,4 +1,4 @@
-"""A lesson's editions share their code (grader/editions.py): every second edition's code
+"""A lesson's editions share their code (grader/authoring/editions.py): every second edition's code
 cells equal the English ones, comments and translated strings aside; the comparison
 catches each way they can drift apart; sync carries English code changes into an edition
 without losing its translations, and lists what is left to translate."""
@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 from coursekit import catalogue
-from grader import editions
+from grader.authoring.generate import editions
 
 WITH_ZH = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
 
@@ -25,12 +25,12 @@ def test_every_edition_shares_the_english_code(lesson: str, kind: str) -> None:
     entry = catalogue.get(lesson)
     problems = editions.compare_files(entry.notebook(kind), entry.notebook(kind, "zh"))
     assert not problems, f"{entry.notebook(kind, 'zh').relative_to(ROOT)} drifted from English " \
-        f"(`python -m grader.editions sync {entry.number}`):\n  " + "\n  ".join(problems)
+        f"(`python -m grader.authoring.editions sync {entry.number}`):\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("lesson", WITH_ZH)
 def test_every_edition_is_translated_and_in_sync(lesson: str) -> None:
-    """Nothing left in English, nothing stale: `python -m grader.editions status` is clean."""
+    """Nothing left in English, nothing stale: `python -m grader.authoring.editions status` is clean."""
     entry = catalogue.get(lesson)
     synced, report = editions.sync(editions.read(entry.solution()), editions.read(entry.solution("zh")))
     assert not report.changed and not report.to_translate, \
@@ -59,7 +59,7 @@ def test_a_chinese_edition_registers_the_cjk_font_before_its_first_plot(lesson: 
         call, plot = cell["source"].find("use_cjk_font()"), PLOT.search(cell["source"])
         assert registered or not plot or 0 <= call < plot.start(), (
             f"{lesson}: cell {cell.get('id')} plots before use_cjk_font() is called (add it to "
-            "the English notebook's first plotting cell, then `python -m grader.editions sync`)")
+            "the English notebook's first plotting cell, then `python -m grader.authoring.editions sync`)")
         registered = registered or call >= 0
 
 

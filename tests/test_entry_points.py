@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT, SANDBOX_REQUIRED, solution_path
 from test_gradescope import PYTHON, unpack
 
-from grader.gradescope.run import PRIVATE
+from grader.integrations.gradescope.run import PRIVATE
 from grader.sandbox import available_protections
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]

@@ -1,5 +1,5 @@
-"""Feedback back to the students through nbgrader's exchange (grader/nbgrader_feedback.py,
-``return-feedback --nbgrader``, grader/feedback.py) in a copy of the term's autograded
+"""Feedback back to the students through nbgrader's exchange (grader/integrations/nbgrader/outputs/feedback.py,
+``return-feedback --nbgrader``, grader/outputs/feedback.py) in a copy of the term's autograded
 nbgrader course. ``return-feedback --to``: tests/test_gradebook.py."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Hidden inputs are fresh for every grading run and reproducible from its seed, and the
-reference keeps full marks under many seeds (grader/framework.py)."""
+reference keeps full marks under many seeds (grader/check/framework.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import torch
 from conftest import lessons, solution_path
 from planted import Variant
 
-from grader.engine import in_process_submission, run_hidden_tests
-from grader.framework import SEED_VARIABLE
-from grader.notebook import read_notebook
+from grader.check.engine import in_process_submission, run_hidden_tests
+from grader.check.framework import SEED_VARIABLE
+from grader.check.notebook import read_notebook
 
 torch.set_num_threads(1)
 

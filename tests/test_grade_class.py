@@ -120,7 +120,7 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
 def test_one_notebook_is_graded_by_its_path_with_the_class_protections(tmp_path) -> None:
     """grade_notebook (what Gradescope calls, with no submitted/ tree around the notebook)
     reads at most MAX_NOTEBOOK_BYTES and starts no worker for a notebook it cannot read."""
-    from grader import classroom
+    from grader.classgrade import classroom
     from grader.results import Status
 
     def start():
@@ -190,7 +190,7 @@ def test_isolation_levels_from_the_command_line(classroom, tmp_path) -> None:
 
 
 def _grading_processes(parent: int) -> list[int]:
-    """The ``python -m grader.class_jobs`` processes that ``grade`` (pid ``parent``) started."""
+    """The ``python -m grader.classgrade.jobs`` processes that ``grade`` (pid ``parent``) started."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -198,7 +198,7 @@ def _grading_processes(parent: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except (OSError, ValueError):
             continue
-        if b"grader.class_jobs" in cmdline and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+        if b"grader.classgrade.jobs" in cmdline and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
             found.append(int(entry.name))
     return found
 

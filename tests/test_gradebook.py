@@ -1,4 +1,4 @@
-"""``python -m grader gradebook`` (grader/gradebook.py) on the term's graded class: the
+"""``python -m grader gradebook`` (grader/outputs/gradebook.py) on the term's graded class: the
 roster's students, every lesson's column, weights, late penalties in; the same term imported
 into Canvas (``lms``) and its pages handed back (``return-feedback --to``); the README's
 table of every lesson's points."""
@@ -32,7 +32,7 @@ def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
     with open(book, newline="", encoding="utf-8") as f:
         table = list(csv.reader(f))
     header, by_login = table[0], {r[1]: r for r in table[1:]}
-    from grader.gradebook import lesson_points
+    from grader.outputs.gradebook import lesson_points
     points = lesson_points()
     assert [h.split(" (")[0] for h in header[3:3 + len(points)]] == list(points)
     assert by_login["alice"][-4:] == ["10", "10", "100.0", "100.0"]
@@ -56,7 +56,7 @@ def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
 
 
 def test_the_readme_shows_the_points_of_every_lesson() -> None:
-    from grader.gradebook import point_table
+    from grader.outputs.gradebook import point_table
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     shown = text.split("<!-- points-table -->\n", 1)[1].split("\n<!-- /points-table -->", 1)[0]

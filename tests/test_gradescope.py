@@ -20,8 +20,8 @@ import jsonschema
 import pytest
 from conftest import ROOT, lesson_path, solution_path
 
-from grader.gradescope import SCHEMA_PATH
-from grader.parts import builds_on
+from grader.check.parts import builds_on
+from grader.integrations.gradescope import SCHEMA_PATH
 
 pytestmark = pytest.mark.e2e
 
@@ -77,7 +77,7 @@ def run_autograder(root: Path, **env_extra: str) -> tuple[dict, str]:
 
 
 def test_zip_layout_follows_gradescope_and_ships_no_solution(package) -> None:
-    from grader.release import _REGION, _normal, notebook_code
+    from grader.authoring.release import _REGION, _normal, notebook_code
 
     with zipfile.ZipFile(package) as zf:
         names = zf.namelist()
@@ -95,7 +95,7 @@ def test_zip_layout_follows_gradescope_and_ships_no_solution(package) -> None:
     answers = [_normal(body) for kind, body in _REGION.findall(notebook_code(solution_path(LESSON)))
                if kind == "SOLUTION"]
     assert answers
-    parts = f"course/grader/hidden/parts_{LESSON[:2]}.py"  # what BUILDS_ON substitutes (grader.parts)
+    parts = f"course/grader/hidden/parts_{LESSON[:2]}.py"  # what BUILDS_ON substitutes (grader.check.parts)
     for name, text in texts.items():
         for answer in answers:
             assert name == parts or answer not in _normal(text), f"{name} holds a reference answer"

@@ -16,7 +16,7 @@ from conftest import ROOT
 
 from coursekit import catalogue
 from grader import i18n
-from grader.engine import grade_in_process
+from grader.check.engine import grade_in_process
 from grader.results import ExerciseResult, Report
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
@@ -193,7 +193,7 @@ def test_a_late_note_is_chinese_whatever_the_duration(late) -> None:
     hours 31 minutes」): every shape of ``late.format_duration`` is one template."""
     from datetime import UTC, datetime, timedelta
 
-    from grader.late import Lateness
+    from grader.classgrade.late import Lateness
 
     days, hours, seconds = late
     delta = timedelta(days=days, hours=hours, seconds=seconds)
@@ -233,7 +233,7 @@ def test_the_same_in_chinese_is_a_mark_not_a_copy(monkeypatch) -> None:
 
 
 def _hints_of(nb: dict, lesson: str) -> list[str]:
-    from grader.engine import grade_in_process
+    from grader.check.engine import grade_in_process
 
     return [h for e in grade_in_process(nb, lesson, seed=20260101).exercises for h in e.hints]
 
@@ -273,7 +273,7 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
     template), and the page's own punctuation is full-width."""
     from datetime import datetime, timedelta
 
-    from grader.late import Lateness
+    from grader.classgrade.late import Lateness
     from grader.results import ExerciseResult, Report, feedback_html
 
     due = datetime(2026, 3, 2, 22, 59, tzinfo=UTC)
@@ -294,7 +294,7 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
 def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     """localize keeps each hint's kind (a diagnosis first, as in English), and the count of
     folded checks is Chinese too."""
-    from grader.messages import Hint
+    from grader.check.messages import Hint
     from grader.results import ExerciseResult, Report
 
     failures = [Hint("the weights are wrong (largest difference 0.5 at index [1, 1])"),

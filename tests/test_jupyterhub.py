@@ -5,7 +5,7 @@ virtual environment with the handout installed, not editable), except that nothi
 downloaded: the venv sees this machine's packages through one ``.pth`` line (as in
 tests/test_release.py), which keeps the course repository's own install invisible. Then:
 every file of the environment and the handout is scanned for every solution region and
-hidden-test line (``grader.release.scan``); importing the grader, a hidden test or a
+hidden-test line (``grader.authoring.release.scan``); importing the grader, a hidden test or a
 reference module fails in it; and, as the guide's permissions make it, a ``useradd``
 student can neither list nor read the course repository.
 """
@@ -68,7 +68,7 @@ def _own_site(python: Path) -> Path:
 
 
 def test_the_students_environment_holds_no_hidden_test_and_no_answer(student_env) -> None:
-    from grader import release
+    from grader.authoring.generate import release
 
     python, handout = student_env
     plan = release.plan(catalogue.COURSE.lessons, catalogue.COURSE)

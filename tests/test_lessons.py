@@ -14,10 +14,10 @@ import pytest
 from conftest import ROOT, lessons, solution_path
 
 from coursekit import catalogue
-from grader import authoring
-from grader.authoring import graded_cells
-from grader.engine import HIDDEN_DIR, exercise_points, known_lessons, run_hidden_tests
-from grader.submission import InProcessSubmission
+from grader.authoring.generate import generate as authoring
+from grader.authoring.generate import graded_cells
+from grader.check.engine import HIDDEN_DIR, exercise_points, known_lessons, run_hidden_tests
+from grader.check.submission import InProcessSubmission
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
 
@@ -135,7 +135,7 @@ def test_lessons_equal_a_fresh_generation(tmp_path) -> None:
             fresh = course / "lessons" / lesson / path.name
             assert fresh.read_bytes() == path.read_bytes(), (
                 f"lessons/{lesson}/{path.name} ({edition}) is stale: run "
-                f"`python -m grader.authoring --assignments {lesson[:2]}`")
+                f"`python -m grader.authoring.generate --assignments {lesson[:2]}`")
 
 
 def test_student_notebooks_contain_no_solutions_or_hidden_tests() -> None:
@@ -149,7 +149,7 @@ def test_student_notebooks_contain_no_solutions_or_hidden_tests() -> None:
 def test_reference_modules_are_generated_from_solutions() -> None:
     for path, text in authoring.generated_files().items():
         assert path.exists() and path.read_text(encoding="utf-8") == text, (
-            f"{path.relative_to(ROOT)} is stale: run `python -m grader.authoring`")
+            f"{path.relative_to(ROOT)} is stale: run `python -m grader.authoring.generate`")
     stray = set((ROOT / "coursekit" / "reference").glob("*.py")) - set(authoring.generated_files())
     assert not stray, f"reference modules without a source notebook: {stray}"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from grader.lms import LmsError, export, match, read_roster
+from grader.outputs.lms import LmsError, export, match, read_roster
 from grader.results import CSV_HEADER
 
 pytestmark = pytest.mark.e2e

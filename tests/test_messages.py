@@ -1,5 +1,5 @@
 """Hints are folded the same way for every renderer: a diagnosis first, the symptoms it
-explains folded into it (grader/messages.py, grader/framework.py's suspects)."""
+explains folded into it (grader/check/messages.py, grader/check/framework.py's suspects)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from grader.framework import Failed, close, suspect
-from grader.messages import Hint, explain, fold
+from grader.check.framework import Failed, close, suspect
+from grader.check.messages import Hint, explain, fold
 from grader.results import ExerciseResult
 
 torch.set_num_threads(1)

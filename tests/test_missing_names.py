@@ -11,8 +11,8 @@ import json
 import pytest
 from conftest import solution_path
 
-from grader.engine import grade_in_process, grade_with_worker
-from grader.launch import LocalSource
+from grader.check.engine import grade_in_process, grade_with_worker
+from grader.check.launch import LocalSource
 from grader.limits import DEFAULT_LIMITS
 
 LESSON = "01_attention_by_hand"

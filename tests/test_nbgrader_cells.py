@@ -1,6 +1,6 @@
 """nbgrader's autograde of the term's class (tests/conftest.py ``term_nbgrader``) says only
 what is wrong: one checksum warning for the one locked test cell rewritten, none of nbgrader's
-false alarms (grader/nbgrader_cells.py), and an error for the truncated notebook."""
+false alarms (grader/integrations/nbgrader/cells.py), and an error for the truncated notebook."""
 
 from __future__ import annotations
 

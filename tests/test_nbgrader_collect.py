@@ -1,4 +1,4 @@
-"""``nbgrader zip_collect`` of a Canvas "Download Submissions" zip (grader/nbgrader_collect.py)
+"""``nbgrader zip_collect`` of a Canvas "Download Submissions" zip (grader/integrations/nbgrader/collect.py)
 into a copy of the term's nbgrader course."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_nbgrader_autograde_agrees_with_grader_check(tmp_path, lesson: str) -> N
 
 def test_nbgraders_sandboxed_autograde_gives_grades_scores(term_nbgrader, term) -> None:
     """nbgrader's autograde of the term's class grades in the course's sandbox
-    (grader.nbgrader_sandbox): every student's raw score is `grade`'s, the hang and the
+    (grader.integrations.nbgrader.sandbox): every student's raw score is `grade`'s, the hang and the
     rewritten test cell included."""
     got = {s: float(r["raw_score"]) for s, r in term_nbgrader["export"].items()}
     want = {s: float(term["rows"][s]["raw_score"] or term["rows"][s]["score"]) for s in got}

@@ -1,4 +1,4 @@
-"""nbgrader with two editions of a lesson (grader/nbgrader_editions.py), end to end in a
+"""nbgrader with two editions of a lesson (grader/integrations/nbgrader/authoring/editions.py), end to end in a
 temporary copy of the course: an instructor who teaches in Chinese (COURSE_EDITION=zh)
 gets one notebook per lesson and its true maximum; one who lets students choose
 (COURSE_EDITION=both) gets each student's edition counted once by ``nbgrader export``;
@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 from coursekit import catalogue
-from grader import nbgrader_editions
+from grader.integrations.nbgrader import editions as nbgrader_editions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -1,5 +1,5 @@
 """A mistake is charged once: while an exercise is graded, the exercises it builds on
-(its test file's BUILDS_ON) are the course's versions (grader.parts), in process and in
+(its test file's BUILDS_ON) are the course's versions (grader.check.parts), in process and in
 the sandbox, and the student's own come back afterwards."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from conftest import solution_path
 from planted import modules
 
-from grader import parts
-from grader.engine import grade_in_process, hidden_test_file
-from grader.submission import InProcessSubmission
+from grader.check import parts
+from grader.check.engine import grade_in_process, hidden_test_file
+from grader.check.submission import InProcessSubmission
 
 LESSON = "07_positional_encoding"
 
@@ -79,8 +79,8 @@ def test_a_missing_table_costs_the_table_only() -> None:
 
 
 def test_a_loss_mistake_costs_the_loss_only_in_the_sandbox() -> None:
-    from grader.classroom import public_files
-    from grader.engine import grade_with_worker
+    from grader.check.engine import grade_with_worker
+    from grader.classgrade.classroom import public_files
     from grader.sandbox import Limits, SandboxPool, default_worker_files
 
     lesson = "09_training"

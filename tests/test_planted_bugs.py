@@ -1,7 +1,7 @@
 """Every grader is proven against planted mistakes and alternative correct solutions.
 
 Each planted bug (tests/planted/lNN.py) must lose points on its exercise and on no other
-(a mistake is charged once: grader.parts), the first hint the student reads there must
+(a mistake is charged once: grader.check.parts), the first hint the student reads there must
 name the planted mistake (its id), and no hint anywhere may name a mistake that was not made. Alternatives keep full marks. Hidden inputs are drawn
 from the grading run's seed, so the harness runs under two seeds: the whole lesson under
 the first, the bug's own exercise under the second (the cost of a lesson-08 grading is
@@ -19,8 +19,8 @@ import torch
 from conftest import ROOT, solution_path
 from planted import Variant, modules
 
-from grader.engine import grade_in_process, in_process_submission, run_hidden_tests
-from grader.messages import LIBRARY_CALL
+from grader.check.engine import grade_in_process, in_process_submission, run_hidden_tests
+from grader.check.messages import LIBRARY_CALL
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
 
@@ -70,7 +70,7 @@ def _check_bug(variant: Variant, results) -> None:
     charged_twice = {name: r.points for name, r in results.items()
                      if name != variant.exercise and r.points < r.max_points}
     assert not charged_twice, (f"{variant.description} also cost points on {charged_twice}: a mistake "
-                               f"is charged once, to its own exercise (BUILDS_ON, grader.parts)")
+                               f"is charged once, to its own exercise (BUILDS_ON, grader.check.parts)")
 
 
 @pytest.mark.parametrize(("lesson", "variant"), CASES, ids=_ids(CASES))

@@ -1,7 +1,7 @@
 """``grader release --lang zh|en|both``: a Chinese bundle holds the Chinese notebooks, their
 Chinese figures and a Chinese student README; a bundle with both editions holds both and
 both READMEs; in a fresh environment the Chinese lesson 01 runs, its visible tests speak
-Chinese, and nbgrader's Validate passes once it is solved. The leak scan (grader.release's
+Chinese, and nbgrader's Validate passes once it is solved. The leak scan (grader.authoring.release's
 own, and test_release.py's independent one) covers the Chinese notebooks too."""
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def _files(out, lesson: str) -> set[str]:
 
 def as_bundled(notebook: Path, tmp_path: Path) -> bytes:
     """The student notebook as a bundle ships it: its advice to run the repository's
-    ``grader check`` turned into Validate (``grader.release.bundle_advice``)."""
-    from grader.release import bundle_advice
+    ``grader check`` turned into Validate (``grader.authoring.release.bundle_advice``)."""
+    from grader.authoring.release import bundle_advice
 
     copy = tmp_path / notebook.name
     copy.write_bytes(notebook.read_bytes())
@@ -152,7 +152,7 @@ def test_the_chinese_lesson_01_runs_and_its_visible_tests_speak_chinese(zh_env, 
 def test_hub_students_are_told_to_press_validate(lesson: str, tmp_path) -> None:
     """lessons/ is what nbgrader releases on a hub, where there is no `grader check`: each
     lesson says, after the command, to press Validate there; a bundle says it instead."""
-    from grader.release import HUB_ADVICE
+    from grader.authoring.release import HUB_ADVICE
 
     for edition, path in catalogue.get(lesson).notebooks("student").items():
         text = path.read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
 """The engine's fast runner and pytest itself agree on every lesson's hidden graders, and
-the hidden tests take only the ``sub`` fixture (grader/runner.py)."""
+the hidden tests take only the ``sub`` fixture (grader/check/runner.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import torch
 from conftest import lesson_path, lessons, solution_path
 from planted import modules
 
-from grader.engine import in_process_submission, run_hidden_tests
-from grader.notebook import read_notebook
-from grader.runner import collect
+from grader.check.engine import in_process_submission, run_hidden_tests
+from grader.check.notebook import read_notebook
+from grader.check.runner import collect
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
 

@@ -1,4 +1,4 @@
-"""The grading engine (``grader.engine.grade_with_worker``) on top of the sandbox pool:
+"""The grading engine (``grader.check.engine.grade_with_worker``) on top of the sandbox pool:
 hostile notebooks earn nothing they did not compute, and cannot hurt the grader."""
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ def pool() -> Iterator[SandboxPool]:
 
 
 def grade(pool: SandboxPool, nb: dict[str, Any], **kwargs: Any) -> Any:
-    from grader.engine import grade_with_worker
+    from grader.check.engine import grade_with_worker
 
     return grade_with_worker(nb, LESSON, pool.start(limits=kwargs.get("limits")), **kwargs)
 
 
 def with_cell(path: Path, source: str) -> dict[str, Any]:
-    from grader.notebook import read_notebook
+    from grader.check.notebook import read_notebook
 
     nb = copy.deepcopy(read_notebook(path))
     nb["cells"].append(
@@ -51,7 +51,7 @@ def with_cell(path: Path, source: str) -> dict[str, Any]:
 
 
 def test_solution_full_marks_student_zero(pool: SandboxPool) -> None:
-    from grader.notebook import read_notebook
+    from grader.check.notebook import read_notebook
 
     good = grade(pool, read_notebook(SOLUTION))
     blank = grade(pool, read_notebook(STUDENT))

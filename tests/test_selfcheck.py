@@ -16,7 +16,7 @@ from conftest import ROOT, lesson_path, lessons, solution_path
 from nbclient import NotebookClient
 
 from coursekit import catalogue, selfcheck
-from grader.notebook import cells_to_run, read_notebook
+from grader.check.notebook import cells_to_run, read_notebook
 
 LESSON = "01_attention_by_hand"
 

@@ -1,4 +1,4 @@
-"""Similarity flags (grader/similarity.py): disguises do not hide a copy, independently
+"""Similarity flags (grader/outputs/similarity.py): disguises do not hide a copy, independently
 written correct solutions are not flagged, neither are short exercises nor code copied
 from what the lesson provides. benchmarks/similarity.py prints the same measurement as a
 table (false-positive and detection rates)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from similarity_cases import disguise, evaluate, graded_cells, independent_cases, with_cell
 
-from grader import runner
-from grader.similarity import Settings, class_flags, exercise_source, lesson_context
+from grader.check import runner
+from grader.outputs.similarity import Settings, class_flags, exercise_source, lesson_context
 
 L08 = "08_transformer"
 
@@ -117,7 +117,7 @@ def test_short_exercises_are_never_compared(cases) -> None:
 def test_reference_and_blank_submissions_give_no_units(context) -> None:
     from conftest import lesson_path, solution_path
 
-    from grader.notebook import parse_notebook
+    from grader.check.notebook import parse_notebook
 
     students = {"ref1": graded_cells(parse_notebook(solution_path(L08).read_bytes())),
                 "ref2": graded_cells(parse_notebook(solution_path(L08).read_bytes())),
@@ -141,7 +141,7 @@ def test_identical_long_answers_are_flagged_even_when_they_are_the_reference(con
     after the first; a student with the same code reformatted gets none of those."""
     from conftest import solution_path
 
-    from grader.notebook import parse_notebook
+    from grader.check.notebook import parse_notebook
 
     reference = parse_notebook(solution_path("04_multi_head_attention").read_bytes())
     students = {f"s{i}": graded_cells(reference) for i in range(9)}

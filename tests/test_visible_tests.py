@@ -21,7 +21,7 @@ from conftest import solution_path
 from planted import Variant, modules
 
 from coursekit import catalogue
-from grader.notebook import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
+from grader.check.notebook import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
 
 _HIDDEN = re.compile(f"{BEGIN_HIDDEN_TESTS}.*?{END_HIDDEN_TESTS}", re.S)
 STUDENT_SIDE = catalogue.RUN_WHEN_GRADING | {catalogue.Role.TESTS}  # Validate runs the visible tests too

@@ -1,1 +1,1 @@
-"""Generated reference code of the lessons (see grader.authoring and coursekit.earlier)."""
+"""Generated reference code of the lessons (see grader.authoring.generate and coursekit.earlier)."""

@@ -15,7 +15,7 @@ both warm and gives every check fresh copies of them::
       |                               tests' modules), one thread, never grades anything
       v
     trusted process (one per check)   a fresh fork of the trusted zygote: runs ``grader
-                                      check`` (``grader.checking``) with the command line of
+                                      check`` (``grader.check.command``) with the command line of
                                       its client, its workers from the helper's pool; writes
                                       the answer to the client, exits
 
@@ -35,7 +35,7 @@ and the trusted process of one check), ``lend`` (workers lent over a channel, al
 ``grade --jobs N``'s processes). Nothing here imports ``grader.cli``.
 """
 
-from .client import Answer, HelperError, check, request
-from .private import HelperUnavailable
+from grader.helper.client import Answer, HelperError, check, request
+from grader.helper.private import HelperUnavailable
 
 __all__ = ["Answer", "HelperError", "HelperUnavailable", "check", "request"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from .server import main
+from grader.helper.server import main
 
 sys.exit(main())

@@ -17,8 +17,14 @@ from typing import Any
 
 from coursekit import settings
 from coursekit.errors import UserError
-
-from .private import PACKAGE_PARENT, HelperUnavailable, Paths, course_env, fingerprint, paths
+from grader.helper.private import (
+    PACKAGE_PARENT,
+    HelperUnavailable,
+    Paths,
+    course_env,
+    fingerprint,
+    paths,
+)
 
 START_WAIT_S = 15.0  # for a new helper to listen
 MAX_LINE = 64 << 20

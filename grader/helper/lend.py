@@ -3,7 +3,7 @@
 kills and finishes them for it, handing over each worker's socket (``grader.runtime.wire``).
 
 - :func:`lend_workers`: the pool's side, one thread per trusted process;
-- :class:`HelperSource`: the trusted process's side, a ``grader.launch.WorkerSource``.
+- :class:`HelperSource`: the trusted process's side, a ``grader.check.launch.WorkerSource``.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.wire import Channel
-from .private import HelperUnavailable, log
+from grader.helper.private import HelperUnavailable, log
+from grader.runtime.wire import Channel
 
 if TYPE_CHECKING:
-    from ..launch import WorkerSource
-    from ..limits import Limits, WorkerHandle
+    from grader.check.launch import WorkerSource
+    from grader.limits import Limits, WorkerHandle
 
 RPC_WAIT_S = 90.0  # for the helper to answer a trusted process (start it, finish it ...)
 
 
 class HelperSource:
-    """``grader.launch``'s worker source inside a trusted process: workers from the
+    """``grader.check.launch``'s worker source inside a trusted process: workers from the
     helper's warm sandbox pool, asked for over ``rpc``."""
 
     description = "the check helper's sandbox"
@@ -54,10 +54,10 @@ class HelperSource:
         return reply, fds
 
     def start(self, limits: Limits, wait_s: float | None = None) -> HelperWorker:
-        from .. import timeline
+        from grader.check import timeline
 
         with timeline.span("worker"):
-            from ..sandbox.pool import RELEASE_MARGIN_S
+            from grader.sandbox.pool import RELEASE_MARGIN_S
 
             if wait_s is None:
                 wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
@@ -105,8 +105,8 @@ class HelperWorker:
 def lend_workers(rpc: Channel, source: WorkerSource) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
-    from ..limits import DEFAULT_LIMITS, Limits
-    from ..sandbox.pool import RELEASE_MARGIN_S
+    from grader.limits import DEFAULT_LIMITS, Limits
+    from grader.sandbox.pool import RELEASE_MARGIN_S
 
     workers: dict[int, WorkerHandle] = {}
     finished: dict[int, str] = {}

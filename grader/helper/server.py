@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import settings
-
-from ..runtime.wire import Channel, one_thread_each, pair
-from .client import connect, read_line, write_line
-from .lend import lend_workers
-from .private import HelperUnavailable, Paths, fingerprint, log, paths
-from .zygote import TrustedZygote
+from grader.helper.client import connect, read_line, write_line
+from grader.helper.lend import lend_workers
+from grader.helper.private import HelperUnavailable, Paths, fingerprint, log, paths
+from grader.helper.zygote import TrustedZygote
+from grader.runtime.wire import Channel, one_thread_each, pair
 
 READY_WAIT_S = 180.0  # for its zygotes to be warm (torch imports on a busy machine)
 MAX_ZYGOTES = 2  # checks at once, each with a warm worker
@@ -103,10 +102,10 @@ class Helper:
                     self.stop("its socket was removed or replaced")
 
     def _open_pool(self) -> None:
-        from ..launch import LocalSource, course_files
-        from ..limits import DEFAULT_LIMITS
-        from ..sandbox import SandboxPool, default_worker_files
-        from ..sandbox.pool import DEFAULT_PRELOAD
+        from grader.check.launch import LocalSource, course_files
+        from grader.limits import DEFAULT_LIMITS
+        from grader.sandbox import SandboxPool, default_worker_files
+        from grader.sandbox.pool import DEFAULT_PRELOAD
 
         try:
             pool = SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="auto",

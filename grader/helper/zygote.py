@@ -1,6 +1,6 @@
 """The helper's trusted zygote: a process with the graders imported (torch, the hidden
 tests' modules) that never grades anything, and forks one trusted process per check. That
-process runs ``grader.checking.main`` with the client's command line, its workers lent by
+process runs ``grader.check.command.main`` with the client's command line, its workers lent by
 the helper (``lend.HelperSource``), and writes the answer to the client itself."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import time
 import traceback
 from typing import Any
 
-from ..runtime.wire import Channel, one_thread_each, pair
-from .lend import HelperSource
-from .private import HelperUnavailable
+from grader.helper.lend import HelperSource
+from grader.helper.private import HelperUnavailable
+from grader.runtime.wire import Channel, one_thread_each, pair
 
 
 class TrustedZygote:
@@ -73,15 +73,8 @@ class TrustedZygote:
 
 def _warm_up() -> None:
     """What every check's trusted side imports, imported once. Nothing runs a check here."""
-    from .. import (  # noqa: F401
-        checking,  # the command a check runs
-        engine,
-        launch,
-        remote,
-        results,
-        runner,
-    )
-    from ..runtime import target  # noqa: F401 - backward(), values on the trusted side
+    from grader.check import engine, runner
+    from grader.runtime import target  # noqa: F401 - backward(), values on the trusted side
 
     for name in ("torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
         with contextlib.suppress(ImportError):
@@ -162,7 +155,8 @@ def _run_check(req: dict[str, Any], rpc: Channel) -> dict[str, Any]:
     """``grader check`` as the client's own process would have run it (its command line,
     colours as its terminal has them), with workers from the helper; what it wrote to
     stdout and stderr, and its exit status."""
-    from .. import checking, timeline
+    from grader.check import command as checking
+    from grader.check import timeline
 
     timeline.mark("main")  # where a cold check's ``main`` starts (``--profile``)
     argv = [str(a) for a in req["argv"]]

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from grader.framework import _RUN_SEED, fresh_seed, secret_to_seed
-from grader.plugin import SUBMISSION_KEY
-from grader.submission import Submission
+from grader.check.framework import _RUN_SEED, fresh_seed, secret_to_seed
+from grader.check.plugin import SUBMISSION_KEY
+from grader.check.submission import Submission
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,8 +35,8 @@ def sub(request: pytest.FixtureRequest) -> Submission:
     path = request.config.getoption("--notebook")
     if not path:
         pytest.skip("hidden graders need --notebook (or run them through python -m grader)")
-    from grader.engine import in_process_submission
-    from grader.notebook import read_notebook
+    from grader.check.engine import in_process_submission
+    from grader.check.notebook import read_notebook
 
     return in_process_submission(read_notebook(path))
 
@@ -44,8 +44,8 @@ def sub(request: pytest.FixtureRequest) -> Submission:
 @pytest.fixture(autouse=True)
 def course_versions_of_what_it_builds_on(request: pytest.FixtureRequest, sub: Submission) -> Iterator[None]:
     """The exercises a test's exercise builds on are the course's versions while it runs
-    (grader.parts; the engine's runner does the same)."""
-    from grader.parts import judged_alone
+    (grader.check.parts; the engine's runner does the same)."""
+    from grader.check.parts import judged_alone
 
     marker = request.node.get_closest_marker("exercise")
     with judged_alone(sub, request.module, str(marker.args[0]) if marker else ""):

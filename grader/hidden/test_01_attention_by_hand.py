@@ -8,7 +8,7 @@ it matches is the hint.
 
 import numpy as np
 
-from grader.framework import check, close, diagnose, exercise, matches, rng, suspect
+from grader.check.framework import check, close, diagnose, exercise, matches, rng, suspect
 
 MISTAKES = {
     "scores_transposed": "the scores are K·Qᵀ (keys as rows) instead of Q·Kᵀ",
@@ -27,7 +27,7 @@ MISTAKES = {
 }
 
 # attention is graded with the course's dot_scores and softmax, so a mistake in either is
-# charged once, to its own exercise (grader.parts)
+# charged once, to its own exercise (grader.check.parts)
 BUILDS_ON = {"attention": ("dot_scores", "softmax")}
 
 YOU = [1.0, 2.0, 3.0, 4.0, 5.0, 0.0]  # 优

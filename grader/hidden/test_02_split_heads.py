@@ -8,7 +8,7 @@ with the outputs of the common mistakes (``suspect``): the one it matches is the
 
 import numpy as np
 
-from grader.framework import check, close, diagnose, exercise, rng, shape_of, suspect
+from grader.check.framework import check, close, diagnose, exercise, rng, shape_of, suspect
 
 MISTAKES = {
     "qkv_interleaved": "q, k, v taken as every third column instead of consecutive blocks",

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.framework import (
+from grader.check.framework import (
     ON_DEVICE,
     check,
     close,

@@ -18,7 +18,7 @@ import math
 import torch
 import torch.nn as nn
 
-from grader.framework import (
+from grader.check.framework import (
     ON_DEVICE,
     Failed,
     check,

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from grader.framework import check, close, exercise, matches, rng, suspect
+from grader.check.framework import check, close, exercise, matches, rng, suspect
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {

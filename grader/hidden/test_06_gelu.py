@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.framework import check, close, exercise, gen, suspect
+from grader.check.framework import check, close, exercise, gen, suspect
 
 MISTAKES = {
     "gelu_is_tanh": "gelu computes the tanh approximation instead of x·Φ(x)",

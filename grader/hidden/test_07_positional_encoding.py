@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from grader.framework import ON_DEVICE, check, close, diagnose, exercise, gen, suspect
+from grader.check.framework import ON_DEVICE, check, close, diagnose, exercise, gen, suspect
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -37,7 +37,7 @@ MISTAKES = {
     "emb_submodule_name": "the nn.Embedding submodule is not named `embedding`",
 }
 
-# Graded with the course's table, so a wrong table costs only its own exercise (grader.parts).
+# Graded with the course's table, so a wrong table costs only its own exercise (grader.check.parts).
 BUILDS_ON = {"PositionalEncoding": ("sinusoidal_positional_encoding",)}
 
 

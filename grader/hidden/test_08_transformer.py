@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from grader.framework import (
+from grader.check.framework import (
     ON_DEVICE,
     Failed,
     check,
@@ -80,7 +80,7 @@ MISTAKES = {
     "decode_output_on_cpu": "greedy decoding makes its token tensor on the CPU",
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
 BUILDS_ON = {
     "EncoderLayer": ("PositionwiseFeedForward",),
     "DecoderLayer": ("PositionwiseFeedForward",),

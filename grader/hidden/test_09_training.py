@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from grader.framework import (
+from grader.check.framework import (
     ON_DEVICE_MODEL,
     Failed,
     check,
@@ -55,7 +55,7 @@ MISTAKES = {
     "batch_not_moved": "the batch is not moved to the model's device",
 }
 
-# train_step is graded with the course's loss, so a loss mistake is charged once (grader.parts).
+# train_step is graded with the course's loss, so a loss mistake is charged once (grader.check.parts).
 BUILDS_ON = {"train_step": ("label_smoothed_nll",)}
 
 NO_CE = ("torch.nn.functional.cross_entropy",)

@@ -16,7 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.framework import (
+from grader.check.framework import (
     ON_DEVICE,
     Failed,
     check,
@@ -97,7 +97,7 @@ MISTAKES = {
     "loss_not_a_tensor": "lm_loss returns a Python number instead of a tensor",
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
 BUILDS_ON = {
     "RMSNorm": ("rms_norm",),
     "DecoderBlock": ("RMSNorm", "rms_norm", "apply_rope", "SwiGLU"),

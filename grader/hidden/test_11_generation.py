@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from grader.framework import (
+from grader.check.framework import (
     ON_DEVICE,
     Failed,
     check,
@@ -87,7 +87,7 @@ MISTAKES = {
     "beam_no_length_penalty": "the final choice uses log p without the length penalty",
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
 BUILDS_ON = {
     "sample": ("filter_logits",),
     "generate": ("sample", "filter_logits", "decoder_step", "KVCache"),

@@ -34,7 +34,7 @@ def dump(seed: int) -> list[dict]:
     torch.set_num_threads(1)
     from conftest import solution_path
 
-    from grader.engine import grade_in_process
+    from grader.check.engine import grade_in_process
     from planted import modules
 
     records = []

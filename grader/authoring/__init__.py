@@ -1,0 +1,1 @@
+"""For the people who write the course: lessons from solutions, editions, releases."""

@@ -1,0 +1,430 @@
+"""``python -m grader release OUT [--lessons 01-04] [--with-reference 03]``: the bundle an
+instructor hands out.
+
+A bundle holds what students need and nothing secret:
+
+- the chosen lessons' folders ``lessons/<id>/`` (the generated student notebooks);
+- the datasets those lessons declare in the catalogue (``coursekit.catalogue``);
+- the public helpers ``coursekit/`` *without* the generated reference modules
+  ``coursekit/reference/lessonNN.py`` (each one is lesson NN's answers): a later lesson
+  runs on the student's own notebooks of the lessons it builds on
+  (``coursekit.earlier.lesson_code``). An instructor ships some of them on purpose, e.g.
+  once those lessons are due: ``--with-reference 03,04``, or ``--with-references`` for every
+  lesson the bundled ones build on; the summary lists each one shipped;
+- a student README (how to install per OS: the CPU build of torch on Linux and Windows),
+  a ``pyproject.toml`` and ``requirements.txt`` installing ``coursekit`` with the course's
+  pins of what a student runs (``student-dependencies`` in ``pyproject.toml``), and
+  ``environment.yml`` (from ``grader/templates``);
+- in each lesson's opening cell, the advice to grade yourself with ``python -m grader
+  check`` (a command of the course repository) replaced by what this bundle offers.
+
+Never ``solutions/``, never the ``grader`` package (hidden tests). Before the bundle is
+moved into place it is scanned for every solution region and hidden-test region of
+``solutions/`` and for the source lines of ``grader/hidden``; a hit aborts the release.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from coursekit import catalogue
+from coursekit.catalogue import Catalogue, Lesson, SelectionError
+from coursekit.errors import UserError
+from grader.check.notebook import BEGIN_HIDDEN_TESTS, BEGIN_SOLUTION
+from grader.templating import render
+
+_SKIP = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".DS_Store"}
+_REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
+_MARKERS = (BEGIN_SOLUTION, BEGIN_HIDDEN_TESTS)
+
+
+class ReleaseError(UserError):
+    """The bundle cannot be built; ``str(exc)`` is a one-line reason."""
+
+
+#: ``--lang``: the editions a bundle's lessons ship in.
+LANGS = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
+
+
+@dataclass
+class Plan:
+    lessons: list[Lesson]
+    datasets: list[str] = field(default_factory=list)
+    references: list[Lesson] = field(default_factory=list)  # reference modules that ship
+    uses_own: dict[str, list[Lesson]] = field(default_factory=dict)  # lesson id -> the students' own
+    not_bundled: list[Lesson] = field(default_factory=list)  # of those, the ones not in the bundle
+    lang: str = "en"                                          # en, zh or both (--lang)
+
+    def editions(self, lesson: Lesson) -> list[str]:
+        """The editions of ``lesson`` this bundle ships: those ``--lang`` asks for that the
+        lesson has, else its English one."""
+        return [e for e in LANGS[self.lang] if e in lesson.editions] or ["en"]
+
+    def notebook(self, lesson: Lesson, edition: str | None = None) -> str:
+        """``lessons/<id>/<id>[.zh].ipynb``: the path of one of its notebooks in the bundle."""
+        editions = self.editions(lesson)
+        edition = edition if edition in editions else editions[0]
+        return f"lessons/{lesson.id}/{lesson.notebook('student', edition).name}"
+
+    @property
+    def untranslated(self) -> list[Lesson]:
+        """Lessons without an edition ``--lang`` asks for: they ship in English only."""
+        return [lesson for lesson in self.lessons
+                if any(e not in lesson.editions for e in LANGS[self.lang])]
+
+    def keeps(self, lesson: Lesson, path: Path) -> bool:
+        """Whether a file of the lesson's folder ships: its notebooks in this bundle's
+        editions, and its figures in them (``name.zh.png`` in a Chinese bundle, where it
+        exists; ``name.png`` otherwise)."""
+        editions = self.editions(lesson)
+        name = path.name
+        if name.endswith(".ipynb"):
+            return any(name == lesson.notebook("student", e).name for e in editions)
+        stem, dot, suffix = name.rpartition(".")
+        for edition, mark in catalogue.EDITIONS.items():
+            if mark and stem.endswith(mark):           # a figure of another edition
+                return edition in editions
+        variants = [path.with_name(f"{stem}{catalogue.EDITIONS[e]}{dot}{suffix}") for e in editions]
+        return "en" in editions or not any(v.is_file() for v in variants)
+
+
+def select(spec: str | None, course: Catalogue, option: str = "--lessons") -> list[Lesson]:
+    """The lessons ``spec`` names (``01-04``, ``01,03,05-07``, ids, ``all``) among ``course``."""
+    if not course.lessons:
+        raise ReleaseError("no lessons found in lessons/")
+    try:
+        return course.select(spec)
+    except SelectionError as exc:
+        raise ReleaseError(f"{option}: {exc}") from None
+
+
+def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | None = None,
+         all_references: bool = False) -> Plan:
+    """What a bundle of ``lessons`` holds. ``references``: the lessons whose reference
+    module ships; ``all_references``: those of every lesson the bundled ones build on."""
+    bundled = {lesson.id for lesson in lessons}
+    needs = {lesson.id: course.builds_on(lesson) for lesson in lessons}
+    if all_references:
+        wanted = {dep.id: dep for deps in needs.values() for dep in deps}
+        references = [dep for _, dep in sorted(wanted.items()) if dep.reference_file.is_file()]
+    references = list(references or [])
+    shipped = {ref.id for ref in references}
+    for ref in references:
+        if not ref.reference_file.is_file():
+            raise ReleaseError(f"--with-reference: lesson {ref.number} has no reference code "
+                               f"(it exports nothing to later lessons)")
+        missing = [dep for dep in course.builds_on(ref) if dep.id not in shipped]
+        if missing:
+            numbers = [d.number for d in missing]
+            raise ReleaseError(
+                f"--with-reference: lesson {ref.number}'s reference code builds on lesson"
+                f"{'s' if len(missing) > 1 else ''} {', '.join(numbers)}: ship "
+                f"{'those' if len(missing) > 1 else 'it'} too "
+                f"(--with-reference {catalogue.spec_of([r.number for r in references] + numbers)})")
+    result = Plan(lessons=list(lessons), references=references)
+    for lesson in lessons:
+        own = [dep for dep in needs[lesson.id] if dep.id not in shipped]
+        if own:
+            result.uses_own[lesson.id] = own
+        result.not_bundled += [dep for dep in own
+                               if dep.id not in bundled and dep not in result.not_bundled]
+    result.not_bundled.sort(key=lambda lesson: lesson.number)
+    datasets = {name for lesson in [*lessons, *references] for name in lesson.datasets}
+    for name in sorted(datasets):
+        if not (course.root / "datasets" / name).is_dir():
+            raise ReleaseError(f"the lessons use datasets/{name}, which is missing")
+    result.datasets = sorted(datasets)
+    return result
+
+
+def _copy_tree(src: Path, dst: Path, keep=lambda path: True) -> None:
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if _SKIP.intersection(rel.parts) or path.suffix == ".pyc" or not path.is_file():
+            continue
+        if not keep(path):
+            continue
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def _name(requirement: str) -> str:
+    """The normalized name of a requirement (``Foo_Bar[x]==1; marker`` -> ``foo-bar``)."""
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def _pins(root: Path) -> tuple[str, list[str], str]:
+    """The course's version, the pins a student installs (``student-dependencies`` of
+    ``[tool.attention-course]``; every pin when the table is absent) and
+    ``requires-python``."""
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    project = config["project"]
+    pins = list(project["dependencies"])
+    wanted = config.get("tool", {}).get("attention-course", {}).get("student-dependencies")
+    if wanted is not None:
+        names = {_name(n) for n in wanted}
+        pins = [pin for pin in pins if _name(pin) in names]
+    return project.get("version", "0.0.0"), pins, project.get("requires-python", ">=3.11")
+
+
+# --- self-check advice ---------------------------------------------------------------------
+
+#: What each lesson says after its ``grader check`` fence, for students on a JupyterHub
+#: (nbgrader's release of lessons/ has no ``grader`` either); a bundle replaces both.
+HUB_ADVICE = {
+    "en": "On a JupyterHub, or in a student edition without the `grader` package, press "
+          "**Validate** in the notebook's toolbar instead: it runs every visible test from a "
+          "fresh kernel, and the hidden tests run when your work is graded.",
+    "zh": "在 JupyterHub 上，或者在不含 `grader` 包的学生版里，请改为点击笔记本工具栏里的 "
+          "**Validate**：它在新的内核里从头运行所有可见测试；隐藏测试在评分时运行。",
+}
+_CHECK_FENCE = re.compile(r"```[^\n]*\n\s*python -m grader check (?P<path>\S+\.ipynb)\s*\n```"
+                          r"(?:\n\n(?:" + "|".join(re.escape(a) for a in HUB_ADVICE.values()) + "))?")
+_ADVICE = {
+    "en": "(This student edition has no hidden tests and no `grader`: press **Validate** in "
+          "the notebook's toolbar, or run the command above, to run every visible test from "
+          "a fresh kernel; your instructor's grader runs the hidden tests when you hand in.)",
+    "zh": "（这个学生版不含隐藏测试，也不含 `grader`：点击笔记本工具栏的 **Validate**，或运行上面的"
+          "命令，在新的内核里从头运行所有可见测试；提交后，老师的评分程序会运行隐藏测试。）",
+}
+
+
+def bundle_advice(notebook: Path) -> bool:
+    """Rewrite a lesson's advice to run ``python -m grader check`` (the course repository's
+    command) into what a student bundle offers: nbgrader's Validate. Only prose cells
+    without nbgrader metadata change (no checksum is involved); True when one did."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    edition = catalogue.COURSE.edition_of(notebook)
+    changed = False
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "markdown" or catalogue.cell_role(cell) is not catalogue.Role.PROSE:
+            continue
+        source = catalogue.cell_source(cell)
+        new = _CHECK_FENCE.sub(lambda m: f"```\nnbgrader validate {m.group('path')}\n```\n\n"
+                               f"{_ADVICE.get(edition, _ADVICE['en'])}", source)
+        if new != source:
+            cell["source"] = new.splitlines(keepends=True)
+            changed = True
+    if changed:
+        notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return changed
+
+
+# --- the leak scan ------------------------------------------------------------------------
+
+def notebook_code(path: Path) -> str:
+    return "\n".join(c["source"] for c in catalogue.code_cells(catalogue.read_json(path)))
+
+
+def _text_of(path: Path) -> str:
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="ignore")
+    if path.suffix == ".ipynb":
+        try:
+            nb = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        parts = [text]
+        for cell in nb.get("cells", []):
+            try:
+                parts.append(catalogue.cell_source(cell))
+            except TypeError:
+                pass
+            for output in cell.get("outputs", []):
+                parts.append(json.dumps(output, ensure_ascii=False))
+        return "\n".join(parts)
+    return text
+
+
+def _normal(text: str) -> str:
+    return "\n".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+def _notebooks(course: Catalogue, kind: str) -> list[Path]:
+    return [path for lesson in course for path in lesson.notebooks(kind).values() if path.is_file()]
+
+
+def secrets(course: Catalogue) -> list[tuple[str, str]]:
+    """(where, text) of everything a bundle must never contain: every solution and
+    hidden-test region of ``solutions/``, and every line of ``grader/hidden`` longer than
+    30 characters, except import lines (``from __future__ import annotations`` is no secret)
+    and lines that the public student notebooks show anyway (a visible test may build the
+    same input as a hidden one: ``x = np.array([[1.0, 2.0]])``)."""
+    root = course.root
+    found = []
+    for nb in _notebooks(course, "solution"):
+        for kind, body in _REGION.findall(notebook_code(nb)):
+            if _normal(body):
+                found.append((f"{nb.relative_to(root)} ({kind.lower()})", _normal(body)))
+    public = "\n".join(_normal(notebook_code(nb)) for nb in _notebooks(course, "student"))
+    for path in sorted((root / "grader" / "hidden").glob("*.py")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if len(line) > 30 and not re.match(r"(from\s+\S+\s+)?import\s", line) \
+                    and line not in public:
+                found.append((str(path.relative_to(root)), line))
+    return found
+
+
+def exported_regions(lesson: Lesson) -> list[str]:
+    """Solution regions of the lesson's cells tagged ``export``: they ship in its reference module."""
+    if not lesson.solution().is_file():
+        return []
+    return [_normal(body) for cell in catalogue.code_cells(catalogue.read_json(lesson.solution()))
+            if catalogue.EXPORT_TAG in catalogue.tags(cell)
+            for kind, body in _REGION.findall(cell["source"]) if kind == "SOLUTION"]
+
+
+def imports_grader(source: str) -> bool:
+    """Whether Python ``source`` imports the ``grader`` package (read with ``ast``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # nothing in a bundle should be unreadable Python: report it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "grader" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 \
+                and (node.module or "").split(".")[0] == "grader":
+            return True
+    return False
+
+
+def scan(bundle: Path, p: Plan, course: Catalogue) -> list[str]:
+    """Leaks found in ``bundle``: ``file: what`` lines (empty when clean)."""
+    shipped: dict[str, list[str]] = {}   # reference module -> the exported regions it holds
+    for lesson in p.references:
+        module = lesson.reference_file.relative_to(course.root).as_posix()
+        shipped.setdefault(module, []).extend(exported_regions(lesson))
+    leaks = []
+    needles = secrets(course)
+    for path in sorted(bundle.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(bundle).as_posix()
+        if rel.split("/")[0] in ("solutions", "grader"):
+            leaks.append(f"{rel}: {rel.split('/')[0]}/ must not ship")
+        text = _text_of(path)
+        normal = _normal(text)
+        for marker in _MARKERS:
+            if marker in text:
+                leaks.append(f"{rel}: contains {marker!r}")
+        for where, needle in needles:
+            # a module asked for ships its lesson's exported regions, and so any secret that is
+            # part of one (lesson 10's RMSNorm begins as lesson 05's LayerNorm does)
+            if needle in normal and not any(needle in region for region in shipped.get(rel, ())):
+                leaks.append(f"{rel}: contains text of {where}")
+        if path.suffix == ".py" and imports_grader(text):
+            leaks.append(f"{rel}: imports the grader package, which does not ship")
+    return leaks
+
+
+# --- building -----------------------------------------------------------------------------
+
+def build(out: str | Path, spec: str | None = None, course: Catalogue | None = None,
+          force: bool = False, with_reference: str | None = None,
+          with_references: bool = False, lang: str = "en") -> Plan:
+    """Build the bundle of the lessons ``spec`` selects into the new folder ``out``, in the
+    editions ``lang`` names (``en``, ``zh`` or ``both``); a Chinese bundle's README is
+    Chinese, one with both editions has ``README.md`` and ``README.zh.md``."""
+    if lang not in LANGS:
+        raise ReleaseError(f"--lang: {lang!r} is not one of {', '.join(LANGS)}")
+    course = course or catalogue.COURSE
+    root = course.root
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not force:
+            raise ReleaseError(f"{out} exists and is not empty (choose a new folder, or --force "
+                               f"to replace it)")
+        if (out / "solutions").exists() or (out / ".git").exists():
+            raise ReleaseError(f"refusing to replace {out}: it looks like a course repository")
+    lessons = select(spec, course.released())
+    references = select(with_reference, course, "--with-reference") if with_reference else None
+    p = plan(lessons, course, references, with_references)
+    p.lang = lang
+    version, pins, python = _pins(root)
+    torch_pin = next((pin for pin in pins if _name(pin) == "torch"), "torch")
+    reference_files = {lesson.reference_file for lesson in course}
+    shipped = {lesson.reference_file for lesson in p.references}
+
+    def keep_helper(path: Path) -> bool:
+        return path not in reference_files or path in shipped
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".bundle-", dir=out.parent) as tmp:
+        stage = Path(tmp) / "bundle"
+        for lesson in p.lessons:
+            _copy_tree(lesson.student().parent, stage / "lessons" / lesson.id,
+                       lambda path, lesson=lesson: p.keeps(lesson, path))
+        for notebook in sorted((stage / "lessons").rglob("*.ipynb")):
+            bundle_advice(notebook)
+        _copy_tree(root / "coursekit", stage / "coursekit", keep_helper)
+        for name in p.datasets:
+            _copy_tree(root / "datasets" / name, stage / "datasets" / name)
+        readmes = {"en": {"README.md": "release-README.md.j2"},
+                   "zh": {"README.md": "release-README.zh.md.j2"},
+                   "both": {"README.md": "release-README.md.j2", "README.zh.md": "release-README.zh.md.j2"}}
+        files = {name: render(template, plan=p, torch_pin=torch_pin, python=python)
+                 for name, template in readmes[lang].items()}
+        files |= {
+                 "pyproject.toml": render("release-pyproject.toml.j2", version=version, pins=pins,
+                                          python=python),
+                 "requirements.txt": render("release-requirements.txt.j2", pins=pins),
+                 "environment.yml": render("release-environment.yml.j2", pins=pins)}
+        for name, text in files.items():
+            (stage / name).write_text(text, encoding="utf-8")
+        leaks = scan(stage, p, course)
+        if leaks:
+            raise ReleaseError(f"refusing to release, the bundle would leak: {leaks[0]}"
+                               + (f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""))
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.move(str(stage), out)
+    return p
+
+
+def _closed_spec(lessons: list[Lesson], course: Catalogue) -> str:
+    """A --with-reference value for ``lessons`` and every lesson their code builds on."""
+    numbers = {lesson.number for lesson in lessons}
+    numbers |= {dep.number for lesson in lessons for dep in course.builds_on(lesson)}
+    return catalogue.spec_of(numbers)
+
+
+def summary(out: Path, p: Plan, course: Catalogue | None = None) -> str:
+    course = course or catalogue.COURSE
+    files = [f for f in Path(out).rglob("*") if f.is_file()]
+    size = sum(f.stat().st_size for f in files)
+    lines = [f"wrote {out}: {len(p.lessons)} lesson(s), {len(files)} files, {size / 1e6:.2f} MB",
+             f"  lessons:  {', '.join(lesson.id for lesson in p.lessons)}",
+             *([f"  edition:  {p.lang}" + (" (README in Chinese)" if p.lang == "zh" else
+                                            " (README.md and README.zh.md)" if p.lang == "both" else "")]
+               if p.lang != "en" else []),
+             *([f"  note: in English only (no Chinese edition yet): "
+                f"{', '.join(lesson.id for lesson in p.untranslated)}"] if p.untranslated else []),
+             f"  datasets: {', '.join(p.datasets) or '(none)'}"]
+    if not p.references:
+        lines.append("  reference code: none (no lesson's answers ship)")
+    bundled = {lesson.id for lesson in p.lessons}
+    for ref in p.references:
+        lines.append(f"  reference code: coursekit/reference/{ref.reference_file.name} ships the "
+                     f"answers of {ref.id}'s exported exercises"
+                     + (" (a lesson of this bundle!)" if ref.id in bundled else ""))
+    for lesson, own in p.uses_own.items():
+        lines.append(f"  builds on: {lesson} runs on the students' own "
+                     f"{', '.join(dep.id for dep in own)}")
+    if p.not_bundled:
+        lines.append(f"  note: not in this bundle: {', '.join(dep.id for dep in p.not_bundled)}. "
+                     f"Students keep their own notebooks of those from an earlier handout, or ship "
+                     f"the course's code: --with-reference {_closed_spec(p.not_bundled, course)}")
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""``grader check``'s work: grade one notebook and write its report, in one function that
+the CLI (a cold check) and the check helper's trusted process (a warm one) both call, with
+what differs between them (where workers come from, whether to colour) as arguments.
+
+Light to import (the CLI's parser uses :func:`add_arguments`): what grades loads inside
+:func:`run_check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
+
+from coursekit.errors import UnknownLesson, UserError
+from grader.check import timeline
+from grader.limits import DEFAULT_LIMITS, Limits
+
+if TYPE_CHECKING:
+    from grader.check.launch import WorkerSource
+
+#: Where a check's workers come from: ``grader.check.launch.default_source`` in a cold check.
+SourceFactory = Callable[[Limits], "WorkerSource"]
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """``grader check``'s command line, less what only the CLI reads (``--no-helper``)."""
+
+    notebook: str
+    lesson: str | None = None
+    format: str = "text"  # text, json or html
+    timeout: float = DEFAULT_LIMITS.wall_s
+    call_timeout: float = DEFAULT_LIMITS.call_s
+    lang: str | None = None
+    profile: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CheckOptions:
+        return cls(notebook=args.notebook, lesson=args.lesson, format=args.format,
+                   timeout=args.timeout, call_timeout=args.call_timeout, lang=args.lang,
+                   profile=args.profile)
+
+
+def call_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--call-timeout", type=float, default=DEFAULT_LIMITS.call_s, metavar="S",
+                        help="seconds one call of a hidden check may take (default "
+                             f"{DEFAULT_LIMITS.call_s:g}); a call that hangs costs its exercise "
+                             "only: the exercises after it are graded in a fresh run")
+
+
+def add_arguments(check: argparse.ArgumentParser) -> None:
+    """``grader check``'s options (the CLI's subcommand, and the helper's reading of the
+    command line its client sent)."""
+    check.add_argument("notebook")
+    check.add_argument("--format", choices=["text", "json", "html"], default="text",
+                       help="json: the spec's object; html: the table as an HTML fragment")
+    check.add_argument("--lesson", default=None, help="lesson id, if the file name does not say it")
+    check.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
+                       help=f"seconds the notebook may take (default {DEFAULT_LIMITS.wall_s:g})")
+    call_timeout_option(check)
+    check.add_argument("--no-helper", action="store_true",
+                       help="check in this process, without the warm helper that later checks "
+                            "reuse (COURSE_CHECK_HELPER=off: never start one)")
+    check.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    check.add_argument("--lang", choices=["en", "zh"], default=None,
+                       help="language of the hints (default: $COURSE_LANG, else the notebook's: "
+                            "zh for a Chinese edition)")
+
+
+def parse(args: list[str]) -> CheckOptions:
+    """The options of ``python -m grader check ARGS...``; argparse's exit (usage on stderr)
+    when they do not parse."""
+    parser = argparse.ArgumentParser(prog="python -m grader check")
+    add_arguments(parser)
+    return CheckOptions.from_args(parser.parse_args(args))
+
+
+def lesson_id(key: str) -> str:
+    """A lesson's id from its id or its number (``04``, ``4``); else the key itself, for
+    ``hidden_test_file`` to refuse with the known lessons."""
+    from coursekit import catalogue
+
+    try:
+        return catalogue.get(key).id
+    except UnknownLesson:
+        return key
+
+
+def main(opts: CheckOptions, source: SourceFactory | None = None,
+         color: bool | None = None) -> int:
+    """``grader check`` as its own command: the check, its profile with ``--profile``, a
+    user's error in one line (``grader: ...``) with its exit code."""
+    try:
+        try:
+            return run_check(opts, source, color)
+        finally:  # a refused notebook's time too
+            if opts.profile:
+                print(timeline.dumps(), file=sys.stderr)
+    except UserError as exc:  # anything else is a bug: its traceback says where
+        print(f"grader: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def run_check(opts: CheckOptions, source: SourceFactory | None = None,
+              color: bool | None = None) -> int:
+    """Grade ``opts.notebook`` with workers from ``source`` (default: the sandbox, else plain
+    processes) and write the report on stdout, the sandbox's notes on stderr. ``color``:
+    colours in the text report (None: when stdout is a terminal). Raises UserError."""
+    from grader import results as fmt
+    from grader.check import launch
+    from grader.i18n import choose, localize
+
+    out = _private_stdout() if opts.format in ("json", "html") else sys.stdout
+    limits = DEFAULT_LIMITS.with_(wall_s=opts.timeout, call_s=opts.call_timeout)
+    lesson = lesson_id(opts.lesson) if opts.lesson else None
+    with launch.prepare_check(opts.notebook, lesson, limits,
+                              source or launch.default_source) as workers:
+        from grader.check.engine import check_notebook
+
+        result = check_notebook(opts.notebook, lesson, limits, source=workers)
+        notes = launch.sandbox_notes(workers)  # said once graded: a refusal stays one line
+    result = localize(result, choose(opts.lang, result.edition))
+    if opts.format == "json":
+        out.write(fmt.to_json(result) + "\n")
+    elif opts.format == "html":
+        out.write(fmt.to_html(result))
+    else:
+        out.write(fmt.to_text(result, color=out.isatty() if color is None else color) + "\n")
+    out.flush()
+    for note in notes:
+        print(note, file=sys.stderr)
+    return 0
+
+
+def _private_stdout() -> TextIO:
+    """Keep the real stdout for our own output and send fd 1 to stderr, so nothing any
+    library (or notebook) prints can reach or corrupt the machine-readable output."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out

@@ -1,0 +1,259 @@
+"""Grading: run a lesson's hidden tests against a submission and total the points."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from coursekit import catalogue, settings
+from coursekit.errors import UnknownLesson
+from grader import PACKAGE_DIR
+from grader.check import messages, runner, timeline
+from grader.check.framework import fresh_seed, grading_run
+from grader.check.notebook import cells_to_run, read_notebook
+from grader.check.plugin import CollectPoints
+from grader.check.remote import RemoteSubmission
+from grader.check.submission import InProcessSubmission, Submission
+from grader.i18n import notebook_edition
+from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from grader.results import ExerciseResult, Report, Status
+from grader.runtime.errors import CallCrashed, CallHung, GradingError, WorkerDied, WorkerTimeout
+
+if TYPE_CHECKING:
+    from grader.check.launch import WorkerSource
+
+HIDDEN_DIR = PACKAGE_DIR / "hidden"
+
+
+def known_lessons() -> list[str]:
+    """The catalogue's lesson ids (each has its hidden graders: tests/test_lessons.py checks)."""
+    return catalogue.COURSE.ids()
+
+
+def hidden_test_file(lesson: str) -> Path:
+    path = HIDDEN_DIR / f"test_{lesson}.py"
+    if not path.exists():
+        raise UnknownLesson(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
+    return path
+
+
+def exercise_points(lesson: str) -> dict[str, float]:
+    """``{exercise: max points}`` of a lesson's hidden graders, in their order."""
+    points: dict[str, float] = {}
+    for _, exercise, value, _, _ in runner.collect(lesson):
+        points[exercise] = points.get(exercise, 0.0) + value
+    return points
+
+
+@contextlib.contextmanager
+def quiet() -> Any:
+    """No warnings, no prints: nbgrader scores a cell 0 for any stderr output."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload() -> Any:
+    """Third-party pytest plugins have no business in grading (and scanning for them is slow)."""
+    old = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = old
+
+
+def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
+                     use_pytest: bool = False, seed: int | None = None) -> list[ExerciseResult]:
+    """Run the hidden graders of ``lesson`` (optionally only some exercises), with the
+    fast thread-safe runner (default) or with pytest itself; hidden inputs are drawn from
+    ``seed`` (fresh for every run when ``None``: see ``grader.check.framework.fresh_seed``)."""
+    hidden_test_file(lesson)
+    if not use_pytest:
+        with timeline.span("hidden"):
+            return runner.run(sub, lesson, only, seed)  # thread-safe: callers silence output if needed
+    plugin = CollectPoints(sub, only)
+    args = [str(hidden_test_file(lesson)), "-q", "-s", "-p", "no:cacheprovider", "-p", "no:warnings",
+            "-p", "no:stepwise", "-p", "no:faulthandler", "-c", str(HIDDEN_DIR / "pytest.ini"), "--rootdir", str(HIDDEN_DIR)]
+    with quiet(), _no_plugin_autoload(), grading_run(seed):
+        pytest.main(args, plugins=[plugin])
+    if plugin.errors:
+        raise RuntimeError("; ".join(plugin.errors))
+    return list(plugin.results.values())
+
+
+def in_process_submission(nb: dict[str, Any]) -> InProcessSubmission:
+    sub = InProcessSubmission()
+    with quiet():
+        sub.load(cells_to_run(nb))
+    return sub
+
+
+def grade_in_process(nb: dict[str, Any], lesson: str, notebook: str = "",
+                     seed: int | None = None) -> Report:
+    """Grade in this process: fast, for the course's own tests. Not safe for untrusted code."""
+    start = time.perf_counter()
+    sub = in_process_submission(nb)
+    with quiet():
+        results = run_hidden_tests(sub, lesson, seed=seed)
+    return Report(notebook, lesson, results, seconds=time.perf_counter() - start,
+                  edition=notebook_edition(nb, notebook))
+
+
+def resolve_lesson(path: str | Path, lesson: str | None) -> str:
+    if lesson:
+        hidden_test_file(lesson)
+        return lesson
+    found = catalogue.COURSE.lesson_of(path) or _lesson_by_cells(path)
+    if found is None:
+        raise UnknownLesson(f"cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson "
+                       f"(known: {', '.join(known_lessons())})")
+    return found.id
+
+
+def _lesson_by_cells(path: str | Path) -> catalogue.Lesson | None:
+    """The one lesson whose graded cells (grade ids) the notebook holds, as ``grade`` finds a
+    renamed notebook (an LMS's ``submission_1234.ipynb``); None when none or several."""
+    try:
+        ids = catalogue.grade_ids(read_notebook(path))
+    except Exception:  # noqa: BLE001 - unreadable: the caller's error says so
+        return None
+    matches = [lesson for lesson in catalogue.COURSE.lessons if ids & set(lesson.graded)]
+    return matches[0] if len(matches) == 1 else None
+
+
+@dataclass
+class _Run:
+    """One run of the notebook in one worker: the exercises it graded, and how it ended."""
+
+    results: list[ExerciseResult]
+    status: Status = Status.OK
+    cell_errors: list[dict[str, Any]] = field(default_factory=list)
+    excerpt: str = ""
+    failed_call: CallHung | CallCrashed | None = None  # a call that hung or stopped the worker
+
+
+def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, limits: Limits,
+              exercises: list[str], seed: int) -> _Run:
+    """Run the notebook in ``worker`` and grade ``exercises`` in order. Stops after the
+    exercise during which a call hung or stopped the worker (``failed_call``), so that the
+    rest can be graded elsewhere; a notebook that hangs or dies while it loads, or runs out
+    of its wall clock, fails every exercise left with the reason (its status says which)."""
+    sub = RemoteSubmission(worker.sock, limits.call_s)
+    run = _Run([])
+    try:
+        try:
+            loaded = sub.load(cells, timeout=limits.wall_s + 5)
+            run.cell_errors = list(loaded.get("errors", [])) if isinstance(loaded, dict) else []
+        except GradingError:
+            pass  # recorded in sub.broken; every check then fails with its reason
+        for exercise in exercises:
+            if isinstance(sub.broken, WorkerDied) and worker.timed_out:
+                sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
+            loaded_fine = sub.broken is None
+            run.results += run_hidden_tests(sub, lesson, only={exercise}, seed=seed)
+            if loaded_fine and isinstance(sub.broken, CallHung | CallCrashed) \
+                    and not worker.timed_out:
+                run.failed_call = sub.broken
+                break
+    finally:
+        if isinstance(sub.broken, WorkerTimeout):
+            worker.kill()  # it may be spinning; a dead worker is only reaped
+        elif sub.broken is not None and not isinstance(sub.broken, WorkerDied):
+            worker.kill()
+        sub.close()
+        ended = worker.finish()
+    run.excerpt = worker.output_excerpt()
+    if sub.broken is not None and run.failed_call is None:
+        run.status = Status.of_worker(ended)
+        if run.status == Status.OK:
+            run.status = Status.CRASHED
+        if isinstance(sub.broken, WorkerTimeout) and run.status != Status.MEMORY:
+            run.status = Status.TIMEOUT
+    elif any(str(e.get("error", "")).startswith("MemoryError") for e in run.cell_errors):
+        run.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
+    if run.failed_call is not None and Status.of_worker(ended) == Status.MEMORY:
+        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")
+    return run
+
+
+def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, notebook: str = "",
+                      limits: Limits = DEFAULT_LIMITS,
+                      restart: Callable[[], WorkerHandle] | None = None,
+                      seed: int | None = None) -> Report:
+    """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
+    worker enforces ``limits.wall_s`` itself (one run of the notebook); each request of a
+    check waits at most ``limits.call_s``.
+
+    A call that hangs or stops the worker costs only its exercise: with ``restart`` (a
+    function returning a fresh worker), the exercises after it are graded in a fresh
+    worker, the notebook run again there, and the exercise is not retried; its hint names
+    the call (``grader.check.calls``). Without ``restart``, every exercise left fails. Every
+    check of the submission draws its hidden inputs from one ``seed`` (fresh when None:
+    ``grader.check.framework.fresh_seed``), recorded in the report when it was drawn at random."""
+    start = time.perf_counter()
+    cells = cells_to_run(nb)
+    pending = list(exercise_points(lesson))
+    report = Report(notebook, lesson, [], edition=notebook_edition(nb, notebook))
+    if seed is None:
+        seed = fresh_seed()
+        report.seed = None if settings.grader_seed() else seed  # never the instructor's secret
+    first = True
+    while True:
+        run = _run_once(cells, lesson, worker, limits, pending, seed)
+        report.exercises += run.results
+        if first:
+            report.cell_errors, report.output_excerpt, first = run.cell_errors, run.excerpt, False
+        pending = pending[len(run.results):]
+        if run.status != Status.OK:
+            report.status = run.status
+        if run.failed_call is None:
+            break
+        hung, what = run.results[-1].name, run.failed_call
+        again = "; the exercises after it were graded in a fresh run of the notebook" \
+            if pending and restart is not None else ""
+        report.notes.append(f"A check of `{hung}` failed ({what}): its checks left score 0{again}.")
+        if not pending:
+            break
+        if restart is None:
+            reason = run.failed_call
+            report.exercises += [ExerciseResult(name, 0.0, points, [messages.explain(reason, name)])
+                                 for name, points in exercise_points(lesson).items()
+                                 if name in pending]
+            break
+        worker = restart()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,
+                   load_timeout: float | None = None,
+                   source: WorkerSource | None = None) -> Report:
+    """``grader check``: read, run in a worker process, grade. Raises NotebookError
+    (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock.
+    ``source``: where workers come from (``grader.check.launch``; default: the sandbox, opened
+    and closed here)."""
+    from grader.check import launch
+
+    nb = read_notebook(path)
+    lesson = resolve_lesson(path, lesson)
+    limits = limits.with_(wall_s=load_timeout)
+    if source is None:
+        with contextlib.closing(launch.default_source(limits)) as own:
+            return check_notebook(path, lesson, limits, source=own)
+    return grade_with_worker(nb, lesson, source.start(limits), notebook=str(path), limits=limits,
+                             restart=lambda: source.start(limits))

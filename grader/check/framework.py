@@ -1,0 +1,274 @@
+"""What hidden tests are written with.
+
+A hidden test is a pytest test that takes the ``sub`` fixture (a :class:`Submission`) and
+carries ``@exercise(name, points)``. It fails through :func:`check`, :func:`close` or
+:func:`diagnose` with a message written for the student, never with a bare ``assert`` (its
+text would show code).
+
+Two kinds of failure reach the student:
+
+- a **symptom** says what was observed ("rows of the weights do not sum to 1");
+- a **diagnosis** names a mistake, with the evidence, and carries the mistake's id (a key
+  of the lesson module's ``MISTAKES``). It fires only when the evidence is specific to
+  that mistake: the robust way is a *suspect*, the output of the mistaken formula, which
+  :func:`close` compares with the student's output when it differs from the right one::
+
+      close(w, softmax(x, -1), "softmax([[...]]) should normalise each row",
+            suspects=[suspect("softmax_axis", softmax(x, 0),
+                              "softmax normalises over axis 0 instead of the `axis` argument")])
+
+The student then reads that diagnosis first, and the symptoms it explains are folded
+under it (see :func:`grader.check.messages.fold`).
+
+Hidden inputs are drawn afresh for every grading run: build them with :func:`rng` (numpy)
+or :func:`gen` (torch) inside the test, never at import time. A run's seed is random, or
+``COURSE_GRADER_SEED`` (an instructor's secret) when set; the same seed reproduces a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+import pytest
+
+from coursekit import settings
+from grader.runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
+
+SEED_VARIABLE = settings.GRADER_SEED
+
+
+class Failed(AssertionError):
+    """A check failed; ``str(exc)`` is the message shown to the student and ``mistake``
+    the id of the diagnosed mistake (``None`` for a symptom)."""
+
+    def __init__(self, message: str = "", mistake: str | None = None):
+        super().__init__(message)
+        self.mistake = mistake
+
+
+def exercise(name: str, points: float) -> pytest.MarkDecorator:
+    """Mark a test as worth ``points`` of the exercise ``name`` (a contract name)."""
+    return pytest.mark.exercise(name, points=float(points))
+
+
+def check(condition: Any, message: str, *, mistake: str | None = None) -> None:
+    """Fail with ``message`` unless ``condition``; ``mistake`` makes it a diagnosis, for a
+    condition that only that mistake breaks."""
+    if not bool(condition):
+        raise Failed(message, mistake)
+
+
+def diagnose(mistake: str, message: str) -> NoReturn:
+    """Fail with a diagnosis: the evidence gathered by the test names ``mistake``."""
+    raise Failed(message, mistake)
+
+
+# --- hidden inputs ------------------------------------------------------------------------
+
+_RUN_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("grader_run_seed", default=None)
+
+
+def fresh_seed() -> int:
+    """The seed of a new grading run: the instructor's ``COURSE_GRADER_SEED`` if set, else
+    random."""
+    secret = settings.grader_seed()
+    if secret:
+        return secret_to_seed(secret)
+    return secrets.randbits(62)
+
+
+def secret_to_seed(secret: str | int) -> int:
+    if isinstance(secret, int) or str(secret).isdigit():
+        return int(secret)
+    return int.from_bytes(hashlib.blake2b(str(secret).encode(), digest_size=8).digest(), "little") >> 2
+
+
+@contextlib.contextmanager
+def grading_run(seed: int | None = None) -> Iterator[int]:
+    """Run the hidden tests inside with ``seed`` (a fresh one when ``None``)."""
+    seed = fresh_seed() if seed is None else int(seed)
+    token = _RUN_SEED.set(seed)
+    try:
+        yield seed
+    finally:
+        _RUN_SEED.reset(token)
+
+
+def run_seed() -> int:
+    seed = _RUN_SEED.get()
+    if seed is None:  # a hidden test called outside a grading run (debugging): fix one
+        seed = fresh_seed()
+        _RUN_SEED.set(seed)
+    return seed
+
+
+def seed(n: int) -> int:
+    """The seed of a test's own generator number ``n`` in this grading run."""
+    digest = hashlib.blake2b(f"{run_seed()}:{n}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2
+
+
+def rng(n: int) -> np.random.Generator:
+    """A numpy generator for hidden inputs: fresh per grading run, the same for every call
+    with ``n`` inside one run (so a test is deterministic on its own)."""
+    return np.random.default_rng(seed(n))
+
+
+def gen(n: int) -> Any:
+    """A ``torch.Generator`` for hidden inputs (see :func:`rng`)."""
+    import torch
+
+    return torch.Generator().manual_seed(seed(n))
+
+
+# --- comparing ----------------------------------------------------------------------------
+
+def _as_numpy(x: Any) -> np.ndarray:
+    torch = __import__("sys").modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu")
+        if x.dtype in (torch.bfloat16, torch.float16):
+            x = x.float()
+        return x.numpy()
+    if isinstance(x, np.ndarray):
+        return x
+    if x is None or isinstance(x, (str, dict)):
+        raise Failed("")
+    return np.asarray(x)
+
+
+def shape_of(x: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(_as_numpy(x).shape)
+    except (Failed, ValueError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """What the output would be after a specific mistake (see :func:`suspect`)."""
+
+    mistake: str
+    candidate: Any
+    message: str
+
+
+def suspect(mistake: str, candidate: Any, message: str) -> Suspect:
+    """The output of the mistaken formula for ``mistake`` (a value, or a function that
+    computes it), and the diagnosis to show when the student's output matches it."""
+    return Suspect(mistake, candidate, message)
+
+
+def _difference(got: Any, want: Any, atol: float, rtol: float) -> str | None:
+    """``None`` if ``got`` matches ``want``, else what differs (for the message)."""
+    try:
+        got = _as_numpy(got)
+    except (Failed, ValueError, TypeError):
+        return "not an array"
+    want = _as_numpy(want)
+    if got.shape != want.shape:
+        return f"expected shape {list(want.shape)}, got {list(got.shape)}"
+    if got.dtype.kind not in "biufc":
+        return f"got values of dtype {got.dtype}"
+    if got.dtype.kind == "b" or want.dtype.kind == "b":
+        differ = got.astype(bool) != want.astype(bool)
+        return f"{int(differ.sum())} entries differ" if differ.any() else None
+    got64 = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
+    want64 = want.astype(np.float64)
+    nan_mismatch = np.isnan(got64) != np.isnan(want64)
+    if nan_mismatch.any():
+        return "found NaN where a number was expected" if np.isnan(got64).any() else "a NaN was expected"
+    ok = np.isclose(got64, want64, atol=atol, rtol=rtol, equal_nan=True)
+    if ok.all():
+        return None
+    diff = np.where(np.isnan(got64), 0, np.abs(got64 - want64))
+    worst = np.unravel_index(int(np.argmax(np.where(ok, -1, diff))), got.shape) if got.ndim else ()
+    return f"largest difference {float(np.max(np.where(ok, 0, diff))):.3g} at index {list(map(int, worst))}"
+
+
+def matches(actual: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 1e-5) -> bool:
+    """Whether ``actual`` equals ``expected`` within tolerance (no failure raised)."""
+    try:
+        return _difference(actual, expected, atol, rtol) is None
+    except Exception:  # noqa: BLE001 - anything unreadable is simply not a match
+        return False
+
+
+def identify(actual: Any, expected: Any, suspects: Sequence[Suspect], *, atol: float = 1e-6,
+             rtol: float = 1e-5) -> Suspect | None:
+    """The one suspect whose output ``actual`` matches, when it does not match ``expected``
+    and the suspect's output itself differs from ``expected``; ``None`` when no suspect, or
+    more than one, fits (the evidence would not single out a mistake)."""
+    if matches(actual, expected, atol=atol, rtol=rtol):
+        return None
+    found = []
+    for s in suspects:
+        try:
+            candidate = s.candidate() if callable(s.candidate) else s.candidate
+        except Exception:  # noqa: BLE001 - the mistake cannot even run on this input
+            continue
+        if candidate is None or matches(candidate, expected, atol=atol, rtol=rtol):
+            continue  # this input cannot tell the mistake apart from the right answer
+        if matches(actual, candidate, atol=atol, rtol=rtol):
+            found.append(s)
+    return found[0] if len({s.mistake for s in found}) == 1 else None
+
+
+def close(actual: Any, expected: Any, message: str, *, atol: float = 1e-6, rtol: float = 1e-5,
+          check_dtype: bool = False, suspects: Sequence[Suspect] = (), mistake: str | None = None) -> None:
+    """Fail unless ``actual`` matches ``expected``: with the diagnosis of the one suspect
+    whose output it matches instead, else with ``message`` (plus what differs)."""
+    try:
+        got = _as_numpy(actual)
+    except (Failed, ValueError, TypeError):
+        raise Failed(f"{message} (got a {type(actual).__name__}, expected an array)", mistake) from None
+    want = _as_numpy(expected)
+    if check_dtype and got.shape == want.shape and got.dtype != want.dtype:
+        raise Failed(f"{message} (expected dtype {want.dtype}, got {got.dtype})", mistake)
+    difference = _difference(got, want, atol, rtol)
+    if difference is None:
+        return
+    found = identify(got, want, suspects, atol=atol, rtol=rtol)
+    if found is not None:
+        raise Failed(f"{found.message} ({_evidence(got, want)})", found.mistake)
+    raise Failed(f"{message} ({difference})", mistake)
+
+
+def _evidence(got: np.ndarray, want: np.ndarray) -> str:
+    """Where the mistake shows: one entry, yours and the right value."""
+    if got.shape != want.shape:
+        return f"expected shape {list(want.shape)}, got {list(got.shape)}"
+    if got.dtype.kind == "b" or want.dtype.kind == "b":
+        return f"{int((got.astype(bool) != want.astype(bool)).sum())} entries differ"
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    if got.ndim == 0:
+        got, want = got.reshape(1), want.reshape(1)
+    worst = np.unravel_index(int(np.argmax(diff)), got.shape)
+    yours, right = float(got[worst]), float(want[worst])
+    digits = 4
+    while digits < 12 and f"{yours:.{digits}g}" == f"{right:.{digits}g}":
+        digits += 1
+    return f"at index {list(map(int, worst))}: yours {yours:.{digits}g}, right {right:.{digits}g}"
+
+
+def first_failure(*checks: Callable[[], Any]) -> None:
+    """Run ``checks`` in order; a diagnosis raised by a later one wins over an earlier
+    symptom (for tests where several observations are made)."""
+    symptom: Failed | None = None
+    for fn in checks:
+        try:
+            fn()
+        except Failed as exc:
+            if exc.mistake is not None:
+                raise
+            symptom = symptom or exc
+    if symptom is not None:
+        raise symptom

@@ -1,0 +1,244 @@
+"""Where ``grader check`` gets the worker process that runs a notebook.
+
+A *worker source* hands out fresh workers (``start(limits)``) until it is closed. Every
+worker has the same small interface, whichever source made it (``grader.limits.WorkerHandle``:
+``sock``, ``pid``, ``limits``, ``kill()``, ``finish()``, ``output_excerpt()`` and
+``timed_out``), and enforces the notebook's wall clock itself.
+
+- :class:`SandboxSource` (the default): a one-check ``grader.sandbox.SandboxPool`` at the
+  ``auto`` level, the class grader's sandbox;
+- :class:`LocalSource`: plain subprocesses (:class:`LocalWorker`) with rlimits, where the
+  sandbox cannot start;
+- the check helper (``grader.helper``) passes its own source to the process that grades
+  one check (``grader.check.command.run_check``): workers forked from its warm zygotes.
+
+:func:`prepare_check` starts the source and, meanwhile, the trusted side's imports (the
+engine, the lesson's hidden tests and torch with them) in a thread, so that the two
+processes load at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Set
+from pathlib import Path
+from typing import Protocol
+
+from coursekit import catalogue, settings
+from grader import COURSE_ROOT
+from grader.check import timeline
+from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from grader.runtime.wire import one_thread_env
+from grader.sandbox.output import OutputTap
+
+PACKAGE_PARENT = str(COURSE_ROOT)
+DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
+
+
+def course_files(withheld: Set[Path] = frozenset()) -> dict[str, Path]:
+    """The course's public files a sandboxed notebook may import or read: ``coursekit``
+    (less ``withheld``) and the datasets' data files, by path relative to the course. The
+    one list: ``classroom.public_files`` (and so a Gradescope zip) withholds from it the
+    reference modules of a lesson and the lessons after it."""
+    files: dict[str, Path] = {}
+    for path in sorted((COURSE_ROOT / "coursekit").rglob("*.py")):
+        if path not in withheld:
+            files[path.relative_to(COURSE_ROOT).as_posix()] = path
+    for path in sorted((COURSE_ROOT / "datasets").rglob("*")):
+        if path.is_file() and path.suffix in DATA_SUFFIXES:
+            files[path.relative_to(COURSE_ROOT).as_posix()] = path
+    return files
+
+
+class WorkerSource(Protocol):
+    missing: dict[str, str]  # protection -> why it is missing (what the check says)
+    unavailable: str  # why the sandbox could not start ("": it did)
+
+    def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle: ...
+
+    def close(self) -> None: ...
+
+
+class LocalWorker:
+    """A worker subprocess in its own session, with rlimits; no filesystem isolation."""
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS):
+        self.limits = limits
+        self.scratch = tempfile.TemporaryDirectory(prefix="grader-")
+        self.sock, child = socket.socketpair()
+        env = dict(os.environ, **one_thread_env(), MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
+                   PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]))
+        env.pop(settings.GRADER_SEED, None)  # the seed of the hidden inputs stays with the grader
+        out_r, out_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "grader.runtime.worker", "--fd", str(child.fileno())],
+                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                cwd=self.scratch.name, env=env, start_new_session=True,
+                preexec_fn=self._apply_limits,
+            )
+        finally:
+            os.close(out_w)
+            child.close()
+        self.pid = self.proc.pid
+        self.tap = OutputTap(out_r, keep=limits.output_bytes)
+        self.killed = False
+        self.timed_out = False  # killed by its wall clock
+        self._timer = threading.Timer(limits.wall_s, self._on_deadline)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _apply_limits(self) -> None:
+        from grader.sandbox._confine import set_rlimits
+
+        lim = self.limits.as_dict()
+        set_rlimits({k: lim[k] for k in ("cpu_s", "file_size_bytes", "memory_bytes")})
+
+    def _on_deadline(self) -> None:
+        self.timed_out = True
+        self.kill()
+
+    def kill(self) -> None:
+        self.killed = True
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def finish(self) -> str:
+        """Reap the worker; returns ``ok``, ``timeout``, ``memory`` or ``crashed``."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        self._timer.cancel()
+        try:
+            os.killpg(self.pid, signal.SIGKILL)  # anything it left behind in its session
+        except ProcessLookupError:
+            pass
+        self.tap.join(2.0)
+        self.sock.close()
+        self.scratch.cleanup()
+        if self.killed:
+            return "timeout"
+        if code == 0:
+            return "ok"
+        if code == -signal.SIGXCPU:
+            return "timeout"
+        if "MemoryError" in self.tap.excerpt(1 << 20):
+            return "memory"
+        return "crashed"
+
+    def output_excerpt(self, max_chars: int = 2000) -> str:
+        return self.tap.excerpt(max_chars)
+
+
+class LocalSource:
+    """Plain worker subprocesses (no sandbox); ``unavailable``: why the sandbox could not
+    start."""
+
+    description = "a separate process with rlimits (no sandbox)"
+
+    def __init__(self, unavailable: str = "") -> None:
+        self.unavailable = unavailable
+        self.missing: dict[str, str] = {}
+
+    def start(self, limits: Limits, wait_s: float | None = None) -> LocalWorker:
+        return LocalWorker(limits)  # never waits: a new process each time
+
+    def close(self) -> None:
+        return None
+
+
+class SandboxSource:
+    """Workers from a one-check sandbox pool at the ``auto`` level: every protection this
+    machine offers (``grader grade``'s sandbox). ``check`` is a learner grading their own
+    work in their own copy of the course, so the sandbox holds every reference module
+    (the class grader withholds those of the lesson graded and later ones)."""
+
+    def __init__(self, limits: Limits, preload: tuple[str, ...] = ()):
+        from grader.sandbox import SandboxPool, default_worker_files
+
+        with timeline.span("sandbox"):
+            self.pool = SandboxPool(jobs=1, limits=limits, isolation="auto", preload=preload,
+                                    worker_files={**default_worker_files(), **course_files()})
+            self.pool.open()
+        self.description = "sandboxed: " + ", ".join(self.pool.protections)
+        self.missing = dict(self.pool.plan.missing)
+        self.unavailable = ""
+
+    def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle:
+        with timeline.span("worker"):
+            return self.pool.start(limits, wait_s=wait_s)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def default_source(limits: Limits) -> WorkerSource:
+    """The sandbox; plain processes, with a word on stderr, where it cannot start."""
+    try:
+        return SandboxSource(limits)
+    except Exception as exc:  # noqa: BLE001 - a check still runs, and says how
+        return LocalSource((str(exc).splitlines() or [type(exc).__name__])[0])
+
+
+def sandbox_notes(source: WorkerSource) -> list[str]:
+    """What a check says on stderr about the sandbox it ran in, whichever source it had
+    (its own pool, the helper's, plain processes): nothing when every protection is on."""
+    if source.unavailable:
+        return [f"grader: the sandbox could not start here ({source.unavailable}); "
+                "checking in a plain process"]
+    missing = source.missing
+    if not missing:
+        return []
+    from grader.sandbox.probe import PROTECTIONS
+
+    return [f"grader: sandboxed with {len(PROTECTIONS) - len(missing)} of {len(PROTECTIONS)} "
+            f"protections here, without {', '.join(missing)} (the score is the same; "
+            "`python -m grader selftest` says why)"]
+
+
+def import_in_background(modules: list[str]) -> threading.Thread:
+    """Import ``modules`` in order in a daemon thread (its import locks make a later
+    ``import`` of one of them wait for it, never run it twice)."""
+
+    def run() -> None:
+        with timeline.span("imports"):
+            for name in modules:
+                try:
+                    __import__(name)
+                except Exception:  # noqa: BLE001 - the main thread's import says why
+                    return
+
+    thread = threading.Thread(target=run, name="grader-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def prepare_check(notebook: str, lesson: str | None, limits: Limits,
+                  source: Callable[[Limits], WorkerSource] = default_source
+                  ) -> Iterator[WorkerSource]:
+    """The worker source of one check (``source(limits)``), opened while the trusted side
+    imports what it needs (the engine, then the lesson's hidden tests: torch) in the
+    background."""
+    from grader import sandbox  # noqa: F401 - here, before the thread's imports start
+
+    found = lesson or getattr(catalogue.COURSE.lesson_of(notebook), "id", None)
+    modules = ["grader.check.engine"] + ([f"grader.hidden.test_{found}"] if found else [])
+    imports = import_in_background(modules)
+    workers = source(limits)
+    try:
+        yield workers
+    finally:
+        imports.join(0)  # never wait for it: a daemon thread
+        workers.close()

@@ -1,0 +1,97 @@
+"""The course's own versions of a lesson's exercises, for judging the exercises built on them.
+
+A lesson's later exercise often calls an earlier one: ``attention`` calls ``softmax``,
+``PositionalEncoding`` builds its table with ``sinusoidal_positional_encoding``. Judged on
+the student's namespace as it is, one mistake would cost points twice. A hidden test file
+declares what each exercise builds on (``BUILDS_ON = {"attention": ("dot_scores",
+"softmax")}``); while that exercise is graded, those names are the course's versions
+(``Submission.course_versions``), so the mistake is charged once, to the exercise that made it.
+
+The course's versions are the lesson's reference module (``coursekit/reference/lessonNN.py``,
+generated from the cells its notebook tags ``export``), read here, on the grader's side: the
+sandbox withholds that module from the submission, and only the definitions asked for (and
+those they use) cross over, at the time they are needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from coursekit import catalogue
+from grader import PACKAGE_DIR
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+HIDDEN = PACKAGE_DIR / "hidden"
+
+
+def packaged_file(number: str) -> Path:
+    """Where a Gradescope zip keeps the course's versions its graders substitute (the
+    zip has no reference module of its own lesson: see :func:`packaged_source`)."""
+    return HIDDEN / f"parts_{number}.py"
+
+
+def builds_on(lesson: str) -> tuple[str, ...]:
+    """Every name the hidden tests of ``lesson`` substitute (the union of its BUILDS_ON)."""
+    import importlib
+
+    from grader.check.engine import hidden_test_file
+
+    tests = importlib.import_module(f"grader.hidden.{hidden_test_file(lesson).stem}")
+    return tuple(sorted({n for names in getattr(tests, "BUILDS_ON", {}).values() for n in names}))
+
+
+def packaged_source(lesson: str) -> str | None:
+    """What a Gradescope zip carries as ``grader/hidden/parts_NN.py``: the definitions its
+    graders substitute, and nothing else of the lesson's answers."""
+    names = builds_on(lesson)
+    return course_source(lesson, names) if names else None
+
+
+@functools.cache
+def course_source(lesson: str, names: tuple[str, ...]) -> str | None:
+    """Python source defining ``names`` as the course's reference module of ``lesson`` does
+    (its imports and assignments, and the definitions those and ``names`` need), or ``None`` where the
+    module is not installed (a student's copy of the course without the grader's files)."""
+    info = catalogue.get(lesson)
+    path = info.reference_file
+    if not path.is_file():  # a Gradescope zip carries only what its graders need
+        path = packaged_file(info.number)
+        if not path.is_file():
+            return None
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defs = {node.name: node for node in tree.body if isinstance(node, _DEFS)}
+    missing = set(names) - set(defs)
+    if missing:
+        raise KeyError(f"{path.name} defines no {', '.join(sorted(missing))}")
+    needed: set[str] = set()
+    top_level = [node for node in tree.body if not isinstance(node, _DEFS)]
+    todo = list(names) + [n.id for node in top_level for n in ast.walk(node)
+                          if isinstance(n, ast.Name) and n.id in defs]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs]
+    body = [node for node in tree.body if not isinstance(node, _DEFS) or node.name in needed]
+    return ast.unparse(ast.Module(body=body, type_ignores=[]))
+
+
+@contextlib.contextmanager
+def judged_alone(sub: Any, tests: ModuleType, exercise: str) -> Iterator[None]:
+    """While a test of ``exercise`` runs: the exercises it builds on (``tests.BUILDS_ON``, a
+    hidden test module's) are the course's versions in ``sub``'s namespace."""
+    names = tuple(getattr(tests, "BUILDS_ON", {}).get(exercise, ()))
+    lesson = tests.__name__.rpartition(".")[2].split("_")[1]  # test_07_positional_... -> "07"
+    source = course_source(lesson, names) if names else None
+    if source is None:
+        yield
+        return
+    with sub.course_versions(source, names):
+        yield

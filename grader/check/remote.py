@@ -1,0 +1,202 @@
+"""A submission running in a worker process, reached over a socket."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from grader.check import timeline
+from grader.check.calls import describe_request
+from grader.check.submission import Later, Posted, Submission
+from grader.limits import DEFAULT_LIMITS
+from grader.runtime import protocol, values
+from grader.runtime.errors import (
+    BadValue,
+    CallCrashed,
+    CallHung,
+    MissingName,
+    ProtocolError,
+    SubmissionError,
+    WorkerDied,
+    WorkerTimeout,
+)
+
+MAX_IN_FLIGHT = 64 << 10  # bytes of requests sent before their answers are read (well under
+# a socket's buffer: the sender never blocks while the worker waits to send an answer)
+
+
+@dataclass
+class _Pending:
+    """A request sent, its answer not read yet."""
+
+    op: str
+    header: dict[str, Any]
+    value: Any
+    seconds: float  # its time limit
+    sent: float  # time.monotonic() when sent
+    later: Later | None  # where its result goes (a batch's call), or None: its error is raised
+
+
+class RemoteSubmission(Submission):
+    """Talks to ``grader.runtime.worker.serve`` on the other end of ``sock``.
+
+    Requests whose answer is not needed at once (``_post``: loading weights, ``eval()``, a
+    batch's calls) are sent without waiting and answered with the next request: one round
+    trip for all of them. Each still has its own time limit, counted from when the worker
+    could start it.
+
+    Once the worker times out, dies or sends garbage, every later request fails at once
+    with the same error, so the remaining checks fail fast instead of waiting. A request
+    that hangs or kills the worker raises ``CallHung`` / ``CallCrashed``, which name it
+    (function and argument shapes, never the values: ``grader.check.calls``).
+    """
+
+    def __init__(self, sock: socket.socket, call_timeout: float = DEFAULT_LIMITS.call_s):
+        self.sock = sock
+        self.call_timeout = call_timeout
+        self.broken: Exception | None = None
+        self._types: dict[int, str] = {}  # handle id -> type name, to name a hung method
+        self._pending: list[_Pending] = []  # sent, answer not read yet, in order
+        self._in_flight = 0  # bytes of the requests in _pending
+        self._chain = 0  # the worker skips the rest of a chain after a failure in it
+        self._answered = 0.0  # when the last answer came (the worker then started the next)
+
+    def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
+        start = time.time()
+        reply = self._request("load", {}, {"cells": [list(c) for c in cells]}, timeout=timeout)
+        self.note_load(cells, reply)
+        timeline.add("load", start, end := time.time())
+        seconds = reply.get("seconds") if isinstance(reply, dict) else None
+        if type(seconds) is float and 0 <= seconds <= end - start:  # the worker's own word
+            timeline.add("cells", end - seconds, end)
+        return reply
+
+    def _request(self, op: str, header: dict[str, Any], value: Any = None,
+                 timeout: float | None = None) -> Any:
+        self._send(op, header, value, timeout or self.call_timeout, None)
+        return self._drain(waited=True)
+
+    def _post(self, op: str, header: dict[str, Any], value: Any = None,
+              later: Later | None = None) -> None:
+        """Send without waiting: the answer is read with the next request (or ``settle``)."""
+        self._send(op, header, value, self.call_timeout, later)
+
+    def settle(self) -> None:
+        if self.broken is not None:
+            self._pending, self._in_flight = [], 0  # the next request raises why
+        elif self._pending:
+            self._drain()
+
+    def _send(self, op: str, header: dict[str, Any], value: Any, seconds: float,
+              later: Later | None) -> None:
+        if self.broken is not None:
+            raise self.broken
+        data = protocol.encode(dict(header, op=op, chain=self._chain), value)
+        if self._pending and self._in_flight + len(data) > MAX_IN_FLIGHT:
+            self._drain()  # both ways' buffers full would block both ends: read the answers first
+            data = protocol.encode(dict(header, op=op, chain=self._chain), value)
+        pending = _Pending(op, header, value, seconds, time.monotonic(), later)
+        self._pending.append(pending)
+        self._in_flight += len(data)
+        try:
+            self.sock.settimeout(seconds)
+            self.sock.sendall(data)
+        except TimeoutError:
+            self._fail(pending, timed_out=True)
+        except OSError:
+            self._fail(pending, timed_out=False)
+
+    def _drain(self, waited: bool = False) -> Any:
+        """Read the answers to every request sent, in order; return the last one's result.
+        Raise the first error of a request without a ``Later`` (one with a ``Later`` gets
+        its own error; those after a failure were skipped and get the failure). ``waited``:
+        the last request is the one a check waits for; an error that is not its own (a posted
+        request's) is raised as :class:`Posted`."""
+        pending, self._pending, self._in_flight = self._pending, [], 0
+        self._chain += 1
+        first: Exception | None = None  # the chain's failure: what the skipped requests get
+        raised: Exception | None = None
+        result: Any = None
+        for p in pending:
+            reply, result = self._receive(p)
+            if reply.get("ok") is True:
+                values.map_leaves(result, self._note_type)
+                if p.later is not None:
+                    p.later.set(self._wrap(result))
+                continue
+            skipped = reply.get("skipped") is True
+            if skipped and first is not None:
+                error = first
+            elif reply.get("skipped") is True:
+                self.broken = ProtocolError("a request was skipped with none failed before it")
+                raise self.broken
+            else:
+                error = _error_from(reply.get("error"))
+                if isinstance(error, MissingName):
+                    error = self.explain_missing(error)
+                first = first or error
+            if p.later is not None:
+                p.later.fail(error)
+            elif raised is None:
+                own = waited and p is pending[-1] and not skipped
+                raised = error if own else Posted(error)
+        if raised is not None:
+            raise raised
+        return result
+
+    def _receive(self, p: _Pending) -> tuple[dict[str, Any], Any]:
+        """The answer to ``p``: the worker started it when it had answered the one before,
+        so ``p`` has its ``seconds`` from then (or from when it was sent)."""
+        started = max(p.sent, self._answered)
+        try:
+            self.sock.settimeout(max(p.seconds - (time.monotonic() - started), 0.05))
+            reply, result = protocol.recv(self.sock)
+        except TimeoutError:
+            self._fail(p, timed_out=True)
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            self._fail(p, timed_out=False)
+        except ProtocolError as exc:
+            self.broken = exc
+            raise
+        self._answered = time.monotonic()
+        return reply, result
+
+    def _fail(self, p: _Pending, timed_out: bool) -> NoReturn:
+        named = p.op not in ("load", "shutdown")  # a check's request: name it if it fails
+        if timed_out:
+            self.broken = (CallHung(describe_request(p.op, p.header, p.value, self._types), p.seconds)
+                           if named else WorkerTimeout(f"no answer within {p.seconds:g} s"))
+        else:
+            self.broken = (CallCrashed(describe_request(p.op, p.header, p.value, self._types))
+                           if named else WorkerDied("the notebook's process stopped"))
+        self._pending, self._in_flight = [], 0
+        raise self.broken from None
+
+    def _note_type(self, value: Any) -> Any:
+        if isinstance(value, values.HandleRef):
+            self._types[value.id] = value.type_name
+        return value
+
+    def close(self) -> None:
+        if self.broken is None:
+            try:
+                self._request("shutdown", {}, timeout=2.0)
+            except Exception:  # noqa: BLE001 - the worker is killed afterwards anyway
+                pass
+        self.sock.close()
+
+
+def _error_from(error: Any) -> Exception:
+    if not isinstance(error, dict):
+        return ProtocolError("malformed error reply")
+    kind = error.get("kind")
+    if kind == "missing":
+        return MissingName(str(error.get("name", "")))
+    if kind == "submission":
+        return SubmissionError(str(error.get("target", "")), str(error.get("type", "")),
+                               str(error.get("message", ""))[:500], str(error.get("where", ""))[:2000])
+    if kind == "bad_value":
+        return BadValue(str(error.get("message", ""))[:300])
+    return ProtocolError(f"the worker failed: {str(error.get('message', ''))[:300]}")

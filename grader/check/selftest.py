@@ -1,0 +1,83 @@
+"""``python -m grader selftest``: is this installation ready to grade? In about a minute.
+
+For each lesson (``--lessons``, default all): the reference notebook must earn full marks
+and the untouched student notebook zero, both graded exactly as ``grade`` grades a class:
+in the sandbox, at the isolation level asked for, with the protections it lists. Lighter
+than the test suite, and it checks the machine it runs on: the sandbox, the installed
+packages, the graders.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from coursekit import catalogue
+from grader.check.engine import grade_with_worker
+from grader.check.notebook import read_notebook
+from grader.classgrade.classroom import Options, workers
+
+
+@dataclass
+class Outcome:
+    lesson: str
+    solution: float
+    blank: float
+    max_score: float
+    seconds: float
+    problems: list[str]
+
+
+def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
+                 require: tuple[str, ...] = ()) -> tuple[Outcome, list[str], dict[str, str]]:
+    """Grade the lesson's reference and student notebooks in its own sandbox pool."""
+    began = time.perf_counter()
+    opts = Options(lesson=lesson.id, out=Path("."), jobs=2, isolation=isolation, require=require)
+    paths = {"solution": lesson.solution(), "blank": lesson.student()}
+    with workers(opts) as pool, ThreadPoolExecutor(2) as both:
+        futures = {kind: both.submit(lambda p: grade_with_worker(
+            read_notebook(p), lesson.id, pool.start(), notebook=str(p), restart=pool.start), path)
+            for kind, path in paths.items()}
+        reports = {kind: future.result() for kind, future in futures.items()}
+        protections, missing = list(pool.protections), dict(pool.plan.missing)
+    good, blank = reports["solution"], reports["blank"]
+    problems = []
+    if good.status != "ok" or good.score != good.max_score:
+        lost = [f"{x.name} ({'; '.join(x.hints)[:120]})" for x in good.exercises if not x.passed]
+        problems.append(f"the reference notebook scored {good.score:g}/{good.max_score:g} "
+                        f"[{good.status}]: {', '.join(lost) or good.message}")
+    if blank.status != "ok" or blank.score != 0:
+        problems.append(f"the untouched student notebook scored {blank.score:g} [{blank.status}]")
+    outcome = Outcome(lesson.id, good.score, blank.score, good.max_score,
+                      time.perf_counter() - began, problems)
+    return outcome, protections, missing
+
+
+def run(spec: str | None = None, isolation: str = "auto", require: tuple[str, ...] = (),
+        echo: bool = True) -> bool:
+    """Check the lessons; print a table as it goes; True when every lesson passed."""
+    lessons = catalogue.select(spec)
+    began = time.perf_counter()
+    width = max(len(lesson.id) for lesson in lessons)
+    ok = True
+    protections: list[str] = []
+    missing: dict[str, str] = {}
+    if echo:
+        print(f"{'lesson':<{width}}  reference  untouched  seconds")
+    for lesson in lessons:
+        outcome, protections, missing = check_lesson(lesson, isolation, require)
+        ok = ok and not outcome.problems
+        if echo:
+            mark = "ok" if not outcome.problems else "FAILED"
+            print(f"{lesson.id:<{width}}  {outcome.solution:>4g} / {outcome.max_score:<3g}"
+                  f"  {outcome.blank:>4g} / {outcome.max_score:<3g}  {outcome.seconds:7.1f}  {mark}")
+            for problem in outcome.problems:
+                print(f"    {problem}")
+    if echo:
+        print(f"sandbox (isolation {isolation}): {len(protections)} protection(s) active"
+              + (f", missing: {', '.join(missing)}" if missing else ""))
+        print(f"{'passed' if ok else 'FAILED'}: {len(lessons)} lesson(s) in "
+              f"{time.perf_counter() - began:.0f} s")
+    return ok

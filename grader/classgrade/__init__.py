@@ -1,0 +1,1 @@
+"""Grading a whole class: find each notebook, grade it in its own worker, keep the record."""

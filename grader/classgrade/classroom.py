@@ -1,0 +1,458 @@
+"""``python -m grader grade``: grade a whole class, one sandboxed worker per submission.
+
+``SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb`` in (nbgrader's layout); out:
+``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json``
+(the ``check`` object plus ``status``), ``records/<id>.json`` (what that result was made
+from and with), ``feedback/<id>/<lesson>.html`` and ``run.json``
+(what ran, with the sandbox's active and missing protections). Each student's files are
+written atomically as soon as they are graded, so an interrupted run (Ctrl-C, SIGTERM:
+``Interrupted``) loses nothing.
+
+Each result records what it was made from (the notebook graded, found by
+``grader.classgrade.find`` whatever its name, its content hash and nbgrader's
+``timestamp.txt``) and with (grader version, isolation level and protections:
+``grader.check.provenance``). A rerun grades the students without a result and those whose
+submission changed; ``students`` regrades chosen ones, ``force`` everyone. ``run.json``
+lists which results this run made, and which kept results were made under other
+settings. With a course's due dates (``grader.classgrade.late``), ``grades.csv`` adds nbgrader's
+``timestamp``, ``duedate``, ``raw_score`` and ``late_submission_penalty`` columns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import statistics
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from coursekit import catalogue
+from coursekit.errors import UserError
+from grader import i18n, results
+from grader.check import provenance
+from grader.check.engine import exercise_points, grade_with_worker
+from grader.check.launch import course_files
+from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
+from grader.classgrade import find as submissions
+from grader.classgrade import jobs as class_jobs
+from grader.classgrade.late import Deadlines, format_utc, read_timestamp
+from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from grader.record import Folder
+from grader.results import Report, Status, not_graded
+
+
+@dataclass
+class Options:
+    lesson: str
+    out: Path
+    jobs: int = 1
+    force: bool = False
+    isolation: str = "auto"  # "auto" | "strict" | "none" (see grader.sandbox.probe)
+    require: tuple[str, ...] = ()  # protections "auto" must not go without
+    limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+    students: tuple[str, ...] = ()  # regrade these (and only these) students
+    deadlines: Deadlines | None = None  # the course's due dates, extensions, penalty rule
+    lang: str | None = None  # the feedback's language; None: each notebook's (grader.i18n)
+
+
+class Interrupted(Exception):
+    """``grade`` was stopped by a signal (SIGTERM; Ctrl-C raises KeyboardInterrupt)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+# --- workers ----------------------------------------------------------------------------
+
+def public_files(lesson: str) -> dict[str, Path]:
+    """Files a submission may see besides the worker's code: the public helpers and data,
+    and the reference modules of *earlier* lessons only (later ones hold solutions)."""
+    this = catalogue.get(lesson)
+    return course_files(withheld={other.reference_file for other in catalogue.COURSE
+                                  if other.number >= this.number})
+
+
+@contextlib.contextmanager
+def workers(opts: Options) -> Iterator[Any]:
+    """The sandbox pool that grades this class (``pool.start()`` gives a fresh worker,
+    ``pool.plan`` says which protections are active and which are missing)."""
+    from grader.sandbox import SandboxPool, default_worker_files
+
+    files = {**default_worker_files(), **public_files(opts.lesson)}
+    with SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
+                     require=opts.require, worker_files=files) as pool:
+        yield pool
+
+
+# --- one student ------------------------------------------------------------------------
+
+@dataclass
+class HandedIn:
+    """What a student handed in for the lesson, as far as a rerun cares."""
+
+    folder: Path  # SUBMITTED/<student>
+    found: submissions.Found
+    digest: str | None
+    timestamp: Any  # datetime | None (nbgrader's timestamp.txt)
+
+    def key(self) -> dict[str, Any]:
+        """Compared with the result's ``submission``: a change means a regrade."""
+        shown = self.found.path.relative_to(self.folder.parent).as_posix() if self.found.path else None
+        return {"file": shown, "sha256": self.digest, "timestamp": format_utc(self.timestamp) or None}
+
+
+def handed_in(submitted: Path, student: str, lesson: str) -> HandedIn:
+    folder = submitted / student
+    found = submissions.find(folder, catalogue.get(lesson))
+    digest = None
+    if found.path is not None:
+        try:
+            digest = submissions.digest(found.path)
+        except OSError:
+            digest = None
+    stamp_folder = found.path.parent if found.path is not None else folder / lesson
+    stamp = read_timestamp(stamp_folder) or read_timestamp(folder / lesson)
+    return HandedIn(folder, found, digest, stamp)
+
+
+def grade_student(student: str, opts: Options, submitted: Path,
+                  start: Callable[[], WorkerHandle],
+                  handed: HandedIn | None = None) -> Report:
+    lesson = opts.lesson
+    handed = handed or handed_in(submitted, student, lesson)
+    found = handed.found
+    canonical = f"{student}/{lesson}/{catalogue.get(lesson).student().name}"
+    if found.problem == "missing":
+        return not_graded(canonical, lesson, exercise_points(lesson), Status.MISSING,
+                          f"No submission: no notebook of {lesson} in {student}/ "
+                          f"(nbgrader's layout: {canonical}).")
+    if found.problem == "ambiguous":
+        names = submissions.shown_list(found.candidates, handed.folder)
+        return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
+                          f"{len(found.candidates)} different notebooks of {lesson} were handed "
+                          f"in: {names}; none was graded: hand in only the one to grade.")
+    path = found.path
+    assert path is not None, found.problem  # find() leaves it None only with a problem, above
+    report = grade_notebook(path, path.relative_to(submitted).as_posix(), opts, start)
+    if found.note:
+        report.notes.insert(0, found.note)
+    return report
+
+
+def grade_notebook(path: Path, shown: str, opts: Options, start: Callable[[], WorkerHandle]) -> Report:
+    """Grade the one notebook ``path`` (``shown`` is its name in the report) as ``grade``
+    grades a student's: at most ``MAX_NOTEBOOK_BYTES`` read, run by a worker of ``start``
+    (the sandbox pool's) under ``opts.limits``. Never raises for what the notebook holds."""
+    lesson = opts.lesson
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+        nb = parse_notebook(path.read_bytes(), shown)
+    except (NotebookError, OSError) as exc:
+        return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
+                          f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
+    return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits, restart=start)
+
+
+# --- files ------------------------------------------------------------------------------
+
+def write_csv(out: Path, students: list[str], exercises: list[str],
+              deadlines: Deadlines | None = None) -> dict[str, str]:
+    """Write ``grades.csv`` from the results; returns each student's status."""
+    late_columns = deadlines is not None
+    folder = Folder(out)
+    rows, statuses = [], {}
+    for student in students:
+        result = folder.result_data(student)
+        if result is None:
+            raise FileNotFoundError(folder.result_path(student))
+        record = folder.read_record(student) or {}
+        report = Report.from_record(result, record.get("notes"))
+        late = _late_columns(record, report, student, deadlines) if deadlines is not None else None
+        rows.append(results.csv_row(student, report, exercises, late))
+        statuses[student] = str(report.status)
+    folder.write_grades(results.csv_table(rows, exercises, late=late_columns))
+    return statuses
+
+
+def _late_columns(record: dict[str, Any], report: Report, student: str,
+                  deadlines: Deadlines) -> dict[str, Any]:
+    from grader.classgrade.late import parse_timestamp
+
+    stamp = (record.get("submission") or {}).get("timestamp")
+    lateness = deadlines.lateness(report.lesson, student, parse_timestamp(stamp) if stamp else None)
+    penalty = lateness.penalty(report.score)
+    note = lateness.describe() if lateness.late.total_seconds() > 0 else ""
+    return {"timestamp": stamp or "", "duedate": format_utc(lateness.due),
+            "raw_score": report.score, "late_submission_penalty": penalty, "note": note}
+
+
+# --- the class --------------------------------------------------------------------------
+
+@dataclass
+class RunSummary:
+    graded: int
+    reused: int
+    seconds: float
+    per_submission: list[float]
+    protections: list[str]
+    missing: dict[str, str] = field(default_factory=dict)
+    left: int = 0  # students not graded because the run was interrupted
+    changed: list[str] = field(default_factory=list)  # regraded: their submission changed
+    other_settings: dict[str, str] = field(default_factory=dict)  # kept, made otherwise: how
+    waiting: list[str] = field(default_factory=list)  # new or changed, left out by --student
+    statuses: dict[str, str] = field(default_factory=dict)  # every student's, once written
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.per_submission) if self.per_submission else 0.0
+
+
+def student_folders(submitted: Path) -> list[str]:
+    return sorted(p.name for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+class OutputBusy(UserError, RuntimeError):
+    """Another ``grade`` writes to the same output folder."""
+
+
+@contextlib.contextmanager
+def only_writer(out: Path) -> Iterator[None]:
+    """Hold a lock on the folder ``OUT`` itself while grading (no file left behind): two
+    runs writing one folder would interleave their results."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"another `grade` is writing to {out}: wait until it ends, or "
+                             "give this one another --out") from None
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+class UnknownStudent(UserError, ValueError):
+    """``--student`` names a folder that is not in SUBMITTED."""
+
+
+def _record(out: Path, student: str) -> dict[str, Any] | None:
+    """``records/<student>.json``: what the student's result was made from and with (None
+    when there is no result, {} when it predates records): ``grader.record``."""
+    return Folder(out).read_record(student)
+
+
+def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
+             summary: RunSummary) -> list[str]:
+    """The students this run grades: everyone (``force``); those without a result and the
+    chosen ones (``students``); or those without a result and those whose submission
+    changed since their result."""
+    stale = []
+    for student in students:
+        record = _record(opts.out, student)
+        if record is None:
+            stale.append(student)
+        elif record.get("submission") != handed[student].key():
+            stale.append(student)
+            summary.changed.append(student)
+    if opts.students:
+        unknown = [s for s in opts.students if s not in handed]
+        if unknown:
+            raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
+        # the chosen students, and those without any result (grades.csv has a row for each)
+        fresh = [s for s in stale if s not in summary.changed]
+        summary.waiting = [s for s in summary.changed if s not in opts.students]
+        summary.changed = [s for s in summary.changed if s in opts.students]
+        return [s for s in students if s in opts.students or s in fresh]
+    return list(students) if opts.force else stale
+
+
+def grade_class(submitted: Path, opts: Options, progress: bool = True,
+                on_plan: Callable[[Any], None] | None = None) -> RunSummary:
+    """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM (``Interrupted``)
+    the workers are killed, the results being computed are dropped, and the exception
+    propagates with ``.summary`` attached: the files already written stay. An ``OUT`` that
+    a newer grader wrote (``grader.record``) is refused before anything is written."""
+    from tqdm import tqdm
+
+    students = student_folders(submitted)
+    out = opts.out
+    Folder(out).schema()  # a folder of a newer grader is refused (RecordError), never mixed
+    handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
+    started = time.perf_counter()
+    seconds: list[float] = []
+    stop = threading.Event()
+    summary = RunSummary(0, 0, 0.0, seconds, [])
+    todo = plan_run(students, handed, opts, summary)
+    with workers(opts) as pool, only_writer(out):  # refuses (strict, require) before
+        Folder(out).prepare()  # anything is written
+        if on_plan is not None:
+            on_plan(pool.plan)
+        summary.reused, summary.protections = len(students) - len(todo), pool.protections
+        summary.missing = dict(pool.plan.missing)
+        settings = provenance.settings_record(pool.plan.isolation, pool.protections,
+                                              list(pool.plan.missing), opts.limits.as_dict())
+        executor = ThreadPoolExecutor(max(1, opts.jobs))
+        if opts.jobs > 1:  # a trusted process per job: N cores for N submissions' graders
+            jobs = class_jobs.Jobs(pool, {"opts": opts, "submitted": submitted, "settings": settings,
+                                          "grade": _grade_and_save, "warm_up": warm_up}, stop)
+            futures = [executor.submit(jobs.grade, s, partial(_save_failure, s, opts, submitted,
+                                                              settings)) for s in todo]
+        else:
+            jobs = None
+            futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
+                                       handed[s], settings) for s in todo]
+        try:
+            with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
+                      disable=not progress) as bar:
+                for future in as_completed(futures):
+                    took = future.result()
+                    if took is not None:  # None only for a run stopped (then it raised here)
+                        seconds.append(took)
+                    bar.update(1)
+        except BaseException as exc:
+            stop.set()  # results finished from now on are dropped: our kill may have hurt them
+            for future in futures:
+                future.cancel()
+            if jobs is not None:
+                jobs.close(kill=True)  # before their workers: nothing hurt is written
+            pool.close()
+            executor.shutdown(wait=True)
+            summary.graded = sum(1 for f in futures if not f.cancelled() and f.exception() is None
+                                 and f.result() is not None)
+            summary.left = len(todo) - summary.graded
+            exc.summary = summary  # type: ignore[attr-defined]
+            raise
+        executor.shutdown(wait=True)
+        if jobs is not None:
+            jobs.close()
+    kept = [s for s in students if s not in todo]
+    for student in kept:
+        made = (_record(out, student) or {}).get("graded_with")
+        if not provenance.same_settings(made, settings):
+            summary.other_settings[student] = (
+                f"isolation {made.get('isolation')}, grader {made.get('grader')}" if made
+                else "made before results recorded their settings")
+    summary.statuses = write_csv(out, students, list(exercise_points(opts.lesson)),
+                                 opts.deadlines)
+    summary.graded, summary.seconds = len(todo), time.perf_counter() - started
+    Folder(out).write_run({
+        "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),
+        "graded": summary.graded,
+        "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
+        "protections": pool.protections, "sandbox": pool.plan.report(),
+        "limits": opts.limits.as_dict(), "grader": settings["grader"],
+        "seconds": round(summary.seconds, 3),
+        "median_seconds_per_submission": round(summary.median_s, 4),
+        # this run vouches for the results it made, under the settings above, only
+        "results_of_this_run": todo, "regraded_changed": summary.changed,
+        "kept_results": kept, "kept_results_made_otherwise": summary.other_settings,
+        "deadlines": opts.deadlines.source if opts.deadlines else None})
+    return summary
+
+
+_LOG_LOCK = threading.Lock()
+
+
+def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> None:
+    """The instructor's record of what went wrong in the grader itself (trusted code only)."""
+    text = "".join(traceback.format_exception(exc))
+    with _LOG_LOCK, open(out / "errors.log", "a", encoding="utf-8") as log:
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {student} (attempt {attempt + 1})\n{text}")
+
+
+def _untouched(handed: HandedIn, lesson: str) -> bool:
+    """Every code cell of the file is one of the handout's, as handed out (either edition):
+    nothing was written, not even in a cell of one's own."""
+    if handed.found.path is None:
+        return False
+    try:
+        code = {catalogue.cell_source(c).strip()
+                for c in catalogue.code_cells(catalogue.read_json(handed.found.path))}
+        handout = {catalogue.cell_source(c).strip()
+                   for path in catalogue.get(lesson).notebooks("student").values() if path.is_file()
+                   for c in catalogue.code_cells(catalogue.read_json(path))}
+    except Exception:  # noqa: BLE001 - an unreadable notebook is reported by its status
+        return False
+    return code <= handout
+
+
+def _grade_and_save(student: str, opts: Options, submitted: Path,
+                    start: Callable[[], WorkerHandle],
+                    stop: threading.Event, handed: HandedIn | None = None,
+                    settings: dict[str, Any] | None = None) -> float | None:
+    """Grade one student and write their files; None when the run was stopped first."""
+    began = time.perf_counter()
+    handed = handed or handed_in(submitted, student, opts.lesson)
+    report, failure = None, "unknown"
+    for attempt in range(2):  # a failure of the machinery (not of the notebook) is retried once
+        if stop.is_set():
+            return None
+        try:
+            report = grade_student(student, opts, submitted, start, handed)
+            break
+        except Exception as exc:  # noqa: BLE001 - one submission never costs another its result
+            if stop.is_set():
+                return None
+            _log_error(opts.out, student, attempt, exc)
+            failure = type(exc).__name__
+    if stop.is_set():
+        return None
+    if report is None:
+        report = _grader_failed(student, opts, failure)
+    _save(student, opts, report, handed, settings)
+    return time.perf_counter() - began
+
+
+def _grader_failed(student: str, opts: Options, failure: str) -> Report:
+    return not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
+                      Status.ERROR, f"The grader failed on this submission ({failure}); see errors.log.")
+
+
+def _save_failure(student: str, opts: Options, submitted: Path, settings: dict[str, Any],
+                  exc: BaseException) -> float:
+    """A submission whose trusted grading process died twice (``grader.classgrade.jobs``)."""
+    began = time.perf_counter()
+    _log_error(opts.out, student, 1, exc)
+    _save(student, opts, _grader_failed(student, opts, type(exc).__name__),
+          handed_in(submitted, student, opts.lesson), settings)
+    return time.perf_counter() - began
+
+
+def _save(student: str, opts: Options, report: Report, handed: HandedIn,
+          settings: dict[str, Any] | None) -> None:
+    """The student's feedback page, record and result."""
+    shown, penalty = report, 0.0
+    if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
+        lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
+        shown = dataclasses.replace(report, notes=[*report.notes, lateness.describe()])
+        penalty = lateness.penalty(report.score)  # the page's score is the gradebook's
+    lang = i18n.choose(opts.lang, report.edition)
+    folder = Folder(opts.out)
+    folder.write_feedback(student, opts.lesson,
+                          results.feedback_html(i18n.localize(shown, lang), student, penalty))
+    record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
+                  graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  untouched=_untouched(handed, opts.lesson))
+    folder.write_record(student, record)
+    folder.write_result(student, report)
+
+
+def warm_up(lesson: str) -> None:
+    """What grading ``lesson`` imports (torch, the hidden tests), imported before the first
+    submission so that its seconds are its own."""
+    from grader.check import runner
+
+    runner.collect(lesson)

@@ -1,0 +1,1 @@
+"""The course's graders inside other platforms: nbgrader and Gradescope."""

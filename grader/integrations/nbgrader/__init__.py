@@ -1,0 +1,1 @@
+"""nbgrader with the course's sandbox, editions, late rule and LMS downloads."""

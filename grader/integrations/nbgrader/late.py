@@ -1,0 +1,53 @@
+"""The course's late-penalty rule inside nbgrader (its ``LateSubmissionPlugin`` interface).
+
+``nbgrader_config.py`` enables it when ``deadlines.toml`` exists::
+
+    c.AssignLatePenalties.plugin_class = "grader.integrations.nbgrader.late.CoursePenalty"
+
+nbgrader measures how late a notebook is against the due date and extension in its own
+gradebook (``python -m grader deadlines`` writes them there from ``deadlines.toml``) and
+asks this plugin for the penalty in points; the rule (``[penalty]``) is the one
+``python -m grader grade`` applies (``grader.classgrade.late``).
+"""
+
+from __future__ import annotations
+
+from nbgrader.plugins import LateSubmissionPlugin
+from traitlets import Unicode
+
+from grader.classgrade.late import DEFAULT_FILE, format_duration, load
+
+
+class CoursePenalty(LateSubmissionPlugin):
+    """Late penalty from the ``[penalty]`` rule of the course's ``deadlines.toml``."""
+
+    deadlines = Unicode(DEFAULT_FILE, help="the course's deadlines file").tag(config=True)
+
+    def late_submission_penalty(self, student_id: str, score: float,
+                                total_seconds_late: float) -> float | None:
+        points = load(self.deadlines).penalty_points(score or 0.0, total_seconds_late)
+        self.log.info("%s: %.0f s late, penalty %g of %g points (%s)", student_id,
+                      total_seconds_late, points, score or 0.0, self.deadlines)
+        return points
+
+
+def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
+                       lessons: list[str]) -> list[str]:
+    """Put ``deadlines.toml``'s due dates and extensions into nbgrader's gradebook, where
+    nbgrader measures lateness; returns what was written, one line each."""
+    from nbgrader.api import Gradebook
+
+    deadlines = load(deadlines_file, lessons)
+    done = []
+    with Gradebook(db_url, course_id) as gb:
+        for lesson, due in deadlines.due.items():
+            gb.update_or_create_assignment(lesson, duedate=due.replace(tzinfo=None))  # naive UTC
+            done.append(f"{lesson}: due {due:%Y-%m-%d %H:%M} UTC")
+        for student, granted in deadlines.extensions.items():
+            gb.update_or_create_student(student)
+            for lesson in deadlines.due:
+                extension = deadlines.extension(lesson, student)
+                if extension or lesson in granted:
+                    gb.update_or_create_submission(lesson, student, extension=extension)
+                    done.append(f"{student}: {lesson} extended by {format_duration(extension)}")
+    return done

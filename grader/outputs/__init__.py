@@ -1,0 +1,1 @@
+"""What a graded record becomes for people and platforms: reports, feedback, gradebook, LMS."""

@@ -1,0 +1,142 @@
+"""``python -m grader gradebook DIR... --roster ROSTER``: one gradebook for the course.
+
+Each ``DIR`` is a folder ``python -m grader grade`` wrote (its ``grades.csv``: one lesson,
+late penalties already taken off the ``score``). The roster is the one ``grader lms``
+reads (``grader.outputs.lms.read_roster``: Canvas's or Moodle's gradebook export, or any CSV with a
+key column whose values are the ``student_id`` folder names). Out comes one CSV, a row per
+roster student: who they are, then every lesson of the course (blank while it has not
+been graded; 0 for a student with no submission in a graded lesson), the total, the
+points possible so far and the percentage; with ``--weights``, a weighted percentage too.
+Students graded but not in the roster (an instructor's test submission, a typo in a
+folder name) are listed, never counted.
+
+The points of each lesson come from its hidden graders (``engine.exercise_points``), so
+the table the README shows (``point_table``) cannot drift from what grading gives.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from coursekit import catalogue
+from coursekit.errors import UnknownLesson
+from grader import csvcells
+from grader.outputs.lms import Lesson, LmsError, key_column, match, read_lesson, read_roster
+
+
+def lesson_points() -> dict[str, float]:
+    """``{lesson: points}`` for every lesson of the course, from its hidden graders."""
+    from grader.check.engine import exercise_points
+
+    return {lesson.id: sum(exercise_points(lesson.id).values()) for lesson in catalogue.COURSE}
+
+
+def point_table(points: dict[str, float] | None = None) -> str:
+    """The course's points per lesson as a Markdown table (the README shows it)."""
+    points = points or lesson_points()
+    lines = ["| lesson | points |", "| --- | ---: |"]
+    # plain ids: the README's lesson table is the one whose ids are in backticks
+    lines += [f"| {lesson} | {value:g} |" for lesson, value in points.items()]
+    lines.append(f"| total | {sum(points.values()):g} |")
+    return "\n".join(lines)
+
+
+def parse_weights(text: str | None, lessons: list[str]) -> dict[str, float] | None:
+    """``"01=1,08=2,09=3"`` (lesson numbers or ids; unnamed lessons weigh 1)."""
+    if not text:
+        return None
+    weights = {lesson: 1.0 for lesson in lessons}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            lesson = catalogue.get(name.strip()).id
+            weights[lesson] = float(value)
+        except (UnknownLesson, ValueError):
+            raise LmsError(f"--weights: cannot read {part.strip()!r} (e.g. 01=1,08=2)") from None
+    return weights
+
+
+@dataclass
+class Gradebook:
+    header: list[str]
+    rows: list[list[str]]
+    graded: list[str]  # lessons with a folder
+    points: dict[str, float]
+    unmatched: list[str]  # graded students not in the roster
+    roster_size: int
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        writer = csvcells.Writer(buf)
+        writer.writerow(self.header)
+        writer.writerows(self.rows)
+        return buf.getvalue()
+
+
+def build(folders: list[str | Path], roster_path: str | Path, key: str | None = None,
+          weights: str | None = None, local_part: bool = False) -> Gradebook:
+    points = lesson_points()
+    lessons: dict[str, Lesson] = {}
+    for folder in folders:
+        graded = read_lesson(folder)
+        if graded.lesson in lessons:
+            raise LmsError(f"two folders grade {graded.lesson}: {lessons[graded.lesson].folder} "
+                           f"and {graded.folder}")
+        if graded.lesson not in points:
+            raise LmsError(f"{graded.folder}: {graded.lesson} is not a lesson of the course")
+        lessons[graded.lesson] = graded
+    order = [lesson for lesson in points if lesson in lessons]
+    roster = read_roster(roster_path)
+    column = key_column(roster, key)
+    students = sorted({s for x in lessons.values() for s in x.rows})
+    paired = match(roster, column, students, local_part)
+    by_row = {id(row): student for row, student in paired.matched}
+    weight = parse_weights(weights, list(points))
+    identity = ["name", column] if column != "name" else [column]
+    header = identity + ["student_id"] + [f"{lesson} ({points[lesson]:g})" for lesson in points]
+    header += ["total", "possible", "percent"] + (["weighted_percent"] if weight else [])
+    rows = []
+    for row in roster.rows:
+        student = by_row.get(id(row), "")
+        scores: dict[str, float | None] = {}
+        for lesson in points:
+            if lesson not in lessons:
+                scores[lesson] = None  # not graded yet
+            else:
+                graded_row = lessons[lesson].rows.get(student)
+                scores[lesson] = float(graded_row["score"]) if graded_row else 0.0
+        total = sum(scores[lesson] or 0.0 for lesson in order)
+        possible = sum(points[lesson] for lesson in order)
+        who = [roster.name(row), row.get(column, "")] if column != "name" else [row.get(column, "")]
+        line = [*who, student] + ["" if v is None else f"{v:g}" for v in scores.values()]
+        line += [f"{total:g}", f"{possible:g}", f"{100 * total / possible:.1f}" if possible else ""]
+        if weight:
+            share = sum(weight[lesson] for lesson in order)
+            value = sum(weight[lesson] * (scores[lesson] or 0.0) / points[lesson] for lesson in order)
+            line.append(f"{100 * value / share:.1f}" if share else "")
+        rows.append(line)
+    return Gradebook(header, rows, order, points, paired.graded_only, len(roster.rows))
+
+
+def summary(book: Gradebook, target: Path) -> str:
+    lines = [f"wrote {target}: {book.roster_size} student(s) of the roster, "
+             f"{len(book.graded)} of {len(book.points)} lessons graded"]
+    width = max(len(lesson) for lesson in book.points)
+    lines.append(f"  {'lesson':<{width}}  points  graded")
+    for lesson, value in book.points.items():
+        lines.append(f"  {lesson:<{width}}  {value:6g}  {'yes' if lesson in book.graded else 'not yet'}")
+    lines.append(f"  {'total':<{width}}  {sum(book.points.values()):6g}")
+    if book.unmatched:
+        lines.append(f"  graded, not in the roster (not counted): {', '.join(book.unmatched)}")
+    return "\n".join(lines)
+
+
+def write(folders: list[str | Path], roster_path: str | Path, out: str | Path,
+          key: str | None = None, weights: str | None = None, local_part: bool = False) -> str:
+    book = build(folders, roster_path, key, weights, local_part)
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(book.csv(), encoding="utf-8")
+    return summary(book, target)
