@@ -327,7 +327,7 @@ def merge_code(english: str, translation: str) -> tuple[str, int]:
 # --- syncing an edition -------------------------------------------------------------------
 
 @dataclass
-class SyncReport:
+class EditionSync:
     """What :func:`sync` did and what is left to translate, by cell id."""
 
     added: list[str] = field(default_factory=list)       # English cells new to the edition
@@ -381,9 +381,9 @@ def _translation_meta(cell: dict[str, Any]) -> dict[str, Any]:
     return cell.setdefault("metadata", {}).setdefault("translation", {})
 
 
-def sync(english: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any], SyncReport]:
+def sync(english: dict[str, Any], other: dict[str, Any]) -> tuple[dict[str, Any], EditionSync]:
     """``other`` brought up to ``english``'s code and cells; see the module's docstring."""
-    report = SyncReport()
+    report = EditionSync()
     result = copy.deepcopy(other)
     en_cells = english.get("cells", [])
     en_ids = {c.get("id") for c in en_cells}

@@ -57,7 +57,7 @@ LANGS = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
 
 
 @dataclass
-class Plan:
+class BundlePlan:
     lessons: list[Lesson]
     datasets: list[str] = field(default_factory=list)
     references: list[Lesson] = field(default_factory=list)  # reference modules that ship
@@ -109,7 +109,7 @@ def select(spec: str | None, course: Catalogue, option: str = "--lessons") -> li
 
 
 def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | None = None,
-         all_references: bool = False) -> Plan:
+         all_references: bool = False) -> BundlePlan:
     """What a bundle of ``lessons`` holds. ``references``: the lessons whose reference
     module ships; ``all_references``: those of every lesson the bundled ones build on."""
     bundled = {lesson.id for lesson in lessons}
@@ -131,7 +131,7 @@ def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | No
                 f"{'s' if len(missing) > 1 else ''} {', '.join(numbers)}: ship "
                 f"{'those' if len(missing) > 1 else 'it'} too "
                 f"(--with-reference {catalogue.spec_of([r.number for r in references] + numbers)})")
-    result = Plan(lessons=list(lessons), references=references)
+    result = BundlePlan(lessons=list(lessons), references=references)
     for lesson in lessons:
         own = [dep for dep in needs[lesson.id] if dep.id not in shipped]
         if own:
@@ -301,7 +301,7 @@ def imports_grader(source: str) -> bool:
     return False
 
 
-def scan(bundle: Path, p: Plan, course: Catalogue) -> list[str]:
+def scan(bundle: Path, p: BundlePlan, course: Catalogue) -> list[str]:
     """Leaks found in ``bundle``: ``file: what`` lines (empty when clean)."""
     shipped: dict[str, list[str]] = {}   # reference module -> the exported regions it holds
     for lesson in p.references:
@@ -334,7 +334,7 @@ def scan(bundle: Path, p: Plan, course: Catalogue) -> list[str]:
 
 def build(out: str | Path, spec: str | None = None, course: Catalogue | None = None,
           force: bool = False, with_reference: str | None = None,
-          with_references: bool = False, lang: str = "en") -> Plan:
+          with_references: bool = False, lang: str = "en") -> BundlePlan:
     """Build the bundle of the lessons ``spec`` selects into the new folder ``out``, in the
     editions ``lang`` names (``en``, ``zh`` or ``both``); a Chinese bundle's README is
     Chinese, one with both editions has ``README.md`` and ``README.zh.md``."""
@@ -401,7 +401,7 @@ def _closed_spec(lessons: list[Lesson], course: Catalogue) -> str:
     return catalogue.spec_of(numbers)
 
 
-def summary(out: Path, p: Plan, course: Catalogue | None = None) -> str:
+def summary(out: Path, p: BundlePlan, course: Catalogue | None = None) -> str:
     course = course or catalogue.COURSE
     files = [f for f in Path(out).rglob("*") if f.is_file()]
     size = sum(f.stat().st_size for f in files)

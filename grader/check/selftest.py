@@ -21,7 +21,7 @@ from grader.classgrade.classroom import Options, workers
 
 
 @dataclass
-class Outcome:
+class LessonSelftest:
     lesson: str
     solution: float
     blank: float
@@ -31,7 +31,7 @@ class Outcome:
 
 
 def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
-                 require: tuple[str, ...] = ()) -> tuple[Outcome, list[str], dict[str, str]]:
+                 require: tuple[str, ...] = ()) -> tuple[LessonSelftest, list[str], dict[str, str]]:
     """Grade the lesson's reference and student notebooks in its own sandbox pool."""
     began = time.perf_counter()
     opts = Options(lesson=lesson.id, out=Path("."), jobs=2, isolation=isolation, require=require)
@@ -50,7 +50,7 @@ def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
                         f"[{good.status}]: {', '.join(lost) or good.message}")
     if blank.status != "ok" or blank.score != 0:
         problems.append(f"the untouched student notebook scored {blank.score:g} [{blank.status}]")
-    outcome = Outcome(lesson.id, good.score, blank.score, good.max_score,
+    outcome = LessonSelftest(lesson.id, good.score, blank.score, good.max_score,
                       time.perf_counter() - began, problems)
     return outcome, protections, missing
 

@@ -125,7 +125,7 @@ class CellError:
 
 
 @dataclass
-class RunReport:
+class CellsRun:
     executed: int = 0
     errors: list[CellError] = field(default_factory=list)
     seconds: float = 0.0  # running the cells (``check --profile`` shows it)
@@ -144,9 +144,9 @@ def student_frames(tb: Any) -> str:
     return "".join(traceback.format_list(frames[-3:]))
 
 
-def run_cells(cells: list[tuple[int, str]], namespace: dict[str, Any]) -> RunReport:
+def run_cells(cells: list[tuple[int, str]], namespace: dict[str, Any]) -> CellsRun:
     """Execute ``(index, source)`` cells in order; errors are recorded and execution goes on."""
-    report = RunReport()
+    report = CellsRun()
     start = time.perf_counter()
     for index, source in cells:
         try:

@@ -26,7 +26,7 @@ from ..limits import Limits, WorkerHandle
 from .pool import SandboxError, SandboxPool, SandboxWorker, default_worker_files
 from .probe import (
     PROTECTIONS,
-    Plan,
+    SandboxPlan,
     SandboxUnavailable,
     available_protections,
     missing_protections,
@@ -36,7 +36,7 @@ from .probe import (
 __all__ = [
     "PROTECTIONS",
     "Limits",
-    "Plan",
+    "SandboxPlan",
     "SandboxError",
     "SandboxPool",
     "SandboxUnavailable",

@@ -121,7 +121,7 @@ class _Zygote:
         self,
         cfg: dict[str, Any],
         code_dir: Path,
-        plan: probe.Plan,
+        plan: probe.SandboxPlan,
         startup_timeout: float,
         launcher: ThreadPoolExecutor,
     ) -> None:

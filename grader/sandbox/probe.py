@@ -67,7 +67,7 @@ class SandboxUnavailable(UserError, RuntimeError):
 
 
 @dataclass(frozen=True)
-class Plan:
+class SandboxPlan:
     """The mechanisms a pool uses, and the protections they add up to."""
 
     isolation: str
@@ -386,7 +386,7 @@ def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str
             {k: missing[k] for k in order if k in missing})
 
 
-def plan(isolation: str = "auto", require: tuple[str, ...] = ()) -> Plan:
+def plan(isolation: str = "auto", require: tuple[str, ...] = ()) -> SandboxPlan:
     """The mechanisms to use for ``isolation`` and the protections they give; raises
     ``SandboxUnavailable`` when ``strict`` (or ``require``) names a missing protection."""
     isolation = "strict" if isolation == "full" else isolation
@@ -406,7 +406,7 @@ def plan(isolation: str = "auto", require: tuple[str, ...] = ()) -> Plan:
             f"{'strict isolation' if isolation == 'strict' else 'a required protection'} is "
             f"not available here. Missing:\n{lines}\n"
             "Grade with the default isolation (auto) to run with what this machine offers.")
-    return Plan(isolation=isolation, active=active, missing=missing, **m)
+    return SandboxPlan(isolation=isolation, active=active, missing=missing, **m)
 
 
 def available_protections() -> list[str]:

@@ -230,14 +230,14 @@ def write_results(layout: Layout, doc: dict[str, Any]) -> None:
 # --- grading ----------------------------------------------------------------------------
 
 @dataclass
-class Outcome:
+class Graded:
     doc: dict[str, Any]
     protections: dict[str, str]  # active protection -> how it is met
     missing: dict[str, str]  # missing protection -> why
     memory_bytes: int
 
 
-def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
+def grade(cfg: Config, layout: Layout, started: float) -> Graded:
     from grader.classgrade.classroom import Options, grade_notebook, workers
     from grader.i18n import choose, localize
     from grader.limits import DEFAULT_LIMITS
@@ -247,7 +247,7 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
     if notebook is None:
         doc = document(cfg, zeroed(cfg.lesson, problem), [problem], status="missing",
                        seconds=time.monotonic() - started, extra={"notebook": None})
-        return Outcome(doc, {}, {}, memory)
+        return Graded(doc, {}, {}, memory)
     shown = notebook.relative_to(layout.submission).as_posix()
     with private_files(layout) as private, tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         opts = Options(lesson=cfg.lesson, out=Path(tmp) / "out", isolation=cfg.isolation,
@@ -278,7 +278,7 @@ def grade(cfg: Config, layout: Layout, started: float) -> Outcome:
     doc = document(cfg, report.exercises, lines, status=report.status,
                    seconds=time.monotonic() - started,
                    extra={"notebook": shown, "protections": list(active), "missing": list(missing)})
-    return Outcome(doc, active, missing, memory)
+    return Graded(doc, active, missing, memory)
 
 
 GRADER_FAILED = ("The autograder could not grade this submission because of a problem on our "
@@ -294,7 +294,7 @@ def failure(cfg: Config, started: float, sentence: str, why: str) -> dict[str, A
                     seconds=time.monotonic() - started, extra={"error": why[:300]})
 
 
-def report_stdout(cfg: Config, outcome: Outcome, seconds: float) -> None:
+def report_stdout(cfg: Config, outcome: Graded, seconds: float) -> None:
     """For the instructor (Gradescope's "Autograder Output")."""
     doc = outcome.doc
     print(f"lesson {cfg.lesson}  (package: {cfg.built or 'unknown build'})")
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome = grade(cfg, layout, started)
     except Exception as exc:  # noqa: BLE001 - the student still gets a clear results.json
         traceback.print_exc(file=sys.stdout)
-        outcome = Outcome(failure(cfg, started, GRADER_FAILED, f"{type(exc).__name__}: {exc}"),
+        outcome = Graded(failure(cfg, started, GRADER_FAILED, f"{type(exc).__name__}: {exc}"),
                           {}, {}, 0)
     write_results(layout, outcome.doc)
     report_stdout(cfg, outcome, time.monotonic() - started)
