@@ -56,7 +56,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     import signal
     from pathlib import Path
 
-    from grader.check.engine import hidden_test_file
+    from grader.check.lessons import hidden_test_file
     from grader.classgrade.classroom import Interrupted, Options, grade_class
 
     submitted = Path(args.submitted)
@@ -185,7 +185,7 @@ def cmd_return_feedback(args: argparse.Namespace) -> int:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    from grader.check.selftest import run
+    from grader.classgrade.selftest import run
 
     warnings.simplefilter("ignore")
     return 0 if run(args.lessons, isolation=args.isolation) else 1

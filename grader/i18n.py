@@ -269,7 +269,7 @@ def words(lang: str) -> Any:
 def _translated_hint(failure: str, lang: str) -> str:
     """A failed check's message in ``lang``, still the same kind of hint (a diagnosis stays
     one, so the hints are chosen and folded as in English)."""
-    from grader.check.messages import Hint
+    from grader.hint import Hint
 
     text = translate(failure, lang)
     return Hint(text, failure.mistake, failure.kind) if isinstance(failure, Hint) else text

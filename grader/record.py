@@ -69,7 +69,7 @@ def check_schema(data: Any, where: Path) -> int:
 class HintData:
     """One hint a student reads: its text, the mistake id it diagnoses (a key of the
     lesson's ``MISTAKES``, None for a symptom or an error) and its kind (``diagnosis``,
-    ``error`` or ``symptom``: ``grader.check.messages.Hint``)."""
+    ``error`` or ``symptom``: ``grader.hint.Hint``)."""
 
     text: str
     mistake: str | None = None
@@ -80,7 +80,7 @@ class HintData:
 
     @classmethod
     def of(cls, hint: Any) -> HintData:
-        """From a ``grader.check.messages.Hint`` (or a plain string: a symptom)."""
+        """From a ``grader.hint.Hint`` (or a plain string: a symptom)."""
         return cls(str(hint), getattr(hint, "mistake", None), getattr(hint, "kind", "symptom"))
 
     @classmethod

@@ -165,7 +165,7 @@ class Report:
 
 
 def _failures(exercise: dict[str, Any]) -> list[str]:
-    from grader.check.messages import Hint
+    from grader.hint import Hint
 
     hints = exercise.get("hints")
     if isinstance(hints, list):

@@ -294,7 +294,7 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
 def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     """localize keeps each hint's kind (a diagnosis first, as in English), and the count of
     folded checks is Chinese too."""
-    from grader.check.messages import Hint
+    from grader.hint import Hint
     from grader.results import ExerciseResult, Report
 
     failures = [Hint("the weights are wrong (largest difference 0.5 at index [1, 1])"),

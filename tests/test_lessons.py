@@ -16,7 +16,8 @@ from conftest import ROOT, lessons, solution_path
 from coursekit import catalogue
 from grader.authoring.generate import generate as authoring
 from grader.authoring.generate import graded_cells
-from grader.check.engine import HIDDEN_DIR, exercise_points, known_lessons, run_hidden_tests
+from grader.check.engine import exercise_points, run_hidden_tests
+from grader.check.lessons import HIDDEN_DIR, known_lessons
 from grader.check.submission import InProcessSubmission
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")

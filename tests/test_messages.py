@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from grader.check.framework import Failed, close, suspect
-from grader.check.messages import Hint, explain, fold
+from grader.check.messages import explain, fold
+from grader.hint import Hint
 from grader.results import ExerciseResult
 
 torch.set_num_threads(1)

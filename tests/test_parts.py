@@ -12,7 +12,8 @@ from conftest import solution_path
 from planted import modules
 
 from grader.check import parts
-from grader.check.engine import grade_in_process, hidden_test_file
+from grader.check.engine import grade_in_process
+from grader.check.lessons import hidden_test_file
 from grader.check.submission import InProcessSubmission
 
 LESSON = "07_positional_encoding"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.check.messages import Hint
+from grader.hint import Hint
 from grader.outputs import class_report, feedback, lms
 from grader.record import SCHEMA, Folder, RecordError, result_object, write_atomic
 from grader.results import ExerciseResult, Report, Status, csv_row, csv_table, not_graded

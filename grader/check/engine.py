@@ -16,9 +16,9 @@ import pytest
 
 from coursekit import catalogue, settings
 from coursekit.errors import UnknownLesson
-from grader import PACKAGE_DIR
 from grader.check import messages, runner, timeline
 from grader.check.framework import fresh_seed, grading_run
+from grader.check.lessons import HIDDEN_DIR, hidden_test_file, known_lessons
 from grader.check.notebook import cells_to_run, read_notebook
 from grader.check.plugin import CollectPoints
 from grader.check.remote import RemoteSubmission
@@ -30,21 +30,6 @@ from grader.runtime.errors import CallCrashed, CallHung, GradingError, WorkerDie
 
 if TYPE_CHECKING:
     from grader.check.launch import WorkerSource
-
-HIDDEN_DIR = PACKAGE_DIR / "hidden"
-
-
-def known_lessons() -> list[str]:
-    """The catalogue's lesson ids (each has its hidden graders: tests/test_lessons.py checks)."""
-    return catalogue.COURSE.ids()
-
-
-def hidden_test_file(lesson: str) -> Path:
-    path = HIDDEN_DIR / f"test_{lesson}.py"
-    if not path.exists():
-        raise UnknownLesson(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
-    return path
-
 
 def exercise_points(lesson: str) -> dict[str, float]:
     """``{exercise: max points}`` of a lesson's hidden graders, in their order."""

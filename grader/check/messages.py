@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from grader.check.framework import Failed
 from grader.check.submission import Posted
+from grader.hint import Hint
 from grader.runtime.errors import (
     BadValue,
     CallCrashed,
@@ -28,23 +29,6 @@ FORBIDDEN_HINT = {
     "torch.layer_norm": "torch.layer_norm",
     "torch.nn.functional.gelu": "F.gelu / nn.GELU",
 }
-
-
-class Hint(str):
-    """A sentence for the student; ``mistake`` is the id of the mistake it diagnoses (a key
-    of the lesson's ``MISTAKES``), ``None`` for a symptom or an error."""
-
-    mistake: str | None = None
-    kind: str = "symptom"  # "diagnosis", "error" (the notebook raised, or is broken) or "symptom"
-
-    def __new__(cls, text: str, mistake: str | None = None, kind: str | None = None) -> Hint:
-        hint = super().__new__(cls, text)
-        hint.mistake = mistake
-        hint.kind = kind or ("diagnosis" if mistake else "symptom")
-        return hint
-
-    def __reduce__(self) -> tuple:
-        return (Hint, (str(self), self.mistake, self.kind))
 
 
 def fold(failures: list[str], lang: str = "en") -> list[str]:

@@ -80,7 +80,7 @@ def course_files(lesson: str) -> dict[str, Path]:
     """``course/...`` entries: the grader package with this lesson's hidden tests only
     (never another lesson's: a zip reaches every TA of a course), and the lesson's public
     files (the reference modules of the lessons before it)."""
-    from grader.check.engine import HIDDEN_DIR, hidden_test_file
+    from grader.check.lessons import HIDDEN_DIR, hidden_test_file
     from grader.classgrade.classroom import public_files
 
     others = {p for p in HIDDEN_DIR.glob("test_*.py")} - {hidden_test_file(lesson)}
@@ -100,7 +100,8 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib:
     """Write the autograder zip for ``lesson`` to ``OUT/autograder.zip`` (or ``OUT`` if it
     ends in ``.zip``). Raises UnknownLesson (a KeyError) for an unknown lesson, PackageError
     (a ValueError) for bad options."""
-    from grader.check.engine import exercise_points, hidden_test_file
+    from grader.check.engine import exercise_points
+    from grader.check.lessons import hidden_test_file
 
     hidden_test_file(lesson)
     for name, value in (("visibility", visibility), ("stdout visibility", stdout_visibility)):
