@@ -73,7 +73,11 @@ class TrustedZygote:
 
 def _warm_up() -> None:
     """What every check's trusted side imports, imported once. Nothing runs a check here."""
-    from grader.check import engine, lessons, runner
+    from grader.check import (
+        engine,  # noqa: F401 - imported once, here
+        lessons,
+        runner,
+    )
     from grader.runtime import target  # noqa: F401 - backward(), values on the trusted side
 
     for name in ("torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
