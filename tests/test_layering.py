@@ -1,16 +1,33 @@
-"""The grader's modules as layers (issue 28): no import cycle through the CLI or the check
-helper, nothing but ``python -m grader`` imports the CLI, and no module overwrites another
-grader module's globals (what differs between callers is passed as arguments). Imports are
-read from the source (ast), at module level and inside functions alike."""
+"""The grader's modules as layers (issue 28): each stage imports only the stages below it,
+no import cycle, nothing but ``python -m grader`` imports the CLI, the runtime imports only
+the runtime, and no module overwrites another grader module's globals (what differs between
+callers is passed as arguments). Imports are read from the source (ast), at module level and
+inside functions alike: a function-level import that goes up is a cycle waiting for the next
+refactoring. The stages are CONTRIBUTING.md's "Where things live"."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 Graph = dict[str, set[str]]
+
+#: Lowest first: a module may import its own stage and the stages before it.
+STAGES = [
+    # what every stage shares; the code that runs beside the student's
+    {"hint", "limits", "csvcells", "templating", "i18n", "runtime"},
+    {"sandbox"},  # where a worker runs
+    {"check", "results", "hidden"},  # one notebook: its worker, the hidden tests, the result
+    {"helper"},  # check's warm per-user helper
+    {"record"},  # the graded folder
+    {"classgrade"},  # a whole class
+    {"outputs"},  # what a record becomes for people
+    {"integrations", "kernel", "authoring"},  # nbgrader, Gradescope; writing the course
+    {"cli", "__main__"},  # the command line
+]
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -91,15 +108,47 @@ def test_the_graph_sees_a_cycle(tmp_path: Path) -> None:
     assert cycles(import_graph(tmp_path)) == [{"grader.cli", "grader.helper.client"}]
 
 
-def test_no_cycle_through_the_cli_or_the_helper() -> None:
-    graph = import_graph(ROOT)
-    assert {"grader.cli", "grader.check.command", "grader.helper.zygote"} <= set(graph)
-    assert "grader.check.command" in graph["grader.helper.zygote"]
-    bad = [group for group in cycles(graph)
-           if any(m == "grader.cli" or m.startswith(("grader.helper", "grader.check.command"))
-                  for m in group)]
-    assert bad == []
-    assert [m for m, imports in graph.items() if "grader.cli" in imports] == ["grader.__main__"]
+def stage(module: str) -> int:
+    top = module.split(".")[1]
+    for level, names in enumerate(STAGES):
+        if top in names:
+            return level
+    raise AssertionError(f"{module} belongs to no stage: add it to STAGES and to CONTRIBUTING.md")
+
+
+def upward(graph: Graph) -> list[str]:
+    """``a -> b`` for every import of a later stage."""
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() if a != "grader"
+                  for b in targets if b != "grader" and stage(b) > stage(a))
+
+
+GRAPH = import_graph(ROOT)
+
+
+def test_no_import_cycle() -> None:
+    assert {"grader.cli", "grader.check.command", "grader.helper.zygote"} <= set(GRAPH)
+    assert "grader.check.command" in GRAPH["grader.helper.zygote"]
+    assert cycles(GRAPH) == []
+    assert [m for m, imports in GRAPH.items() if "grader.cli" in imports] == ["grader.__main__"]
+
+
+def test_stages_import_only_the_stages_below() -> None:
+    assert upward(GRAPH) == []
+
+
+def test_the_stages_see_an_upward_import() -> None:
+    """The check above can fail: the check asking the CLI is caught."""
+    graph = dict(GRAPH, **{"grader.check.engine": GRAPH["grader.check.engine"] | {"grader.cli"}})
+    assert upward(graph) == ["grader.check.engine -> grader.cli"]
+    with pytest.raises(AssertionError, match="belongs to no stage"):
+        stage("grader.newstage")
+
+
+def test_the_runtime_imports_only_the_runtime() -> None:
+    """What runs beside the student's code is copied into the sandbox alone."""
+    for module, targets in GRAPH.items():
+        if module.startswith("grader.runtime"):
+            assert all(t.startswith("grader.runtime") for t in targets), (module, targets)
 
 
 def _module_names(tree: ast.Module, mod: str, path: Path, mods: dict) -> set[str]:
