@@ -45,9 +45,9 @@ LOCALE_DIR = PACKAGE / "locale"
 LANGUAGES = ("en", "zh")
 
 #: The modules whose strings students read (paths relative to the grader package).
-SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "results.py",
-           "classgrade/classroom.py", "check/engine.py", "check/calls.py", "classgrade/find.py",
-           "classgrade/late.py", "kernel.py", "runtime/errors.py",
+SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "check/engine.py",
+           "check/lessons.py", "check/calls.py", "results.py", "classgrade/classroom.py",
+           "classgrade/find.py", "classgrade/late.py", "kernel.py", "runtime/errors.py",
            "templates/*.j2")
 #: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions).
 NOT_SHOWN = {"MISTAKES"}
