@@ -100,7 +100,8 @@ def test_user_errors_are_one_line_and_a_bug_is_a_traceback(tmp_path, monkeypatch
     from a slip in the grader's own code is no user error: it propagates, traceback and all."""
     from coursekit import catalogue
     from grader import cli
-    from grader.check import launch, selftest
+    from grader.check import launch
+    from grader.classgrade import selftest
     from grader.sandbox import SandboxUnavailable
 
     notebook = tmp_path / "homework.ipynb"

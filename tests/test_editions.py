@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 from coursekit import catalogue
-from grader.authoring.generate import editions
+from grader.authoring import editions
 
 WITH_ZH = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
 

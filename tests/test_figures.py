@@ -102,7 +102,7 @@ def test_figures_have_no_timestamps(tmp_path) -> None:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_release_bundle_carries_the_figures(tmp_path, lang: str) -> None:
     """Every figure its notebooks show (a Chinese bundle: the Chinese versions)."""
-    from grader.authoring.generate import release
+    from grader.authoring import release
 
     release.build(tmp_path / "course", "01-03", lang=lang)
     for lesson in lessons()[:3]:

@@ -68,7 +68,7 @@ def _own_site(python: Path) -> Path:
 
 
 def test_the_students_environment_holds_no_hidden_test_and_no_answer(student_env) -> None:
-    from grader.authoring.generate import release
+    from grader.authoring import release
 
     python, handout = student_env
     plan = release.plan(catalogue.COURSE.lessons, catalogue.COURSE)

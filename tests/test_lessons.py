@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, lessons, solution_path
 
 from coursekit import catalogue
-from grader.authoring.generate import generate as authoring
+from grader.authoring import generate as authoring
 from grader.authoring.generate import graded_cells
 from grader.check.engine import exercise_points, run_hidden_tests
 from grader.check.lessons import HIDDEN_DIR, known_lessons

@@ -273,7 +273,7 @@ def _ids(lessons) -> list[str]:
 
 
 def test_planner_ships_no_answers_by_default(course, tmp_path) -> None:
-    from grader.authoring.generate import release as r
+    from grader.authoring import release as r
 
     assert _ids(r.select("01,03-04", course)) == ["01_a", "03_c", "04_d"]
     p = r.plan(r.select("01,03-04", course), course)
@@ -295,7 +295,7 @@ def test_planner_ships_no_answers_by_default(course, tmp_path) -> None:
 
 
 def test_reference_code_ships_when_the_instructor_asks(course, tmp_path) -> None:
-    from grader.authoring.generate import release as r
+    from grader.authoring import release as r
 
     p = r.plan(r.select("08", course), course, all_references=True)
     assert _ids(p.references) == ["03_c", "04_d"] and p.uses_own == {} and p.not_bundled == []
@@ -314,7 +314,7 @@ def test_reference_code_ships_when_the_instructor_asks(course, tmp_path) -> None
     ("04", "07", "--with-reference: no lesson 07"),
 ])
 def test_refuses_reference_code_that_cannot_work(course, tmp_path, spec, refs, words) -> None:
-    from grader.authoring.generate import release as r
+    from grader.authoring import release as r
 
     with pytest.raises(r.ReleaseError) as refused:
         r.build(tmp_path / "b", spec, course=course, with_reference=refs)
@@ -548,7 +548,7 @@ def test_an_instructor_can_ship_the_earlier_lessons_reference_code(later_env, tm
 
 def test_the_leak_scan_catches_a_planted_leak(tmp_path) -> None:
     """The scan of this file and grader.authoring.release's own refuse a bundle with a solution in it."""
-    from grader.authoring.generate import release as r
+    from grader.authoring import release as r
 
     out = tmp_path / "course"
     assert release(out, "--lessons", "01").returncode == 0
