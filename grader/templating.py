@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-GRADESCOPE_TEMPLATES = TEMPLATES.parent / "gradescope" / "templates"
+GRADESCOPE_TEMPLATES = TEMPLATES.parent / "integrations" / "gradescope" / "templates"
 ESCAPED = (".html", ".htm", ".xml")
 
 

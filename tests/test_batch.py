@@ -9,6 +9,7 @@ crashing call named, and the in-process submission behaving the same.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -177,6 +178,16 @@ def test_a_crash_in_a_batch_is_named(remote: RemoteSubmission) -> None:
     with pytest.raises(CallCrashed) as crashed, remote.batch() as b:
         b.call("f", 1)
         b.call("f", "crash")
+        b.call("f", 2)
+    assert crashed.value.call == "f('crash')"
+
+
+def test_a_call_sent_after_a_crash_names_the_call_that_crashed(remote: RemoteSubmission) -> None:
+    """The worker is gone when the next call is sent: the crash is still the crashing call's."""
+    with pytest.raises(CallCrashed) as crashed, remote.batch() as b:
+        b.call("f", 1)
+        b.call("f", "crash")
+        time.sleep(1.0)  # the worker runs both and exits before f(2) is sent
         b.call("f", 2)
     assert crashed.value.call == "f('crash')"
 

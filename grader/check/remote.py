@@ -105,7 +105,11 @@ class RemoteSubmission(Submission):
             self.sock.sendall(data)
         except TimeoutError:
             self._fail(pending, timed_out=True)
-        except OSError:
+        except OSError:  # the worker is gone: a request sent before may have stopped it
+            self._pending.pop()
+            self._in_flight -= len(data)
+            if self._pending:
+                self._drain()  # their answers, then the end: the one that stopped it is named
             self._fail(pending, timed_out=False)
 
     def _drain(self, waited: bool = False) -> Any:
