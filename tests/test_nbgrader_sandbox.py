@@ -88,7 +88,7 @@ def _export(course: Path, env: dict[str, str], to: Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def term(tmp_path_factory):
+def sandboxed_class(tmp_path_factory):
     """The class graded by `grade` and by the sandboxed autograde; the home folder of the
     account that ran them."""
     base = tmp_path_factory.mktemp("nbgrader-sandbox")
@@ -125,40 +125,40 @@ def term(tmp_path_factory):
             "autograded": autograded, "log": log, "students": list(notebooks)}
 
 
-def test_the_sandboxed_autograde_gives_grades_scores(term) -> None:
-    ran = json.loads((term["course"] / "autograded" / "reference" / LESSON / f"{LESSON}.ipynb").read_text())
+def test_the_sandboxed_autograde_gives_grades_scores(sandboxed_class) -> None:
+    ran = json.loads((sandboxed_class["course"] / "autograded" / "reference" / LESSON / f"{LESSON}.ipynb").read_text())
     data = next(c for c in ran["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "data")
     assert not data["outputs"], "a kernel ran a student's notebook"
-    differ = {s: (float(term["graded"][s]["score"]), term["autograded"][s])
-              for s in term["students"] if float(term["graded"][s]["score"]) != term["autograded"][s]}
+    differ = {s: (float(sandboxed_class["graded"][s]["score"]), sandboxed_class["autograded"][s])
+              for s in sandboxed_class["students"] if float(sandboxed_class["graded"][s]["score"]) != sandboxed_class["autograded"][s]}
     assert not differ, f"grade and nbgrader's autograde disagree: {differ}"
-    assert term["autograded"]["reference"] == 10 and term["autograded"]["blank"] == 0
-    bugs = [s for s in term["students"] if s.startswith("bug")]
-    assert all(0 <= term["autograded"][s] < 10 for s in bugs)
-    assert sum(0 < term["autograded"][s] for s in bugs) >= len(bugs) // 2, "partial credit, as grade gives"
-    assert all(term["autograded"][s] == 10 for s in term["students"] if s.startswith("alt"))
+    assert sandboxed_class["autograded"]["reference"] == 10 and sandboxed_class["autograded"]["blank"] == 0
+    bugs = [s for s in sandboxed_class["students"] if s.startswith("bug")]
+    assert all(0 <= sandboxed_class["autograded"][s] < 10 for s in bugs)
+    assert sum(0 < sandboxed_class["autograded"][s] for s in bugs) >= len(bugs) // 2, "partial credit, as grade gives"
+    assert all(sandboxed_class["autograded"][s] == 10 for s in sandboxed_class["students"] if s.startswith("alt"))
 
 
 @pytest.mark.skipif(bool(LACKING) and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
                     reason=f"this machine cannot hide files or make them read-only: {LACKING}")
-def test_no_student_code_runs_as_the_instructor(term) -> None:
+def test_no_student_code_runs_as_the_instructor(sandboxed_class) -> None:
     for name in HOSTILE:
-        assert term["autograded"][name] == 0, name
-    assert term["graded"]["spins_in_a_scratch_cell"]["status"] == "timeout"
-    assert not (term["home"] / "PWNED.txt").exists(), "a notebook wrote into the instructor's home"
-    _run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON, "--force"], term["course"], term["env"])
-    page = (term["course"] / "feedback" / "reads_solutions" / LESSON / f"{LESSON}.html").read_text()
+        assert sandboxed_class["autograded"][name] == 0, name
+    assert sandboxed_class["graded"]["spins_in_a_scratch_cell"]["status"] == "timeout"
+    assert not (sandboxed_class["home"] / "PWNED.txt").exists(), "a notebook wrote into the instructor's home"
+    _run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON, "--force"], sandboxed_class["course"], sandboxed_class["env"])
+    page = (sandboxed_class["course"] / "feedback" / "reads_solutions" / LESSON / f"{LESSON}.html").read_text()
     assert "np.exp(shifted)" not in page, "the feedback page shows the reference solution"
 
 
-def test_the_feedback_page_shows_grades_first_hint(term) -> None:
-    _run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON, "--force"], term["course"], term["env"])
+def test_the_feedback_page_shows_grades_first_hint(sandboxed_class) -> None:
+    _run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON, "--force"], sandboxed_class["course"], sandboxed_class["env"])
     shown = 0
-    for student in term["students"]:
+    for student in sandboxed_class["students"]:
         if not student.startswith("bug"):
             continue
-        record = json.loads((term["base"] / "graded" / "results" / f"{student}.json").read_text())
-        page = html.unescape((term["course"] / "feedback" / student / LESSON / f"{LESSON}.html").read_text())
+        record = json.loads((sandboxed_class["base"] / "graded" / "results" / f"{student}.json").read_text())
+        page = html.unescape((sandboxed_class["course"] / "feedback" / student / LESSON / f"{LESSON}.html").read_text())
         for exercise in record["exercises"]:
             if exercise["passed"]:
                 continue
@@ -169,20 +169,20 @@ def test_the_feedback_page_shows_grades_first_hint(term) -> None:
     assert shown >= len(l01.BUGS)
 
 
-def test_nbgraders_own_kernels_give_the_same_partial_credit(term, tmp_path) -> None:
+def test_nbgraders_own_kernels_give_the_same_partial_credit(sandboxed_class, tmp_path) -> None:
     """COURSE_AUTOGRADE=kernel: each test cell keeps only its hidden tests in autograde, so a
     failed visible assert no longer zeroes an exercise that `grade` gives partial credit."""
     course = tmp_path / "course"  # a copy: the class's own gradebook stays as it was
-    shutil.copytree(term["course"], course, ignore=shutil.ignore_patterns("autograded", "feedback"))
+    shutil.copytree(sandboxed_class["course"], course, ignore=shutil.ignore_patterns("autograded", "feedback"))
     for name in HOSTILE:  # they would run as this account
         shutil.rmtree(course / "submitted" / name)
-    env = {**term["env"], "COURSE_AUTOGRADE": "kernel"}
-    trusted = [s for s in term["students"] if s not in HOSTILE]
+    env = {**sandboxed_class["env"], "COURSE_AUTOGRADE": "kernel"}
+    trusted = [s for s in sandboxed_class["students"] if s not in HOSTILE]
     _run([sys.executable, "-m", "nbgrader", "autograde", LESSON, "--force"], course, env, timeout=1200)
     ran = json.loads((course / "autograded" / "reference" / LESSON / f"{LESSON}.ipynb").read_text())
     data = next(c for c in ran["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "data")
     assert data["outputs"], "nbgrader's kernel ran the notebook's cells"
     scores = _export(course, env, tmp_path / "kernel.csv")
-    differ = {s: (float(term["graded"][s]["score"]), scores[s])
-              for s in trusted if float(term["graded"][s]["score"]) != scores[s]}
+    differ = {s: (float(sandboxed_class["graded"][s]["score"]), scores[s])
+              for s in trusted if float(sandboxed_class["graded"][s]["score"]) != scores[s]}
     assert not differ, f"grade and nbgrader's kernels disagree: {differ}"
