@@ -1,14 +1,16 @@
 """nbgrader end to end in a temporary copy of the course: generate_assignment, autograde
-a correct and a blank submission, export; nbgrader's scores equal ``grader check``'s, and
-those of ``grade`` for the term's class (tests/conftest.py)."""
+a correct and a blank submission of every lesson, export; nbgrader's scores equal
+``grader check``'s, and those of ``grade`` for the term's class (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from conftest import ROOT, lessons
@@ -16,36 +18,60 @@ from conftest import ROOT, lessons
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def run(args: list[str], cwd) -> subprocess.CompletedProcess:
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)
+def run(args: list[str], cwd, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 
-@pytest.mark.parametrize("lesson", lessons())
-def test_nbgrader_autograde_agrees_with_grader_check(tmp_path, lesson: str) -> None:
-    course = tmp_path / "course"
+NBGRADER = [sys.executable, "-m", "nbgrader"]
+SUBMISSIONS = {"alice": "solutions", "bob": "lessons"}  # correct, blank
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> dict:
+    """Every lesson at once, as an instructor would release a term (nbgrader's ``*``: one
+    ``generate_assignment``, one ``autograde`` and one ``export`` for the whole course):
+    alice hands in each reference notebook, bob each blank one."""
+    tmp = tmp_path_factory.mktemp("nbgrader-course")
+    course = tmp / "course"
     shutil.copytree(ROOT / "solutions", course / "solutions")
     shutil.copy(ROOT / "nbgrader_config.py", course)
-    run(["nbgrader", "generate_assignment", lesson, "--force"], course)
-    submissions = {
-        "alice": course / "solutions" / lesson / f"{lesson}.ipynb",  # correct
-        "bob": course / "lessons" / lesson / f"{lesson}.ipynb",      # blank
-    }
-    for student, notebook in submissions.items():
-        folder = course / "submitted" / student / lesson
-        folder.mkdir(parents=True)
-        shutil.copy(notebook, folder / f"{lesson}.ipynb")
-    run(["nbgrader", "autograde", lesson, "--force"], course)
-    run(["nbgrader", "export", "--to", str(tmp_path / "grades.csv")], course)
-    with open(tmp_path / "grades.csv", newline="") as f:
-        nbgrader_scores = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
+    run([*NBGRADER, "generate_assignment", "*", "--force"], course)
+    for lesson in lessons():
+        for student, source in SUBMISSIONS.items():
+            folder = course / "submitted" / student / lesson
+            folder.mkdir(parents=True)
+            shutil.copy(course / source / lesson / f"{lesson}.ipynb", folder / f"{lesson}.ipynb")
+    run([*NBGRADER, "autograde", "*", "--force"], course)
+    run([*NBGRADER, "export", "--to", str(tmp / "grades.csv")], course)
+    with open(tmp / "grades.csv", newline="") as f:
+        scores = {(row["assignment"], row["student_id"]): float(row["raw_score"])
+                  for row in csv.DictReader(f)}
+    return {"course": course, "scores": scores}
 
-    for student in submissions:
-        notebook = course / "submitted" / student / lesson / f"{lesson}.ipynb"
-        proc = run([sys.executable, "-m", "grader", "check", str(notebook), "--format", "json"], ROOT)
-        assert nbgrader_scores[student] == json.loads(proc.stdout)["score"], student
-    assert nbgrader_scores["alice"] > 0 and nbgrader_scores["bob"] == 0
+
+@pytest.fixture(scope="module")
+def check_env():
+    """``grader check`` through a warm helper of its own (tests/test_helper.py shows it
+    answers as a cold check does), stopped at the end."""
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="helper-") as name:
+        env = dict(os.environ, TMPDIR=name, COURSE_CHECK_HELPER="10")
+        env.pop("XDG_RUNTIME_DIR", None)
+        env.pop("CI", None)
+        yield env
+        run([sys.executable, "-m", "grader", "helper", "stop"], ROOT, env)
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_nbgrader_autograde_agrees_with_grader_check(course, check_env, lesson: str) -> None:
+    scores = course["scores"]
+    for student in SUBMISSIONS:
+        notebook = course["course"] / "submitted" / student / lesson / f"{lesson}.ipynb"
+        proc = run([sys.executable, "-m", "grader", "check", str(notebook), "--format", "json"],
+                   ROOT, check_env)
+        assert scores[lesson, student] == json.loads(proc.stdout)["score"], student
+    assert scores[lesson, "alice"] > 0 and scores[lesson, "bob"] == 0
 
 
 def test_nbgraders_sandboxed_autograde_gives_grades_scores(term_nbgrader, term) -> None:
