@@ -15,13 +15,14 @@ KEYS = {"notebook", "lesson", "score", "max_score", "exercises"}
 EXERCISE_KEYS = {"name", "points", "max_points", "passed", "message"}
 
 
-def check(path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def check(path, *extra: str, timeout: float = 300,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "grader", "check", str(path), "--format", "json",
-                           *extra], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                           *extra], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
-def verdict(path, *extra: str) -> dict:
-    proc = check(path, *extra)
+def verdict(path, *extra: str, env: dict[str, str] | None = None) -> dict:
+    proc = check(path, *extra, env=env)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)  # exactly one JSON object, nothing else
     assert set(result) == KEYS
@@ -31,8 +32,8 @@ def verdict(path, *extra: str) -> dict:
 
 
 @pytest.mark.parametrize("lesson", lessons())
-def test_reference_solution_gets_full_marks(lesson: str) -> None:
-    result = verdict(solution_path(lesson))
+def test_reference_solution_gets_full_marks(lesson: str, warm_check_env) -> None:
+    result = verdict(solution_path(lesson), env=warm_check_env)
     assert result["lesson"] == lesson
     assert result["max_score"] > 0
     assert result["score"] == result["max_score"], result
@@ -40,8 +41,8 @@ def test_reference_solution_gets_full_marks(lesson: str) -> None:
 
 
 @pytest.mark.parametrize("lesson", lessons())
-def test_untouched_student_notebook_gets_zero(lesson: str) -> None:
-    result = verdict(lesson_path(lesson))
+def test_untouched_student_notebook_gets_zero(lesson: str, warm_check_env) -> None:
+    result = verdict(lesson_path(lesson), env=warm_check_env)
     assert result["score"] == 0, result
     assert all(not e["passed"] and e["message"] for e in result["exercises"])
 

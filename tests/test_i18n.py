@@ -158,9 +158,9 @@ def test_localize_translates_the_notes_too() -> None:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("lesson", ZH_LESSONS)
-def test_check_answers_a_chinese_notebook_in_chinese(lesson: str) -> None:
+def test_check_answers_a_chinese_notebook_in_chinese(lesson: str, warm_check_env) -> None:
     path = catalogue.get(lesson).student("zh")
-    env = {k: v for k, v in __import__("os").environ.items() if k != "COURSE_LANG"}
+    env = warm_check_env  # without COURSE_LANG
     run = [sys.executable, "-m", "grader", "check", str(path), "--format", "json"]
     zh = json.loads(subprocess.run(run, capture_output=True, text=True, cwd=ROOT, env=env, check=True).stdout)
     en = json.loads(subprocess.run(run + ["--lang", "en"], capture_output=True, text=True, cwd=ROOT,

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 from conftest import ROOT, lessons
@@ -51,25 +49,13 @@ def course(tmp_path_factory) -> dict:
     return {"course": course, "scores": scores}
 
 
-@pytest.fixture(scope="module")
-def check_env():
-    """``grader check`` through a warm helper of its own (tests/test_helper.py shows it
-    answers as a cold check does), stopped at the end."""
-    with tempfile.TemporaryDirectory(dir="/tmp", prefix="helper-") as name:
-        env = dict(os.environ, TMPDIR=name, COURSE_CHECK_HELPER="10")
-        env.pop("XDG_RUNTIME_DIR", None)
-        env.pop("CI", None)
-        yield env
-        run([sys.executable, "-m", "grader", "helper", "stop"], ROOT, env)
-
-
 @pytest.mark.parametrize("lesson", lessons())
-def test_nbgrader_autograde_agrees_with_grader_check(course, check_env, lesson: str) -> None:
+def test_nbgrader_autograde_agrees_with_grader_check(course, warm_check_env, lesson: str) -> None:
     scores = course["scores"]
     for student in SUBMISSIONS:
         notebook = course["course"] / "submitted" / student / lesson / f"{lesson}.ipynb"
         proc = run([sys.executable, "-m", "grader", "check", str(notebook), "--format", "json"],
-                   ROOT, check_env)
+                   ROOT, warm_check_env)
         assert scores[lesson, student] == json.loads(proc.stdout)["score"], student
     assert scores[lesson, "alice"] > 0 and scores[lesson, "bob"] == 0
 
