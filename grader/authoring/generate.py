@@ -138,10 +138,12 @@ def sort_imports(text: str, filename: str) -> str:
 
 
 def generate_command(lesson: str) -> list[str]:
-    """``nbgrader generate_assignment`` of every edition of ``lesson`` into ``lessons/``
-    (``nbgrader_config.py`` may narrow the notebooks to one edition for an instructor's
-    course; the repository's ``lessons/`` holds them all)."""
-    return ["nbgrader", "generate_assignment", lesson, "--force", "--CourseDirectory.notebook_id=*"]
+    """``nbgrader generate_assignment`` of every edition of ``lesson`` (``*``: of every
+    lesson) into ``lessons/``, through this interpreter (``nbgrader_config.py`` may narrow
+    the notebooks to one edition for an instructor's course; the repository's ``lessons/``
+    holds them all)."""
+    return [sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--force",
+            "--CourseDirectory.notebook_id=*"]
 
 
 def main(argv: list[str] | None = None) -> int:
