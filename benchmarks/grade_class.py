@@ -26,6 +26,7 @@ import argparse
 import getpass
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -74,14 +75,19 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
         shutil.chown(out, user)
         cmd = ["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin",
                f"HOME={Path('~' + user).expanduser()}", *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"grading failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}")
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = json.loads((out / "run.json").read_text())
     return {"wall": wall, "median": run["median_seconds_per_submission"], "n": run["students"],
-            "protections": run["protections"], "missing": run["sandbox"]["missing"]}
+            "protections": run["protections"], "missing": run["sandbox"]["missing"],
+            # CPU of the whole run: grade, its trusted processes, the sandbox's zygotes and
+            # the workers they reap (each waited for by its parent)
+            "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
 
 
 def run_nbgrader(submitted: Path, lesson: str, count: int, course: Path) -> dict[str, dict]:
@@ -141,16 +147,17 @@ def main() -> None:
         print(f"{label}: protections {', '.join(r['protections'])}; missing "
               f"{', '.join(r['missing']) or 'none'}")
     print()
-    print("| grader | submissions | total s | s / submission | median s / submission |")
-    print("|---|---|---|---|---|")
+    print("| grader | submissions | total s | s / submission | median s / submission "
+          "| CPU s / submission | cores busy |")
+    print("|---|---|---|---|---|---|---|")
     for label, r in rows:
         print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | "
-              f"{r['median']:.3f} |")
+              f"{r['median']:.3f} | {r['cpu'] / r['n']:.3f} | {r['cpu'] / r['wall']:.2f} |")
     for mode, label in (("sandbox", "nbgrader autograde (the course's sandbox)"),
                         ("kernel", "nbgrader autograde, nbgrader's kernels")):
         if theirs is not None:
             r = theirs[mode]
-            print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – |")
+            print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – | – | – |")
     print()
     ours = rows[:len(job_counts)]
     if args.as_user:

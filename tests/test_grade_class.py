@@ -117,6 +117,28 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
     assert proc.returncode == 2 and "known lessons" in proc.stderr
 
 
+def test_trusted_processes_started_ahead_grade_as_lazy_ones(classroom, tmp_path, monkeypatch) -> None:
+    """Where the cores allow (2 per job), ``--jobs N`` starts its N trusted processes while
+    the sandbox boots; they grade exactly as the processes started with a first submission."""
+    from grader.classgrade import classroom as grading
+    from grader.classgrade import jobs as class_jobs
+
+    started, made = [], []
+    start, init = class_jobs.Jobs.start, class_jobs.TrustedProcess.__init__
+    monkeypatch.setattr(class_jobs, "cores", lambda: 4)
+    monkeypatch.setattr(class_jobs.Jobs, "start", lambda self, n: (started.append(n), start(self, n)))
+    monkeypatch.setattr(class_jobs.TrustedProcess, "__init__",
+                        lambda self, *args: (made.append(1), init(self, *args))[-1])
+    ahead = tmp_path / "ahead"
+    grading.grade_class(classroom, grading.Options(lesson=LESSON, out=ahead, jobs=2, isolation="none"),
+                        progress=False)
+    assert started == [2] and len(made) == 2  # the processes started ahead are the ones used
+    lazy = tmp_path / "lazy"
+    grade(classroom, lazy, "--isolation", "none", "--jobs", "2")  # as this machine's cores decide
+    assert {s: (r["status"], r["score"]) for s, r in rows(ahead).items()} == \
+        {s: (r["status"], r["score"]) for s, r in rows(lazy).items()}
+
+
 def test_one_notebook_is_graded_by_its_path_with_the_class_protections(tmp_path) -> None:
     """grade_notebook (what Gradescope calls, with no submitted/ tree around the notebook)
     reads at most MAX_NOTEBOOK_BYTES and starts no worker for a notebook it cannot read."""

@@ -82,15 +82,21 @@ def public_files(lesson: str) -> dict[str, Path]:
 
 
 @contextlib.contextmanager
-def workers(opts: Options) -> Iterator[Any]:
+def workers(opts: Options, while_booting: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """The sandbox pool that grades this class (``pool.start()`` gives a fresh worker,
-    ``pool.plan`` says which protections are active and which are missing)."""
+    ``pool.plan`` says which protections are active and which are missing). A pool that
+    lacks a protection ``opts`` requires is refused before anything starts; then
+    ``while_booting(pool)`` runs, as the pool's zygotes boot in their own processes."""
     from grader.sandbox import SandboxPool, default_worker_files
 
     files = {**default_worker_files(), **public_files(opts.lesson)}
-    with SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
-                     require=opts.require, worker_files=files) as pool:
+    pool = SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
+                       require=opts.require, worker_files=files)
+    try:
+        pool.open(while_booting=None if while_booting is None else partial(while_booting, pool))
         yield pool
+    finally:
+        pool.close()
 
 
 # --- one student ------------------------------------------------------------------------
@@ -296,48 +302,72 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     stop = threading.Event()
     summary = RunSummary(0, 0, 0.0, seconds, [])
     todo = plan_run(students, handed, opts, summary)
-    with workers(opts) as pool, only_writer(out):  # refuses (strict, require) before
-        Folder(out).prepare()  # anything is written
-        if on_plan is not None:
-            on_plan(pool.plan)
-        summary.reused, summary.protections = len(students) - len(todo), pool.protections
-        summary.missing = dict(pool.plan.missing)
-        settings = provenance.settings_record(pool.plan.isolation, pool.protections,
-                                              list(pool.plan.missing), opts.limits.as_dict())
-        executor = ThreadPoolExecutor(max(1, opts.jobs))
+    # the graders' side warms up (torch, the hidden tests) while the sandbox's zygotes boot:
+    # in this process for one job, in the N trusted processes for N jobs (where the cores
+    # allow: else each starts with its first submission)
+    warming = threading.Thread(target=warm_up, args=(opts.lesson,), daemon=True)
+    jobs: class_jobs.Jobs | None = None
+    settings: dict[str, Any] = {}
+
+    def while_booting(pool: Any) -> None:
+        nonlocal jobs
+        settings.update(provenance.settings_record(pool.plan.isolation, pool.protections,
+                                                   list(pool.plan.missing), opts.limits.as_dict()))
+        if not todo:
+            return
         if opts.jobs > 1:  # a trusted process per job: N cores for N submissions' graders
-            jobs = class_jobs.Jobs(pool, {"opts": opts, "submitted": submitted, "settings": settings,
-                                          "grade": _grade_and_save, "warm_up": warm_up}, stop)
-            futures = [executor.submit(jobs.grade, s, partial(_save_failure, s, opts, submitted,
-                                                              settings)) for s in todo]
+            jobs = class_jobs.Jobs(pool, {"opts": opts, "submitted": submitted,
+                                          "settings": settings, "grade": _grade_and_save,
+                                          "warm_up": warm_up}, stop)
+            if class_jobs.cores() >= 2 * opts.jobs:  # else the zygotes' and the trusted
+                jobs.start(opts.jobs)  # processes' imports only slow one another down
         else:
-            jobs = None
-            futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
-                                       handed[s], settings) for s in todo]
-        try:
-            with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
-                      disable=not progress) as bar:
-                for future in as_completed(futures):
-                    took = future.result()
-                    if took is not None:  # None only for a run stopped (then it raised here)
-                        seconds.append(took)
-                    bar.update(1)
-        except BaseException as exc:
-            stop.set()  # results finished from now on are dropped: our kill may have hurt them
-            for future in futures:
-                future.cancel()
+            warming.start()
+
+    try:
+        with workers(opts, while_booting) as pool, only_writer(out):  # refuses (strict,
+            Folder(out).prepare()  # require) before anything is written
+            if on_plan is not None:
+                on_plan(pool.plan)
+            summary.reused, summary.protections = len(students) - len(todo), pool.protections
+            summary.missing = dict(pool.plan.missing)
+            if warming.is_alive():
+                warming.join()  # the first submission's seconds are its own
+            executor = ThreadPoolExecutor(max(1, opts.jobs))
             if jobs is not None:
-                jobs.close(kill=True)  # before their workers: nothing hurt is written
-            pool.close()
+                futures = [executor.submit(jobs.grade, s, partial(_save_failure, s, opts,
+                                                                  submitted, settings))
+                           for s in todo]
+            else:
+                futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
+                                           handed[s], settings) for s in todo]
+            try:
+                with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
+                          disable=not progress) as bar:
+                    for future in as_completed(futures):
+                        took = future.result()
+                        if took is not None:  # None only for a run stopped (then it raised here)
+                            seconds.append(took)
+                        bar.update(1)
+            except BaseException as exc:
+                stop.set()  # results finished from now on are dropped: our kill may have hurt them
+                for future in futures:
+                    future.cancel()
+                if jobs is not None:
+                    jobs.close(kill=True)  # before their workers: nothing hurt is written
+                pool.close()
+                executor.shutdown(wait=True)
+                summary.graded = sum(1 for f in futures if not f.cancelled()
+                                     and f.exception() is None and f.result() is not None)
+                summary.left = len(todo) - summary.graded
+                exc.summary = summary  # type: ignore[attr-defined]
+                raise
             executor.shutdown(wait=True)
-            summary.graded = sum(1 for f in futures if not f.cancelled() and f.exception() is None
-                                 and f.result() is not None)
-            summary.left = len(todo) - summary.graded
-            exc.summary = summary  # type: ignore[attr-defined]
-            raise
-        executor.shutdown(wait=True)
+            if jobs is not None:
+                jobs.close()
+    finally:
         if jobs is not None:
-            jobs.close()
+            jobs.close(kill=True)  # started, but the pool or the folder was refused: none left
     kept = [s for s in students if s not in todo]
     for student in kept:
         made = (_record(out, student) or {}).get("graded_with")

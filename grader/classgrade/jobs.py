@@ -37,6 +37,11 @@ from typing import IO, Any
 from grader import COURSE_ROOT
 
 
+def cores() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _same_grader_env() -> dict[str, str]:
     """This environment, with this copy of the grader first on the path (the instructor's
     folder stays the working folder: the options' relative paths keep their meaning)."""
@@ -103,13 +108,25 @@ class TrustedProcess:
 
 
 class Jobs:
-    """N trusted processes, one per thread of ``grade_class``'s executor, started lazily."""
+    """N trusted processes, one per thread of ``grade_class``'s executor: ``start(n)`` starts
+    them ahead (they import torch and the hidden tests while the sandbox boots); a thread
+    without one takes a started one, or starts its own (a replacement)."""
 
     def __init__(self, pool: Any, job: dict[str, Any], stop: threading.Event):
         self.pool, self.job, self.stop = pool, job, stop
         self._local = threading.local()
         self._all: list[TrustedProcess] = []
+        self._ready: list[TrustedProcess] = []
         self._lock = threading.Lock()
+
+    def start(self, count: int) -> None:
+        """Start ``count`` trusted processes now. No worker is lent before a student is
+        sent, so the pool may still be booting."""
+        with self._lock:
+            for _ in range(count):
+                proc = TrustedProcess(self.pool, self.job)
+                self._all.append(proc)
+                self._ready.append(proc)
 
     def _process(self) -> TrustedProcess:
         proc = getattr(self._local, "proc", None)
@@ -117,8 +134,11 @@ class Jobs:
             with self._lock:
                 if self.stop.is_set():
                     raise OSError("the run was stopped")
-                proc = TrustedProcess(self.pool, self.job)
-                self._all.append(proc)
+                if self._ready:
+                    proc = self._ready.pop()
+                else:
+                    proc = TrustedProcess(self.pool, self.job)
+                    self._all.append(proc)
             self._local.proc = proc
         return proc
 
@@ -142,7 +162,7 @@ class Jobs:
 
     def close(self, kill: bool = False) -> None:
         with self._lock:
-            procs, self._all = self._all, []
+            procs, self._all, self._ready = self._all, [], []
         for proc in procs:
             proc.kill() if kill else proc.close()
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -406,7 +406,9 @@ class SandboxPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def open(self) -> None:
+    def open(self, while_booting: Callable[[], None] | None = None) -> None:
+        """Boot the zygotes (each in its own process, ``jobs`` at once); ``while_booting()``
+        runs in this thread meanwhile (e.g. the graders' own imports)."""
         if self._code_dir is not None:
             return
         state = Path(tempfile.mkdtemp(prefix="grader-sandbox-"))
@@ -428,8 +430,12 @@ class SandboxPool:
         threads = [threading.Thread(target=boot) for _ in range(self.jobs)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            if while_booting is not None:
+                while_booting()
+        finally:
+            for t in threads:
+                t.join()
         if errors:
             self.close()
             raise errors[0]
