@@ -39,11 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from grader.check.notebook import read_notebook  # noqa: E402
-
-
-def cores() -> int:
-    """CPUs this process may run on (``nproc`` would say OMP_NUM_THREADS, if set)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+from grader.classgrade.jobs import cores  # noqa: E402
 
 
 def build_class(lesson: str, students: int, folder: Path) -> dict[str, str]:

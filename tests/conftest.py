@@ -51,17 +51,24 @@ def needs_bubblewrap(reason: str = "bubblewrap cannot hide the course's files he
     return pytest.mark.skipif(lacking and not SANDBOX_REQUIRED, reason=reason)
 
 
+def helper_env(tmp: Path, minutes: str) -> dict[str, str]:
+    """The environment of a ``grader check`` whose warm helper lives in ``tmp`` (its private
+    folder) and stops after ``minutes`` idle (``off``: a cold check)."""
+    env = dict(os.environ, TMPDIR=str(tmp), COURSE_CHECK_HELPER=minutes)
+    for unset in ("XDG_RUNTIME_DIR", "CI", "COURSE_LANG"):
+        env.pop(unset, None)
+    return env
+
+
 @pytest.fixture(scope="session")
 def warm_check_env():
-    """The environment of a ``grader check`` that answers through a warm helper of this
-    test process's own (a private temporary folder; stopped at the end): for the tests that
-    need many verdicts, not the cold start (tests/test_helper.py shows that both agree)."""
+    """``helper_env`` of a helper of this test process's own, stopped at the end: for the
+    tests that need many verdicts, not the cold start (tests/test_helper.py shows that both
+    agree)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="helper-") as name:
-        env = dict(os.environ, TMPDIR=name, COURSE_CHECK_HELPER="10")
-        for unset in ("XDG_RUNTIME_DIR", "CI", "COURSE_LANG"):
-            env.pop(unset, None)
+        env = helper_env(Path(name), "10")
         yield env
         subprocess.run([sys.executable, "-m", "grader", "helper", "stop"], cwd=ROOT, env=env,
                        capture_output=True, timeout=60)

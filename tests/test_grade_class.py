@@ -126,13 +126,14 @@ def test_trusted_processes_started_ahead_grade_as_lazy_ones(classroom, tmp_path,
     started, made = [], []
     start, init = class_jobs.Jobs.start, class_jobs.TrustedProcess.__init__
     monkeypatch.setattr(class_jobs, "cores", lambda: 4)
-    monkeypatch.setattr(class_jobs.Jobs, "start", lambda self, n: (started.append(n), start(self, n)))
+    monkeypatch.setattr(class_jobs.Jobs, "start", lambda self, n: (start(self, n), started.append(len(made))))
     monkeypatch.setattr(class_jobs.TrustedProcess, "__init__",
                         lambda self, *args: (made.append(1), init(self, *args))[-1])
     ahead = tmp_path / "ahead"
     grading.grade_class(classroom, grading.Options(lesson=LESSON, out=ahead, jobs=2, isolation="none"),
                         progress=False)
-    assert started == [2] and len(made) == 2  # the processes started ahead are the ones used
+    assert started == [2]  # both running before the first submission is sent
+    assert len(made) == 2  # ...and the ones that graded
     lazy = tmp_path / "lazy"
     grade(classroom, lazy, "--isolation", "none", "--jobs", "2")  # as this machine's cores decide
     assert {s: (r["status"], r["score"]) for s, r in rows(ahead).items()} == \

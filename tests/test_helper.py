@@ -13,18 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, lesson_path, solution_path
+from conftest import ROOT, helper_env, lesson_path, solution_path
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.e2e, pytest.mark.slow]
 
 LESSON = "01_attention_by_hand"
-
-
-def _env(tmp: Path, minutes: str) -> dict[str, str]:
-    env = dict(os.environ, TMPDIR=str(tmp), COURSE_CHECK_HELPER=minutes)
-    env.pop("XDG_RUNTIME_DIR", None)
-    env.pop("CI", None)
-    return env
 
 
 def _run(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -80,7 +73,7 @@ def helper():
     """A helper of its own (a private temporary folder), stopped at the end."""
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="helper-") as name:
         tmp = Path(name)
-        env = _env(tmp, "10")
+        env = helper_env(tmp, "10")
         yield env, tmp
         _run(env, "helper", "stop", timeout=60)
 
@@ -191,7 +184,7 @@ def short_tmp():
 
 def test_off_never_starts_a_helper(short_tmp) -> None:
     tmp_path = short_tmp
-    env = _env(tmp_path, "off")
+    env = helper_env(tmp_path, "off")
     result = _check(env, solution_path(LESSON))
     assert result["score"] == result["max_score"]
     assert not list(tmp_path.glob("attention-course-*/*.sock"))
@@ -203,7 +196,7 @@ def test_unsafe_folder_falls_back_to_a_cold_check(short_tmp) -> None:
     folder = _folder(tmp_path)
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)  # others may enter: the helper must not put its socket there
-    env = _env(tmp_path, "10")
+    env = helper_env(tmp_path, "10")
     result = _check(env, solution_path(LESSON))
     assert result["score"] == result["max_score"]
     assert not list(folder.glob("*.sock"))
@@ -211,7 +204,7 @@ def test_unsafe_folder_falls_back_to_a_cold_check(short_tmp) -> None:
 
 def test_idle_helper_stops_by_itself(short_tmp) -> None:
     tmp_path = short_tmp
-    env = _env(tmp_path, "0.05")  # 3 seconds
+    env = helper_env(tmp_path, "0.05")  # 3 seconds
     _check(env, solution_path(LESSON))
     log = next(_folder(tmp_path).glob("*.log"))
     deadline = time.monotonic() + 60

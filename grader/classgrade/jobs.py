@@ -38,7 +38,7 @@ from grader import COURSE_ROOT
 
 
 def cores() -> int:
-    """The CPUs this process may run on."""
+    """The CPUs this process may run on (``nproc`` would say OMP_NUM_THREADS, if set)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
