@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, lesson_path, solution_path
 
+from grader.check.engine import exercise_points
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 LESSON = "01_attention_by_hand"
@@ -178,7 +180,10 @@ def test_sandboxed_grade_agrees_with_check_on_every_lesson(tmp_path, lesson: str
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
-        table = {r["student_id"]: r for r in csv.DictReader(f)}
+        reader = csv.DictReader(f)
+        table = {r["student_id"]: r for r in reader}
+    # the columns as the trusted processes read them (this process never imports the graders)
+    assert reader.fieldnames[6:] == list(exercise_points(lesson))
     log = out / "errors.log"
     assert table["solution"]["status"] == "ok", (table["solution"]["message"],
                                                 log.read_text() if log.exists() else "")

@@ -375,7 +375,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             summary.other_settings[student] = (
                 f"isolation {made.get('isolation')}, grader {made.get('grader')}" if made
                 else "made before results recorded their settings")
-    summary.statuses = write_csv(out, students, list(exercise_points(opts.lesson)),
+    points = jobs.points if jobs is not None and jobs.points else exercise_points(opts.lesson)
+    summary.statuses = write_csv(out, students, list(points),
                                  opts.deadlines)
     summary.graded, summary.seconds = len(todo), time.perf_counter() - started
     Folder(out).write_run({

@@ -8,9 +8,11 @@ one core's worth of it. So the class grader starts N trusted processes::
       | per job: a thread that feeds one trusted process a student at a time, and lends it
       | sandboxed workers from the pool over a socket (grader.helper.lend)
       v
-    python -m grader.classgrade.jobs     grades the students it is sent, exactly as a thread of
-                                    ``grade`` would (classroom._grade_and_save), and answers
-                                    each with the seconds it took
+    python -m grader.classgrade.jobs     says the lesson's points per exercise once warm (so
+                                    ``grade`` never imports torch to write grades.csv), grades
+                                    the students it is sent, exactly as a thread of ``grade``
+                                    would (classroom._grade_and_save), and answers each with
+                                    the seconds it took
 
 A trusted process that dies mid-submission is replaced and the submission graded once more
 by the new one (a failure of the machinery is retried once, as in-process); a second death
@@ -32,7 +34,7 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from grader import COURSE_ROOT
 
@@ -66,6 +68,7 @@ class TrustedProcess:
         theirs.close()
         os.close(answers_w)
         self.answers: IO[str] = os.fdopen(answers_r, "r", encoding="utf-8")
+        self.points: dict[str, float] | None = None  # the lesson's, once the process has said
         # the pool's own start(limits, wait_s=) is what lend_workers calls
         self.lender = threading.Thread(target=lend_workers, args=(Channel(ours), pool), daemon=True)
         self.lender.start()
@@ -79,12 +82,15 @@ class TrustedProcess:
     def grade(self, student: str) -> float | None:
         """The seconds ``student`` took (None: stopped); OSError when the process died."""
         self._send(json.dumps({"student": student}))
-        line = self.answers.readline()
-        if not line:
-            raise OSError(f"the trusted grading process {self.proc.pid} died "
-                          f"(exit status {self.proc.poll()})")
-        answer = json.loads(line)
-        return None if answer["seconds"] is None else float(answer["seconds"])
+        while True:
+            line = self.answers.readline()
+            if not line:
+                raise OSError(f"the trusted grading process {self.proc.pid} died "
+                              f"(exit status {self.proc.poll()})")
+            answer = json.loads(line)
+            if "points" not in answer:
+                return None if answer["seconds"] is None else float(answer["seconds"])
+            self.points = {str(k): float(v) for k, v in answer["points"].items()}
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -97,11 +103,15 @@ class TrustedProcess:
                 self.proc.stdin.close()
         self.lender.join(timeout=5)
 
-    def close(self) -> None:
-        """End of the run: the process exits when its input ends."""
+    def end_input(self) -> None:
+        """No more students: the process exits when its input ends."""
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
+
+    def close(self) -> None:
+        """End of the run: wait for the process to exit (its input ended), then clean up."""
+        self.end_input()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
         self.kill()
@@ -115,6 +125,9 @@ class Jobs:
     def __init__(self, pool: Any, job: dict[str, Any], stop: threading.Event):
         self.pool, self.job, self.stop = pool, job, stop
         self._local = threading.local()
+        #: the lesson's ``{exercise: points}``, as the first trusted process to start read
+        #: them (so ``grade`` need not import torch and the graders to write grades.csv)
+        self.points: dict[str, float] | None = None
         self._all: list[TrustedProcess] = []
         self._ready: list[TrustedProcess] = []
         self._lock = threading.Lock()
@@ -149,7 +162,10 @@ class Jobs:
             if self.stop.is_set():
                 return None
             try:
-                return self._process().grade(student)
+                proc = self._process()
+                seconds = proc.grade(student)
+                self.points = self.points or proc.points
+                return seconds
             except Exception as exc:  # noqa: BLE001 - one process's death never stops the run
                 if self.stop.is_set():
                     return None
@@ -163,15 +179,19 @@ class Jobs:
     def close(self, kill: bool = False) -> None:
         with self._lock:
             procs, self._all, self._ready = self._all, [], []
+        if not kill:
+            for proc in procs:  # all at once: each exits while the others do
+                proc.end_input()
         for proc in procs:
             proc.kill() if kill else proc.close()
 
 
 # --- the trusted process -----------------------------------------------------------------
 
-def serve(rpc_fd: int, answers_fd: int) -> int:
+def serve(rpc_fd: int, answers_fd: int) -> NoReturn:
     """Read the job (its options and the functions that grade and warm up, pickled by name),
-    then grade one student per line of stdin until it ends."""
+    then grade one student per line of stdin until it ends; then exit."""
+    from grader.check.engine import exercise_points
     from grader.helper.lend import HelperSource
     from grader.runtime.wire import Channel
 
@@ -184,12 +204,16 @@ def serve(rpc_fd: int, answers_fd: int) -> int:
     start = partial(source.start, opts.limits)
     stop = threading.Event()
     job["warm_up"](opts.lesson)
+    answers.write(json.dumps({"points": exercise_points(opts.lesson)}) + "\n")
     for line in sys.stdin:
         student = json.loads(line)["student"]
         seconds = job["grade"](student, opts, submitted, start, stop, None, settings)
         answers.write(json.dumps({"student": student, "seconds": seconds}) + "\n")
         answers.flush()
-    return 0
+    answers.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # every record is written: skip the interpreter's clean-up of torch and the graders
 
 
 def _die_with_parent() -> None:
@@ -203,4 +227,4 @@ def _die_with_parent() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1]), int(sys.argv[2])))
+    serve(int(sys.argv[1]), int(sys.argv[2]))
