@@ -9,10 +9,22 @@ grades it with the course grader (sandboxed, ``--jobs N``) and with nbgrader aut
 a temporary course, and prints seconds per submission side by side with their ratio.
 ``--jobs 1,2`` (the default) grades the class once per value, and the run ends with
 ``jobs-2/jobs-1 throughput: <ratio>`` (submissions per second of the last value over the first).
+A class of 100 still feels the run's fixed cost (the sandbox's boot, torch and the hidden
+tests imported by every trusted process), so the run also prints the throughput once each
+job has graded its first submission (from when the records are written), which is what a
+larger class tends to.
 nbgrader autograde runs twice, through this interpreter: as the course configures it (each
 notebook in the course's sandbox) and in nbgrader's own kernels (``COURSE_AUTOGRADE=kernel``,
 a kernel per notebook, slow), so ``--nbgrader-students K`` grades only the first K
 submissions with it (default: all; 0 skips it).
+
+What limits ``--jobs N``: the run also grades the class with N separate ``grade --jobs 1``
+at once, each on its share of the class, which share nothing but the machine: what N
+graders can get from it, beside what ``--jobs N`` gets. CPU is counted for the whole machine
+(``/proc/stat``, so run it on an idle machine): a run's own counters (``RUSAGE_CHILDREN``)
+miss the sandbox's zygotes and every worker they reaped, whose time never comes back up
+through bubblewrap's processes (a pool that ran 100 workers: 10 CPU s in its zygote and the
+workers it reaped, 0.07 s in ``RUSAGE_CHILDREN``).
 
 ``--as-user USER:PYTHON[:COURSE]`` (run as root) grades the same class a second time as
 USER, with PYTHON (e.g. that user's venv) from COURSE (a checkout USER can read; default
@@ -61,6 +73,37 @@ def build_class(lesson: str, students: int, folder: Path) -> dict[str, str]:
     return kinds
 
 
+def machine_cpu_seconds() -> float | None:
+    """CPU seconds every core of this machine has spent busy since boot (Linux), else None."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle, iowait = fields[3], fields[4]
+    return (sum(fields[:8]) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
+def run_independent(submitted: Path, lesson: str, graders: int, isolation: str,
+                    tmp: Path) -> dict:
+    """``graders`` separate ``grade --jobs 1`` runs at once, each on its share of the class
+    (round robin): nothing shared but the machine, so the most ``--jobs`` could give here."""
+    shares = [tmp / f"share-{i}" for i in range(graders)]
+    for i, student in enumerate(sorted(p.name for p in submitted.iterdir())):
+        shutil.copytree(submitted / student, shares[i % graders] / student)
+    machine_before = machine_cpu_seconds()
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "grader", "grade", str(share), "--lesson",
+                               lesson, "--out", str(tmp / f"{share.name}-out"), "--jobs", "1",
+                               "--isolation", isolation], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for share in shares]
+    if any(proc.wait() != 0 for proc in procs):
+        sys.exit("an independent grading run failed")
+    wall = time.perf_counter() - start
+    machine_after = machine_cpu_seconds()
+    cpu = (machine_after - machine_before) if machine_before is not None and machine_after else None
+    return {"wall": wall, "n": sum(len(list(share.iterdir())) for share in shares), "cpu": cpu}
+
+
 def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, out: Path,
                       user: str | None = None, python: str = sys.executable,
                       course: Path = ROOT) -> dict:
@@ -72,18 +115,27 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
         cmd = ["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin",
                f"HOME={Path('~' + user).expanduser()}", *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine_before = machine_cpu_seconds()
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"grading failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}")
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine_after = machine_cpu_seconds()
     run = json.loads((out / "run.json").read_text())
+    # when each record was written: the first ``jobs`` end the run's fixed cost
+    written = sorted(p.stat().st_mtime for p in (out / "records").glob("*.json"))
+    first = written[jobs - 1] - (time.time() - (time.perf_counter() - start))
+    steady = ((len(written) - jobs) / (written[-1] - written[jobs - 1])
+              if len(written) > jobs and written[-1] > written[jobs - 1] else None)
+    if machine_before is not None and machine_after is not None:
+        cpu = machine_after - machine_before
+    else:  # the processes waited for: the sandbox's workers are missing from it
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall": wall, "median": run["median_seconds_per_submission"], "n": run["students"],
-            "protections": run["protections"], "missing": run["sandbox"]["missing"],
-            # CPU of the whole run: grade, its trusted processes, the sandbox's zygotes and
-            # the workers they reap (each waited for by its parent)
-            "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+            "protections": run["protections"], "missing": run["sandbox"]["missing"], "cpu": cpu,
+            "first": first, "steady": steady}
 
 
 def run_nbgrader(submitted: Path, lesson: str, count: int, course: Path) -> dict[str, dict]:
@@ -119,7 +171,9 @@ def main() -> None:
     args = parser.parse_args()
     job_counts = [int(j) for j in args.jobs.split(",")]
 
+    most_jobs = max(job_counts)
     rows: list[tuple[str, dict]] = []
+    independent = None
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tmp.chmod(0o755)
@@ -128,6 +182,9 @@ def main() -> None:
             rows.append((f"`grade --jobs {jobs}` as {getpass.getuser()}, {sys.executable}",
                          run_course_grader(tmp / "submitted", args.lesson, jobs,
                                            args.isolation, tmp / f"out-{jobs}")))
+        if most_jobs > 1:
+            independent = run_independent(tmp / "submitted", args.lesson, most_jobs,
+                                          args.isolation, tmp)
         if args.as_user:
             user, python, *course = args.as_user.split(":")
             rows.append((f"`grade --jobs {job_counts[-1]}` as {user}, {python}",
@@ -144,16 +201,22 @@ def main() -> None:
               f"{', '.join(r['missing']) or 'none'}")
     print()
     print("| grader | submissions | total s | s / submission | median s / submission "
-          "| CPU s / submission | cores busy |")
-    print("|---|---|---|---|---|---|---|")
+          "| CPU s / submission | cores busy | first N graded at, s | s / submission after them |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, r in rows:
+        steady = f"{r['first']:.1f} | {1 / r['steady']:.3f}" if r.get("steady") else "– | –"
         print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | "
-              f"{r['median']:.3f} | {r['cpu'] / r['n']:.3f} | {r['cpu'] / r['wall']:.2f} |")
+              f"{r['median']:.3f} | {r['cpu'] / r['n']:.3f} | {r['cpu'] / r['wall']:.2f} | {steady} |")
+    if independent is not None:
+        r = independent
+        busy = f"{r['cpu'] / r['n']:.3f} | {r['cpu'] / r['wall']:.2f}" if r["cpu"] else "– | –"
+        print(f"| {most_jobs} separate `grade --jobs 1` at once, a share of the class each | "
+              f"{r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – | {busy} | – | – |")
     for mode, label in (("sandbox", "nbgrader autograde (the course's sandbox)"),
                         ("kernel", "nbgrader autograde, nbgrader's kernels")):
         if theirs is not None:
             r = theirs[mode]
-            print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – | – | – |")
+            print(f"| {label} | {r['n']} | {r['wall']:.1f} | {r['wall'] / r['n']:.3f} | – | – | – | – | – |")
     print()
     ours = rows[:len(job_counts)]
     if args.as_user:
@@ -168,6 +231,15 @@ def main() -> None:
                       f"{(r['wall'] / r['n']) / (course['wall'] / course['n']):.1f}×")
     if len(job_counts) > 1:
         first, last = ours[0][1], ours[-1][1]
+        if independent is not None and job_counts[0] == 1:
+            print(f"{most_jobs} separate graders at once / --jobs 1, throughput (what this machine "
+                  f"gives {most_jobs} graders that share nothing): "
+                  f"{(independent['n'] / independent['wall']) / (first['n'] / first['wall']):.2f}")
+        if first["steady"] and last["steady"]:
+            print(f"jobs-{job_counts[-1]}/jobs-{job_counts[0]} throughput once each job has graded "
+                  f"its first submission (at {first['first']:.1f} s with --jobs {job_counts[0]}, "
+                  f"{last['first']:.1f} s with --jobs {job_counts[-1]}): "
+                  f"{last['steady'] / first['steady']:.2f}")
         print(f"jobs-{job_counts[-1]}/jobs-{job_counts[0]} throughput: "
               f"{(last['n'] / last['wall']) / (first['n'] / first['wall']):.2f}")
 
