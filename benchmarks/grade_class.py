@@ -87,9 +87,9 @@ def run_independent(submitted: Path, lesson: str, graders: int, isolation: str,
                     tmp: Path) -> dict:
     """``graders`` separate ``grade --jobs 1`` runs at once, each on its share of the class
     (round robin): nothing shared but the machine, so the most ``--jobs`` could give here."""
-    shares = [tmp / f"share-{i}" for i in range(graders)]
+    shares = [tmp / f"share-{i}" for i in range(min(graders, len(list(submitted.iterdir()))))]
     for i, student in enumerate(sorted(p.name for p in submitted.iterdir())):
-        shutil.copytree(submitted / student, shares[i % graders] / student)
+        shutil.copytree(submitted / student, shares[i % len(shares)] / student)
     machine_before = machine_cpu_seconds()
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-m", "grader", "grade", str(share), "--lesson",
@@ -100,7 +100,8 @@ def run_independent(submitted: Path, lesson: str, graders: int, isolation: str,
         sys.exit("an independent grading run failed")
     wall = time.perf_counter() - start
     machine_after = machine_cpu_seconds()
-    cpu = (machine_after - machine_before) if machine_before is not None and machine_after else None
+    cpu = (machine_after - machine_before
+           if machine_before is not None and machine_after is not None else None)
     return {"wall": wall, "n": sum(len(list(share.iterdir())) for share in shares), "cpu": cpu}
 
 
@@ -126,9 +127,10 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
     run = json.loads((out / "run.json").read_text())
     # when each record was written: the first ``jobs`` end the run's fixed cost
     written = sorted(p.stat().st_mtime for p in (out / "records").glob("*.json"))
-    first = written[jobs - 1] - (time.time() - (time.perf_counter() - start))
-    steady = ((len(written) - jobs) / (written[-1] - written[jobs - 1])
-              if len(written) > jobs and written[-1] > written[jobs - 1] else None)
+    first = steady = None
+    if len(written) > jobs and written[-1] > written[jobs - 1]:
+        first = written[jobs - 1] - (time.time() - (time.perf_counter() - start))
+        steady = (len(written) - jobs) / (written[-1] - written[jobs - 1])
     if machine_before is not None and machine_after is not None:
         cpu = machine_after - machine_before
     else:  # the processes waited for: the sandbox's workers are missing from it

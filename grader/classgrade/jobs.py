@@ -193,7 +193,7 @@ def serve(rpc_fd: int, answers_fd: int) -> NoReturn:
     then grade one student per line of stdin until it ends; then exit."""
     from grader.check.engine import exercise_points
     from grader.helper.lend import HelperSource
-    from grader.runtime.wire import Channel
+    from grader.runtime.wire import Channel, exit_now
 
     _die_with_parent()
     os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own pipe
@@ -211,9 +211,7 @@ def serve(rpc_fd: int, answers_fd: int) -> NoReturn:
         answers.write(json.dumps({"student": student, "seconds": seconds}) + "\n")
         answers.flush()
     answers.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # every record is written: skip the interpreter's clean-up of torch and the graders
+    exit_now(0)  # every record is written: skip the interpreter's clean-up of torch and the graders
 
 
 def _die_with_parent() -> None:
