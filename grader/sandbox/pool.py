@@ -67,9 +67,23 @@ def _build_code_dir(state: Path, worker_files: Mapping[str, Path | bytes]) -> Pa
         dest = root / "code" / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(src if isinstance(src, bytes) else Path(src).read_bytes())
+    _compile(root)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return root
+
+
+def _compile(root: Path) -> None:
+    """Byte-compile the code folder's Python files for this interpreter: the sandbox's
+    Python runs with ``-B`` on a read-only folder, so without these every worker compiled
+    the course's modules again from source. ``UNCHECKED_HASH``: the folder never changes
+    while the pool lives, so the caches are used without looking at the sources."""
+    import py_compile
+
+    for source in root.rglob("*.py"):
+        with contextlib.suppress(py_compile.PyCompileError, OSError):
+            py_compile.compile(str(source), doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
 
 
 # What the worker imports lazily (notebook execution, safetensors replies, plots): loaded
@@ -85,6 +99,15 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "IPython.core.inputtransformer2",
     "matplotlib",
     "matplotlib.pyplot",
+    # the course's own modules that the lessons import (from the pool's code folder: a
+    # module not there is skipped), so a notebook's first cell finds them loaded
+    "coursekit.text",
+    "coursekit.fonts",
+    "coursekit.selfcheck",
+    "coursekit.earlier",
+    "coursekit.numerals",
+    "coursekit.data",
+    "tqdm.auto",
 )
 
 
