@@ -139,7 +139,8 @@ def main() -> None:
         kinds = submissions(lesson)
         measured: dict[str, dict[str, list[float]]] = {kind: defaultdict(list) for kind in kinds}
         files = {**default_worker_files(), **classroom.public_files(lesson)}
-        with SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="strict", worker_files=files) as pool:
+        with SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="strict", worker_files=files,
+                         spares=classroom.spares(1)) as pool:
             for nb in kinds.values():
                 grade_once(pool, nb, lesson, seed=0)  # warm the trusted side
             for i in range(args.runs):

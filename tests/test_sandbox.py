@@ -735,3 +735,31 @@ def test_machines_without_namespaces_still_grade_and_say_what_is_missing(
     if without == "all":
         assert p.protections == ["time-limit"] or set(p.protections) <= {
             "time-limit", "private-scratch", "processes-unreachable", "no-privileges", "process-cap"}
+
+
+def test_a_spare_waits_ready_and_its_wall_clock_starts_when_it_is_handed_out() -> None:
+    """``spares=1``: the next worker is started while this one is graded, from a zygote of
+    its own; it must not lose its wall clock waiting, nor outlive the pool."""
+    short = Limits(wall_s=1.0)
+    with SandboxPool(jobs=1, limits=short, entry=ENTRY_NAME, worker_files=WORKER_FILES,
+                     preload=(), spares=1) as p:
+        assert len(p._zygotes) == 2
+        first = p.start()
+        spare = p._spares[0].result(timeout=60)  # started while ``first`` is held
+        assert spare is not first and alive(spare.pid)
+        first.sock.close()
+        assert first.finish() == "ok"
+        time.sleep(1.5)  # longer than its wall clock, before it is handed out
+        w = p.start()
+        assert w is spare
+        assert run(w, "result = 'ready'")["result"] == "ready"
+        send(w, "while True:\n    pass\n")
+        assert w.finish(grace_s=10) == "timeout"  # 1 s after it was handed out
+        longer = p.start(Limits(wall_s=30))  # other limits than the spare was started for
+        assert longer is not w and longer.limits.wall_s == 30
+        assert run(longer, "result = 2 + 2")["result"] == 4
+        longer.sock.close()
+        assert longer.finish() == "ok"
+        waiting = p._spares[0].result(timeout=60)
+    assert waiting.reason == "crashed" and gone(waiting), "closing the pool stops its spare"
+    assert gone(first) and gone(w) and gone(longer)

@@ -81,6 +81,13 @@ def public_files(lesson: str) -> dict[str, Path]:
                                   if other.number >= this.number})
 
 
+def spares(jobs: int) -> int:
+    """Workers to start ahead (``SandboxPool(spares=)``): one per job while the machine has
+    a core beside each job's, none when the jobs take every core (there, starting ahead
+    only takes a core from a job)."""
+    return max(0, min(jobs, class_jobs.cores() - jobs))
+
+
 @contextlib.contextmanager
 def workers(opts: Options, while_booting: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """The sandbox pool that grades this class (``pool.start()`` gives a fresh worker,
@@ -91,7 +98,7 @@ def workers(opts: Options, while_booting: Callable[[Any], None] | None = None) -
 
     files = {**default_worker_files(), **public_files(opts.lesson)}
     pool = SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
-                       require=opts.require, worker_files=files)
+                       require=opts.require, worker_files=files, spares=spares(opts.jobs))
     try:
         pool.open(while_booting=None if while_booting is None else partial(while_booting, pool))
         yield pool

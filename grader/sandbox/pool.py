@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +256,17 @@ class SandboxWorker:
         if self.cgroup is None and self._pool.plan.uid_drop:
             _kill_uid(self.uid, 2.0)  # no cgroup: setsid'd descendants still share our uid
 
+    def _start_clock(self) -> None:
+        """Its wall clock runs from here: when it is handed out, not when it was forked (a
+        spare waits for its submission)."""
+        self._timer = threading.Timer(self.limits.wall_s, self._on_deadline)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _usable(self) -> bool:
+        """A spare that nothing has killed or finished while it waited."""
+        return self._kill_reason is None and self.reason is None
+
     def _on_deadline(self) -> None:
         self._deadline_hit = True
         self.kill("timeout")
@@ -370,6 +381,11 @@ class SandboxPool:
     ``isolation`` is ``"auto"`` (every protection the machine offers), ``"strict"``
     (refuse unless every protection is there) or ``"none"``; ``require`` names protections
     that ``auto`` must not go without. ``plan`` says what is active and what is missing.
+
+    ``spares``: workers kept started ahead, each from a zygote of its own, so that
+    ``start()`` hands out one that is ready and starts the next in the background (on a
+    core the graders leave idle: forking and confining a worker, and its cgroup, then cost
+    the submission nothing). A spare's wall clock starts when it is handed out.
     """
 
     def __init__(
@@ -383,8 +399,10 @@ class SandboxPool:
         startup_timeout: float = 120.0,
         require: tuple[str, ...] = (),
         answer_timeout: float = 30.0,
+        spares: int = 0,
     ) -> None:
         self.jobs = max(1, jobs)
+        self.spares = max(0, spares)
         self.limits = limits or DEFAULT_LIMITS
         self.plan = probe.plan(isolation, require)
         self.isolation = self.plan.isolation
@@ -413,6 +431,9 @@ class SandboxPool:
         self._grow_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
+        self._closing = False  # no new spare; a wait for a zygote gives up
+        self._spares: list[Future[SandboxWorker]] = []
+        self._spare_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spare")
         self._active: set[SandboxWorker] = set()
         self._stale_cgroups: list[SubmissionCgroup] = []
         self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
@@ -450,7 +471,7 @@ class SandboxPool:
             except BaseException as exc:  # noqa: BLE001 - re-raised below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=boot) for _ in range(self.jobs)]
+        threads = [threading.Thread(target=boot) for _ in range(self.jobs + self.spares)]
         for t in threads:
             t.start()
         try:
@@ -500,7 +521,7 @@ class SandboxPool:
                 return self._free.get(timeout=min(1.0, max(deadline - time.monotonic(), 0.01)))
             except queue.Empty:
                 with self._lock:
-                    if not self._zygotes or self._closed:
+                    if not self._zygotes or self._closed or self._closing:
                         raise SandboxError("no sandbox zygote is left in this pool") from None
                     held = len(self._zygotes)
                 if time.monotonic() >= deadline:
@@ -539,6 +560,8 @@ class SandboxPool:
 
     def close(self) -> None:
         """Kill what still runs, stop the zygotes, remove cgroups and temporary files."""
+        self._closing = True
+        self._spare_maker.shutdown(wait=True, cancel_futures=True)  # a spare being started
         with self._lock:
             active = list(self._active)
         for worker in active:
@@ -571,6 +594,35 @@ class SandboxPool:
         if self._closed:
             raise SandboxError("the pool is closed")
         limits = limits or self.limits
+        worker = self._spare(limits) or self._start(limits, wait_s)
+        worker._start_clock()
+        self._add_spare(limits)
+        return worker
+
+    def _spare(self, limits: Limits) -> SandboxWorker | None:
+        """A spare started for these limits and still fine, or None."""
+        with self._lock:
+            if not self._spares:
+                return None
+            future = self._spares.pop(0)
+        try:
+            worker = future.result()
+        except Exception:  # noqa: BLE001 - start() starts one itself, and says what fails
+            return None
+        if worker.limits == limits and worker._usable():
+            return worker
+        worker.kill("crashed")
+        worker.finish(grace_s=0.5)
+        return None
+
+    def _add_spare(self, limits: Limits) -> None:
+        with self._lock:
+            if self._closing or len(self._spares) >= self.spares:
+                return
+            with contextlib.suppress(RuntimeError):  # the pool is closing
+                self._spares.append(self._spare_maker.submit(self._start, limits, None))
+
+    def _start(self, limits: Limits, wait_s: float | None) -> SandboxWorker:
         zygote = self._take_zygote(self._wait_bound(limits) if wait_s is None else wait_s)
         if not zygote.alive() or zygote.broken:
             try:
@@ -618,9 +670,6 @@ class SandboxPool:
                                    f"{self.answer_timeout:g} s (got {msg!r}); it is replaced")
             raise SandboxError(f"the sandbox zygote died before forking a worker (got {msg!r})")
         worker.pid = self._join(worker, ours, int(msg["pid"]))
-        worker._timer = threading.Timer(worker.limits.wall_s, worker._on_deadline)
-        worker._timer.daemon = True
-        worker._timer.start()
         self._await_ready(ours)
 
     def _spawn_request(self, worker: SandboxWorker) -> dict[str, Any]:
