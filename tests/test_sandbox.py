@@ -686,6 +686,32 @@ def test_the_real_worker_runs_in_the_sandbox() -> None:
     assert "hello from the notebook" in w.output_excerpt()
 
 
+def test_workers_start_with_the_course_modules_loaded_and_run_byte_code() -> None:
+    """The class's worker files: the zygote preloads the course modules the lessons import,
+    and the code folder is byte-compiled when the pool opens (the sandbox's Python runs
+    with -B on a read-only folder: without it every worker compiled them again)."""
+    from grader.classgrade.classroom import public_files
+    from grader.runtime import protocol
+
+    files = {**default_worker_files(), **public_files("04_multi_head_attention"),
+             "byte_code_probe.py": b"VALUE = 'compiled'\n"}
+    cell = ("import sys\nimport byte_code_probe\n"
+            "print('preloaded', 'coursekit.text' in sys.modules, byte_code_probe.VALUE)")
+    with SandboxPool(jobs=1, worker_files=files) as p:
+        assert p._code_dir is not None
+        probe = p._code_dir / "code" / "byte_code_probe.py"
+        probe.write_bytes(b"VALUE = 'source'\n")  # runs only if the folder were compiled late
+        w = p.start()
+        w.sock.settimeout(60)
+        protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
+        reply, _ = protocol.recv(w.sock)
+        protocol.send(w.sock, {"op": "shutdown"})
+        protocol.recv(w.sock)
+        assert w.finish() == "ok"
+    assert reply["ok"] is True, reply
+    assert "preloaded True compiled" in w.output_excerpt(), w.output_excerpt()
+
+
 def test_a_dead_zygote_is_replaced() -> None:
     with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
         for zygote in list(p._zygotes):
