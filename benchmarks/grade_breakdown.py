@@ -105,8 +105,10 @@ def grade_once(pool: SandboxPool, nb: dict, lesson: str, seed: int) -> dict[str,
     with quiet():
         runner.run(sub, lesson, seed=seed)
     t3 = time.perf_counter()
-    sub.close()
-    worker.finish()
+    if sub.close():  # as grader.check.engine does
+        worker.release()
+    else:
+        worker.finish()
     t4 = time.perf_counter()
     times.update({"start": t1 - t0, "run nb": t2 - t1, "hidden": t3 - t2,
                   "waiting": sub.waited, "grader": t3 - t2 - sub.waited, "stop": t4 - t3,

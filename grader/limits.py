@@ -63,4 +63,10 @@ class WorkerHandle(Protocol):
         """Reap it: ``ok``, ``timeout``, ``memory`` or ``crashed``."""
         ...
 
+    def release(self) -> None:
+        """Let go of a worker that answered its shutdown (so exits as asked): returns once
+        its output is complete; the rest of its end (exit, clean-up) may happen later,
+        before its source closes."""
+        ...
+
     def output_excerpt(self, max_chars: int = 2000) -> str: ...

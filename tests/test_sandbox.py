@@ -789,3 +789,91 @@ def test_a_spare_waits_ready_and_its_wall_clock_starts_when_it_is_handed_out() -
         waiting = p._spares[0].result(timeout=60)
     assert waiting.reason == "crashed" and gone(waiting), "closing the pool stops its spare"
     assert gone(first) and gone(w) and gone(longer)
+
+
+def _load_and_shut_down(w: SandboxWorker, cell: str) -> dict:
+    from grader.runtime import protocol
+
+    w.sock.settimeout(60)
+    protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
+    reply, _ = protocol.recv(w.sock)
+    protocol.send(w.sock, {"op": "shutdown"})
+    assert protocol.recv(w.sock)[0]["ok"] is True
+    return reply
+
+
+@pytest.mark.parametrize("without", ["", "bwrap,namespaces"])
+def test_a_released_worker_has_all_its_output_and_is_reaped_before_the_pool_closes(
+    monkeypatch: pytest.MonkeyPatch, without: str
+) -> None:
+    """``release()`` after the shutdown's answer: the excerpt is whole at once (the worker
+    closed its output), the exit and clean-up happen in the background, and the pool waits
+    for them. A process the notebook left running holds the output until it is killed
+    with the worker's pid namespace, or as an orphan of the zygote: the excerpt then waits
+    for that (and a worker whose output does not end is finished in ``release``)."""
+    if without:
+        monkeypatch.setenv("GRADER_SANDBOX_WITHOUT", without)
+    mark = f"sbx-release-{os.getpid()}-{time.monotonic_ns()}"
+    holder = ("import subprocess, sys\n"
+              f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{mark}'],"
+              " start_new_session=True)\nprint('started')")
+    with SandboxPool(jobs=1) as p:
+        w = p.start()
+        assert _load_and_shut_down(w, "print('all of it', end='')")["ok"] is True
+        w.release()
+        assert w.output_excerpt() == "all of it"
+        held = p.start()
+        assert _load_and_shut_down(held, holder)["ok"] is True
+        held.release()
+        assert "started" in held.output_excerpt()
+        outlives = "nothing-outlives" not in p.protections
+    assert w.reason == "ok" and gone(w)
+    assert held.reason is not None
+    left = marked(mark)
+    for pid in left:
+        os.kill(int(pid), signal.SIGKILL)
+    assert outlives or left == []
+
+
+def test_the_worker_closes_its_output_when_it_answers_its_shutdown(tmp_path: Path) -> None:
+    """What ``release()`` relies on: EOF on the worker's output comes with the shutdown's
+    answer, not with the process's exit (here delayed by 30 s)."""
+    import subprocess
+    import sys
+
+    from grader.runtime import protocol
+
+    ours, theirs = socket.socketpair()
+    script = ("import socket, sys, time\nfrom grader.runtime.worker import serve\n"
+              "serve(socket.socket(fileno=int(sys.argv[1])))\ntime.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(theirs.fileno())],
+                            pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    theirs.close()
+    try:
+        ours.settimeout(60)
+        protocol.send(ours, {"op": "load"}, {"cells": [[0, "print('last words', end='')"]]})
+        assert protocol.recv(ours)[0]["ok"] is True
+        protocol.send(ours, {"op": "shutdown"})
+        assert protocol.recv(ours)[0]["ok"] is True
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        deadline, out = time.monotonic() + 10, b""
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            except BlockingIOError:
+                time.sleep(0.01)
+                continue
+            if not chunk:
+                break
+            out += chunk
+        else:
+            pytest.fail(f"no EOF on the worker's output after its shutdown (read {out!r})")
+        assert out.endswith(b"last words")
+        assert proc.poll() is None  # still alive: the EOF came from the worker, not its exit
+    finally:
+        proc.kill()
+        proc.wait()
+        ours.close()

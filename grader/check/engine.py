@@ -164,8 +164,11 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
             worker.kill()  # it may be spinning; a dead worker is only reaped
         elif sub.broken is not None and not isinstance(sub.broken, WorkerDied):
             worker.kill()
-        sub.close()
-        ended = worker.finish()
+        if sub.close():  # it answered its shutdown: its output is all there, it exits as asked
+            worker.release()
+            ended = "ok"
+        else:
+            ended = worker.finish()
     run.excerpt = worker.output_excerpt()
     if sub.broken is not None and run.failed_call is None:
         run.status = Status.of_worker(ended)

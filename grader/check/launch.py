@@ -112,6 +112,9 @@ class LocalWorker:
         except ProcessLookupError:
             pass
 
+    def release(self) -> None:
+        self.finish()
+
     def finish(self) -> str:
         """Reap the worker; returns ``ok``, ``timeout``, ``memory`` or ``crashed``."""
         try:

@@ -183,13 +183,18 @@ class RemoteSubmission(Submission):
             self._types[value.id] = value.type_name
         return value
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Ask the worker to shut down (unless it is broken); True when it answered, with
+        its output ended (``grader.runtime.worker``)."""
+        answered = False
         if self.broken is None:
             try:
                 self._request("shutdown", {}, timeout=2.0)
+                answered = True
             except Exception:  # noqa: BLE001 - the worker is killed afterwards anyway
                 pass
         self.sock.close()
+        return answered
 
 
 def _error_from(error: Any) -> Exception:

@@ -130,8 +130,10 @@ class Submission(ABC):
     def _wrap(self, value: Any) -> Any:
         return values.map_leaves(value, lambda v: Handle(self, v) if isinstance(v, HandleRef) else v)
 
-    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
-        """Release the submission (stop its worker, if any)."""
+    def close(self) -> bool:
+        """Release the submission (stop its worker, if any); True when a worker answered
+        that it stops (``RemoteSubmission``)."""
+        return False
 
 
 class Posted(Exception):  # noqa: N818 - it is not an error of its own: it carries one

@@ -91,6 +91,13 @@ class HelperWorker:
             self._status, self._timed_out = str(reply["status"]), bool(reply["timed_out"])
         return self._status
 
+    def release(self) -> None:
+        if self._status is None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.source.call({"op": "release", "id": self.id})
+            self._status, self._timed_out = "ok", False  # it answered its shutdown
+
     @property
     def timed_out(self) -> bool:
         if self._status is not None:
@@ -165,6 +172,11 @@ def _worker_op(op: Any, wid: Any, message: dict[str, Any], workers: dict[int, Wo
             finished[int(wid)] = worker.finish()
         return {"ok": True, "status": finished[int(wid)],
                 "timed_out": worker.timed_out}
+    if op == "release":
+        if int(wid) not in finished:
+            worker.release()
+            finished[int(wid)] = "ok"
+        return {"ok": True}
     if op == "timed_out":
         return {"ok": True, "value": worker.timed_out}
     if op == "excerpt":

@@ -42,6 +42,10 @@ class OutputTap:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
+    def ended(self) -> bool:
+        """EOF was read: every holder of the pipe closed it."""
+        return not self._thread.is_alive()
+
     def excerpt(self, max_chars: int = 2000) -> str:
         with self._lock:
             head = self._head.decode("utf-8", "replace")

@@ -284,6 +284,18 @@ class SandboxWorker:
     def output_bytes(self) -> int:
         return self._tap.total if self._tap else 0
 
+    def release(self, output_wait_s: float = 0.2) -> None:
+        """The worker answered its shutdown and closed its output: its excerpt is complete
+        once EOF is read; it is reaped and cleaned up in the background (its exit alone
+        takes milliseconds of the kernel's time with torch mapped). A worker whose output
+        does not end (a process it started still holds it) is finished here."""
+        if self._tap is not None:
+            self._tap.join(output_wait_s)
+            if not self._tap.ended():
+                self.finish()
+                return
+        self._pool._finish_later(self)
+
     def finish(self, grace_s: float = 2.0) -> str:
         """Reap and clean up; returns "ok", "memory", "timeout" or "crashed". Thread-safe:
         a second caller (the pool closing) waits for the first one's answer."""
@@ -434,6 +446,7 @@ class SandboxPool:
         self._closing = False  # no new spare; a wait for a zygote gives up
         self._spares: list[Future[SandboxWorker]] = []
         self._spare_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spare")
+        self._finisher = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="sandbox-end")
         self._active: set[SandboxWorker] = set()
         self._stale_cgroups: list[SubmissionCgroup] = []
         self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
@@ -562,6 +575,7 @@ class SandboxPool:
         """Kill what still runs, stop the zygotes, remove cgroups and temporary files."""
         self._closing = True
         self._spare_maker.shutdown(wait=True, cancel_futures=True)  # a spare being started
+        self._finisher.shutdown(wait=True)  # workers released, being reaped
         with self._lock:
             active = list(self._active)
         for worker in active:
@@ -614,6 +628,12 @@ class SandboxPool:
         worker.kill("crashed")
         worker.finish(grace_s=0.5)
         return None
+
+    def _finish_later(self, worker: SandboxWorker) -> None:
+        try:
+            self._finisher.submit(worker.finish)
+        except RuntimeError:  # the pool is closing
+            worker.finish()
 
     def _add_spare(self, limits: Limits) -> None:
         with self._lock:
