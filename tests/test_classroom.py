@@ -113,3 +113,13 @@ def test_reruns_regrade_what_changed_and_what_is_asked(term, tmp_path) -> None:
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "no student folder nobody" in bad.stderr
     assert (out / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_workers_are_started_ahead_only_beside_each_job_on_a_free_core(monkeypatch) -> None:
+    from grader.classgrade import classroom as grading
+    from grader.classgrade import jobs as class_jobs
+
+    monkeypatch.setattr(class_jobs, "cores", lambda: 4)
+    assert [grading.spares(jobs) for jobs in (1, 2, 3, 4, 8)] == [1, 2, 1, 0, 0]
+    monkeypatch.setattr(class_jobs, "cores", lambda: 1)
+    assert grading.spares(1) == 0

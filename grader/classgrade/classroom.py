@@ -89,16 +89,20 @@ def spares(jobs: int) -> int:
 
 
 @contextlib.contextmanager
-def workers(opts: Options, while_booting: Callable[[Any], None] | None = None) -> Iterator[Any]:
+def workers(opts: Options, while_booting: Callable[[Any], None] | None = None,
+            ahead: bool = False) -> Iterator[Any]:
     """The sandbox pool that grades this class (``pool.start()`` gives a fresh worker,
     ``pool.plan`` says which protections are active and which are missing). A pool that
     lacks a protection ``opts`` requires is refused before anything starts; then
-    ``while_booting(pool)`` runs, as the pool's zygotes boot in their own processes."""
+    ``while_booting(pool)`` runs, as the pool's zygotes boot in their own processes.
+    ``ahead``: many submissions follow one another, so start workers ahead (``spares``);
+    not for one or two (a spare would only cost a zygote's boot)."""
     from grader.sandbox import SandboxPool, default_worker_files
 
     files = {**default_worker_files(), **public_files(opts.lesson)}
     pool = SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
-                       require=opts.require, worker_files=files, spares=spares(opts.jobs))
+                       require=opts.require, worker_files=files,
+                       spares=spares(opts.jobs) if ahead else 0)
     try:
         pool.open(while_booting=None if while_booting is None else partial(while_booting, pool))
         yield pool
@@ -332,7 +336,7 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             warming.start()
 
     try:
-        with workers(opts, while_booting) as pool, only_writer(out):  # refuses (strict,
+        with workers(opts, while_booting, ahead=len(todo) > opts.jobs) as pool, only_writer(out):  # refuses (strict,
             Folder(out).prepare()  # require) before anything is written
             if on_plan is not None:
                 on_plan(pool.plan)

@@ -72,7 +72,7 @@ def _pool(lesson: str, isolation: str, require: str, limits: Limits, log: Any) -
             stack = contextlib.ExitStack()
             opts = Options(lesson=lesson, out=None, isolation=isolation,  # type: ignore[arg-type]
                            require=needed, limits=limits)
-            pool = stack.enter_context(workers(opts))
+            pool = stack.enter_context(workers(opts, ahead=True))
             atexit.register(stack.close)
             _POOLS[key] = pool
             # the sentence `check` prints when a protection is missing, as a warning here
