@@ -877,3 +877,27 @@ def test_the_worker_closes_its_output_when_it_answers_its_shutdown(tmp_path: Pat
         proc.kill()
         proc.wait()
         ours.close()
+
+
+def test_a_zygote_finishing_a_released_worker_is_not_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check helper grows its pool when it is busy: a zygote whose released worker is
+    being finished in the background comes free in milliseconds, so it must not count."""
+    import threading
+
+    go_on = threading.Event()
+    finish = SandboxWorker.finish
+
+    def held_finish(self: SandboxWorker, grace_s: float = 2.0) -> str:
+        go_on.wait(30)
+        return finish(self, grace_s)
+
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        w = p.start()
+        assert p.busy()
+        monkeypatch.setattr(SandboxWorker, "finish", held_finish)
+        w.sock.close()  # the test entry ends at EOF, and its output with it
+        w.release()
+        assert w.reason is None  # being finished in the background
+        assert not p.busy() and p.grow(2) is False
+        go_on.set()
+    assert w.reason == "ok" and gone(w)

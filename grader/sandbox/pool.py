@@ -447,6 +447,7 @@ class SandboxPool:
         self._spares: list[Future[SandboxWorker]] = []
         self._spare_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spare")
         self._finisher = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="sandbox-end")
+        self._ending = 0  # released workers being finished: their zygotes come free soon
         self._active: set[SandboxWorker] = set()
         self._stale_cgroups: list[SubmissionCgroup] = []
         self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
@@ -554,8 +555,10 @@ class SandboxPool:
         return fresh
 
     def busy(self) -> bool:
-        """Every zygote is serving a submission (``start()`` would wait for one)."""
-        return self._free.empty()
+        """Every zygote is serving a submission (``start()`` would wait for one), none of
+        them only finishing a released worker (it comes free in milliseconds)."""
+        with self._lock:
+            return self._free.empty() and not self._ending
 
     def grow(self, most: int) -> bool:
         """Start one more zygote if every zygote is busy and there are fewer than ``most``
@@ -563,7 +566,8 @@ class SandboxPool:
         when one was added. Thread-safe."""
         with self._grow_lock:
             with self._lock:
-                if self._closed or not self._free.empty() or len(self._zygotes) >= most:
+                if self._closed or not self._free.empty() or self._ending \
+                        or len(self._zygotes) >= most:
                     return False
             try:
                 self._add_zygote(self._new_zygote())
@@ -630,10 +634,19 @@ class SandboxPool:
         return None
 
     def _finish_later(self, worker: SandboxWorker) -> None:
+        def finish() -> None:
+            try:
+                worker.finish()
+            finally:
+                with self._lock:
+                    self._ending -= 1
+
+        with self._lock:
+            self._ending += 1
         try:
-            self._finisher.submit(worker.finish)
+            self._finisher.submit(finish)
         except RuntimeError:  # the pool is closing
-            worker.finish()
+            finish()
 
     def _add_spare(self, limits: Limits) -> None:
         with self._lock:
