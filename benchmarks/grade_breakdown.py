@@ -8,12 +8,14 @@ worker from the class grader's pool, strict isolation), and times each step; the
 submission (reference, planted bugs, blank) alternate, so a change in the machine's load
 falls on all of them alike. Medians in milliseconds per submission:
 
-- ``start``: forking and confining a fresh worker;
+- ``start``: getting a fresh confined worker: where a core is free beside the grader, one
+  started ahead (``SandboxPool(spares=)``, as ``grade`` does), so only the wait for it
+  (it shows after a quick submission, a blank one: the next is still being started);
 - ``run nb``: running the notebook's cells in it;
 - ``hidden``: the hidden tests, split into ``waiting`` (the requests: the student's code,
   and each value's trip between the processes) and ``grader`` (the trusted side's own
   work: oracles, comparisons, hints);
-- ``stop``: the worker's exit and clean-up;
+- ``stop``: to the worker's release (its exit and clean-up happen in the background);
 - ``total``: the sum;
 - ``requests``: round trips to the worker (``posted``: the requests sent without waiting,
   answered within those round trips);

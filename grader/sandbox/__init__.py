@@ -10,13 +10,14 @@ trusted side enforces the wall clock and kills every process of the submission.
 
 Use (the engine's side)::
 
-    with SandboxPool(jobs=2, limits=Limits(wall_s=60)) as pool:
+    with SandboxPool(jobs=2, limits=Limits(wall_s=60), spares=0) as pool:
         print(pool.plan.describe())      # what is active, and what is missing and why
-        worker = pool.start()            # a fresh fork; ~20-40 ms; thread-safe
+        worker = pool.start()            # a fresh fork (spares: one started ahead); thread-safe
         ...                              # talk to serve() over worker.sock
         worker.kill()                    # on a broken socket / deadline (idempotent)
         status = worker.finish()         # "ok" | "memory" | "timeout" | "crashed"
         excerpt = worker.output_excerpt(2000)
+        # or, once it answered its shutdown: worker.release() (excerpt whole, reaped later)
 
 ``isolation="auto"`` (default) uses what the machine offers; ``"strict"`` raises
 ``SandboxUnavailable`` naming every missing protection; ``"none"`` runs unconfined.
