@@ -668,19 +668,24 @@ def test_fork_to_ready_latency(pool: SandboxPool) -> None:
     )
 
 
+def _load_and_shut_down(w: SandboxWorker, cell: str) -> dict:
+    from grader.runtime import protocol
+
+    w.sock.settimeout(60)
+    protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
+    reply, _ = protocol.recv(w.sock)
+    protocol.send(w.sock, {"op": "shutdown"})
+    assert protocol.recv(w.sock)[0]["ok"] is True
+    return reply
+
+
 def test_the_real_worker_runs_in_the_sandbox() -> None:
     """With the default entry (``grader.runtime.worker:serve``) and worker files."""
     assert "grader/runtime/worker.py" in default_worker_files()
-    from grader.runtime import protocol
-
     cell = "import torch\nx = torch.ones(3) * 2\nprint('hello from the notebook')"
     with SandboxPool(jobs=1) as p:
         w = p.start()
-        w.sock.settimeout(60)
-        protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
-        reply, _ = protocol.recv(w.sock)
-        protocol.send(w.sock, {"op": "shutdown"})
-        protocol.recv(w.sock)
+        reply = _load_and_shut_down(w, cell)
         assert w.finish() == "ok"
     assert reply["ok"] is True
     assert "hello from the notebook" in w.output_excerpt()
@@ -691,7 +696,6 @@ def test_workers_start_with_the_course_modules_loaded_and_run_byte_code() -> Non
     and the code folder is byte-compiled when the pool opens (the sandbox's Python runs
     with -B on a read-only folder: without it every worker compiled them again)."""
     from grader.classgrade.classroom import public_files
-    from grader.runtime import protocol
 
     files = {**default_worker_files(), **public_files("04_multi_head_attention"),
              "byte_code_probe.py": b"VALUE = 'compiled'\n"}
@@ -702,11 +706,7 @@ def test_workers_start_with_the_course_modules_loaded_and_run_byte_code() -> Non
         probe = p._code_dir / "code" / "byte_code_probe.py"
         probe.write_bytes(b"VALUE = 'source'\n")  # runs only if the folder were compiled late
         w = p.start()
-        w.sock.settimeout(60)
-        protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
-        reply, _ = protocol.recv(w.sock)
-        protocol.send(w.sock, {"op": "shutdown"})
-        protocol.recv(w.sock)
+        reply = _load_and_shut_down(w, cell)
         assert w.finish() == "ok"
     assert reply["ok"] is True, reply
     assert "preloaded True compiled" in w.output_excerpt(), w.output_excerpt()
@@ -789,17 +789,6 @@ def test_a_spare_waits_ready_and_its_wall_clock_starts_when_it_is_handed_out() -
         waiting = p._spares[0].result(timeout=60)
     assert waiting.reason == "crashed" and gone(waiting), "closing the pool stops its spare"
     assert gone(first) and gone(w) and gone(longer)
-
-
-def _load_and_shut_down(w: SandboxWorker, cell: str) -> dict:
-    from grader.runtime import protocol
-
-    w.sock.settimeout(60)
-    protocol.send(w.sock, {"op": "load"}, {"cells": [[0, cell]]})
-    reply, _ = protocol.recv(w.sock)
-    protocol.send(w.sock, {"op": "shutdown"})
-    assert protocol.recv(w.sock)[0]["ok"] is True
-    return reply
 
 
 @pytest.mark.parametrize("without", ["", "bwrap,namespaces"])
