@@ -890,3 +890,34 @@ def test_a_zygote_finishing_a_released_worker_is_not_busy(monkeypatch: pytest.Mo
         assert not p.busy() and p.grow(2) is False
         go_on.set()
     assert w.reason == "ok" and gone(w)
+
+
+def test_release_waits_for_the_output_to_end_and_else_finishes_the_worker_itself() -> None:
+    """``release()`` hands a worker to the background only once its output has ended (its
+    excerpt is then whole); while something still holds the output, it finishes it there."""
+    from types import SimpleNamespace
+
+    from grader.sandbox.output import OutputTap
+
+    handed: list[SandboxWorker] = []
+    pool = SimpleNamespace(_finish_later=handed.append)
+    for holds_output in (True, False):
+        read_end, write_end = os.pipe()
+        w = SandboxWorker(pool, None, 1, 0, Limits())  # type: ignore[arg-type]
+        w._tap = OutputTap(read_end)
+        finished: list[bool] = []
+
+        def finish(grace_s: float = 2.0, finished: list[bool] = finished) -> str:
+            finished.append(True)
+            return "ok"
+
+        w.finish = finish  # type: ignore[method-assign]
+        os.write(write_end, b"last words")
+        if not holds_output:
+            os.close(write_end)
+        handed.clear()
+        w.release(output_wait_s=0.3)
+        assert (finished, handed) == (([True], []) if holds_output else ([], [w]))
+        assert w.output_excerpt() == "last words"
+        if holds_output:
+            os.close(write_end)
