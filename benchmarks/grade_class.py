@@ -20,7 +20,8 @@ submissions with it (default: all; 0 skips it).
 
 What limits ``--jobs N``: the run also grades the class with N separate ``grade --jobs 1``
 at once, each on its share of the class, which share nothing but the machine: what N
-graders can get from it, beside what ``--jobs N`` gets. CPU is counted for the whole machine
+graders can get from it, beside what ``--jobs N`` gets (each of them also starts its next
+worker ahead where it sees a core beside its own, so on N cores they compete for them). CPU is counted for the whole machine
 (``/proc/stat``, so run it on an idle machine): a run's own counters (``RUSAGE_CHILDREN``)
 miss the sandbox's zygotes and every worker they reaped, whose time never comes back up
 through bubblewrap's processes (a pool that ran 100 workers: 10 CPU s in its zygote and the
@@ -83,6 +84,12 @@ def machine_cpu_seconds() -> float | None:
     return (sum(fields[:8]) - idle - iowait) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_since(before: float | None) -> float | None:
+    """CPU seconds the machine has spent busy since ``machine_cpu_seconds()`` said ``before``."""
+    now = machine_cpu_seconds()
+    return None if before is None or now is None else now - before
+
+
 def run_independent(submitted: Path, lesson: str, graders: int, isolation: str,
                     tmp: Path) -> dict:
     """``graders`` separate ``grade --jobs 1`` runs at once, each on its share of the class
@@ -99,10 +106,7 @@ def run_independent(submitted: Path, lesson: str, graders: int, isolation: str,
     if any(proc.wait() != 0 for proc in procs):
         sys.exit("an independent grading run failed")
     wall = time.perf_counter() - start
-    machine_after = machine_cpu_seconds()
-    cpu = (machine_after - machine_before
-           if machine_before is not None and machine_after is not None else None)
-    return {"wall": wall, "n": sum(len(list(share.iterdir())) for share in shares), "cpu": cpu}
+    return {"wall": wall, "cpu": machine_cpu_since(machine_before), "n": sum(len(list(share.iterdir())) for share in shares)}
 
 
 def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, out: Path,
@@ -123,7 +127,7 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
         sys.exit(f"grading failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}")
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    machine_after = machine_cpu_seconds()
+    cpu = machine_cpu_since(machine_before)
     run = json.loads((out / "run.json").read_text())
     # when each record was written: the first ``jobs`` end the run's fixed cost
     written = sorted(p.stat().st_mtime for p in (out / "records").glob("*.json"))
@@ -131,9 +135,7 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
     if len(written) > jobs and written[-1] > written[jobs - 1]:
         first = written[jobs - 1] - (time.time() - (time.perf_counter() - start))
         steady = (len(written) - jobs) / (written[-1] - written[jobs - 1])
-    if machine_before is not None and machine_after is not None:
-        cpu = machine_after - machine_before
-    else:  # the processes waited for: the sandbox's workers are missing from it
+    if cpu is None:  # the processes waited for: the sandbox's workers are missing from it
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall": wall, "median": run["median_seconds_per_submission"], "n": run["students"],
             "protections": run["protections"], "missing": run["sandbox"]["missing"], "cpu": cpu,
