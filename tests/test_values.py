@@ -79,3 +79,73 @@ def test_two_references_to_one_blob_entry_are_two_tensors() -> None:
     got[0].add_(1)
     got[2] += 1
     assert torch.equal(got[1], torch.zeros(2)) and np.array_equal(got[3], np.zeros(2))
+
+
+ARRAYS = {
+    "float64": np.linspace(0, 1, 6).reshape(2, 3),
+    "float32": np.ones((2, 2), np.float32),
+    "int64": np.arange(4),
+    "bool": np.array([True, False]),
+    "complex64": np.array([1 + 2j], np.complex64),
+    "big-endian": np.arange(6, dtype=">f4").reshape(3, 2),  # the file is little-endian
+    "empty": np.zeros((0, 3)),
+    "transposed": np.arange(6.0).reshape(2, 3).T,
+}
+
+
+@pytest.mark.parametrize("name", list(ARRAYS))
+def test_an_array_comes_back_equal(name: str) -> None:
+    sent = ARRAYS[name]
+    got = over_the_wire([sent])[0]
+    assert isinstance(got, np.ndarray) and got.shape == sent.shape
+    assert got.dtype == sent.dtype.newbyteorder("=") and np.array_equal(got, sent)
+    assert got.flags.writeable  # the receiver's own
+
+
+@pytest.mark.parametrize("value", [np.zeros(2, np.complex128), torch.zeros(2, dtype=torch.complex128)],
+                         ids=["array", "tensor"])
+def test_a_dtype_safetensors_does_not_store_is_a_bad_value(value) -> None:
+    """Not a crash of the sender: the worker answers with an error naming the dtype."""
+    with pytest.raises(values.BadValue, match="complex128"):
+        protocol.encode({"ok": True}, [value])
+
+
+def frame(header: bytes, np_blob: bytes = b"", pt_blob: bytes = b"") -> bytes:
+    return protocol._LENGTHS.pack(len(header), len(np_blob), len(pt_blob)) + header + np_blob + pt_blob
+
+
+def good_blob() -> bytes:
+    return values.encode_blobs({}, {"t0": torch.ones(2, 3)})[1]
+
+
+MALFORMED = {
+    "not json": frame(b"{nope"),
+    "not an object": frame(b"[1, 2]"),
+    "header too large": protocol._LENGTHS.pack(protocol.MAX_HEADER + 1, 0, 0),
+    "blob too large": protocol._LENGTHS.pack(2, protocol.MAX_BLOB + 1, 0) + b"{}",
+    "blob not safetensors": frame(b'{"value": {"$pt": "t0"}}', b"", b"\x07" * 40),
+    "tensor shape and data disagree": frame(
+        b'{"value": {"$pt": "t0"}}', b"", good_blob().replace(b"[2,3]", b"[4,3]")),
+    "name not in the blob": frame(b'{"value": {"$pt": "t9"}}', b"", good_blob()),
+    "unknown tag": frame(b'{"value": {"$eval": "1"}}'),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_malformed_message_is_a_protocol_error(name: str) -> None:
+    """What a hostile worker could send: a clear ProtocolError, never another exception."""
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(MALFORMED[name])
+        a.shutdown(socket.SHUT_WR)
+        with pytest.raises((protocol.ProtocolError, EOFError)):
+            protocol.recv(b)
+
+
+def test_a_message_cut_short_is_the_end_of_the_connection() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(protocol.encode({"ok": True}, torch.ones(3))[:-5])
+        a.shutdown(socket.SHUT_WR)
+        with pytest.raises(EOFError):
+            protocol.recv(b)

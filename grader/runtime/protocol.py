@@ -1,8 +1,8 @@
 """Framing of messages between the grader and a worker over a stream socket.
 
-A message is a JSON header plus a value: ``u32 header length | header | u64 numpy blob
-length | numpy blob | u64 torch blob length | torch blob``. The blobs are safetensors
-files; nothing is ever pickled.
+A message is a JSON header plus a value: ``u32 header length | u64 numpy blob length |
+u64 torch blob length | header | numpy blob | torch blob``, the lengths first so that a
+message takes two reads. The blobs are safetensors files; nothing is ever pickled.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .errors import BadValue, ProtocolError
 
 MAX_HEADER = 16 << 20
 MAX_BLOB = 512 << 20
+_LENGTHS = struct.Struct(">IQQ")  # header, numpy blob, torch blob
 
 
 def encode(header: dict[str, Any], value: Any = None) -> bytes:
@@ -24,9 +25,7 @@ def encode(header: dict[str, Any], value: Any = None) -> bytes:
     tree, arrays, tensors = values.pack(value)
     head = values.dumps(dict(header, value=tree))
     np_blob, pt_blob = values.encode_blobs(arrays, tensors)
-    return (struct.pack(">I", len(head)) + head
-            + struct.pack(">Q", len(np_blob)) + np_blob
-            + struct.pack(">Q", len(pt_blob)) + pt_blob)
+    return b"".join((_LENGTHS.pack(len(head), len(np_blob), len(pt_blob)), head, np_blob, pt_blob))
 
 
 def send(sock: socket.socket, header: dict[str, Any], value: Any = None) -> None:
@@ -46,23 +45,21 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def recv(sock: socket.socket) -> tuple[dict[str, Any], Any]:
     """Read one message; returns ``(header, value)``. Raises EOFError or ProtocolError."""
-    (head_len,) = struct.unpack(">I", _recv_exact(sock, 4))
+    head_len, np_len, pt_len = _LENGTHS.unpack(_recv_exact(sock, _LENGTHS.size))
     if head_len > MAX_HEADER:
         raise ProtocolError("header too large")
+    if np_len > MAX_BLOB or pt_len > MAX_BLOB:
+        raise ProtocolError("value too large")
+    body = _recv_exact(sock, head_len + np_len + pt_len)
     try:
-        header = json.loads(_recv_exact(sock, head_len))
+        header = json.loads(body[:head_len])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"bad header ({exc})") from None
-    blobs = []
-    for _ in range(2):
-        (blob_len,) = struct.unpack(">Q", _recv_exact(sock, 8))
-        if blob_len > MAX_BLOB:
-            raise ProtocolError("value too large")
-        blobs.append(_recv_exact(sock, blob_len))
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     try:
-        arrays, tensors = values.decode_blobs(*blobs)
+        arrays, tensors = values.decode_blobs(body[head_len:head_len + np_len],
+                                              body[head_len + np_len:])
         value = values.unpack(header.pop("value", None), arrays, tensors)
     except BadValue as exc:
         raise ProtocolError(str(exc)) from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,21 +113,26 @@ def pack(value: Any) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
     """Split a normalized value into a JSON-able tree and the arrays/tensors it holds."""
     arrays: dict[str, np.ndarray] = {}
     tensors: dict[str, Any] = {}
+    torch = _torch()
+    tensor_type = torch.Tensor if torch is not None else ()
 
     def walk(v: Any) -> Any:
-        if v is None or type(v) in (bool, int, str):
+        kind = type(v)
+        if v is None or kind is bool or kind is int or kind is str:
             return v
-        if type(v) is float:
-            return v if np.isfinite(v) else {"$float": repr(v)}
-        if isinstance(v, np.ndarray):
-            key = f"a{len(arrays)}"
-            arrays[key] = np.ascontiguousarray(v)
-            return {"$nd": key}
-        if is_tensor(v):
+        if kind is list:
+            return [walk(x) for x in v]
+        if kind is float:
+            return v if math.isfinite(v) else {"$float": repr(v)}
+        if isinstance(v, tensor_type):
             key = f"t{len(tensors)}"
             # no copy here: encode_blobs copies the bytes into the message
             tensors[key] = v.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
             return {"$pt": key}
+        if isinstance(v, np.ndarray):
+            key = f"a{len(arrays)}"
+            arrays[key] = np.ascontiguousarray(v)
+            return {"$nd": key}
         if isinstance(v, HandleRef):
             return {"$handle": v.id, "type": v.type_name}
         if isinstance(v, tuple):
@@ -184,43 +190,74 @@ def unpack(tree: Any, arrays: dict[str, np.ndarray], tensors: dict[str, Any]) ->
         raise BadValue(f"malformed value in reply ({exc})") from None
 
 
+# the dtypes safetensors stores: its header's name for each, and the name numpy and torch share
+_STORED = {"BOOL": "bool", "I8": "int8", "U8": "uint8", "I16": "int16", "U16": "uint16",
+           "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16",
+           "F32": "float32", "F64": "float64", "BF16": "bfloat16", "C64": "complex64"}
+
+
 def encode_blobs(arrays: dict[str, np.ndarray], tensors: dict[str, Any]) -> tuple[bytes, bytes]:
-    from safetensors.numpy import save as save_np
+    """A message's two safetensors files: its numpy arrays, its torch tensors (both
+    contiguous, from :func:`pack`).
 
-    np_blob = save_np(arrays) if arrays else b""
-    pt_blob = b""
-    if tensors:
-        if all(t.dtype in _numpy_dtypes() for t in tensors.values()):
-            # the same safetensors file, written from numpy views: several times faster
-            # than safetensors.torch.save for the many small tensors of a state dict
-            pt_blob = save_np({k: t.numpy() for k, t in tensors.items()})
-        else:  # bfloat16 and other dtypes numpy lacks
-            from safetensors.torch import save as save_pt
+    Written by safetensors' own ``serialize`` from each value's memory, as its
+    ``numpy.save`` and ``torch.save`` do, less their checks for files on disk (tensors that
+    share memory, byte order read from dtype names): these cost more than the writing for
+    the few small tensors most messages hold."""
+    from safetensors import TensorSpec
 
-            # copies: safetensors.torch refuses tensors that share memory (``pack`` sends
-            # views, and a value may hold one tensor twice)
-            pt_blob = save_pt({k: t.clone() for k, t in tensors.items()})
-    return np_blob, pt_blob
+    native = {k: a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+              for k, a in arrays.items()}  # the file is little-endian, as are the machines
+    np_specs = {k: TensorSpec(dtype=_stored_name(a.dtype), shape=a.shape, data_ptr=a.ctypes.data,
+                              data_len=a.nbytes) for k, a in native.items()}
+    pt_specs = {k: TensorSpec(dtype=_stored_name(t.dtype), shape=tuple(t.shape),
+                              data_ptr=t.data_ptr(), data_len=t.nbytes) for k, t in tensors.items()}
+    return _serialize(np_specs), _serialize(pt_specs)  # native and tensors stay alive till here
+
+
+def _serialize(specs: dict[str, Any]) -> bytes:
+    if not specs:
+        return b""
+    from safetensors import serialize
+
+    return bytes(serialize(specs))
 
 
 @functools.cache
-def _numpy_dtypes() -> frozenset[Any]:
-    """torch dtypes that ``safetensors.numpy`` writes (to the same file format)."""
-    torch = _torch()
-    return frozenset((torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
-                      torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64))
+def _stored_name(dtype: Any) -> str:
+    """``float32`` for ``np.float32`` and ``torch.float32`` alike; BadValue for a dtype
+    that safetensors does not store (complex128, ...)."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in _STORED.values():
+        raise BadValue(f"cannot send values of dtype {name}")
+    return name
 
 
 def decode_blobs(np_blob: bytes, pt_blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    from safetensors.numpy import load as load_np
+    """The arrays and tensors of a message's two safetensors files; each is writable and
+    the receiver's own (its bytes are a fresh copy out of the message)."""
+    from safetensors import deserialize
 
-    arrays = load_np(np_blob) if np_blob else {}
-    tensors: dict[str, Any] = {}
-    if pt_blob:
-        from safetensors.torch import load as load_pt
-
-        tensors = load_pt(pt_blob)
+    arrays = {k: _array(v) for k, v in deserialize(np_blob)} if np_blob else {}
+    tensors = {k: _tensor(v) for k, v in deserialize(pt_blob)} if pt_blob else {}
     return arrays, tensors
+
+
+def _array(stored: dict[str, Any]) -> np.ndarray:
+    return np.frombuffer(stored["data"], dtype=_NP_DTYPES[stored["dtype"]]).reshape(stored["shape"])
+
+
+def _tensor(stored: dict[str, Any]) -> Any:
+    torch = _torch()
+    if stored["dtype"] in _NP_DTYPES:  # through numpy: half the cost of torch.frombuffer
+        return torch.from_numpy(_array(stored))
+    dtype = getattr(torch, _STORED[stored["dtype"]])
+    if not stored["data"]:  # frombuffer refuses an empty buffer
+        return torch.empty(stored["shape"], dtype=dtype)
+    return torch.frombuffer(stored["data"], dtype=dtype).reshape(stored["shape"])
+
+
+_NP_DTYPES = {k: np.dtype(v) for k, v in _STORED.items() if v != "bfloat16"}
 
 
 def dumps(tree: Any) -> bytes:
