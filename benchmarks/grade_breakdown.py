@@ -20,10 +20,14 @@ falls on all of them alike. Medians in milliseconds per submission:
 - ``requests``: round trips to the worker (``posted``: the requests sent without waiting,
   answered within those round trips);
 - ``floor``: the same hidden tests on the same notebook with no process boundary at all
-  (``InProcessSubmission``, warm): what grading costs before any isolation.
+  (``InProcessSubmission``, warm): what grading costs before any isolation. Each floor run
+  follows the graded submission of its kind, with the same hidden inputs, after a run that
+  warms it up, so a change in the machine's speed (a shared or throttled machine varies by
+  a third from minute to minute) falls on both sides of the ratio alike.
 
-It ends with one line per lesson and kind, ``floor-ratio <lesson> <kind> <total / floor>``
-(kinds ``reference``, ``planted-bug``, ``blank``), for scripts that follow the gap.
+It ends with one line per lesson and kind, ``floor-ratio <lesson> <kind> <ratio>``, the
+median over the submissions of ``total / floor`` (each against the floor run beside it;
+kinds ``reference``, ``planted-bug``, ``blank``), for scripts that follow the gap.
 
 The ``--jobs 2`` class figures (``benchmarks/grade_class.py``) add the contention of two
 submissions at once on top of ``total``.
@@ -118,18 +122,23 @@ def grade_once(pool: SandboxPool, nb: dict, lesson: str, seed: int) -> dict[str,
     return times
 
 
-def floor(nb: dict, lesson: str, runs: int) -> float:
-    """Median seconds of the hidden tests in this process, after a warm-up run."""
+def warm_floor(nb: dict, lesson: str) -> InProcessSubmission:
+    """The notebook loaded in this process, its hidden tests run once (a warm-up)."""
     sub = InProcessSubmission()
     with quiet():
         sub.load(cells_to_run(nb))
         runner.run(sub, lesson, seed=0)
-        seconds = []
-        for i in range(runs):
-            start = time.perf_counter()
-            runner.run(sub, lesson, seed=i + 1)
-            seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+    return sub
+
+
+def floor_once(sub: InProcessSubmission, lesson: str, seed: int) -> float:
+    """Seconds of the hidden tests with no process boundary at all, the second of two runs
+    (the first warms this process's caches after the worker's run)."""
+    with quiet():
+        runner.run(sub, lesson, seed=seed)
+        start = time.perf_counter()
+        runner.run(sub, lesson, seed=seed)
+        return time.perf_counter() - start
 
 
 def main() -> None:
@@ -147,12 +156,13 @@ def main() -> None:
                          spares=classroom.spares(1)) as pool:
             for nb in kinds.values():
                 grade_once(pool, nb, lesson, seed=0)  # warm the trusted side
+            floors = {kind: warm_floor(nb, lesson) for kind, nb in kinds.items()}
             for i in range(args.runs):
                 for kind, nb in kinds.items():
                     for key, value in grade_once(pool, nb, lesson, seed=i).items():
                         measured[kind][key].append(value)
-        for kind, nb in kinds.items():
-            measured[kind]["floor"].append(floor(nb, lesson, max(3, args.runs // 2)))
+                    # side by side: a change in the machine's speed falls on both alike
+                    measured[kind]["floor"].append(floor_once(floors[kind], lesson, seed=i))
         print(f"\n{lesson}: medians of {args.runs} submissions of each kind, one at a time "
               f"(ms; requests: count)\n")
         print("| kind | " + " | ".join(COLUMNS) + " |")
@@ -163,8 +173,9 @@ def main() -> None:
                 value = statistics.median(measured[kind][column])
                 cells.append(f"{value:.0f}" if column in COUNTS else f"{1000 * value:.0f}")
             print(f"| {kind} | " + " | ".join(cells) + " |")
-            ratios.append((lesson, kind.replace(" ", "-"), statistics.median(measured[kind]["total"])
-                           / statistics.median(measured[kind]["floor"])))
+            pairs = zip(measured[kind]["total"], measured[kind]["floor"], strict=True)
+            ratios.append((lesson, kind.replace(" ", "-"),
+                           statistics.median(total / floor for total, floor in pairs)))
     print("\nload:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     print()
     for lesson, kind, ratio in ratios:
