@@ -149,3 +149,17 @@ def test_a_message_cut_short_is_the_end_of_the_connection() -> None:
         a.shutdown(socket.SHUT_WR)
         with pytest.raises(EOFError):
             protocol.recv(b)
+
+
+def test_a_tensor_arrives_in_a_process_that_has_not_imported_torch() -> None:
+    """The grader of a numpy lesson has no torch until a student returns a tensor."""
+    import subprocess
+    import sys
+
+    message = protocol.encode({"ok": True}, [torch.arange(3.0), np.ones(2)])
+    script = ("import sys; from grader.runtime import protocol\n"
+              "assert 'torch' not in sys.modules\n"
+              "import socket; a, b = socket.socketpair(); a.sendall(sys.stdin.buffer.read())\n"
+              "_, got = protocol.recv(b); print(type(got[0]).__name__, got[0].tolist(), got[1].tolist())")
+    out = subprocess.run([sys.executable, "-c", script], input=message, capture_output=True, check=True)
+    assert out.stdout.decode().split() == ["Tensor", "[0.0,", "1.0,", "2.0]", "[1.0,", "1.0]"]

@@ -248,7 +248,7 @@ def _array(stored: dict[str, Any]) -> np.ndarray:
 
 
 def _tensor(stored: dict[str, Any]) -> Any:
-    torch = _torch()
+    import torch  # a message that holds a tensor: the receiver needs torch, imported or not
     if stored["dtype"] in _NP_DTYPES:  # through numpy: half the cost of torch.frombuffer
         return torch.from_numpy(_array(stored))
     dtype = getattr(torch, _STORED[stored["dtype"]])
