@@ -4,6 +4,7 @@ its dtype and shape, and owned by the receiver."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,5 +162,6 @@ def test_a_tensor_arrives_in_a_process_that_has_not_imported_torch() -> None:
               "assert 'torch' not in sys.modules\n"
               "import socket; a, b = socket.socketpair(); a.sendall(sys.stdin.buffer.read())\n"
               "_, got = protocol.recv(b); print(type(got[0]).__name__, got[0].tolist(), got[1].tolist())")
-    out = subprocess.run([sys.executable, "-c", script], input=message, capture_output=True, check=True)
+    out = subprocess.run([sys.executable, "-c", script], input=message, capture_output=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.decode().split() == ["Tensor", "[0.0,", "1.0,", "2.0]", "[1.0,", "1.0]"]
