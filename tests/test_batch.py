@@ -46,6 +46,13 @@ def get_log():
 def echo(a):
     return a
 
+def model():
+    import torch
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.LayerNorm(2))
+    net.register_buffer("steps", torch.zeros(4))
+    return net
+
 class M:
     def eval(self):
         raise ValueError("eval failed")
@@ -198,3 +205,20 @@ def test_large_batches_do_not_block_both_ends(remote: RemoteSubmission) -> None:
         got = [b.call("echo", big + i) for i in range(4)]
     for i, r in enumerate(got):
         np.testing.assert_array_equal(r.value, big + i)
+
+
+def test_inspect_without_values_gives_each_tensor_as_its_shape(sub: Submission) -> None:
+    """``inspect(values=False)``: the same names, shapes in place of the tensors."""
+    if isinstance(sub, RemoteSubmission):
+        sub.call_timeout = 60.0  # the worker imports torch first
+    net = sub.call("model")
+    full, light = net.inspect(), net.inspect(values=False)
+    with sub.batch() as b:
+        batched = b.inspect(net, values=False)
+    assert batched.value == light
+    for kind in ("parameters", "buffers"):
+        assert list(light[kind]) == list(full[kind])
+        assert all(light[kind][k] == list(v.shape) for k, v in full[kind].items())
+    assert light["parameters"]["0.weight"] == [2, 3] and light["buffers"] == {"steps": [4]}
+    assert {k: v for k, v in light.items() if k not in ("parameters", "buffers")} == \
+        {k: v for k, v in full.items() if k not in ("parameters", "buffers")}

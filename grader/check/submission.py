@@ -209,9 +209,9 @@ class Batch:
         """``handle.get(attr)``, its result later."""
         return self._post("getattr", {"target": handle.ref.id, "attr": attr}, None)
 
-    def inspect(self, handle: Handle) -> Later:
-        """``handle.inspect()``, its result later."""
-        return self._post("inspect", {"target": handle.ref.id}, None)
+    def inspect(self, handle: Handle, values: bool = True) -> Later:
+        """``handle.inspect(values)``, its result later."""
+        return self._post("inspect", _inspect_request(handle, values), None)
 
 
 class Handle:
@@ -235,9 +235,12 @@ class Handle:
         """Read an attribute (dotted paths allowed, e.g. ``"q_proj.weight"``)."""
         return self._sub._wrap(self._sub._request("getattr", {"target": self.ref.id, "attr": attr}))
 
-    def inspect(self) -> dict[str, Any]:
-        """``{"type", "is_module", "parameters", "buffers", "modules", "training"}``."""
-        return self._sub._request("inspect", {"target": self.ref.id})
+    def inspect(self, values: bool = True) -> dict[str, Any]:
+        """``{"type", "is_module", "parameters", "buffers", "modules", "training"}``; without
+        ``values``, each parameter and buffer is its shape (a list of ints), not a copy of
+        the tensor: all a check needs that reads only names or shapes, and a fraction of
+        the cost for a model's many tensors."""
+        return self._sub._request("inspect", _inspect_request(self, values))
 
     def state_shapes(self) -> dict[str, list[int] | None] | None:
         """``{name: shape}`` of ``state_dict()`` without its values (``None`` for an entry
@@ -276,6 +279,10 @@ def _call_request(target: str | int, method: str | None, args: tuple, kwargs: di
                   forbid: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     header = {"target": target, "method": method, "forbid": list(forbid)}
     return header, {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
+
+
+def _inspect_request(handle: Handle, values: bool) -> dict[str, Any]:
+    return {"target": handle.ref.id} if values else {"target": handle.ref.id, "values": False}
 
 
 def _unwrap(value: Any) -> Any:

@@ -60,6 +60,10 @@ def forbidding(names: list[str]) -> Iterator[None]:
 _ABSENT = object()
 
 
+def _shape(tensor: Any) -> list[int] | None:
+    return [int(n) for n in tensor.shape] if values.is_tensor(tensor) else None
+
+
 class Target:
     """Operations on a submission's namespace, addressed by name or by handle id."""
 
@@ -107,7 +111,7 @@ class Target:
         if op == "getattr":
             return self.getattr(where, str(header["attr"]))
         if op == "inspect":
-            return self.inspect(where)
+            return self.inspect(where, with_values=header.get("values") is not False)
         if op == "shapes":
             return self.shapes(where)
         if op == "grad":
@@ -149,18 +153,20 @@ class Target:
                 obj = getattr(obj, part)
         return self._out(obj)
 
-    def inspect(self, target: str | int) -> dict[str, Any]:
-        """Parameters, buffers and submodule types of a module."""
+    def inspect(self, target: str | int, with_values: bool = True) -> dict[str, Any]:
+        """Parameters, buffers and submodule types of a module; without ``with_values``,
+        each parameter and buffer as its shape (a list of ints) instead of a copy of it."""
         module = self._lookup(target)
         torch = sys.modules.get("torch")
         if torch is None or not isinstance(module, torch.nn.Module):
             return {"type": values.type_name(module), "is_module": False}
+        tensor = self._out if with_values else _shape
         with self._student_code("inspecting the module"):
             return {
                 "type": values.type_name(module),
                 "is_module": True,
-                "parameters": {k: self._out(v) for k, v in module.named_parameters()},
-                "buffers": {k: self._out(v) for k, v in module.named_buffers()},
+                "parameters": {k: tensor(v) for k, v in module.named_parameters()},
+                "buffers": {k: tensor(v) for k, v in module.named_buffers()},
                 "modules": {k: values.type_name(m) for k, m in module.named_modules() if k},
                 "training": bool(module.training),
             }
