@@ -35,6 +35,7 @@ TENSORS = {
     "scalar": torch.tensor(2.5),
     "empty": torch.zeros(0, 4),
     "transposed": torch.randn(3, 4).t(),
+    "a slice that starts inside its storage": torch.arange(10.0)[3:7],
     "conjugated": torch.randn(3, dtype=torch.complex64).conj(),
     "negated view": torch.randn(3, dtype=torch.complex64).conj().imag,
 }
@@ -91,6 +92,7 @@ ARRAYS = {
     "big-endian": np.arange(6, dtype=">f4").reshape(3, 2),  # the file is little-endian
     "empty": np.zeros((0, 3)),
     "transposed": np.arange(6.0).reshape(2, 3).T,
+    "a slice that starts inside its buffer": np.arange(10.0)[3:7],
 }
 
 
