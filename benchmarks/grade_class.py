@@ -21,11 +21,11 @@ submissions with it (default: all; 0 skips it).
 What limits ``--jobs N``: the run also grades the class with N separate ``grade --jobs 1``
 at once, each on its share of the class, which share nothing but the machine: what N
 graders can get from it, beside what ``--jobs N`` gets (each of them also starts its next
-worker ahead where it sees a core beside its own, so on N cores they compete for them). CPU is counted for the whole machine
-(``/proc/stat``, so run it on an idle machine): a run's own counters (``RUSAGE_CHILDREN``)
-miss the sandbox's zygotes and every worker they reaped, whose time never comes back up
-through bubblewrap's processes (a pool that ran 100 workers: 10 CPU s in its zygote and the
-workers it reaped, 0.07 s in ``RUSAGE_CHILDREN``).
+worker ahead where it sees a core beside its own, so on N cores they compete for them).
+CPU is counted for the whole machine (``/proc/stat``, so run it on an idle machine): a
+run's own counters (``RUSAGE_CHILDREN``) miss the sandbox's zygotes and every worker they
+reaped, whose time never comes back up through bubblewrap's processes (a pool that ran 100
+workers: 10 CPU s in its zygote and the workers it reaped, 0.07 s in ``RUSAGE_CHILDREN``).
 
 ``--as-user USER:PYTHON[:COURSE]`` (run as root) grades the same class a second time as
 USER, with PYTHON (e.g. that user's venv) from COURSE (a checkout USER can read; default
@@ -106,7 +106,8 @@ def run_independent(submitted: Path, lesson: str, graders: int, isolation: str,
     if any(proc.wait() != 0 for proc in procs):
         sys.exit("an independent grading run failed")
     wall = time.perf_counter() - start
-    return {"wall": wall, "cpu": machine_cpu_since(machine_before), "n": sum(len(list(share.iterdir())) for share in shares)}
+    return {"wall": wall, "cpu": machine_cpu_since(machine_before),
+            "n": sum(len(list(share.iterdir())) for share in shares)}
 
 
 def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, out: Path,

@@ -336,7 +336,8 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             warming.start()
 
     try:
-        with workers(opts, while_booting, ahead=len(todo) > opts.jobs) as pool, only_writer(out):  # refuses (strict,
+        ahead = len(todo) > opts.jobs
+        with workers(opts, while_booting, ahead) as pool, only_writer(out):  # refuses (strict,
             Folder(out).prepare()  # require) before anything is written
             if on_plan is not None:
                 on_plan(pool.plan)

@@ -181,7 +181,7 @@ class Target:
             state = obj.state_dict()
         if not isinstance(state, dict):
             return None
-        return {str(k): list(v.shape) if values.is_tensor(v) else None for k, v in state.items()}
+        return {str(k): _shape(v) for k, v in state.items()}
 
     def grad(self, target: str | int, method: str | None, args: list, kwargs: dict,
              grad_output: Any, forbid: list[str] | None = None) -> dict[str, Any]:

@@ -194,6 +194,7 @@ def unpack(tree: Any, arrays: dict[str, np.ndarray], tensors: dict[str, Any]) ->
 _STORED = {"BOOL": "bool", "I8": "int8", "U8": "uint8", "I16": "int16", "U16": "uint16",
            "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16",
            "F32": "float32", "F64": "float64", "BF16": "bfloat16", "C64": "complex64"}
+_NP_DTYPES = {k: np.dtype(v) for k, v in _STORED.items() if v != "bfloat16"}  # numpy lacks bfloat16
 
 
 def encode_blobs(arrays: dict[str, np.ndarray], tensors: dict[str, Any]) -> tuple[bytes, bytes]:
@@ -256,8 +257,6 @@ def _tensor(stored: dict[str, Any]) -> Any:
         return torch.empty(stored["shape"], dtype=dtype)
     return torch.frombuffer(stored["data"], dtype=dtype).reshape(stored["shape"])
 
-
-_NP_DTYPES = {k: np.dtype(v) for k, v in _STORED.items() if v != "bfloat16"}
 
 
 def dumps(tree: Any) -> bytes:
