@@ -9,6 +9,7 @@ crashing call named, and the in-process submission behaving the same.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from collections.abc import Iterator
 
@@ -20,7 +21,7 @@ from grader.check.messages import explain
 from grader.check.remote import RemoteSubmission
 from grader.check.submission import InProcessSubmission, Posted, Submission
 from grader.limits import DEFAULT_LIMITS
-from grader.runtime.errors import CallCrashed, CallHung, SubmissionError
+from grader.runtime.errors import CallCrashed, CallHung, ProtocolError, SubmissionError
 
 NOTEBOOK = """
 import os, time
@@ -52,6 +53,19 @@ def model():
     net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.LayerNorm(2))
     net.register_buffer("steps", torch.zeros(4))
     return net
+
+class Counter:
+    def __init__(self, start=0):
+        if start == "fail":
+            raise ValueError("bad start")
+        self.n = start
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+def plain():
+    return 3
 
 class M:
     def eval(self):
@@ -222,3 +236,84 @@ def test_inspect_without_values_gives_each_tensor_as_its_shape(sub: Submission) 
     assert light["parameters"]["0.weight"] == [2, 3] and light["buffers"] == {"steps": [4]}
     assert {k: v for k, v in light.items() if k not in ("parameters", "buffers")} == \
         {k: v for k, v in full.items() if k not in ("parameters", "buffers")}
+
+
+def test_an_object_built_in_a_batch_is_used_in_it_in_one_round_trip(sub: Submission) -> None:
+    waits = []
+    if isinstance(sub, RemoteSubmission):
+        drain = sub._drain
+        sub._drain = lambda waited=False: waits.append(1) or drain(waited)  # type: ignore[method-assign]
+    with sub.batch() as b:
+        made = b.new("Counter", 5)
+        sums = [b.method(made.handle, "add", k) for k in (1, 2)]
+        other = b.new("Counter")
+    assert made.value is made.handle and made.value.type_name.endswith("Counter")
+    assert [s.value for s in sums] == [6, 8]
+    assert other.value.ref.id != made.value.ref.id
+    assert waits == ([1] if isinstance(sub, RemoteSubmission) else [])
+    assert made.handle.method("add", 0) == 8 and other.value.method("add", 1) == 1
+
+
+def test_a_constructor_that_fails_in_a_batch_stops_the_calls_on_its_object(sub: Submission) -> None:
+    with sub.batch() as b:
+        made = b.new("Counter", "fail")
+        after = b.method(made.handle, "add", 1)
+    with pytest.raises(SubmissionError, match="bad start") as raised:
+        made.value  # noqa: B018 - reading raises
+    with pytest.raises(SubmissionError) as skipped:
+        after.value  # noqa: B018
+    assert skipped.value is raised.value
+
+
+def test_a_batch_constructor_that_builds_no_object_says_so(sub: Submission) -> None:
+    with sub.batch() as b:
+        made = b.new("plain")
+    with pytest.raises(ProtocolError, match="did not build an object"):
+        made.value  # noqa: B018
+
+
+def test_a_lazy_batch_is_read_when_used_and_run_before(sub: Submission) -> None:
+    """The calls go out when the block ends; their answers wait until a result is read."""
+    with sub.batch(lazy=True) as b:
+        got = [b.call("f", i) for i in range(3)]
+    if isinstance(sub, RemoteSubmission):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the worker answers while the check goes on
+            with contextlib.suppress(BlockingIOError):
+                if sub.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                    break
+            time.sleep(0.01)
+        assert sub._pending, "nothing was read before a result was used"
+    assert [r.value for r in got] == [0, 1, 2]
+    assert sub.call("get_log") == [0, 1, 2]
+
+
+def test_a_failure_in_one_lazy_batch_does_not_stop_the_next(sub: Submission) -> None:
+    with sub.batch(lazy=True) as b:
+        failing, skipped = b.call("f", "fail"), b.call("f", 1)
+    with sub.batch(lazy=True) as b:
+        ran, own, after = b.call("f", 2), b.call("f", "fail"), b.call("f", 3)
+    assert ran.value == 2
+    with pytest.raises(SubmissionError) as first:
+        failing.value  # noqa: B018
+    with pytest.raises(SubmissionError) as second:
+        own.value  # noqa: B018
+    assert second.value is not first.value
+    with pytest.raises(SubmissionError) as stopped:
+        skipped.value  # noqa: B018
+    assert stopped.value is first.value
+    with pytest.raises(SubmissionError) as stopped:
+        after.value  # noqa: B018
+    assert stopped.value is second.value
+    assert sub.call("get_log") == ["fail", 2, "fail"]
+
+
+def test_a_hung_call_of_a_lazy_batch_is_named_where_it_is_read(remote: RemoteSubmission) -> None:
+    with remote.batch(lazy=True) as b:
+        first, hung, after = b.call("f", 1), b.call("f", "hang"), b.call("f", 2)
+    assert first.value == 1
+    with pytest.raises(CallHung) as raised:
+        hung.value  # noqa: B018
+    assert raised.value.call == "f('hang')"
+    with pytest.raises(CallHung):
+        after.value  # noqa: B018

@@ -16,6 +16,7 @@ from grader.runtime.errors import (
     BadValue,
     CallCrashed,
     CallHung,
+    GradingError,
     MissingName,
     ProtocolError,
     SubmissionError,
@@ -37,6 +38,8 @@ class _Pending:
     seconds: float  # its time limit
     sent: float  # time.monotonic() when sent
     later: Later | None  # where its result goes (a batch's call), or None: its error is raised
+    chain: int  # the worker skips the rest of a chain after a failure in it
+    size: int  # bytes sent
 
 
 class RemoteSubmission(Submission):
@@ -61,6 +64,7 @@ class RemoteSubmission(Submission):
         self._pending: list[_Pending] = []  # sent, answer not read yet, in order
         self._in_flight = 0  # bytes of the requests in _pending
         self._chain = 0  # the worker skips the rest of a chain after a failure in it
+        self._failed: dict[int, Exception] = {}  # chain -> its failure, for the requests skipped
         self._answered = 0.0  # when the last answer came (the worker then started the next)
 
     def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
@@ -84,10 +88,20 @@ class RemoteSubmission(Submission):
         self._send(op, header, value, self.call_timeout, later)
 
     def settle(self) -> None:
-        if self.broken is not None:
-            self._pending, self._in_flight = [], 0  # the next request raises why
+        if self.broken is not None:  # the next request raises why
+            _abandon(self._pending, self.broken)
+            self._pending, self._in_flight = [], 0
         elif self._pending:
             self._drain()
+
+    def read(self, later: Later) -> None:
+        if self.broken is not None:
+            self.settle()
+        elif any(p.later is later for p in self._pending):
+            self._drain(upto=later)
+
+    def cut(self) -> None:
+        self._chain += 1
 
     def _send(self, op: str, header: dict[str, Any], value: Any, seconds: float,
               later: Later | None) -> None:
@@ -97,7 +111,8 @@ class RemoteSubmission(Submission):
         if self._pending and self._in_flight + len(data) > MAX_IN_FLIGHT:
             self._drain()  # both ways' buffers full would block both ends: read the answers first
             data = protocol.encode(dict(header, op=op, chain=self._chain), value)
-        pending = _Pending(op, header, value, seconds, time.monotonic(), later)
+        pending = _Pending(op, header, value, seconds, time.monotonic(), later, self._chain,
+                           len(data))
         self._pending.append(pending)
         self._in_flight += len(data)
         try:
@@ -112,35 +127,46 @@ class RemoteSubmission(Submission):
                 self._drain()  # their answers, then the end: the one that stopped it is named
             self._fail(pending, timed_out=False)
 
-    def _drain(self, waited: bool = False) -> Any:
-        """Read the answers to every request sent, in order; return the last one's result.
-        Raise the first error of a request without a ``Later`` (one with a ``Later`` gets
-        its own error; those after a failure were skipped and get the failure). ``waited``:
-        the last request is the one a check waits for; an error that is not its own (a posted
-        request's) is raised as :class:`Posted`."""
-        pending, self._pending, self._in_flight = self._pending, [], 0
+    def _drain(self, waited: bool = False, upto: Later | None = None) -> Any:
+        """Read the answers to every request sent (``upto``: up to that result's), in order;
+        return the last one's result. Raise the first error of a request without a
+        ``Later`` (one with a ``Later`` gets its own error; those after a failure in their
+        chain were skipped and get the failure). ``waited``: the last request is the one a
+        check waits for; an error that is not its own (a posted request's) is raised as
+        :class:`Posted`."""
+        end = next((i + 1 for i, p in enumerate(self._pending) if p.later is upto and upto),
+                   len(self._pending))
+        pending, self._pending = self._pending[:end], self._pending[end:]
+        self._in_flight = sum(p.size for p in self._pending)
         self._chain += 1
-        first: Exception | None = None  # the chain's failure: what the skipped requests get
+        first = self._failed  # each chain's failure: what its skipped requests get
         raised: Exception | None = None
         result: Any = None
-        for p in pending:
-            reply, result = self._receive(p)
+        for i, p in enumerate(pending):
+            try:
+                reply, result = self._receive(p)
+            except GradingError as exc:  # the worker hung, died or sent garbage: no more answers
+                _abandon(pending[i:] + self._pending, exc)
+                self._pending, self._in_flight = [], 0
+                raise
             if reply.get("ok") is True:
                 values.map_leaves(result, self._note_type)
                 if p.later is not None:
                     p.later.set(self._wrap(result))
                 continue
             skipped = reply.get("skipped") is True
-            if skipped and first is not None:
-                error = first
-            elif reply.get("skipped") is True:
+            if skipped and p.chain in first:
+                error = first[p.chain]
+            elif skipped:
                 self.broken = ProtocolError("a request was skipped with none failed before it")
+                _abandon(pending[i:] + self._pending, self.broken)
+                self._pending, self._in_flight = [], 0
                 raise self.broken
             else:
                 error = _error_from(reply.get("error"))
                 if isinstance(error, MissingName):
                     error = self.explain_missing(error)
-                first = first or error
+                first.setdefault(p.chain, error)
             if p.later is not None:
                 p.later.fail(error)
             elif raised is None:
@@ -175,6 +201,7 @@ class RemoteSubmission(Submission):
         else:
             self.broken = (CallCrashed(describe_request(p.op, p.header, p.value, self._types))
                            if named else WorkerDied("the notebook's process stopped"))
+        _abandon(self._pending, self.broken)
         self._pending, self._in_flight = [], 0
         raise self.broken from None
 
@@ -195,6 +222,13 @@ class RemoteSubmission(Submission):
                 pass
         self.sock.close()
         return answered
+
+
+def _abandon(pending: list[_Pending], error: Exception) -> None:
+    """Requests that will get no answer: their results (a batch's, read later) raise ``error``."""
+    for p in pending:
+        if p.later is not None:
+            p.later.fail(error)
 
 
 def _error_from(error: Any) -> Exception:

@@ -75,6 +75,20 @@ class Submission(ABC):
     def settle(self) -> None:  # noqa: B027 - nothing is posted ahead by default
         """Wait for every posted operation; raise the first error of one without a ``Later``."""
 
+    def read(self, later: Later) -> None:  # noqa: B027 - in process, every result is there
+        """Wait for the answers up to ``later``'s (a lazy batch's result, read); raise the
+        first error of an operation without a ``Later`` among them."""
+
+    def cut(self) -> None:  # noqa: B027 - in process, every operation has run already
+        """End the chain of posted operations: a failure before this point does not stop
+        the operations posted after it (a batch's calls stop only at its own failures)."""
+
+    def bind_id(self) -> int:
+        """A new handle id for an object built without waiting (:meth:`Batch.new`): the
+        grader chooses it, negative, so it never meets one the submission side numbers."""
+        self._bound = getattr(self, "_bound", 0) - 1
+        return self._bound
+
     @contextlib.contextmanager
     def settled(self) -> Iterator[None]:
         """Run a check: the operations it posted are answered before it ends, and one that
@@ -86,13 +100,17 @@ class Submission(ABC):
             raise
         self.settle()
 
-    def batch(self) -> Batch:
+    def batch(self, lazy: bool = False) -> Batch:
         """``with sub.batch() as b: out = b.method(m, "__call__", x)``: the calls made with
         ``b`` travel together, in order, and their results are read after the block
         (``out.value``); a call after one that failed does not run (its ``value`` raises
         the first failure). Read the results in the order the calls were made, so that a
-        check fails as it would have call by call."""
-        return Batch(self)
+        check fails as it would have call by call.
+
+        ``lazy``: the block ends without waiting; the answers are read when a result is
+        first used (or by the next request that waits). What the check computes in between
+        (its oracles) runs while the worker runs the calls."""
+        return Batch(self, lazy)
 
     def has(self, name: str) -> bool:
         return bool(self._request("has", {"name": name}))
@@ -149,9 +167,11 @@ class Posted(Exception):  # noqa: N818 - it is not an error of its own: it carri
 
 
 class Later:
-    """The result of a call made in a :class:`Batch`, there once the batch has ended."""
+    """The result of a call made in a :class:`Batch`, there once the batch has ended (a
+    lazy batch's: once it is read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sub: Submission | None = None) -> None:
+        self._sub = sub  # a lazy batch's submission: reading settles it
         self._done = False
         self._value: Any = None
         self._error: BaseException | None = None
@@ -165,6 +185,8 @@ class Later:
     @property
     def value(self) -> Any:
         """The call's result; its error (or the batch's earlier one) is raised here."""
+        if not self._done and self._sub is not None:
+            self._sub.read(self)
         if not self._done:
             raise RuntimeError("a batch's result is read before the batch has ended")
         if self._error is not None:
@@ -172,11 +194,30 @@ class Later:
         return self._value
 
 
+class Made(Later):
+    """A constructor's result in a :class:`Batch`: its :class:`Handle` (``handle``) can be
+    used in the same batch at once; ``value`` checks that an object was built."""
+
+    def __init__(self, sub: Submission | None, handle: Handle, name: str) -> None:
+        super().__init__(sub)
+        self.handle = handle
+        self._name = name
+
+    @property
+    def value(self) -> Handle:
+        built = super().value
+        if not isinstance(built, Handle) or built.ref.id != self.handle.ref.id:
+            raise ProtocolError(f"{self._name}(...) did not build an object")
+        self.handle.ref = built.ref  # its type as the submission names it
+        return self.handle
+
+
 class Batch:
     """Calls sent to the submission together (see :meth:`Submission.batch`)."""
 
-    def __init__(self, sub: Submission):
+    def __init__(self, sub: Submission, lazy: bool = False):
         self._sub = sub
+        self._lazy = lazy
         self._made: list[Later] = []
 
     def __enter__(self) -> Batch:
@@ -184,10 +225,10 @@ class Batch:
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
-            self._sub.settle()
+            self._sub.cut() if self._lazy else self._sub.settle()
 
-    def _post(self, op: str, header: dict[str, Any], value: Any) -> Later:
-        later = Later()
+    def _post(self, op: str, header: dict[str, Any], value: Any, later: Later | None = None) -> Later:
+        later = later or Later(self._sub if self._lazy else None)
         failed = next((m._error for m in self._made if m._error is not None), None)
         self._made.append(later)
         if failed is not None:  # answered at once (in process): the calls after a failure do not run
@@ -199,6 +240,15 @@ class Batch:
     def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Later:
         """``sub.call(name, ...)``, its result later."""
         return self._post("call", *_call_request(name, None, args, kwargs, forbid))
+
+    def new(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Made:
+        """``sub.new(name, ...)`` without waiting: ``.handle`` is the object for the calls
+        that follow in this batch; ``.value`` (the handle) raises the constructor's error."""
+        header, value = _call_request(name, None, args, kwargs, forbid)
+        handle = Handle(self._sub, HandleRef(self._sub.bind_id(), name))
+        made = Made(self._sub if self._lazy else None, handle, name)
+        self._post("call", dict(header, bind=handle.ref.id), value, made)
+        return made
 
     def method(self, handle: Handle, name: str, *args: Any, forbid: tuple[str, ...] = (),
                **kwargs: Any) -> Later:
@@ -212,6 +262,11 @@ class Batch:
     def inspect(self, handle: Handle, values: bool = True) -> Later:
         """``handle.inspect(values)``, its result later."""
         return self._post("inspect", _inspect_request(handle, values), None)
+
+    def grad(self, handle: Handle, *args: Any, grad_output: Any, method: str | None = None,
+             forbid: tuple[str, ...] = (), **kwargs: Any) -> Later:
+        """``handle.grad(...)``, its result later."""
+        return self._post("grad", *_grad_request(handle, args, kwargs, grad_output, method, forbid))
 
 
 class Handle:
@@ -251,9 +306,8 @@ class Handle:
     def grad(self, *args: Any, grad_output: Any, method: str | None = None,
              forbid: tuple[str, ...] = (), **kwargs: Any) -> dict[str, Any]:
         """Forward, then backward of ``grad_output``: output, input and parameter grads."""
-        header = {"target": self.ref.id, "method": method, "forbid": list(forbid)}
-        value = {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs), "grad_output": grad_output}
-        return self._sub._request("grad", header, value)
+        return self._sub._request("grad", *_grad_request(self, args, kwargs, grad_output, method,
+                                                        forbid))
 
     # conveniences for nn.Module
     def state_dict(self) -> dict[str, Any]:
@@ -279,6 +333,12 @@ def _call_request(target: str | int, method: str | None, args: tuple, kwargs: di
                   forbid: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     header = {"target": target, "method": method, "forbid": list(forbid)}
     return header, {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
+
+
+def _grad_request(handle: Handle, args: tuple, kwargs: dict, grad_output: Any, method: str | None,
+                  forbid: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    header = {"target": handle.ref.id, "method": method, "forbid": list(forbid)}
+    return header, {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs), "grad_output": grad_output}
 
 
 def _inspect_request(handle: Handle, values: bool) -> dict[str, Any]:
