@@ -110,3 +110,31 @@ def test_every_planted_mistake_is_declared_and_every_diagnosis_is_planted(module
     assert not unknown, f"planted mistakes not in MISTAKES: {sorted(unknown)}"
     unplanted = set(declared) - planted
     assert not unplanted, f"diagnoses no planted bug proves: {sorted(unplanted)}"
+
+
+BATCHED = ("04_multi_head_attention",)  # lessons whose graders send lazy batches (issue 29)
+OVER_THE_WIRE = [(les, v) for les, v in CASES + ALTERNATIVES if les in BATCHED]
+
+
+@pytest.mark.parametrize(("lesson", "variant"), OVER_THE_WIRE, ids=_ids(OVER_THE_WIRE))
+def test_a_worker_grades_as_the_process_itself(lesson: str, variant: Variant) -> None:
+    """Batched and lazily read requests cross a process boundary: a worker's submission
+    gives every exercise the same points and hints as the in-process one."""
+    from grader.check.launch import LocalWorker
+    from grader.check.notebook import cells_to_run
+    from grader.check.remote import RemoteSubmission
+    from grader.limits import DEFAULT_LIMITS
+
+    nb = variant.apply(json.loads(_notebook(lesson)))
+    local = _grade(lesson, variant, SEEDS[0])
+    worker = LocalWorker(DEFAULT_LIMITS)
+    remote = RemoteSubmission(worker.sock, DEFAULT_LIMITS.call_s)
+    try:
+        remote.load(cells_to_run(nb), timeout=120)
+        results = {e.name: e for e in run_hidden_tests(remote, lesson, seed=SEEDS[0])}
+    finally:
+        remote.close()
+        worker.kill()
+        worker.finish()
+    assert {k: (r.points, [str(h) for h in r.hints]) for k, r in results.items()} == \
+        {k: (r.points, [str(h) for h in r.hints]) for k, r in local.items()}

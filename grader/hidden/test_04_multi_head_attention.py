@@ -147,26 +147,60 @@ def mha_ref(w, query, key, value, n_head, mask=None, split="right", scale="head"
     return (proj(out, "out_proj") if out_proj else out), a
 
 
+class Started:
+    """The student's module built with injected weights, in eval mode, and forward calls on
+    it, all sent without waiting (a lazy batch): what the check computes before reading the
+    results (its oracles) runs while the student's code does."""
+
+    def __init__(self, sub, d_model, n_head, n, calls=(), attrs=(), grad=None, bias=True,
+                 dropout=0.0, forbid=FORBID):
+        kwargs = {"dropout": dropout} if dropout else {}
+        if not bias:
+            kwargs["bias"] = False
+        self.weights = make_weights(n, d_model, bias=bias)
+        with sub.batch(lazy=True) as b:
+            self._made = b.new(EX, d_model, n_head, forbid=FORBID, **kwargs)
+            m = self._made.handle
+            self._inspected = b.inspect(m, values=False)  # names are all it reads
+            self._steps = [b.method(m, "load_state_dict", self.weights, strict=False),
+                           b.method(m, "eval")]
+            self._outs = [b.method(m, "__call__", *args, forbid=forbid, **kw) for args, kw in calls]
+            self._attrs = [b.get(m, attr) for attr in attrs]
+            self._grad = grad and b.grad(m, *grad[0], grad_output=grad[1], forbid=FORBID)
+
+    def module(self):
+        """The module and its weights, once it is checked to take them by name."""
+        m = self._made.value
+        info = self._inspected.value
+        check(info.get("is_module"), "MultiHeadAttention should be an nn.Module (class ...(nn.Module))")
+        params = info["parameters"]
+        for name in PROJ:
+            check(f"{name}.weight" in params,
+                  f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
+                  f"weights are loaded by these names")
+        for step in self._steps:
+            step.value  # noqa: B018 - raises the step's error, if any
+        return m, self.weights
+
+    def outs(self):
+        """The forward calls' outputs, in order, after :meth:`module`."""
+        self.module()
+        return [_one_tensor(out.value) for out in self._outs]
+
+    def attr(self, i):
+        """The ``i``-th attribute read after the calls, after :meth:`outs`."""
+        self.outs()
+        return self._attrs[i].value
+
+    def grad(self):
+        """``m.grad(...)`` of the ``grad`` asked for, after the calls."""
+        self.outs()
+        return self._grad.value
+
+
 def build(sub, d_model, n_head, n, bias=True, dropout=0.0):
     """The student's module with injected weights, in eval mode."""
-    kwargs = {"dropout": dropout} if dropout else {}
-    if not bias:
-        kwargs["bias"] = False
-    m = sub.new(EX, d_model, n_head, forbid=FORBID, **kwargs)
-    weights = make_weights(n, d_model, bias=bias)
-    with sub.batch() as b:  # the checks between inspecting and loading read the results in order
-        inspected = b.inspect(m, values=False)  # names are all it reads
-        steps = [b.method(m, "load_state_dict", weights, strict=False), b.method(m, "eval")]
-    info = inspected.value
-    check(info.get("is_module"), "MultiHeadAttention should be an nn.Module (class ...(nn.Module))")
-    params = info["parameters"]
-    for name in PROJ:
-        check(f"{name}.weight" in params,
-              f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
-              f"weights are loaded by these names")
-    for step in steps:
-        step.value  # noqa: B018 - raises the step's error, if any
-    return m, weights
+    return Started(sub, d_model, n_head, n, bias=bias, dropout=dropout).module()
 
 
 def forward(m, *args, forbid=FORBID, **kwargs):
@@ -186,8 +220,8 @@ def forwards(sub, m, *calls, forbid=FORBID):
     return [_one_tensor(out.value) for out in outs]  # in order: fails as the calls one by one
 
 
-def attn_weights(m, shape):
-    w = m.get("attn_weights")
+def attn_weights(w, shape):
+    """Check ``w``, what forward stored in ``self.attn_weights``."""
     check(isinstance(w, torch.Tensor), "after a forward pass, self.attn_weights should hold the "
           "attention weights, a tensor [B, H, Lq, Lk] (store them in forward)",
           mistake="attn_weights_missing")
@@ -199,16 +233,24 @@ def attn_weights(m, shape):
     return w
 
 
-def dialect(m, w, n_head, x, out=None):
+def dialect(m, w, n_head, x, out=None, right=None):
     """The options of ``mha_ref`` under which the student's self-attention on ``x`` is
-    reproduced (the right ones first); ``RIGHT`` when nothing fits."""
+    reproduced (the right ones first); ``RIGHT`` when nothing fits. ``right``: ``mha_ref``
+    on ``x`` under ``RIGHT``, when the check has computed it already."""
     out = forward(m, x, x, x) if out is None else out
     for values in itertools.product(["right", "flat", "fast"], ["head", "model"],
                                     ["right", "flat", "fast"], [True, False], ["v_proj", "k_proj"]):
         options = dict(zip(("split", "scale", "merge", "out_proj", "v_name"), values, strict=True))
-        if matches(out, mha_ref(w, x, x, x, n_head, **options)[0], **TOL):
+        want = (right if right is not None and options == RIGHT
+                else mha_ref(w, x, x, x, n_head, **options))[0]
+        if matches(out, want, **TOL):
             return options
     return dict(RIGHT)
+
+
+def in_dialect(right, w, q, k, v, n_head, options, **kwargs):
+    """``mha_ref`` under ``options``: ``right`` (computed ahead) when they are ``RIGHT``."""
+    return right if options == RIGHT else mha_ref(w, q, k, v, n_head, **options, **kwargs)
 
 
 def dialect_mistakes(options):
@@ -236,8 +278,13 @@ def diagnose_dialect(options):
 
 @exercise(EX, points=1)
 def test_submodules_and_parameter_count(sub):
-    m = sub.new(EX, 24, 3, forbid=FORBID)
-    info = m.inspect()
+    x = randn(1, 2, 5, 24)
+    with sub.batch(lazy=True) as b:
+        made = b.new(EX, 24, 3, forbid=FORBID)
+        inspected = b.inspect(made.handle)
+        steps = [b.method(made.handle, "eval"), b.method(made.handle, "__call__", x, x, x, forbid=FORBID)]
+    made.value  # noqa: B018 - raises the constructor's error, if any
+    info = inspected.value
     check(info.get("is_module"), "MultiHeadAttention should be an nn.Module")
     for name in PROJ:
         check(info["modules"].get(name, "").endswith("Linear"),
@@ -249,20 +296,22 @@ def test_submodules_and_parameter_count(sub):
     total = sum(int(p.numel()) for p in info["parameters"].values())
     check(total == 4 * 24 ** 2 + 4 * 24,
           f"multi-head attention with D = 24 should have 4·D² + 4·D = 2400 parameters, found {total}")
-    x = randn(1, 2, 5, 24)
-    out = forward(m.eval(), x, x, x)
+    out = _one_tensor([step.value for step in steps][-1])
     check(shape_of(out) == (2, 5, 24), f"the output should be [B, L, d_model] = [2, 5, 24], got {shape_of(out)}")
 
 
 # --- numbers -------------------------------------------------------------------------------
+# Each check sends the student's calls first and computes its oracles while they run.
 
 @exercise(EX, points=1.5)
 def test_self_attention_equals_torch(sub):
-    m, w = build(sub, D, H, n=2)
     x = randn(3, 2, 6, D)
-    out = forward(m, x, x, x)
-    check(shape_of(out) == (2, 6, D), f"the output should be [B, L, d_model] = [2, 6, {D}], got {list(out.shape)}")
+    started = Started(sub, D, H, 2, [((x, x, x), {})])
+    w = started.weights
     want = torch_mha(D, H, w)(x, x, x, need_weights=False)[0]
+    m, _ = started.module()
+    (out,) = started.outs()
+    check(shape_of(out) == (2, 6, D), f"the output should be [B, L, d_model] = [2, 6, {D}], got {list(out.shape)}")
     try:
         close(out, want, "with the same weights the self-attention output differs from "
               "nn.MultiheadAttention's", **TOL, suspects=self_attention_suspects(w, x, H))
@@ -274,11 +323,11 @@ def test_self_attention_equals_torch(sub):
 
 @exercise(EX, points=1)
 def test_attn_weights_per_head(sub):
-    m, w = build(sub, D, H, n=4)
     x = randn(5, 2, 6, D)
-    forward(m, x, x, x)
-    got = attn_weights(m, (2, H, 6, 6))
+    started = Started(sub, D, H, 4, [((x, x, x), {})], attrs=["attn_weights"])
+    w = started.weights
     _, ref_w = torch_mha(D, H, w)(x, x, x, need_weights=True, average_attn_weights=False)
+    got = attn_weights(started.attr(0), (2, H, 6, 6))
     close(got.sum(-1), torch.ones(2, H, 6), "each head's weights should sum to 1 over the keys", **TOL)
     close(got, ref_w, "self.attn_weights differ from nn.MultiheadAttention's per-head weights "
           "(average_attn_weights=False)", **TOL,
@@ -288,11 +337,14 @@ def test_attn_weights_per_head(sub):
 
 @exercise(EX, points=1)
 def test_scale_is_head_width(sub):
-    m, w = build(sub, 64, 8, n=6)
     x = randn(7, 1, 5, 64, scale=2.0)
-    out = forward(m, x, x, x)
-    options = dict(dialect(m, w, 8, x, out), scale="head")
-    close(out, mha_ref(w, x, x, x, 8, **options)[0], "with d_model = 64 and 8 heads the scores of "
+    started = Started(sub, 64, 8, 6, [((x, x, x), {})])
+    w = started.weights
+    right = mha_ref(w, x, x, x, 8)
+    m, _ = started.module()
+    (out,) = started.outs()
+    options = dict(dialect(m, w, 8, x, out, right), scale="head")
+    close(out, in_dialect(right, w, x, x, x, 8, options)[0], "with d_model = 64 and 8 heads the scores of "
           "each head should be divided by √8", **TOL,
           suspects=[suspect("scale_d_model", mha_ref(w, x, x, x, 8, **dict(options, scale="model"))[0],
                             "with d_model = 64 and 8 heads each head compares 8-wide vectors: "
@@ -313,70 +365,85 @@ def cross_suspects(w, q, k, v, options, part):
     ]
 
 
+def start_cross(sub, n, x, q, k, v, attrs=()):
+    """The module, its self-attention on ``x`` (its dialect) and cross-attention of ``q`` on
+    ``k``, ``v`` sent; returns (started, output on ``x``, output and weights on ``q, k, v``
+    under ``RIGHT``), the last two computed while the calls run."""
+    started = Started(sub, D, H, n, [((x, x, x), {}), ((q, k, v), {})], attrs=attrs)
+    w = started.weights
+    return started, mha_ref(w, x, x, x, H), mha_ref(w, q, k, v, H)
+
+
 @exercise(EX, points=1.5)
 def test_cross_attention_weights(sub):
-    m, w = build(sub, D, H, n=8)
-    options = dialect(m, w, H, randn(9, 2, 6, D))
-    q, k, v = cross_inputs(10)
-    out = forward(m, q, k, v)
-    got = m.get("attn_weights")
+    x, (q, k, v) = randn(9, 2, 6, D), cross_inputs(10)
+    started, right_x, right = start_cross(sub, 8, x, q, k, v, attrs=["attn_weights"])
+    m, w = started.module()
+    out_x, out = started.outs()
+    options = dialect(m, w, H, x, out_x, right_x)
+    got = started.attr(0)
     if isinstance(got, torch.Tensor) and shape_of(got) == (2, H, 3, 3):
         diagnose("kv_from_query", "with 3 queries and 9 keys the weights are [B, H, 3, 3]: keys and "
                  "values must be projected from `key` and `value`, not from the query")
-    close(out, mha_ref(w, q, k, v, H, **options)[0], "cross-attention (3 queries attending to 9 "
+    want = in_dialect(right, w, q, k, v, H, options)
+    close(out, want[0], "cross-attention (3 queries attending to 9 "
           "keys and values) differs from nn.MultiheadAttention", **TOL,
           suspects=cross_suspects(w, q, k, v, options, 0))
     if isinstance(got, torch.Tensor) and got.dim() == 4:
-        close(got, mha_ref(w, q, k, v, H, **options)[1], "cross-attention weights (3 queries, 9 "
+        close(got, want[1], "cross-attention weights (3 queries, 9 "
               "keys) differ from nn.MultiheadAttention's", **TOL,
               suspects=cross_suspects(w, q, k, v, options, 1))
 
 
 @exercise(EX, points=1.5)
 def test_cross_attention_output(sub):
-    m, w = build(sub, D, H, n=14)
-    options = dialect(m, w, H, randn(15, 2, 6, D))
-    q, k, v = cross_inputs(16, lq=4, lk=7)
-    out = forward(m, q, k, v)
+    x, (q, k, v) = randn(15, 2, 6, D), cross_inputs(16, lq=4, lk=7)
+    started, right_x, right = start_cross(sub, 14, x, q, k, v)
+    m, w = started.module()
+    out_x, out = started.outs()
+    options = dialect(m, w, H, x, out_x, right_x)
     check(shape_of(out) == (2, 4, D), f"cross-attention with 4 queries and 7 keys should give "
           f"[B, Lq, d_model] = [2, 4, {D}] (one row per query), got {shape_of(out)}")
-    close(out, mha_ref(w, q, k, v, H, **options)[0], "the cross-attention output (4 queries, 7 keys "
-          "and values) differs from nn.MultiheadAttention's", **TOL,
+    close(out, in_dialect(right, w, q, k, v, H, options)[0], "the cross-attention output (4 queries, "
+          "7 keys and values) differs from nn.MultiheadAttention's", **TOL,
           suspects=cross_suspects(w, q, k, v, options, 0))
 
 
 @exercise(EX, points=1.5)
 def test_masks_equal_torch(sub):
-    m, w = build(sub, D, H, n=20)
     x = randn(21, 2, 6, D)
-    options = dialect(m, w, H, x)
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     lengths = torch.randint(2, 6, (2,), generator=gen(22))
     pad = (torch.arange(6)[None, :] < lengths[:, None])[:, None, None, :]
     masks = [(causal, "a causal mask [L, L]"), (pad, "a padding mask [B, 1, 1, L]"),
              (causal & pad, "a combined causal & padding mask")]
-    outs = forwards(sub, m, *[((x, x, x), {"mask": mask}) for mask, _ in masks])
-    for (mask, name), out in zip(masks, outs, strict=True):
-        ignored = [suspect("mask_ignored", mha_ref(w, x, x, x, H, **options)[0],
-                           "the mask is ignored: pass it to the attention of every head "
-                           "(masked keys get zero weight)")]
-        close(out, mha_ref(w, x, x, x, H, mask=mask, **options)[0],
+    started = Started(sub, D, H, 20, [((x, x, x), {})] + [((x, x, x), {"mask": mask}) for mask, _ in masks])
+    w = started.weights
+    right = mha_ref(w, x, x, x, H)
+    rights = [mha_ref(w, x, x, x, H, mask=mask) for mask, _ in masks]
+    m, _ = started.module()
+    out_x, *outs = started.outs()
+    options = dialect(m, w, H, x, out_x, right)
+    unmasked = in_dialect(right, w, x, x, x, H, options)[0]
+    for (mask, name), out, want in zip(masks, outs, rights, strict=True):
+        ignored = [suspect("mask_ignored", unmasked, "the mask is ignored: pass it to the "
+                           "attention of every head (masked keys get zero weight)")]
+        close(out, in_dialect(want, w, x, x, x, H, options, mask=mask)[0],
               f"with {name} (True = allowed) the output differs from nn.MultiheadAttention's",
               **TOL, suspects=ignored)
 
 
 @exercise(EX, points=0.5)
 def test_causal_and_permutation_properties(sub):
-    m, _ = build(sub, D, H, n=25)
     x = randn(26, 2, 6, D)
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     y = x.clone()
     y[:, 4:] = randn(27, 2, 2, D, scale=3.0)
     perm = torch.randperm(6, generator=gen(28))
     xp = x[:, perm]
-    changed, causal_out, shuffled, out = forwards(
-        sub, m, ((y, y, y), {"mask": causal}), ((x, x, x), {"mask": causal}), ((xp, xp, xp), {}),
-        ((x, x, x), {}))
+    started = Started(sub, D, H, 25, [((y, y, y), {"mask": causal}), ((x, x, x), {"mask": causal}),
+                                      ((xp, xp, xp), {}), ((x, x, x), {})])
+    changed, causal_out, shuffled, out = started.outs()
     close(changed[:, :4], causal_out[:, :4],
           "under a causal mask, changing a future token changed an earlier output", **TOL)
     close(shuffled, out[:, perm],
@@ -386,12 +453,13 @@ def test_causal_and_permutation_properties(sub):
 
 @exercise(EX, points=0.5)
 def test_runs_on_the_model_device(sub):
-    m, w = build(sub, D, H, n=29)
     x, mem = randn(30, 2, 5, D), randn(31, 2, 7, D)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    started = Started(sub, D, H, 29, [((x, x, x), {}), ((x, mem, mem), {}), ((x, x, x), {"mask": causal})],
+                      forbid=FORBID + (ON_DEVICE,))
+    started.module()
     try:
-        forwards(sub, m, ((x, x, x), {}), ((x, mem, mem), {}), ((x, x, x), {"mask": causal}),
-                 forbid=FORBID + (ON_DEVICE,))
+        started.outs()
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
             diagnose("mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make tensors "
@@ -399,22 +467,32 @@ def test_runs_on_the_model_device(sub):
         raise
 
 
-@exercise(EX, points=1)
-def test_gradients_equal_torch(sub):
-    m, w = build(sub, D, H, n=32)
-    x = randn(33, 2, 6, D)
-    options = dialect(m, w, H, x)
-    q, k, v = randn(34, 2, 5, D), randn(35, 2, 6, D), randn(36, 2, 6, D)
-    g = randn(37, 2, 5, D)
-    res = m.grad(q, k, v, grad_output=g, forbid=FORBID)
+def reference_grads(w, q, k, v, g, options):
+    """``mha_ref``'s gradients under ``options``: (inputs q, k, v; weights by name), float64."""
     xs = [t.double().clone().requires_grad_(True) for t in (q, k, v)]
     ws = {name: t.double().clone().requires_grad_(True) for name, t in w.items()}
     mha_ref(ws, *xs, H, **options)[0].backward(g.double())
-    for got, want, name in zip(res["input_grads"], xs, ("query", "key", "value"), strict=True):
+    return [t.grad for t in xs], {name: t.grad for name, t in ws.items()}
+
+
+@exercise(EX, points=1)
+def test_gradients_equal_torch(sub):
+    x = randn(33, 2, 6, D)
+    q, k, v = randn(34, 2, 5, D), randn(35, 2, 6, D), randn(36, 2, 6, D)
+    g = randn(37, 2, 5, D)
+    started = Started(sub, D, H, 32, [((x, x, x), {})], grad=((q, k, v), g))
+    w = started.weights
+    right, right_grads = mha_ref(w, x, x, x, H), reference_grads(w, q, k, v, g, RIGHT)
+    m, _ = started.module()
+    (out_x,) = started.outs()
+    options = dialect(m, w, H, x, out_x, right)
+    input_grads, weight_grads = right_grads if options == RIGHT else reference_grads(w, q, k, v, g, options)
+    res = started.grad()
+    for got, want, name in zip(res["input_grads"], input_grads, ("query", "key", "value"), strict=True):
         if name != "query" and got is not None and float(got.abs().max()) == 0.0:
             diagnose("kv_from_query", f"the output does not depend on `{name}`: project the keys "
                      f"from `key` and the values from `value`, not from the query")
-        close(got, want.grad, f"the gradient with respect to `{name}` differs from "
+        close(got, want, f"the gradient with respect to `{name}` differs from "
               f"nn.MultiheadAttention's", atol=1e-4)
     grads = res["param_grads"]
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
@@ -422,17 +500,22 @@ def test_gradients_equal_torch(sub):
         if name == "v_proj.weight" and (got is None or float(got.abs().max()) == 0.0):
             diagnose("v_with_k_proj", "v_proj is never used (its gradient is zero): project the "
                      "values with v_proj, the keys with k_proj")
-        close(got, ws[name].grad, f"the gradient of {name} differs from nn.MultiheadAttention's "
+        close(got, weight_grads[name], f"the gradient of {name} differs from nn.MultiheadAttention's "
               f"(is {name.split('.')[0]} used, and used once?)", atol=1e-4)
 
 
 @exercise(EX, points=0.5)
 def test_dropout_only_in_training(sub):
-    m, w = build(sub, D, H, n=40, dropout=0.5)
     x = randn(41, 2, 6, D)
-    options = dialect(build(sub, D, H, n=40)[0], w, H, x)
-    want = mha_ref(w, x, x, x, H, **options)[0]
-    out_eval = forward(m, x, x, x)
+    started = Started(sub, D, H, 40, [((x, x, x), {})], dropout=0.5)
+    plain = Started(sub, D, H, 40, [((x, x, x), {})])  # its self-attention: the dialect
+    w = started.weights
+    right = mha_ref(w, x, x, x, H)
+    m, _ = started.module()
+    plain_m, _ = plain.module()
+    (plain_out,) = plain.outs()
+    want = in_dialect(right, w, x, x, x, H, dialect(plain_m, w, H, x, plain_out, right))[0]
+    (out_eval,) = started.outs()
     if not matches(out_eval, want, **TOL):
         again = forward(m, x, x, x)
         check(matches(again, out_eval, atol=1e-6),
@@ -448,14 +531,20 @@ def test_dropout_only_in_training(sub):
 
 @exercise(EX, points=0.5)
 def test_bias_false(sub):
-    m = sub.new(EX, 24, 3, bias=False, forbid=FORBID)
-    info = m.inspect()
+    x = randn(43, 2, 5, 24)
+    with sub.batch(lazy=True) as b:
+        made = b.new(EX, 24, 3, bias=False, forbid=FORBID)
+        inspected = b.inspect(made.handle, values=False)
+    started = Started(sub, 24, 3, 42, [((x, x, x), {})], bias=False)
+    right = mha_ref(started.weights, x, x, x, 3)
+    made.value  # noqa: B018 - raises the constructor's error, if any
+    info = inspected.value
     biases = [k for k in info.get("parameters", {}) if k.endswith("bias")]
     check(not biases, f"with bias=False the projections should have no bias (found "
           f"{', '.join(biases)}): pass bias=bias to every nn.Linear", mistake="bias_ignored")
-    total = sum(int(p.numel()) for p in info["parameters"].values())
+    total = sum(math.prod(shape) for shape in info["parameters"].values())
     check(total == 4 * 24 ** 2, f"with bias=False there should be 4·D² = 2304 parameters, found {total}")
-    m, w = build(sub, 24, 3, n=42, bias=False)
-    x = randn(43, 2, 5, 24)
-    close(forward(m, x, x, x), mha_ref(w, x, x, x, 3, **dialect(m, w, 3, x))[0],
+    m, w = started.module()
+    (out,) = started.outs()
+    close(out, in_dialect(right, w, x, x, x, 3, dialect(m, w, 3, x, out, right))[0],
           "with bias=False the output differs from nn.MultiheadAttention(bias=False)", **TOL)
