@@ -17,8 +17,9 @@ falls on all of them alike. Medians in milliseconds per submission:
   work: oracles, comparisons, hints);
 - ``stop``: to the worker's release (its exit and clean-up happen in the background);
 - ``total``: the sum;
-- ``requests``: round trips to the worker (``posted``: the requests sent without waiting,
-  answered within those round trips);
+- ``round trips``: the times the grader waits for an answer that has not come yet;
+  ``requests``: the requests it sends (those of a batch travel together, and a lazy
+  batch's answers are read when the check uses them: often they are there by then);
 - ``floor``: the same hidden tests on the same notebook with no process boundary at all
   (``InProcessSubmission``, warm): what grading costs before any isolation. Each floor run
   follows the graded submission of its kind, with the same hidden inputs, after a run that
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -59,31 +61,34 @@ from grader.classgrade import classroom  # noqa: E402
 from grader.limits import DEFAULT_LIMITS  # noqa: E402
 from grader.sandbox import SandboxPool, default_worker_files  # noqa: E402
 
-COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "requests", "posted",
+COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "round trips", "requests",
            "floor")
-COUNTS = ("requests", "posted")
+COUNTS = ("round trips", "requests")
 
 
 class TimedSubmission(RemoteSubmission):
-    """A worker's submission that adds up the time its requests wait for answers."""
+    """A worker's submission that adds up the time it waits for answers, and counts its
+    waits (round trips) and the requests it sends."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.waited, self.requests, self.posted = 0.0, 0, 0
+        self.waited, self.trips, self.requests = 0.0, 0, 0
 
-    def _post(self, *args: Any, **kwargs: Any) -> None:
-        self.posted += 1
-        super()._post(*args, **kwargs)
+    def _send(self, op: str, *args: Any, **kwargs: Any) -> None:
+        if op not in ("load", "shutdown"):
+            self.requests += 1
+        super()._send(op, *args, **kwargs)
 
-    def _request(self, op: str, header: dict[str, Any], value: Any = None,
-                 timeout: float | None = None) -> Any:
+    def _drain(self, *args: Any, **kwargs: Any) -> Any:
+        ops = {p.op for p in self._pending}
+        waits = not select.select([self.sock], [], [], 0)[0]  # no answer there yet
         start = time.perf_counter()
         try:
-            return super()._request(op, header, value, timeout)
+            return super()._drain(*args, **kwargs)
         finally:
-            if op not in ("load", "shutdown"):
+            if not ops & {"load", "shutdown"}:
                 self.waited += time.perf_counter() - start
-                self.requests += 1
+                self.trips += waits
 
 
 def submissions(lesson: str) -> dict[str, dict]:
@@ -118,7 +123,7 @@ def grade_once(pool: SandboxPool, nb: dict, lesson: str, seed: int) -> dict[str,
     t4 = time.perf_counter()
     times.update({"start": t1 - t0, "run nb": t2 - t1, "hidden": t3 - t2,
                   "waiting": sub.waited, "grader": t3 - t2 - sub.waited, "stop": t4 - t3,
-                  "total": t4 - t0, "requests": sub.requests, "posted": sub.posted})
+                  "total": t4 - t0, "round trips": sub.trips, "requests": sub.requests})
     return times
 
 
@@ -164,7 +169,7 @@ def main() -> None:
                     # side by side: a change in the machine's speed falls on both alike
                     measured[kind]["floor"].append(floor_once(floors[kind], lesson, seed=i))
         print(f"\n{lesson}: medians of {args.runs} submissions of each kind, one at a time "
-              f"(ms; requests: count)\n")
+              f"(ms; round trips, requests: counts)\n")
         print("| kind | " + " | ".join(COLUMNS) + " |")
         print("|---|" + "---|" * len(COLUMNS))
         for kind in kinds:
