@@ -61,3 +61,20 @@ def test_one_thread_each_keeps_what_the_user_set() -> None:
     env = {"OMP_NUM_THREADS": "4"}
     wire.one_thread_each(env)
     assert env == {**wire.one_thread_env(), "OMP_NUM_THREADS": "4"}
+
+
+def test_warming_torch_up_leaves_no_trace(capfd: pytest.CaptureFixture[str]) -> None:
+    """A spare worker warms torch up before its student's code runs: the random state, the
+    grad mode and the output are as they were (a student's seeded draws stay theirs)."""
+    import warnings
+
+    import torch
+
+    torch.manual_seed(7)
+    state, grad_mode = torch.get_rng_state().clone(), torch.is_grad_enabled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wire.warm_up_torch()
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.is_grad_enabled() == grad_mode
+    assert capfd.readouterr() == ("", "")

@@ -157,6 +157,9 @@ def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) 
         _confine(req, flt)
         _enter_scratch(req["scratch"])
         _wire().one_torch_thread()
+        if req.get("warm"):  # a spare, waiting for its submission
+            with contextlib.suppress(Exception):  # only ever a speed-up
+                _wire().warm_up_torch()
         module, _, func = cfg["entry"].partition(":")
         entry = getattr(importlib.import_module(module), func)
         sock.settimeout(None)

@@ -222,6 +222,7 @@ class SandboxWorker:
         self.id = sub_id
         self.uid = uid
         self.limits = limits
+        self.ahead = False  # started ahead (a spare): it warms torch up while it waits
         self.pid = 0
         self.cgroup: SubmissionCgroup | None = None
         self.host_scratch: str | None = None
@@ -653,9 +654,9 @@ class SandboxPool:
             if self._closing or len(self._spares) >= self.spares:
                 return
             with contextlib.suppress(RuntimeError):  # the pool is closing
-                self._spares.append(self._spare_maker.submit(self._start, limits, None))
+                self._spares.append(self._spare_maker.submit(self._start, limits, None, True))
 
-    def _start(self, limits: Limits, wait_s: float | None) -> SandboxWorker:
+    def _start(self, limits: Limits, wait_s: float | None, ahead: bool = False) -> SandboxWorker:
         zygote = self._take_zygote(self._wait_bound(limits) if wait_s is None else wait_s)
         if not zygote.alive() or zygote.broken:
             try:
@@ -667,6 +668,7 @@ class SandboxPool:
         sub_id = next(self._ids)
         uid = _UID_BASE + ((os.getpid() % 512) << 12) + next(_uids) % 4096
         worker = SandboxWorker(self, zygote, sub_id, uid, limits)
+        worker.ahead = ahead
         with self._lock:
             self._active.add(worker)
         try:
@@ -736,6 +738,7 @@ class SandboxPool:
             "drop_caps": plan.namespaces or bool(plan.bwrap),
             "no_new_privs": plan.no_new_privs,
             "rlimits": rlimits,
+            "warm": worker.ahead,
         }
 
     def _join(self, worker: SandboxWorker, sock: socket.socket, pid: int) -> int:
