@@ -48,7 +48,8 @@ class RemoteSubmission(Submission):
     Requests whose answer is not needed at once (``_post``: loading weights, ``eval()``, a
     batch's calls) are sent without waiting and answered with the next request: one round
     trip for all of them. Each still has its own time limit, counted from when the worker
-    could start it.
+    could start it. A lazy batch's answers are read when a result is used (``read``), so
+    the check's own work in between runs while the worker runs the calls.
 
     Once the worker times out, dies or sends garbage, every later request fails at once
     with the same error, so the remaining checks fail fast instead of waiting. A request
@@ -134,12 +135,12 @@ class RemoteSubmission(Submission):
         chain were skipped and get the failure). ``waited``: the last request is the one a
         check waits for; an error that is not its own (a posted request's) is raised as
         :class:`Posted`."""
-        end = next((i + 1 for i, p in enumerate(self._pending) if p.later is upto and upto),
-                   len(self._pending))
+        ends = [i + 1 for i, p in enumerate(self._pending) if upto is not None and p.later is upto]
+        end = ends[0] if ends else len(self._pending)
         pending, self._pending = self._pending[:end], self._pending[end:]
         self._in_flight = sum(p.size for p in self._pending)
         self._chain += 1
-        first = self._failed  # each chain's failure: what its skipped requests get
+        failed = self._failed  # each chain's failure: what its skipped requests get
         raised: Exception | None = None
         result: Any = None
         for i, p in enumerate(pending):
@@ -155,8 +156,8 @@ class RemoteSubmission(Submission):
                     p.later.set(self._wrap(result))
                 continue
             skipped = reply.get("skipped") is True
-            if skipped and p.chain in first:
-                error = first[p.chain]
+            if skipped and p.chain in failed:
+                error = failed[p.chain]
             elif skipped:
                 self.broken = ProtocolError("a request was skipped with none failed before it")
                 _abandon(pending[i:] + self._pending, self.broken)
@@ -166,7 +167,7 @@ class RemoteSubmission(Submission):
                 error = _error_from(reply.get("error"))
                 if isinstance(error, MissingName):
                     error = self.explain_missing(error)
-                first.setdefault(p.chain, error)
+                failed.setdefault(p.chain, error)
             if p.later is not None:
                 p.later.fail(error)
             elif raised is None:
