@@ -122,7 +122,7 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
                f"HOME={Path('~' + user).expanduser()}", *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     machine_before = machine_cpu_seconds()
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     proc = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"grading failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}")
@@ -133,8 +133,9 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
     # when each record was written: the first ``jobs`` end the run's fixed cost
     written = sorted(p.stat().st_mtime for p in (out / "records").glob("*.json"))
     first = steady = None
-    if len(written) > jobs and written[-1] > written[jobs - 1]:
-        first = written[jobs - 1] - (time.time() - (time.perf_counter() - start))
+    if len(written) > jobs and written[-1] > written[jobs - 1] and written[0] >= started_at:
+        # (files carry the wall clock's times: where it was set back during the run, none)
+        first = written[jobs - 1] - started_at
         steady = (len(written) - jobs) / (written[-1] - written[jobs - 1])
     if cpu is None:  # the processes waited for: the sandbox's workers are missing from it
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
