@@ -107,11 +107,17 @@ def remote() -> Iterator[RemoteSubmission]:
         yield worker_sub
 
 
-def test_a_batch_gives_results_in_order_in_one_round_trip(sub: Submission) -> None:
-    waits = []
+def _counted_waits(sub: Submission) -> list[int]:
+    """A list that grows by one each time a worker's submission waits for answers."""
+    waits: list[int] = []
     if isinstance(sub, RemoteSubmission):
         drain = sub._drain
         sub._drain = lambda waited=False: waits.append(1) or drain(waited)  # type: ignore[method-assign]
+    return waits
+
+
+def test_a_batch_gives_results_in_order_in_one_round_trip(sub: Submission) -> None:
+    waits = _counted_waits(sub)
     with sub.batch() as b:
         got = [b.call("f", i) for i in range(5)]
     assert [r.value for r in got] == list(range(5))
@@ -239,10 +245,7 @@ def test_inspect_without_values_gives_each_tensor_as_its_shape(sub: Submission) 
 
 
 def test_an_object_built_in_a_batch_is_used_in_it_in_one_round_trip(sub: Submission) -> None:
-    waits = []
-    if isinstance(sub, RemoteSubmission):
-        drain = sub._drain
-        sub._drain = lambda waited=False: waits.append(1) or drain(waited)  # type: ignore[method-assign]
+    waits = _counted_waits(sub)
     with sub.batch() as b:
         made = b.new("Counter", 5)
         sums = [b.method(made.handle, "add", k) for k in (1, 2)]
