@@ -446,6 +446,41 @@ def test_memory_bomb_is_stopped(pool: SandboxPool) -> None:
     assert w2.finish() == "ok"
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's RLIMIT_DATA")
+def test_a_memory_rlimit_leaves_the_submission_its_own_memory(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a memory cgroup (a normal user's machine) each worker gets an RLIMIT_DATA,
+    which also counts what it inherited from its zygote (torch with CUDA: ~850 MB). So
+    ``--memory`` is on top of that, as a cgroup counts only what the submission allocates:
+    with a cap smaller than its zygote's numpy, a worker still allocates most of the cap
+    and imports an extension its zygote did not load (``numpy.random``: a shared object
+    mapped now), and a bomb still fails."""
+    monkeypatch.setenv("GRADER_SANDBOX_WITHOUT", "cgroups")
+    cap = 24 << 20
+    with SandboxPool(entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=("numpy",)) as p:
+        assert "memory-cap" in p.plan.missing
+        w = p.start(limits=Limits(memory_bytes=cap))
+        reply = run(w, f"""
+import resource, sys
+inherited = [int(line.split()[1]) * 1024 for line in open("/proc/self/status")
+             if line.startswith("VmData:")][0]
+headroom = resource.getrlimit(resource.RLIMIT_DATA)[0] - inherited
+import numpy as np
+kept = np.ones({cap * 3 // 4}, dtype=np.uint8)
+assert "numpy.random" not in sys.modules
+sample = np.random.default_rng(0).random(2)
+result = [inherited, headroom]
+""")
+        assert reply["ok"], reply
+        inherited, headroom = reply["result"]
+        assert inherited > cap  # the old cap (the rlimit at --memory) left it nothing
+        assert cap - (1 << 20) <= headroom <= cap
+        assert not run(w, "x = bytearray(6 << 30)")["ok"]
+        w.sock.close()
+        assert w.finish() == "ok"
+
+
 @needs("process-cap")
 def test_fork_bomb_is_bounded(pool: SandboxPool) -> None:
     w = pool.start(limits=Limits(max_pids=32))

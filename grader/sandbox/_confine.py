@@ -7,6 +7,7 @@ standard library (and ``pyseccomp`` when seccomp is enabled), never anything fro
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -214,10 +215,22 @@ def _memory_rlimit() -> int:
     return resource.RLIMIT_DATA if sys.platform.startswith("linux") else resource.RLIMIT_AS
 
 
-def set_rlimits(limits: Mapping[str, int], nproc_base: int = 0) -> None:
+def data_in_use() -> int:
+    """Bytes this process already has that RLIMIT_DATA counts (``VmData``: a fork's share
+    of what its zygote preloaded; torch with CUDA alone is ~850 MB), 0 where unknown."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def set_rlimits(limits: Mapping[str, int], nproc_base: int = 0, memory_base: int = 0) -> None:
     """Lower rlimits (never raise: root here lacks CAP_SYS_RESOURCE). ``max_pids`` is
     counted on top of ``nproc_base`` processes that RLIMIT_NPROC already counts (those of
-    the same uid in the same user namespace); ``memory_bytes`` only when given."""
+    the same uid in the same user namespace); ``memory_bytes`` only when given, on top of
+    ``memory_base`` bytes that the memory rlimit already counts (what a forked worker
+    inherited: as a cgroup counts only what the submission itself allocates)."""
     table = {
         "cpu_s": resource.RLIMIT_CPU,
         "file_size_bytes": resource.RLIMIT_FSIZE,
@@ -226,6 +239,8 @@ def set_rlimits(limits: Mapping[str, int], nproc_base: int = 0) -> None:
         "memory_bytes": _memory_rlimit(),
     }
     wanted = {res: int(limits[key]) for key, res in table.items() if key in limits}
+    if "memory_bytes" in limits:
+        wanted[table["memory_bytes"]] += memory_base
     if resource.RLIMIT_NPROC in wanted:
         wanted[resource.RLIMIT_NPROC] += nproc_base
     wanted[resource.RLIMIT_CORE] = 0

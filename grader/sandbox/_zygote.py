@@ -118,8 +118,8 @@ def _confine(req: dict[str, Any], flt: Any) -> None:
         os.makedirs(scratch, mode=0o700, exist_ok=True)
         if req["drop_uid"]:
             os.chown(scratch, uid, gid)
-    if req["rlimits"]:
-        cf.set_rlimits(req["rlimits"], req["nproc_base"])
+    if req["rlimits"]:  # --memory is the submission's own, beside what the fork inherited
+        cf.set_rlimits(req["rlimits"], req["nproc_base"], memory_base=cf.data_in_use())
     if req["drop_uid"]:
         cf.drop_privileges(uid, gid)
     elif req["drop_caps"]:

@@ -356,8 +356,9 @@ def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str
     else:
         missing["memory-cap"] = (f"no cgroup memory controller of ours "
                                  f"({why.get('cgroup memory', why.get('cgroups'))})"
-                                 + ("; instead each process is capped by RLIMIT_DATA, so n "
-                                    "processes may use n times --memory" if m["rlimits"] else ""))
+                                 + ("; instead each process may use --memory beyond what it "
+                                    "inherited (RLIMIT_DATA), so n processes n times --memory"
+                                    if m["rlimits"] else ""))
     if "pids" in cg:
         active["process-cap"] = cg_name["pids"]
     elif m["rlimits"] and uid:
