@@ -56,6 +56,8 @@ class Lesson:
     datasets: tuple[str, ...] = ()  # folders of datasets/ its code reads
     editions: tuple[str, ...] = ("en",)
     title_zh: str = ""              # the Chinese edition's title (docs/zh-glossary.md's terms)
+    trains: bool = False            # its graded code builds torch.optim optimizers (the
+    # grader's workers then start with torch._dynamo, which the first optimizer imports: seconds)
     root: Path = field(default=ROOT, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -188,7 +190,7 @@ LESSONS: tuple[Lesson, ...] = (
            title_zh="完整的 Transformer：编码器、解码器、掩码与贪心搜索"),
     Lesson("09_training", "Training the Transformer: 1234 → 一千二百三十四",
            graded=("noam_lr", "label_smoothed_nll", "train_step"), datasets=("numerals",),
-           editions=("en", "zh"),
+           editions=("en", "zh"), trains=True,
            title_zh="训练 Transformer：1234 → 一千二百三十四"),
     Lesson("10_decoder_only",
            "Today's Transformer: a decoder-only model with RMSNorm, RoPE and SwiGLU",

@@ -22,6 +22,8 @@ from conftest import ROOT, grade, rows
 from term_class import LESSON, SOLUTION, put
 
 from coursekit import catalogue
+from grader.classgrade import classroom
+from grader.sandbox.pool import DEFAULT_PRELOAD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -123,3 +125,30 @@ def test_workers_are_started_ahead_only_beside_each_job_on_a_free_core(monkeypat
     assert [grading.spares(jobs) for jobs in (1, 2, 3, 4, 8)] == [1, 2, 1, 0, 0]
     monkeypatch.setattr(class_jobs, "cores", lambda: 1)
     assert grading.spares(1) == 0
+
+
+def test_workers_preload_torch_dynamo_exactly_for_the_lessons_that_train() -> None:
+    """torch._dynamo (seconds to import) is preloaded only where the reference's grading
+    imports it, through the first optimizer: a lesson marked ``trains`` needs it, and no
+    other lesson's grading imports it."""
+    script = """
+import sys
+from coursekit import catalogue
+from grader.check.engine import grade_in_process
+from grader.check.notebook import read_notebook
+lessons = sorted(catalogue.COURSE, key=lambda lesson: lesson.trains)  # the others first
+for lesson in lessons:
+    report = grade_in_process(read_notebook(lesson.solution()), lesson.id, seed=1)
+    print(lesson.id, lesson.trains, "torch._dynamo" in sys.modules, flush=True)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert len(rows) == len(catalogue.COURSE)
+    for lesson_id, trains, imported in rows:
+        assert imported == trains, f"{lesson_id}: marked trains={trains}, its grading imports " \
+                                   f"torch._dynamo: {imported}"
+        preloads = classroom.preload(lesson_id)
+        assert ("torch._dynamo" in preloads) == (trains == "True")
+        assert set(preloads) | {"torch._dynamo"} == set(DEFAULT_PRELOAD)

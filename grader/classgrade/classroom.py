@@ -81,6 +81,16 @@ def public_files(lesson: str) -> dict[str, Path]:
                                   if other.number >= this.number})
 
 
+def preload(lesson: str) -> tuple[str, ...]:
+    """What the workers' zygotes import before they fork: torch._dynamo (seconds: only the
+    first optimizer needs it) for a lesson that trains, the rest for every lesson."""
+    from grader.sandbox.pool import DEFAULT_PRELOAD
+
+    if catalogue.get(lesson).trains:
+        return DEFAULT_PRELOAD
+    return tuple(name for name in DEFAULT_PRELOAD if name != "torch._dynamo")
+
+
 def spares(jobs: int) -> int:
     """Workers to start ahead (``SandboxPool(spares=)``): one per job while the machine has
     a core beside each job's, none when the jobs take every core (there, starting ahead
@@ -102,7 +112,7 @@ def workers(opts: Options, while_booting: Callable[[Any], None] | None = None,
     files = {**default_worker_files(), **public_files(opts.lesson)}
     pool = SandboxPool(jobs=opts.jobs, limits=opts.limits, isolation=opts.isolation,
                        require=opts.require, worker_files=files,
-                       spares=spares(opts.jobs) if ahead else 0)
+                       spares=spares(opts.jobs) if ahead else 0, preload=preload(opts.lesson))
     try:
         pool.open(while_booting=None if while_booting is None else partial(while_booting, pool))
         yield pool

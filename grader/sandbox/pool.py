@@ -91,6 +91,7 @@ def _compile(root: Path) -> None:
 DEFAULT_PRELOAD: tuple[str, ...] = (
     "numpy",
     "numpy.ctypeslib",  # safetensors.torch converts tensors through it
+    "numpy.random",  # a shared object a notebook maps with its first np.random call
     "torch",
     "torch.fx.experimental.symbolic_shapes",  # imported by the first backward()
     "torch._dynamo",  # imported by the first optimizer (lesson 09): seconds
