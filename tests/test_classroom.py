@@ -152,3 +152,44 @@ for lesson in lessons:
         preloads = classroom.preload(lesson_id)
         assert ("torch._dynamo" in preloads) == (trains == "True")
         assert set(preloads) | {"torch._dynamo"} == set(DEFAULT_PRELOAD)
+
+
+WARM_UP_SCRIPT = """
+import sys
+from coursekit import catalogue
+from grader.check import runner
+from grader.check.engine import quiet
+from grader.check.launch import LocalWorker
+from grader.check.notebook import cells_to_run, read_notebook
+from grader.check.remote import RemoteSubmission
+from grader.classgrade import classroom
+from grader.limits import DEFAULT_LIMITS
+
+lesson = catalogue.get(sys.argv[1])
+classroom.warm_up(lesson.id)
+warm = set(sys.modules)
+worker = LocalWorker(DEFAULT_LIMITS)
+sub = RemoteSubmission(worker.sock, DEFAULT_LIMITS.call_s)
+try:
+    sub.load(cells_to_run(read_notebook(lesson.solution())), timeout=300)
+    with quiet():
+        runner.run(sub, lesson.id, seed=1)
+finally:
+    sub.close()
+    worker.kill()
+    worker.finish()
+print(" ".join(sorted(set(sys.modules) - warm)))
+"""
+
+
+@pytest.mark.parametrize("lesson", [lesson.id for lesson in catalogue.COURSE])
+def test_the_graders_side_warms_up_with_what_grading_imports(lesson: str) -> None:
+    """``warm_up`` (run while the sandbox boots) leaves no torch module, nor sympy (~0.7 s,
+    imported by the first backward of a hidden test: lessons 04, 05 and 08), for the
+    trusted side to import while it grades the class's first submission."""
+    proc = subprocess.run([sys.executable, "-c", WARM_UP_SCRIPT, lesson], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = proc.stdout.split()
+    late = [name for name in imported if name.split(".")[0] in ("torch", "sympy", "mpmath")]
+    assert not late, f"{lesson}: imported while grading the first submission: {late[:10]}"

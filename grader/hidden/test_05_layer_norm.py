@@ -8,6 +8,10 @@ every grading run; nothing depends on a random seed of the submission.
 
 import numpy as np
 import torch
+
+# what torch imports when these tests first differentiate (sympy: ~0.7 s), imported with the
+# tests: before a class's first submission, not during it
+import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
 from grader.check.framework import check, close, exercise, matches, rng, suspect
