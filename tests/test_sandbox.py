@@ -748,14 +748,86 @@ def test_workers_start_with_the_course_modules_loaded_and_run_byte_code() -> Non
 
 
 def test_a_dead_zygote_is_replaced() -> None:
-    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
-        for zygote in list(p._zygotes):
-            os.killpg(zygote.proc.pid, signal.SIGKILL)
-            zygote.proc.wait()
+    """Killing the first zygote kills its clone too: both are replaced as they are needed."""
+    with SandboxPool(jobs=2, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        root, clone = p._zygotes
+        assert root.proc is not None and clone.parent is root
+        os.killpg(root.proc.pid, signal.SIGKILL)
+        root.proc.wait()
+        held = [p.start(), p.start()]  # both slots at once
+        assert not {w._zygote for w in held} & {root, clone}
+        for w in held:
+            assert run(w, "result = 'fresh'")["result"] == "fresh"
+            w.sock.close()
+            assert w.finish() == "ok"
+
+
+SEEN_FROM_INSIDE = """import os
+result = [os.getcwd() == '/tmp', sorted(p for p in os.listdir('/proc') if p.isdigit())
+          if os.getpid() < 10 else 'not alone', os.getuid() == 0, os.getppid() == 0]"""
+
+
+@pytest.mark.parametrize("without", ["", "bwrap,namespaces"])
+def test_the_other_zygotes_are_clones_of_the_first_and_confine_alike(
+        monkeypatch: pytest.MonkeyPatch, without: str) -> None:
+    """The pool's first zygote imports the preloads; the others are forks of it, which
+    share them instead of importing them again (seconds each). A clone's worker is
+    confined as the first one's is, and nothing of either outlives the pool."""
+    if without:
+        monkeypatch.setenv("GRADER_SANDBOX_WITHOUT", without)
+    with SandboxPool(jobs=2, entry=ENTRY_NAME, worker_files=WORKER_FILES,
+                     preload=("json",), spares=1) as p:
+        root, *clones = p._zygotes
+        assert root.parent is None and [z.parent for z in clones] == [root, root]
+        held = [p.start() for _ in range(3)]  # every zygote serves one at once
+        assert {w._zygote for w in held} == {root, *clones}
+        seen = [run(w, SEEN_FROM_INSIDE)["result"] for w in held]
+        assert seen[0] == seen[1] == seen[2], seen
+        for w in held:
+            w.sock.close()
+            assert w.finish() == "ok"
+    assert root.proc is not None and root.proc.poll() is not None
+    assert all(gone(w) for w in held)
+
+
+def test_a_dead_clone_is_replaced_while_its_first_zygote_keeps_grading() -> None:
+    with SandboxPool(jobs=2, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        root, clone = p._zygotes
+        held = p.start()
+        assert held._zygote is root
+        root.send({"op": "kill", "id": clone.clone_id})  # as when a clone stops answering
+        deadline = time.monotonic() + 10
+        while clone.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not clone.alive()
         w = p.start()
+        assert w._zygote.parent is root and w._zygote is not clone  # a new clone
         assert run(w, "result = 'fresh'")["result"] == "fresh"
-        w.sock.close()
-        assert w.finish() == "ok"
+        assert run(held, "result = 'unharmed'")["result"] == "unharmed"
+        for one in (w, held):
+            one.sock.close()
+            assert one.finish() == "ok"
+
+
+def test_replacing_a_first_zygote_spares_the_submissions_of_its_clones() -> None:
+    """A zygote that stopped answering is replaced; where it has clones it is only left to
+    end, after them: killing it would kill them, and another student's grading."""
+    with SandboxPool(jobs=2, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        root, clone = p._zygotes
+        first, second = p.start(), p.start()
+        assert second._zygote is clone
+        first.sock.close()
+        assert first.finish() == "ok"
+        root.broken = True  # as when it stopped answering
+        third = p.start()  # its slot, replaced
+        assert third._zygote not in (root, clone)
+        assert run(third, "result = 'fresh'")["result"] == "fresh"
+        assert run(second, "result = 'unharmed'")["result"] == "unharmed"
+        assert root.proc is not None and root.proc.poll() is None  # its clone still serves
+        for w in (second, third):
+            w.sock.close()
+            assert w.finish() == "ok"
+    assert root.proc.poll() is not None
 
 
 def test_closing_the_pool_kills_running_workers() -> None:

@@ -1,13 +1,17 @@
 """Warm parent ("zygote") of the sandboxed workers; runs inside the sandbox.
 
-Started once per pool slot (``python -I -B _zygote.py CONFIG_JSON``). It imports the
+Started once per pool (``python -I -B _zygote.py CONFIG_JSON``), then cloned. It imports the
 preloaded modules (numpy, torch) without running any multithreaded operation, then
 waits on its control socket (``wire``: JSON lines, file descriptors passed
 with SCM_RIGHTS) and forks one confined worker per submission. Standard library only
 (plus ``pyseccomp``): nothing from ``grader`` is importable here but the worker code, and
 the pool's copies of ``_confine.py`` and ``grader/runtime/wire.py`` beside this file.
 
-A zygote serves one submission at a time. In ``"ns"`` mode the worker W is born in a pid
+A zygote serves one submission at a time. More zygotes of a pool are *clones* of the first
+(``{"op": "clone"}``): a fork that serves a control socket of its own, sharing the first
+one's imported modules copy-on-write instead of importing them again (seconds of CPU, and
+hundreds of MB, each). A clone ends with the zygote it came from, which in turn waits for
+its clones before it exits. In ``"ns"`` mode the worker W is born in a pid
 namespace of its own, whose process 1 is a ``sleep`` spawned just before it (W cannot
 signal it; the zygote is out of W's sight): W sees no process but its own. W then enters
 a mount and IPC namespace of its own, with a fresh tmpfs as scratch folder and on
@@ -18,7 +22,8 @@ allowed here) uses a scratch folder on disk, and the zygote, a child subreaper, 
 whatever W left behind. Either way the exit is reported once nothing of W is left.
 
 Control messages, trusted side -> zygote: ``{"op": "spawn", "id", ...}`` with fds
-``[socket, output]``, ``{"op": "kill", "id"}``. Zygote -> trusted side: ``{"op":
+``[socket, output]``, ``{"op": "clone", "id"}`` with fd ``[control socket]`` (the clone
+says ``ready`` there), ``{"op": "kill", "id"}`` (a worker or a clone). Zygote -> trusted side: ``{"op":
 "ready"}`` once, ``{"op": "spawned", "id", "pid"}`` and ``{"op": "exit", "id",
 "status"}`` (W's wait status).
 """
@@ -44,6 +49,7 @@ _WAKE_FDS: list[int] = []  # the zygote's signal wake-up pipe, closed in each ch
 _OWN_PID_NS = [-1]  # "ns" mode: our own pid namespace, to return to after each submission
 _ZYGOTE_PID = [-1]
 _SLEEP = ""  # "ns" mode: the program each submission's process 1 runs
+_CLONES: dict[int, int] = {}  # pid -> id of the zygotes forked from us (see _clone)
 
 
 def _wire() -> Any:
@@ -263,12 +269,13 @@ def _spawn_init(close: list[int]) -> int:
 
 
 def _children() -> list[int]:
-    """Our children (any thread's: an orphan may be given to any of them), from /proc."""
+    """Our children (any thread's: an orphan may be given to any of them), from /proc, but
+    for our clones."""
     pids: list[int] = []
     for task in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as fh:
             pids += [int(p) for p in fh.read().split()]
-    return pids
+    return [pid for pid in pids if pid not in _CLONES]
 
 
 def _kill_orphans(timeout_s: float = 5.0) -> None:
@@ -295,6 +302,7 @@ def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
             return
         if pid == 0:
             return
+        _CLONES.pop(pid, None)
         if pid in children:
             sub, leftover, init = children.pop(pid)
             if init:  # its namespace ends with its process 1: nothing of it is left after
@@ -302,8 +310,8 @@ def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
                     os.kill(init, signal.SIGKILL)
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(init, 0)
-            if cfg["subreaper"]:
-                _kill_orphans()
+            if cfg["subreaper"] and cfg["mode"] != "ns":  # in "ns" mode W's namespace
+                _kill_orphans()  # adopted them, and ended with its process 1, above
             if leftover:
                 import shutil
 
@@ -312,6 +320,10 @@ def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
 
 
 def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]]) -> None:
+    for pid, clone in _CLONES.items():
+        if clone == req.get("id"):  # its own pid namespace ends with it, and its workers
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     for pid, (sub, _, init) in children.items():
         if sub == req.get("id"):
             if init:
@@ -349,16 +361,80 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
             asked = False
             req, fds = channel.recv()
             if req is None:  # the pool closed: no finalization (seconds, with torch loaded)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(0)
+                _end(ctrl)
             if req.get("op") == "spawn" and len(fds) == 2:
                 _spawn(ctrl, req, fds, cfg, flt, children)
+                continue
+            if req.get("op") == "clone" and len(fds) == 1:
+                _clone(ctrl, req, fds[0], cfg, flt)
                 continue
             for fd in fds:
                 os.close(fd)
             if req.get("op") == "kill":
                 _kill(req, children)
+
+
+def _end(ctrl: socket.socket) -> None:
+    """Exit, once our clones have ended: our end would end theirs (in "ns" mode they live
+    in our pid namespace, and with bwrap in its), and each ends when the pool closes its
+    control socket."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ctrl.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for pid in list(_CLONES):
+        with contextlib.suppress(ChildProcessError, InterruptedError):
+            os.waitpid(pid, 0)
+    os._exit(0)
+
+
+def _clone(ctrl: socket.socket, req: dict[str, Any], fd: int, cfg: dict[str, Any],
+           flt: Any) -> None:
+    """Fork a zygote that serves the control socket ``fd``: it has everything we imported
+    (shared, copy-on-write) without importing it again. It dies with us; in "ns" mode it
+    is process 1 of a pid namespace of its own, below ours, as we are below the one we
+    were started in."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:  # the pool hears nothing on fd, and starts a zygote itself
+        os.close(fd)
+        return
+    if pid:
+        os.close(fd)
+        _CLONES[pid] = req.get("id", -1)
+        return
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(ctrl.detach())
+        for wake in _WAKE_FDS:
+            os.close(wake)
+        _CLONES.clear()
+        import _confine as cf
+
+        if sys.platform.startswith("linux"):
+            cf.set_parent_death_signal()
+        if os.getppid() != parent:  # it died before the line above
+            os._exit(70)
+        _settle(cf, cfg, network=False)  # the network namespace is ours already
+        _serve(socket.socket(fileno=fd), cfg, flt)
+    except BaseException:  # noqa: BLE001 - the pool sees the socket close, and boots one
+        traceback.print_exc()
+    finally:
+        os._exit(70)
+
+
+def _settle(cf: Any, cfg: dict[str, Any], network: bool) -> None:
+    """What makes this process a zygote, before it imports or serves anything."""
+    if cfg["mode"] == "ns":
+        _own_namespaces(cf, network=network)
+    if cfg["subreaper"]:
+        cf.set_child_subreaper()
+    if sys.platform.startswith("linux"):
+        cf.set_not_dumpable()  # no ptrace, no /proc peeking by a worker of our uid
 
 
 def _own_namespaces(cf: Any, network: bool) -> None:
@@ -389,12 +465,7 @@ def main() -> None:
 
     if cfg["parent_death"]:
         _confine.set_parent_death_signal()
-    if cfg["mode"] == "ns":
-        _own_namespaces(_confine, network=cfg["own_namespaces"])
-    if cfg["subreaper"]:
-        _confine.set_child_subreaper()
-    if sys.platform.startswith("linux"):
-        _confine.set_not_dumpable()  # no ptrace, no /proc peeking by a worker of our uid
+    _settle(_confine, cfg, network=cfg["own_namespaces"])
     _import_preloads(cfg)
     flt = _confine.build_seccomp_filter() if cfg["seccomp"] else None
     _serve(ctrl, cfg, flt)

@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import socket
@@ -139,7 +140,12 @@ def _zygote_env(home: str, mpl_dir: str) -> dict[str, str]:
 
 
 class _Zygote:
-    """One warm parent process and its control socket."""
+    """One warm parent process and its control socket: a process of its own (``proc``), or
+    a clone of another zygote (``parent``), forked by it."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    parent: _Zygote | None = None
+    clone_id = 0
 
     def __init__(
         self,
@@ -185,6 +191,31 @@ class _Zygote:
             )
         self.threads = ready.get("threads")
 
+    @classmethod
+    def clone(cls, parent: _Zygote, clone_id: int, timeout: float) -> _Zygote:
+        """A zygote forked by ``parent``, with all it imported (in a fraction of a second,
+        where starting one imports torch again for seconds). SandboxError if it does not
+        say it is ready within ``timeout`` s."""
+        self = cls.__new__(cls)
+        ours, theirs = wire.pair()
+        self.channel = wire.Channel(ours)
+        self.broken = False
+        self.parent, self.clone_id = parent, clone_id
+        try:
+            parent.send({"op": "clone", "id": clone_id}, [theirs.fileno()])
+        except OSError as exc:
+            self.channel.close()
+            raise SandboxError(f"the sandbox zygote could not be cloned ({exc})") from None
+        finally:
+            theirs.close()
+        ready = self.recv(timeout)
+        if ready is None or ready.get("op") != "ready":
+            self.broken = True
+            self.close()
+            raise SandboxError(f"a clone of the sandbox zygote did not start (got {ready!r})")
+        self.threads = ready.get("threads")
+        return self
+
     def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
         self.channel.send(msg, fds)
 
@@ -199,10 +230,31 @@ class _Zygote:
         return msg
 
     def alive(self) -> bool:
+        if self.parent is not None:
+            return self.parent.alive() and not self._hung_up()
+        assert self.proc is not None
         return self.proc.poll() is None
+
+    def _hung_up(self) -> bool:
+        """The other end of the control socket is closed (the clone has ended)."""
+        sock = self.channel.sock
+        try:
+            if not select.select([sock], [], [], 0)[0]:
+                return False
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
         self.channel.close()
+        if self.parent is not None:  # it exits at the end of its socket; or ask its parent
+            if self.broken and self.parent.alive():
+                with contextlib.suppress(OSError):
+                    self.parent.send({"op": "kill", "id": self.clone_id})
+            return
+        assert self.proc is not None
         try:
             self.proc.wait(timeout=0.5 if self.broken else 5)
         except subprocess.TimeoutExpired:
@@ -396,6 +448,10 @@ class SandboxPool:
     (refuse unless every protection is there) or ``"none"``; ``require`` names protections
     that ``auto`` must not go without. ``plan`` says what is active and what is missing.
 
+    A zygote serves one worker at a time, so a pool holds one per job and per spare: the
+    first imports the preloads (seconds), the others are its clones (forks of it that
+    share its memory), made in a fraction of a second each.
+
     ``spares``: workers kept started ahead, each from a zygote of its own, so that
     ``start()`` hands out one that is ready and starts the next in the background (on a
     core the graders leave idle: forking and confining a worker, and its cgroup, then cost
@@ -441,6 +497,7 @@ class SandboxPool:
         self._cgroups: PoolCgroups | None = None
         self._free: queue.Queue[_Zygote] = queue.Queue()
         self._zygotes: list[_Zygote] = []
+        self._retired: list[_Zygote] = []  # replaced, but left to end with their clones
         self._lock = threading.Lock()
         self._grow_lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -483,25 +540,37 @@ class SandboxPool:
 
         def boot() -> None:
             try:
-                self._add_zygote(self._new_zygote())
+                first = self._new_zygote()
+                self._add_zygote(first)
+                for _ in range(self.jobs + self.spares - 1):  # the others: clones of it
+                    self._add_zygote(self._new_zygote(clone_of=first))
             except BaseException as exc:  # noqa: BLE001 - re-raised below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=boot) for _ in range(self.jobs + self.spares)]
-        for t in threads:
-            t.start()
+        booting = threading.Thread(target=boot)
+        booting.start()
         try:
             if while_booting is not None:
                 while_booting()
         finally:
-            for t in threads:
-                t.join()
+            booting.join()
         if errors:
             self.close()
             raise errors[0]
 
-    def _new_zygote(self) -> _Zygote:
+    def _new_zygote(self, clone_of: _Zygote | None = None) -> _Zygote:
+        """A clone of ``clone_of`` (or of another zygote that has its own process) where
+        one can be made, else a zygote that starts from nothing."""
         assert self._code_dir is not None
+        if clone_of is None:
+            with self._lock:
+                clone_of = next((z for z in self._zygotes if z.parent is None and not z.broken
+                                 and z.alive()), None)
+        if clone_of is not None:
+            try:
+                return _Zygote.clone(clone_of, next(self._ids), self.answer_timeout)
+            except SandboxError:
+                pass  # e.g. it died meanwhile: start one
         return _Zygote(
             self._cfg, self._code_dir, self.plan, self._startup_timeout, self._launcher
         )
@@ -546,11 +615,17 @@ class SandboxPool:
                         "held by submissions that were never finished") from None
 
     def _replace(self, zygote: _Zygote) -> _Zygote:
-        """A fresh zygote in place of one that died."""
+        """A fresh zygote in place of one that died or stopped answering."""
         with self._lock:
             if zygote in self._zygotes:
                 self._zygotes.remove(zygote)
-        zygote.close()
+            clones = any(z.parent is zygote for z in self._zygotes)
+        if clones and zygote.alive():  # killing it would kill them, and their submissions
+            zygote.channel.close()  # it exits once they have
+            with self._lock:
+                self._retired.append(zygote)
+        else:
+            zygote.close()
         fresh = self._new_zygote()
         with self._lock:
             self._zygotes.append(fresh)
@@ -595,7 +670,8 @@ class SandboxPool:
                 cg.remove()
         with self._lock:
             zygotes, self._zygotes = self._zygotes, []
-        for zygote in zygotes:
+            zygotes += self._retired
+        for zygote in sorted(zygotes, key=lambda z: z.parent is None):  # clones first
             zygote.close()
         self._launcher.shutdown(wait=False)
         if self._cgroups is not None:
