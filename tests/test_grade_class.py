@@ -119,25 +119,35 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
     assert proc.returncode == 2 and "known lessons" in proc.stderr
 
 
-def test_trusted_processes_started_ahead_grade_as_lazy_ones(classroom, tmp_path, monkeypatch) -> None:
-    """Where the cores allow (2 per job), ``--jobs N`` starts its N trusted processes while
-    the sandbox boots; they grade exactly as the processes started with a first submission."""
+@pytest.mark.parametrize("forks", [True, False])
+def test_trusted_processes_started_ahead_grade_as_lazy_ones(classroom, tmp_path, monkeypatch,
+                                                            forks) -> None:
+    """``--jobs N`` starts its N trusted processes while the sandbox boots: one and its forks
+    (Linux), or, where the cores allow (2 per job), N of their own; they grade exactly as
+    the processes started with a first submission (no forks, too few cores)."""
     from grader.classgrade import classroom as grading
     from grader.classgrade import jobs as class_jobs
 
+    if forks and not class_jobs.forks():
+        pytest.skip("trusted processes are forked on Linux only")
     started, made = [], []
     start, init = class_jobs.Jobs.start, class_jobs.TrustedProcess.__init__
     monkeypatch.setattr(class_jobs, "cores", lambda: 4)
+    monkeypatch.setattr(class_jobs, "forks", lambda: forks)
     monkeypatch.setattr(class_jobs.Jobs, "start", lambda self, n: (start(self, n), started.append(len(made))))
     monkeypatch.setattr(class_jobs.TrustedProcess, "__init__",
-                        lambda self, *args: (made.append(1), init(self, *args))[-1])
+                        lambda self, *args: (made.append(len(args) < 3), init(self, *args))[-1])  # a fork: no Popen
     ahead = tmp_path / "ahead"
     grading.grade_class(classroom, grading.Options(lesson=LESSON, out=ahead, jobs=2, isolation="none"),
                         progress=False)
     assert started == [2]  # both running before the first submission is sent
-    assert len(made) == 2  # ...and the ones that graded
+    assert made == ([False, True] if forks else [False, False])  # ...and the ones that graded
+    monkeypatch.setattr(class_jobs, "cores", lambda: 2)
+    monkeypatch.setattr(class_jobs, "forks", lambda: False)
     lazy = tmp_path / "lazy"
-    grade(classroom, lazy, "--isolation", "none", "--jobs", "2")  # as this machine's cores decide
+    grading.grade_class(classroom, grading.Options(lesson=LESSON, out=lazy, jobs=2, isolation="none"),
+                        progress=False)
+    assert started == [2]  # none started ahead this time: each with its first submission
     assert {s: (r["status"], r["score"]) for s, r in rows(ahead).items()} == \
         {s: (r["status"], r["score"]) for s, r in rows(lazy).items()}
 
@@ -232,8 +242,15 @@ def _grading_processes(parent: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds processes in /proc")
-def test_a_grading_process_that_dies_is_replaced_and_its_student_graded_again(tmp_path) -> None:
-    """--jobs 2 grades in two trusted processes; one killed mid-run costs no student a result."""
+@pytest.mark.parametrize("which", ["first", "fork"])
+def test_a_grading_process_that_dies_is_replaced_and_its_student_graded_again(tmp_path, which) -> None:
+    """--jobs 2 grades in two trusted processes, the second forked from the first once it is
+    warm; either one killed mid-run (the first takes its fork with it) costs no student a
+    result."""
+    from grader.classgrade import jobs as class_jobs
+
+    if which == "fork" and not class_jobs.forks():
+        pytest.skip("trusted processes are forked on Linux only")
     submitted = tmp_path / "submitted"
     for i in range(6):
         put(submitted, f"s{i}", solution_path(LESSON))
@@ -245,6 +262,8 @@ def test_a_grading_process_that_dies_is_replaced_and_its_student_graded_again(tm
     deadline = time.monotonic() + 300
     while killed is None and proc.poll() is None and time.monotonic() < deadline:
         children = _grading_processes(proc.pid)
+        if which == "fork":
+            children = [fork for child in children for fork in _grading_processes(child)]
         if children:
             killed = children[0]
             os.kill(killed, signal.SIGKILL)

@@ -340,8 +340,11 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
             jobs = class_jobs.Jobs(pool, {"opts": opts, "submitted": submitted,
                                           "settings": settings, "grade": _grade_and_save,
                                           "warm_up": warm_up}, stop)
-            if class_jobs.cores() >= 2 * opts.jobs:  # else the zygotes' and the trusted
-                jobs.start(opts.jobs)  # processes' imports only slow one another down
+            # ahead where the N are one process and its forks (one import of torch beside
+            # the zygote's, as with one job), or where the cores allow N imports at once:
+            # else the zygote's and the trusted processes' imports only slow one another down
+            if class_jobs.forks() or class_jobs.cores() >= 2 * opts.jobs:
+                jobs.start(opts.jobs)
         else:
             warming.start()
 

@@ -14,6 +14,12 @@ one core's worth of it. So the class grader starts N trusted processes::
                                     would (classroom._grade_and_save), and answers each with
                                     the seconds it took
 
+On Linux the first trusted process, once warm, forks the other N - 1 (each with its own
+stdin, answers and socket, passed to it when it started), so torch and the hidden tests are
+imported once, not once per job, and their memory is shared. A fork is the leader of a
+process group of its own and dies with the process it came from, as that one does with
+``grade``.
+
 A trusted process that dies mid-submission is replaced and the submission graded once more
 by the new one (a failure of the machinery is retried once, as in-process); a second death
 records the submission as ``error``. Student code never runs in these processes: it runs in
@@ -28,6 +34,8 @@ import contextlib
 import json
 import os
 import pickle
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -46,38 +54,85 @@ def cores() -> int:
 
 def _same_grader_env() -> dict[str, str]:
     """This environment, with this copy of the grader first on the path (the instructor's
-    folder stays the working folder: the options' relative paths keep their meaning)."""
+    folder stays the working folder: the options' relative paths keep their meaning), and
+    one thread each for torch and its libraries, as the CLI sets (also when ``grade_class``
+    is called from Python): a process with a thread of torch's own is not forked."""
+    from grader.runtime.wire import one_thread_each
+
     parent = str(COURSE_ROOT)
     path = os.environ.get("PYTHONPATH", "")
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([parent, path]) if path else parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([parent, path]) if path else parent)
+    one_thread_each(env)
+    return env
+
+
+def forks() -> bool:
+    """Whether a warm trusted process may be forked into more (Linux; elsewhere a fork of a
+    process with torch loaded is not safe, so each job's process imports it itself)."""
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+
+
+class _Ends:
+    """The pipes and socket of one trusted process: stdin (students), answers, and the
+    socket it borrows sandboxed workers over."""
+
+    def __init__(self) -> None:
+        from grader.runtime.wire import pair
+
+        self.rpc, self.their_rpc = pair()
+        self.their_stdin, self.stdin = os.pipe()
+        self.answers, self.their_answers = os.pipe()
+
+    def theirs(self) -> list[int]:
+        return [self.their_stdin, self.their_answers, self.their_rpc.fileno()]
+
+    def close_theirs(self) -> None:
+        os.close(self.their_stdin)
+        os.close(self.their_answers)
+        self.their_rpc.close()
 
 
 class TrustedProcess:
-    """One ``python -m grader.classgrade.jobs`` and the thread that lends it workers."""
+    """One trusted grading process (``python -m grader.classgrade.jobs``, or a fork of one
+    once it is warm: see ``spawn``) and the thread that lends it workers."""
 
-    def __init__(self, pool: Any, job: dict[str, Any]):
+    def __init__(self, pool: Any, ends: _Ends, proc: subprocess.Popen[bytes] | None = None):
         from grader.helper.lend import lend_workers
-        from grader.runtime.wire import Channel, pair
+        from grader.runtime.wire import Channel
 
-        ours, theirs = pair()
-        answers_r, answers_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.classgrade.jobs", str(theirs.fileno()), str(answers_w)],
-            stdin=subprocess.PIPE, pass_fds=(theirs.fileno(), answers_w), env=_same_grader_env(),
-            start_new_session=True)  # Ctrl-C reaches ``grade``, which kills it first
-        theirs.close()
-        os.close(answers_w)
-        self.answers: IO[str] = os.fdopen(answers_r, "r", encoding="utf-8")
+        self.proc = proc
+        self.pid = proc.pid if proc is not None else None  # a fork's: when it has said it
+        self._pidfd: int | None = None
+        self.stdin: IO[bytes] = os.fdopen(ends.stdin, "wb")
+        self.answers: IO[str] = os.fdopen(ends.answers, "r", encoding="utf-8")
         self.points: dict[str, float] | None = None  # the lesson's, once the process has said
         # the pool's own start(limits, wait_s=) is what lend_workers calls
-        self.lender = threading.Thread(target=lend_workers, args=(Channel(ours), pool), daemon=True)
+        self.lender = threading.Thread(target=lend_workers, args=(Channel(ends.rpc), pool),
+                                       daemon=True)
         self.lender.start()
-        self._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
+
+    @classmethod
+    def spawn(cls, pool: Any, job: dict[str, Any], forks: int = 0) -> list[TrustedProcess]:
+        """A new trusted process, and ``forks`` more that it forks once it is warm: torch and
+        the hidden tests are imported (and their memory held) once, not once per job. A fork
+        that cannot be made closes its ends: its first student finds it dead, and a process
+        of its own replaces it."""
+        first, more = _Ends(), [_Ends() for _ in range(forks)]
+        theirs = [first.their_rpc.fileno(), first.their_answers]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.classgrade.jobs", *map(str, theirs),
+             json.dumps([ends.theirs() for ends in more])],
+            stdin=first.their_stdin, pass_fds=theirs + [fd for e in more for fd in e.theirs()],
+            env=_same_grader_env(), start_new_session=True)  # Ctrl-C reaches ``grade``, which kills it first
+        for ends in (first, *more):
+            ends.close_theirs()
+        made = [cls(pool, first, proc)] + [cls(pool, ends) for ends in more]
+        made[0]._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
+        return made
 
     def _send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((line + "\n").encode("utf-8"))
-        self.proc.stdin.flush()
+        self.stdin.write((line + "\n").encode("utf-8"))
+        self.stdin.flush()
 
     def grade(self, student: str) -> float | None:
         """The seconds ``student`` took (None: stopped); OSError when the process died."""
@@ -85,35 +140,49 @@ class TrustedProcess:
         while True:
             line = self.answers.readline()
             if not line:
-                raise OSError(f"the trusted grading process {self.proc.pid} died "
-                              f"(exit status {self.proc.poll()})")
+                status = self.proc.poll() if self.proc is not None else "unknown"
+                raise OSError(f"the trusted grading process {self.pid} died (exit status {status})")
             answer = json.loads(line)
             if "points" not in answer:
                 return None if answer["seconds"] is None else float(answer["seconds"])
             self.points = {str(k): float(v) for k, v in answer["points"].items()}
+            if self.proc is None and self.pid is None:  # a fork: it says which process it is
+                self.pid = int(answer["pid"])
+                with contextlib.suppress(OSError):
+                    self._pidfd = os.pidfd_open(self.pid)
+
+    def _wait(self, timeout: float | None) -> None:
+        """Until the process has ended (or ``timeout`` s)."""
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout)
+        elif self._pidfd is not None:  # readable once it has ended
+            select.select([self._pidfd], [], [], timeout)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, 9)
-        self.proc.wait()
-        with contextlib.suppress(OSError):
-            self.answers.close()
-        if self.proc.stdin is not None:
+            if self.proc is not None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            elif self._pidfd is not None:  # never another process that took its pid since
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        self._wait(None)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        for stream in (self.answers, self.stdin):
             with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+                stream.close()
         self.lender.join(timeout=5)
 
     def end_input(self) -> None:
         """No more students: the process exits when its input ends."""
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        with contextlib.suppress(OSError):
+            self.stdin.close()
 
     def close(self) -> None:
         """End of the run: wait for the process to exit (its input ended), then clean up."""
         self.end_input()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=30)
+        self._wait(30)
         self.kill()
 
 
@@ -133,24 +202,27 @@ class Jobs:
         self._lock = threading.Lock()
 
     def start(self, count: int) -> None:
-        """Start ``count`` trusted processes now. No worker is lent before a student is
-        sent, so the pool may still be booting."""
+        """Start ``count`` trusted processes now (one, and forks of it, where ``forks()``).
+        No worker is lent before a student is sent, so the pool may still be booting."""
         with self._lock:
-            for _ in range(count):
-                proc = TrustedProcess(self.pool, self.job)
-                self._all.append(proc)
-                self._ready.append(proc)
+            made = TrustedProcess.spawn(self.pool, self.job, count - 1) if forks() else [
+                proc for _ in range(count) for proc in TrustedProcess.spawn(self.pool, self.job)]
+            self._all += made
+            self._ready += made
 
-    def _process(self) -> TrustedProcess:
+    def _process(self, fresh: bool = False) -> TrustedProcess:
+        """This thread's process; else one started ahead, unless ``fresh``: one that starts
+        now (a retry: what killed the last one, e.g. the death of the process it was forked
+        from, may have killed those started ahead too)."""
         proc = getattr(self._local, "proc", None)
         if proc is None:
             with self._lock:
                 if self.stop.is_set():
                     raise OSError("the run was stopped")
-                if self._ready:
+                if self._ready and not fresh:
                     proc = self._ready.pop()
                 else:
-                    proc = TrustedProcess(self.pool, self.job)
+                    (proc,) = TrustedProcess.spawn(self.pool, self.job)
                     self._all.append(proc)
             self._local.proc = proc
         return proc
@@ -162,7 +234,7 @@ class Jobs:
             if self.stop.is_set():
                 return None
             try:
-                proc = self._process()
+                proc = self._process(fresh=attempt > 0)
                 seconds = proc.grade(student)
                 self.points = self.points or proc.points
                 return seconds
@@ -188,24 +260,32 @@ class Jobs:
 
 # --- the trusted process -----------------------------------------------------------------
 
-def serve(rpc_fd: int, answers_fd: int) -> NoReturn:
+def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
     """Read the job (its options and the functions that grade and warm up, pickled by name),
-    then grade one student per line of stdin until it ends; then exit."""
+    warm up, fork a process for each of ``forks`` (the ends of another job: its stdin,
+    answers and socket); then grade one student per line of stdin until it ends, and exit."""
     from grader.check.engine import exercise_points
     from grader.helper.lend import HelperSource
     from grader.runtime.wire import Channel, exit_now
 
     _die_with_parent()
     os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own pipe
-    answers = os.fdopen(answers_fd, "w", encoding="utf-8")
     job = pickle.loads(base64.b64decode(sys.stdin.readline()))
     opts, submitted, settings = job["opts"], job["submitted"], job["settings"]
+    job["warm_up"](opts.lesson)
+    students: IO[str] = sys.stdin
+    for i, ends in enumerate(forks):
+        if _fork_into(ends, [rpc_fd, answers_fd, *(fd for e in forks[i + 1:] for fd in e)]):
+            rpc_fd, answers_fd = ends[2], ends[1]
+            students = os.fdopen(ends[0], "r", encoding="utf-8")  # not our stdin's buffer
+            break
+    answers = os.fdopen(answers_fd, "w", encoding="utf-8")
     source = HelperSource(Channel(socket.socket(fileno=rpc_fd)))
     start = partial(source.start, opts.limits)
     stop = threading.Event()
-    job["warm_up"](opts.lesson)
-    answers.write(json.dumps({"points": exercise_points(opts.lesson)}) + "\n")
-    for line in sys.stdin:
+    answers.write(json.dumps({"points": exercise_points(opts.lesson), "pid": os.getpid()}) + "\n")
+    answers.flush()
+    for line in students:
         student = json.loads(line)["student"]
         seconds = job["grade"](student, opts, submitted, start, stop, None, settings)
         answers.write(json.dumps({"student": student, "seconds": seconds}) + "\n")
@@ -214,15 +294,39 @@ def serve(rpc_fd: int, answers_fd: int) -> NoReturn:
     exit_now(0)  # every record is written: skip the interpreter's clean-up of torch and the graders
 
 
+def _fork_into(ends: list[int], theirs: list[int]) -> bool:
+    """Fork a process for another job: True in it (``theirs``, the fds it must not keep,
+    closed), False here (``ends`` closed; also where no fork could be made: a process with
+    a thread besides this one must not fork)."""
+    parent = os.getpid()
+    pid = -1
+    if threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            pid = os.fork()
+    if pid == 0:
+        for fd in theirs:
+            os.close(fd)
+        os.setpgid(0, 0)  # killed alone, as the leader of a process group of its own
+        _die_with_parent()  # ...and with the process it is forked from, as that one with ``grade``
+        if os.getppid() != parent:
+            os._exit(1)
+        return True
+    for fd in ends:
+        os.close(fd)
+    return False
+
+
 def _die_with_parent() -> None:
-    """Linux: killed with ``grade`` (a killed run must not write results afterwards)."""
+    """Linux: killed with ``grade`` (a killed run must not write results afterwards), or a
+    fork with the process it was forked from."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]) if len(sys.argv) > 3 else [])
