@@ -9,8 +9,8 @@ grades it with the course grader (sandboxed, ``--jobs N``) and with nbgrader aut
 a temporary course, and prints seconds per submission side by side with their ratio.
 ``--jobs 1,2`` (the default) grades the class once per value, and the run ends with
 ``jobs-2/jobs-1 throughput: <ratio>`` (submissions per second of the last value over the first).
-A class of 100 still feels the run's fixed cost (the sandbox's boot, torch and the hidden
-tests imported by every trusted process), so the run also prints the throughput once each
+A class of 100 still feels the run's fixed cost (torch and the hidden tests imported in the
+sandbox's first zygote and the first trusted process; the others are forks of them), so the run also prints the throughput once each
 job has graded its first submission (from when the records are written), which is what a
 larger class tends to.
 nbgrader autograde runs twice, through this interpreter: as the course configures it (each

@@ -106,7 +106,7 @@ def workers(opts: Options, while_booting: Callable[[Any], None] | None = None,
     lacks a protection ``opts`` requires is refused before anything starts; then
     ``while_booting(pool)`` runs, as the pool's zygotes boot in their own processes.
     ``ahead``: many submissions follow one another, so start workers ahead (``spares``);
-    not for one or two (a spare would only cost a zygote's boot)."""
+    not for one or two (a spare would only cost a zygote's clone and a worker's warm-up)."""
     from grader.sandbox import SandboxPool, default_worker_files
 
     files = {**default_worker_files(), **public_files(opts.lesson)}
