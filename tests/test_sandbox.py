@@ -25,6 +25,7 @@ import pytest
 from grader.sandbox import (
     PROTECTIONS,
     Limits,
+    SandboxError,
     SandboxPool,
     SandboxUnavailable,
     SandboxWorker,
@@ -788,6 +789,23 @@ def test_the_other_zygotes_are_clones_of_the_first_and_confine_alike(
             assert w.finish() == "ok"
     assert root.proc is not None and root.proc.poll() is not None
     assert all(gone(w) for w in held)
+
+
+def test_where_no_clone_can_be_made_the_pool_starts_a_zygote_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.sandbox import pool as pool_module
+
+    def no_clone(*args: object) -> None:
+        raise SandboxError("a clone of the sandbox zygote did not start (got None)")
+
+    monkeypatch.setattr(pool_module._Zygote, "clone", no_clone)
+    with SandboxPool(jobs=2, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        assert [z.parent for z in p._zygotes] == [None, None]
+        held = [p.start(), p.start()]
+        for w in held:
+            assert run(w, "result = 'served'")["result"] == "served"
+            w.sock.close()
+            assert w.finish() == "ok"
 
 
 def test_a_dead_clone_is_replaced_while_its_first_zygote_keeps_grading() -> None:

@@ -155,9 +155,7 @@ class _Zygote:
         startup_timeout: float,
         launcher: ThreadPoolExecutor,
     ) -> None:
-        ours, theirs = wire.pair()
-        self.channel = wire.Channel(ours)
-        self.broken = False  # alive but stopped answering: replaced, never reused
+        theirs = self._open_channel()
         code_root = bwrap.SANDBOX_CODE if plan.bwrap else str(code_dir)
         cfg = dict(
             cfg, ctrl_fd=theirs.fileno(), code_paths=[f"{code_root}/_sbx", f"{code_root}/code"]
@@ -183,12 +181,21 @@ class _Zygote:
             start_new_session=True,
         ).result()
         theirs.close()
-        ready = self.recv(startup_timeout)
+        self._await_ready(startup_timeout, "the sandbox zygote did not start")
+
+    def _open_channel(self) -> socket.socket:
+        """Our end of a fresh control socket; returns the zygote's end."""
+        ours, theirs = wire.pair()
+        self.channel = wire.Channel(ours)
+        self.broken = False  # alive but stopped answering: replaced, never reused
+        return theirs
+
+    def _await_ready(self, timeout: float, failed: str) -> None:
+        ready = self.recv(timeout)
         if ready is None or ready.get("op") != "ready":
+            self.broken = self.parent is not None  # a clone may still be starting: killed
             self.close()
-            raise SandboxError(
-                f"the sandbox zygote did not start (got {ready!r}); see its traceback on stderr"
-            )
+            raise SandboxError(f"{failed} (got {ready!r}); see its traceback on stderr")
         self.threads = ready.get("threads")
 
     @classmethod
@@ -197,9 +204,7 @@ class _Zygote:
         where starting one imports torch again for seconds). SandboxError if it does not
         say it is ready within ``timeout`` s."""
         self = cls.__new__(cls)
-        ours, theirs = wire.pair()
-        self.channel = wire.Channel(ours)
-        self.broken = False
+        theirs = self._open_channel()
         self.parent, self.clone_id = parent, clone_id
         try:
             parent.send({"op": "clone", "id": clone_id}, [theirs.fileno()])
@@ -208,12 +213,7 @@ class _Zygote:
             raise SandboxError(f"the sandbox zygote could not be cloned ({exc})") from None
         finally:
             theirs.close()
-        ready = self.recv(timeout)
-        if ready is None or ready.get("op") != "ready":
-            self.broken = True
-            self.close()
-            raise SandboxError(f"a clone of the sandbox zygote did not start (got {ready!r})")
-        self.threads = ready.get("threads")
+        self._await_ready(timeout, "a clone of the sandbox zygote did not start")
         return self
 
     def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
