@@ -84,8 +84,7 @@ NOAM_HINTS = {
 }
 
 
-def _lr(sub, step, d_model, warmup):
-    value = sub.call("noam_lr", step, d_model, warmup)
+def _as_rate(value):
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -93,7 +92,10 @@ def _lr(sub, step, d_model, warmup):
 
 
 def _rates(sub, cases):
-    return torch.tensor([_lr(sub, *c) for c in cases], dtype=torch.float64)
+    """noam_lr at every case, the calls sent together (one round trip), read in order."""
+    with sub.batch() as b:
+        rates = [b.call("noam_lr", *c) for c in cases]
+    return torch.tensor([_as_rate(r.value) for r in rates], dtype=torch.float64)
 
 
 def _noam_suspects(cases):
@@ -137,7 +139,8 @@ def test_noam_peak_at_warmup(sub):
 @exercise("noam_lr", points=0.5)
 def test_noam_d_model_factor(sub):
     for step in (10, 1000):
-        ratio = _lr(sub, step, 256, 100) / _lr(sub, step, 64, 100)
+        wide, narrow = _rates(sub, [(step, 256, 100), (step, 64, 100)]).tolist()
+        ratio = wide / narrow
         if not math.isclose(ratio, 0.5, rel_tol=1e-6):
             check(not math.isclose(ratio, 1.0, rel_tol=1e-6), NOAM_HINTS["noam_no_d_model"],
                   mistake="noam_no_d_model")
