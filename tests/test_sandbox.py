@@ -916,6 +916,29 @@ def test_a_spare_waits_ready_and_its_wall_clock_starts_when_it_is_handed_out() -
     assert gone(first) and gone(w) and gone(longer)
 
 
+def test_prime_starts_a_spare_before_the_first_submission_and_refill_false_leaves_it_to_prime() -> None:
+    """``prime()`` (the check helper, between checks): a worker ready before anything asks;
+    ``start(refill=False)`` hands it out without starting the next. Limits that travelled
+    as ``as_dict()`` (a check's, through the helper) are the ones the spare enforces."""
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=(),
+                     spares=1) as p:
+        p.open()
+        assert not p._spares
+        p.prime()
+        spare = p._spares[0].result(timeout=60)
+        p.prime()  # it has all the spares it keeps
+        assert len(p._spares) == 1
+        travelled = Limits(**p.limits.as_dict())
+        assert travelled != p.limits  # cpu_s is spelled out: still the same limits
+        w = p.start(travelled, refill=False)
+        assert w is spare and not p._spares
+        assert run(w, "result = 'ready'")["result"] == "ready"
+        w.sock.close()
+        assert w.finish() == "ok"
+        p.prime()
+        assert p._spares[0].result(timeout=60) is not w
+
+
 @pytest.mark.parametrize("without", ["", "bwrap,namespaces"])
 def test_a_released_worker_has_all_its_output_and_is_reaped_before_the_pool_closes(
     monkeypatch: pytest.MonkeyPatch, without: str

@@ -680,11 +680,13 @@ class SandboxPool:
             shutil.rmtree(self._code_dir.parent, ignore_errors=True)
 
     # -- submissions ----------------------------------------------------------------------
-    def start(self, limits: Limits | None = None, wait_s: float | None = None) -> SandboxWorker:
+    def start(self, limits: Limits | None = None, wait_s: float | None = None,
+              refill: bool = True) -> SandboxWorker:
         """Fork a fresh confined worker; returns once it is ready to serve. ``limits``
         overrides the pool's limits for this submission. Every wait is bounded: for a free
         zygote ``wait_s`` (default: see ``_wait_bound``), then ``answer_timeout`` for the
-        zygote and for the worker; past either, ``SandboxError`` says which."""
+        zygote and for the worker; past either, ``SandboxError`` says which. A spare handed
+        out is replaced at once unless ``refill`` is False (then :meth:`prime` does it)."""
         if self._code_dir is None:
             self.open()
         if self._closed:
@@ -692,8 +694,15 @@ class SandboxPool:
         limits = limits or self.limits
         worker = self._spare(limits) or self._start(limits, wait_s)
         worker._start_clock()
-        self._add_spare(limits)
+        if refill:
+            self._add_spare(limits)
         return worker
+
+    def prime(self, limits: Limits | None = None) -> None:
+        """Start the missing spares for ``limits`` (the pool's by default) in the
+        background: before the first submission, or once a burst of them has ended."""
+        while self._add_spare(limits or self.limits):
+            pass
 
     def _spare(self, limits: Limits) -> SandboxWorker | None:
         """A spare started for these limits and still fine, or None."""
@@ -705,7 +714,7 @@ class SandboxPool:
             worker = future.result()
         except Exception:  # noqa: BLE001 - start() starts one itself, and says what fails
             return None
-        if worker.limits == limits and worker._usable():
+        if worker.limits.as_dict() == limits.as_dict() and worker._usable():  # as enforced
             return worker
         worker.kill("crashed")
         worker.finish(grace_s=0.5)
@@ -726,12 +735,16 @@ class SandboxPool:
         except RuntimeError:  # the pool is closing
             finish()
 
-    def _add_spare(self, limits: Limits) -> None:
+    def _add_spare(self, limits: Limits) -> bool:
+        """Start one more spare, unless the pool has all it keeps; True when one was."""
         with self._lock:
             if self._closing or len(self._spares) >= self.spares:
-                return
-            with contextlib.suppress(RuntimeError):  # the pool is closing
+                return False
+            try:
                 self._spares.append(self._spare_maker.submit(self._start, limits, None, True))
+            except RuntimeError:  # the pool is closing
+                return False
+            return True
 
     def _start(self, limits: Limits, wait_s: float | None, ahead: bool = False) -> SandboxWorker:
         zygote = self._take_zygote(self._wait_bound(limits) if wait_s is None else wait_s)
