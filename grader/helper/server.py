@@ -109,9 +109,10 @@ class Helper:
 
         try:
             pool = SandboxPool(jobs=1, limits=DEFAULT_LIMITS, isolation="auto",
-                               preload=DEFAULT_PRELOAD,
+                               preload=DEFAULT_PRELOAD, spares=1,
                                worker_files={**default_worker_files(), **course_files()})
             pool.open()
+            pool.prime()
             self.source = _PoolSource(pool)
             self.protections = pool.protections
         except Exception as exc:  # noqa: BLE001 - plain processes, as a cold check would
@@ -179,11 +180,17 @@ class Helper:
                                   [conn.fileno(), theirs.fileno()], READY_WAIT_S)
             finally:
                 theirs.close()
-            lend_workers(Channel(ours), self.source)
+            try:
+                lend_workers(Channel(ours), self.source)
+            finally:
+                if isinstance(self.source, _PoolSource):
+                    self.source.prime()  # the next check's worker, started between checks
 
 
 class _PoolSource:
-    """Workers from the helper's pool; a second zygote starts when the first is busy."""
+    """Workers from the helper's pool: one started ahead, between checks (a spare), so
+    that a check's worker is ready when it asks; a further zygote starts when every one
+    is busy (checks at once)."""
 
     def __init__(self, pool: Any):
         self.pool = pool
@@ -193,7 +200,10 @@ class _PoolSource:
     def start(self, limits: Any, wait_s: float | None = None) -> Any:
         if self.pool.busy():
             threading.Thread(target=self.pool.grow, args=(MAX_ZYGOTES,), daemon=True).start()
-        return self.pool.start(limits, wait_s=wait_s)
+        return self.pool.start(limits, wait_s=wait_s, refill=False)
+
+    def prime(self) -> None:
+        self.pool.prime()
 
     def close(self) -> None:
         self.pool.close()
