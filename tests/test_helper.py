@@ -163,6 +163,41 @@ def test_hostile_notebooks_through_the_helper(helper) -> None:
     assert after["score"] == after["max_score"]
 
 
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_each_check_runs_in_a_process_forked_ahead_of_it(helper) -> None:
+    """Between checks the trusted zygote holds one trusted process forked ahead; a check
+    takes it (and it ends with the check), and the next is forked once the check is over."""
+    env, tmp = helper
+    _check(env, solution_path(LESSON))
+    helper_pid = int(_status(env)["pid"])
+    zygote = next(c for c in _children(helper_pid) if _cmdline(c) == _cmdline(helper_pid))
+
+    def ahead(used: set[int]) -> set[int]:
+        """The zygote's children once the processes of ``used`` have ended (it forks the
+        next one only then)."""
+        deadline = time.monotonic() + 30
+        while ((found := _children(zygote)) & used or not found) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return found
+
+    first = ahead(set())
+    assert len(first) == 1
+    _check(env, solution_path(LESSON))
+    second = ahead(first)
+    assert len(second) == 1 and not second & first  # the first one ran the check, and ended
+
+
 def test_two_checks_at_once(helper) -> None:
     env, tmp = helper
     procs = [subprocess.Popen([sys.executable, "-m", "grader", "check", str(path), "--format", "json"],

@@ -10,6 +10,7 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +73,22 @@ def fingerprint() -> str:
     helper started before an edit retires, and the next check starts a new one."""
     digest = hashlib.sha256()
     for root in (GRADER_DIR, PACKAGE_PARENT / "coursekit"):
-        for path in sorted(root.rglob("*")):
-            if path.suffix in (".py", ".j2", ".ini", ".json") and "__pycache__" not in path.parts:
-                with contextlib.suppress(OSError):
-                    st = path.stat()
-                    digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        for path, st in sorted(_code_files(str(root))):
+            digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:24]
+
+
+def _code_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
+    """The code files under ``folder`` (``__pycache__`` skipped), each with its stat:
+    ``os.scandir`` reads both in one pass, a check's client pays a few milliseconds."""
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        yield from _code_files(entry.path)
+                elif os.path.splitext(entry.name)[1] in (".py", ".j2", ".ini", ".json"):
+                    yield entry.path, entry.stat()
 
 
 def course_env() -> dict[str, str]:

@@ -74,13 +74,16 @@ class TrustedZygote:
 def _warm_up() -> None:
     """What every check's trusted side imports, imported once. Nothing runs a check here."""
     from grader.check import (
-        engine,  # noqa: F401 - imported once, here
+        command,  # noqa: F401 - imported once, here
+        engine,  # noqa: F401
+        launch,  # noqa: F401
         lessons,
         runner,
     )
     from grader.runtime import target  # noqa: F401 - backward(), values on the trusted side
 
-    for name in ("torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
+    for name in ("grader.sandbox", "safetensors",  # what a check's trusted process imports
+                 "torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
         with contextlib.suppress(ImportError):
             __import__(name)
     for lesson in lessons.known_lessons():
@@ -89,36 +92,80 @@ def _warm_up() -> None:
 
 
 def _trusted_zygote(ctrl: Channel) -> None:
-    """Fork one trusted process per request; never grade anything here."""
+    """Fork one trusted process per request; never grade anything here. A process is
+    forked ahead, while no check runs, and waits for its request: a check does not wait
+    for the fork (copying this process's page tables) nor compete with the next one's."""
     one_thread_each()
     try:
         _warm_up()
     except Exception:  # noqa: BLE001 - logged; each check imports what it lacks
         traceback.print_exc()
     ctrl.send({"op": "ready"})
+    spare: tuple[int, Channel] | None = None
+    running: set[int] = set()
     while True:
+        if spare is None and not running:
+            spare = _fork_ahead(ctrl)
         try:
-            message, fds = ctrl.recv(timeout=1.0)
+            message, fds = ctrl.recv(timeout=1.0 if spare is not None else 0.05)
         except TimeoutError:
-            _reap()
+            _reap(running)
             continue
         if message is None:
             return
-        pid = os.fork()
-        if pid == 0:
-            ctrl.sock.close()
-            _trusted_process(message["request"], fds)
-            os._exit(0)
+        pid = _hand_over(ctrl, spare, message["request"], fds)
+        spare = None
         for fd in fds:
             os.close(fd)
+        running.add(pid)
         ctrl.send({"op": "forked", "pid": pid})
-        _reap()
+        _reap(running)
 
 
-def _reap() -> None:
+def _fork_ahead(ctrl: Channel) -> tuple[int, Channel]:
+    """A trusted process that waits for its request (and the client's descriptors) on a
+    channel of its own, and exits unchecked when that channel closes first."""
+    ours, theirs = pair()
+    pid = os.fork()
+    if pid == 0:
+        ctrl.sock.close()
+        ours.close()
+        waiting = Channel(theirs)
+        try:
+            message, fds = waiting.recv()
+        except (OSError, ValueError):
+            os._exit(0)
+        waiting.close()
+        if message is not None:
+            _trusted_process(message["request"], fds)
+        os._exit(0)
+    theirs.close()
+    return pid, Channel(ours)
+
+
+def _hand_over(ctrl: Channel, spare: tuple[int, Channel] | None, req: dict[str, Any],
+               fds: list[int]) -> int:
+    """The pid of the trusted process that runs ``req``: the one forked ahead, or (checks
+    at once, or that one gone) one forked now."""
+    for ahead in (spare, None):
+        pid, waiting = ahead or _fork_ahead(ctrl)
+        try:
+            waiting.send({"request": req}, fds)
+            return pid
+        except OSError:
+            continue
+        finally:
+            waiting.close()
+    raise HelperUnavailable("no trusted process took the check")
+
+
+def _reap(running: set[int]) -> None:
     with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
+        while True:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid <= 0:
+                return
+            running.discard(pid)
 
 
 def _trusted_process(req: dict[str, Any], fds: list[int]) -> None:
