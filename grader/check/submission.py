@@ -175,12 +175,15 @@ class Later:
         self._done = False
         self._value: Any = None
         self._error: BaseException | None = None
+        self._failures: list[BaseException] | None = None  # its batch's, in the order they came
 
     def set(self, value: Any) -> None:
         self._done, self._value = True, value
 
     def fail(self, error: BaseException) -> None:
         self._done, self._error = True, error
+        if self._failures is not None:
+            self._failures.append(error)
 
     @property
     def value(self) -> Any:
@@ -218,7 +221,7 @@ class Batch:
     def __init__(self, sub: Submission, lazy: bool = False):
         self._sub = sub
         self._lazy = lazy
-        self._made: list[Later] = []
+        self._failures: list[BaseException] = []  # its calls' errors, in order (answers come in order)
 
     def __enter__(self) -> Batch:
         return self
@@ -229,8 +232,8 @@ class Batch:
 
     def _post(self, op: str, header: dict[str, Any], value: Any, later: Later | None = None) -> Later:
         later = later or Later(self._sub if self._lazy else None)
-        failed = next((m._error for m in self._made if m._error is not None), None)
-        self._made.append(later)
+        failed = self._failures[0] if self._failures else None
+        later._failures = self._failures
         if failed is not None:  # answered at once (in process): the calls after a failure do not run
             later.fail(failed)
         else:
