@@ -12,7 +12,10 @@ so that a change in the machine's load falls on all of them alike. Variants:
   folder; default: the main branch before the check helper), each check in its own process;
 - ``cold``: this copy, ``--no-helper``: each check in its own process, sandboxed;
 - ``helper``: this copy, through the warm check helper (``grader/helper/``), started by
-  a first check whose time is shown apart (``first``), stopped at the end.
+  a first check whose time is shown apart (``first``), stopped at the end;
+- ``before-helper``: the course at ``--before`` through its own warm helper, alternated
+  with ``helper`` (e.g. ``--before HEAD~3 --variants before-helper,helper``: a change to
+  the helper, measured side by side).
 
 Each check prints where its time went (``--profile``; for ``before``, a small driver times
 the same steps from outside). The breakdown, medians in seconds:
@@ -122,7 +125,7 @@ def run_once(variant: str, lesson: str, before: Path | None, driver: Path | None
     else:
         cmd = [sys.executable, "-m", "grader", "check", notebook, "--format", "json", "--profile"]
         cmd += ["--no-helper"] if variant == "cold" else []
-        cwd = ROOT
+        cwd = before if variant == "before-helper" else ROOT
     spawned = time.time()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     ended = time.time()
@@ -179,15 +182,17 @@ def main() -> None:
     first: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         before = driver = None
-        if "before" in variants:
+        if {"before", "before-helper"} & set(variants):
             before = extract(args.before, Path(tmp))
             driver = Path(tmp) / "driver.py"
             driver.write_text(DRIVER, encoding="utf-8")
-        if "helper" in variants:
-            subprocess.run([sys.executable, "-m", "grader", "helper", "stop"], cwd=ROOT, env=env,
+        helpers = {v: before if v == "before-helper" else ROOT
+                   for v in variants if v in ("helper", "before-helper")}
+        for variant, root in helpers.items():
+            subprocess.run([sys.executable, "-m", "grader", "helper", "stop"], cwd=root, env=env,
                            capture_output=True)
             time.sleep(1.0)
-            first[lessons[0]] = run_once("helper", lessons[0], None, None, env)["total"]
+            first[variant] = run_once(variant, lessons[0], before, None, env)["total"]
         try:
             for run in range(args.runs):
                 for lesson in lessons:
@@ -196,8 +201,8 @@ def main() -> None:
                         samples.setdefault((lesson, variant), []).append(sample)
                 print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
         finally:
-            if "helper" in variants:
-                subprocess.run([sys.executable, "-m", "grader", "helper", "stop"], cwd=ROOT,
+            for root in helpers.values():
+                subprocess.run([sys.executable, "-m", "grader", "helper", "stop"], cwd=root,
                                env=env, capture_output=True)
         if before is not None:
             shutil.rmtree(before, ignore_errors=True)
@@ -218,9 +223,8 @@ def main() -> None:
         target = TARGETS.get(lesson[:2], 2.5)
         cells = [f"{median(lesson, v, 'total'):.2f}" for v in variants]
         print(f"| {lesson} | ≤ {target:g} | " + " | ".join(cells) + " |")
-    if first:
-        lesson, seconds = next(iter(first.items()))
-        print(f"\nfirst check, starting the helper ({lesson}): {seconds:.2f} s")
+    for variant, seconds in first.items():
+        print(f"\nfirst check, starting the helper ({variant}, {lessons[0]}): {seconds:.2f} s")
     print("\nWhere the time goes (medians, s; see the docstring for each column):\n")
     print("| lesson | variant | " + " | ".join(COLUMNS) + " |")
     print("|---|---|" + "---|" * len(COLUMNS))
