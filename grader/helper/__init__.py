@@ -10,11 +10,13 @@ both warm and gives every check fresh copies of them::
       v
     helper                            light (no torch); one thread per check
       | - SandboxPool("auto"):        warm zygotes (numpy, torch, matplotlib imported); each
-      |                               check's worker is a fresh sandboxed fork of one
+      |                               check's worker is a fresh sandboxed fork of one, started
+      |                               (and its torch warmed up) between checks: a spare
       | - the trusted zygote:         a process with the graders imported (torch, the hidden
       |                               tests' modules), one thread, never grades anything
       v
-    trusted process (one per check)   a fresh fork of the trusted zygote: runs ``grader
+    trusted process (one per check)   a fresh fork of the trusted zygote, forked between
+                                      checks and waiting for its request: runs ``grader
                                       check`` (``grader.check.command``) with the command line of
                                       its client, its workers from the helper's pool; writes
                                       the answer to the client, exits
@@ -22,7 +24,9 @@ both warm and gives every check fresh copies of them::
 Nothing of one check reaches another: the worker is a fresh fork of a zygote that never
 ran student code, and the trusted side a fresh fork of a process whose hidden-test
 modules were imported, never run. Two checks at once get two trusted processes and two
-workers (a second zygote starts when the first is busy).
+workers (a second zygote starts when the first is busy; the second check's processes are
+forked when it comes). So a check waits for neither fork: from the client's request to the
+first cell takes a few tens of milliseconds (``benchmarks/check_latency.py``).
 
 The first check starts the helper and waits for it (about as long as a cold check). It
 stops by itself after ``COURSE_CHECK_HELPER`` minutes without a check (default 15; ``off``
