@@ -51,6 +51,20 @@ def test_every_declared_part_exists_in_its_lesson() -> None:
         assert set(names) <= _defined(parts.course_source(lesson, names))
 
 
+def test_prepare_builds_every_source_a_lessons_tests_send() -> None:
+    """What the check helper's trusted zygote runs, so that no check parses the reference
+    module again: afterwards, every BUILDS_ON entry of the lesson is a cache hit."""
+    import importlib
+
+    tests = importlib.import_module(f"grader.hidden.{hidden_test_file('08_transformer').stem}")
+    parts.prepare(tests)
+    before = parts.course_source.cache_info()
+    for names in tests.BUILDS_ON.values():
+        parts.course_source("08", tuple(names))
+    after = parts.course_source.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + len(tests.BUILDS_ON)
+
+
 def test_the_students_own_versions_come_back() -> None:
     sub = InProcessSubmission()
     sub.load([(0, "def helper():\n    return 'mine'\n")])

@@ -78,6 +78,7 @@ def _warm_up() -> None:
         engine,  # noqa: F401
         launch,  # noqa: F401
         lessons,
+        parts,
         runner,
     )
     from grader.runtime import target  # noqa: F401 - backward(), values on the trusted side
@@ -89,6 +90,7 @@ def _warm_up() -> None:
     for lesson in lessons.known_lessons():
         with contextlib.suppress(Exception):
             runner.collect(lesson)  # imports the hidden tests' module (and torch)
+            parts.prepare(sys.modules[f"grader.hidden.test_{lesson}"])
 
 
 def _trusted_zygote(ctrl: Channel) -> None:
