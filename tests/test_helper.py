@@ -183,18 +183,22 @@ def test_each_check_runs_in_a_process_forked_ahead_of_it(helper) -> None:
     helper_pid = int(_status(env)["pid"])
     zygote = next(c for c in _children(helper_pid) if _cmdline(c) == _cmdline(helper_pid))
 
-    def ahead(used: set[int]) -> set[int]:
-        """The zygote's children once the processes of ``used`` have ended (it forks the
-        next one only then)."""
+    def ahead() -> set[int]:
+        """The zygote's children once they have stayed the same for half a second (the
+        last check's process gone, the next one forked)."""
         deadline = time.monotonic() + 30
-        while ((found := _children(zygote)) & used or not found) and time.monotonic() < deadline:
+        found, since = _children(zygote), time.monotonic()
+        while time.monotonic() < deadline and (not found or time.monotonic() - since < 0.5):
             time.sleep(0.05)
+            now = _children(zygote)
+            if now != found:
+                found, since = now, time.monotonic()
         return found
 
-    first = ahead(set())
+    first = ahead()
     assert len(first) == 1
     _check(env, solution_path(LESSON))
-    second = ahead(first)
+    second = ahead()
     assert len(second) == 1 and not second & first  # the first one ran the check, and ended
 
 
