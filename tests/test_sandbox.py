@@ -939,6 +939,24 @@ def test_prime_starts_a_spare_before_the_first_submission_and_refill_false_leave
         assert p._spares[0].result(timeout=60) is not w
 
 
+def test_a_spare_that_died_while_it_waited_is_not_handed_out() -> None:
+    """A helper's spare waits minutes between checks: if something kills it meanwhile, the
+    next submission gets a fresh worker, not a dead one."""
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=(),
+                     spares=1) as p:
+        p.prime()
+        spare = p._spares[0].result(timeout=60)
+        os.kill(spare.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while alive(spare.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        w = p.start()
+        assert w is not spare
+        assert run(w, "result = 'fresh'")["result"] == "fresh"
+        w.sock.close()
+        assert w.finish() == "ok"
+
+
 @pytest.mark.parametrize("without", ["", "bwrap,namespaces"])
 def test_a_released_worker_has_all_its_output_and_is_reaped_before_the_pool_closes(
     monkeypatch: pytest.MonkeyPatch, without: str

@@ -231,21 +231,9 @@ class _Zygote:
 
     def alive(self) -> bool:
         if self.parent is not None:
-            return self.parent.alive() and not self._hung_up()
+            return self.parent.alive() and not _hung_up(self.channel.sock)  # the clone has ended
         assert self.proc is not None
         return self.proc.poll() is None
-
-    def _hung_up(self) -> bool:
-        """The other end of the control socket is closed (the clone has ended)."""
-        sock = self.channel.sock
-        try:
-            if not select.select([sock], [], [], 0)[0]:
-                return False
-            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            return False
-        except (OSError, ValueError):
-            return True
 
     def close(self) -> None:
         self.channel.close()
@@ -318,8 +306,9 @@ class SandboxWorker:
         self._timer.start()
 
     def _usable(self) -> bool:
-        """A spare that nothing has killed or finished while it waited."""
-        return self._kill_reason is None and self.reason is None
+        """A spare that nothing has killed or finished while it waited, and that has not
+        ended by itself (a helper's spare waits minutes: something may kill it)."""
+        return self._kill_reason is None and self.reason is None and not _hung_up(self.sock)
 
     def _on_deadline(self) -> None:
         self._deadline_hit = True
@@ -439,6 +428,20 @@ def _kill_uid(uid: int, timeout_s: float = 10.0) -> bool:
     """SIGKILL every process of the submission's own uid until none is left, zombies
     included (they go once their reaper ran); True when none is left."""
     return kill_until_gone(lambda: _uid_processes(uid), timeout_s)
+
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """The other end of ``sock`` is closed: the process that held it has ended (a peer
+    that waits sends nothing, so anything readable is the end, or data left for later)."""
+    try:
+        if not select.select([sock], [], [], 0)[0]:
+            return False
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except (OSError, ValueError):
+        return True
 
 
 class SandboxPool:
