@@ -10,9 +10,9 @@ a temporary course, and prints seconds per submission side by side with their ra
 ``--jobs 1,2`` (the default) grades the class once per value, and the run ends with
 ``jobs-2/jobs-1 throughput: <ratio>`` (submissions per second of the last value over the first).
 A class of 100 still feels the run's fixed cost (torch and the hidden tests imported in the
-sandbox's first zygote and the first trusted process; the others are forks of them), so the run also prints the throughput once each
-job has graded its first submission (from when the records are written), which is what a
-larger class tends to.
+sandbox's first zygote and the first trusted process; the others are forks of them), so
+the run also prints the throughput once each job has graded its first submission (from
+when the records are written), which is what a larger class tends to.
 nbgrader autograde runs twice, through this interpreter: as the course configures it (each
 notebook in the course's sandbox) and in nbgrader's own kernels (``COURSE_AUTOGRADE=kernel``,
 a kernel per notebook, slow), so ``--nbgrader-students K`` grades only the first K

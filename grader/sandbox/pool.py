@@ -430,7 +430,6 @@ def _kill_uid(uid: int, timeout_s: float = 10.0) -> bool:
     return kill_until_gone(lambda: _uid_processes(uid), timeout_s)
 
 
-
 def _hung_up(sock: socket.socket) -> bool:
     """The other end of ``sock`` is closed: the process that held it has ended (a peer
     that waits sends nothing, so anything readable is the end, or data left for later)."""
@@ -704,6 +703,8 @@ class SandboxPool:
     def prime(self, limits: Limits | None = None) -> None:
         """Start the missing spares for ``limits`` (the pool's by default) in the
         background: before the first submission, or once a burst of them has ended."""
+        if self._code_dir is None:
+            self.open()
         while self._add_spare(limits or self.limits):
             pass
 
