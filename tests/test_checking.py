@@ -3,6 +3,7 @@ arguments where its workers come from and whether to colour (no module global is
 
 from __future__ import annotations
 
+import pytest
 from conftest import solution_path
 
 from grader.check import command as checking
@@ -31,3 +32,80 @@ def test_a_users_error_is_one_line(tmp_path, capsys) -> None:
     assert checking.main(opts, source=lambda limits: LocalSource()) == 2
     err = capsys.readouterr().err
     assert err.startswith("grader: ") and err.count("\n") == 1
+
+
+class _Counted(LocalSource):
+    """Plain workers, counted."""
+
+    def __init__(self) -> None:
+        super().__init__("no sandbox in this test")
+        self.workers: list = []
+
+    def start(self, limits, wait_s=None):
+        self.workers.append(super().start(limits, wait_s))
+        return self.workers[-1]
+
+
+def test_the_notebook_is_sent_before_the_engine_is_waited_for(monkeypatch, capsys) -> None:
+    """A cold check's worker runs the notebook while the trusted side still imports the
+    hidden tests (torch on both sides, on two cores): ``run_check`` sends the cells to its
+    first worker before it imports the engine, which then grades in that same worker."""
+    from grader.check import engine
+    from grader.check.remote import RemoteSubmission
+
+    order: list[str] = []
+    begin_load, check_notebook = RemoteSubmission.begin_load, engine.check_notebook
+
+    def sent(self, cells, timeout):
+        order.append("cells sent")
+        begin_load(self, cells, timeout)
+
+    def graded(*args, started=None, **kwargs):
+        order.append("engine" + (" with the started worker" if started is not None else ""))
+        return check_notebook(*args, started=started, **kwargs)
+
+    monkeypatch.setattr(RemoteSubmission, "begin_load", sent)
+    monkeypatch.setattr(engine, "check_notebook", graded)
+    source = _Counted()
+    opts = checking.parse([str(solution_path("01_attention_by_hand"))])
+    assert checking.main(opts, source=lambda limits: source, color=False) == 0
+    assert order == ["cells sent", "engine with the started worker"]
+    assert len(source.workers) == 1  # the notebook ran once, in that worker
+    assert capsys.readouterr().out.split()[-3:] == ["10.0", "/", "10.0"]  # full marks
+
+
+def test_no_worker_is_started_early_for_an_unknown_lesson_or_an_unreadable_notebook(tmp_path) -> None:
+    from grader.check import launch
+    from grader.limits import DEFAULT_LIMITS
+
+    source = _Counted()
+    renamed = tmp_path / "submission_1234.ipynb"  # its lesson is found by its cells, later
+    renamed.write_bytes(solution_path("02_split_heads").read_bytes())
+    broken = tmp_path / "01_attention_by_hand.ipynb"
+    broken.write_text("{not json")
+    assert launch.start_early(str(renamed), None, DEFAULT_LIMITS, source) is None
+    assert launch.start_early(str(broken), None, DEFAULT_LIMITS, source) is None
+    assert launch.start_early(str(broken), "42_nope", DEFAULT_LIMITS, source) is None
+    assert source.workers == []
+
+
+def test_a_started_worker_grades_and_one_unused_is_stopped(monkeypatch) -> None:
+    from grader.check import engine, launch
+    from grader.limits import DEFAULT_LIMITS
+
+    source = _Counted()
+    notebook = str(solution_path("02_split_heads"))
+    started = launch.start_early(notebook, None, DEFAULT_LIMITS, source)
+    assert started is not None
+    report = engine.check_notebook(notebook, None, DEFAULT_LIMITS, source=source, started=started)
+    assert report.score == report.max_score > 0 and len(source.workers) == 1
+
+    def no_lesson(path, lesson):
+        raise KeyError("no graders")
+
+    monkeypatch.setattr(engine, "resolve_lesson", no_lesson)
+    started = launch.start_early(notebook, None, DEFAULT_LIMITS, source)
+    assert started is not None
+    with pytest.raises(KeyError):
+        engine.check_notebook(notebook, None, DEFAULT_LIMITS, source=source, started=started)
+    assert started.worker.killed and started.worker.proc.poll() is not None

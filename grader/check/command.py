@@ -119,9 +119,10 @@ def run_check(opts: CheckOptions, source: SourceFactory | None = None,
     lesson = lesson_id(opts.lesson) if opts.lesson else None
     with launch.prepare_check(opts.notebook, lesson, limits,
                               source or launch.default_source) as workers:
+        started = launch.start_early(opts.notebook, lesson, limits, workers)
         from grader.check.engine import check_notebook
 
-        result = check_notebook(opts.notebook, lesson, limits, source=workers)
+        result = check_notebook(opts.notebook, lesson, limits, source=workers, started=started)
         notes = launch.sandbox_notes(workers)  # said once graded: a refusal stays one line
     result = localize(result, choose(opts.lang, result.edition))
     if opts.format == "json":

@@ -29,7 +29,7 @@ from grader.results import ExerciseResult, Report, Status
 from grader.runtime.errors import CallCrashed, CallHung, GradingError, WorkerDied, WorkerTimeout
 
 if TYPE_CHECKING:
-    from grader.check.launch import WorkerSource
+    from grader.check.launch import Started, WorkerSource
 
 def exercise_points(lesson: str) -> dict[str, float]:
     """``{exercise: max points}`` of a lesson's hidden graders, in their order."""
@@ -137,12 +137,13 @@ class _Run:
 
 
 def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, limits: Limits,
-              exercises: list[str], seed: int) -> _Run:
+              exercises: list[str], seed: int, sub: RemoteSubmission | None = None) -> _Run:
     """Run the notebook in ``worker`` and grade ``exercises`` in order. Stops after the
     exercise during which a call hung or stopped the worker (``failed_call``), so that the
     rest can be graded elsewhere; a notebook that hangs or dies while it loads, or runs out
-    of its wall clock, fails every exercise left with the reason (its status says which)."""
-    sub = RemoteSubmission(worker.sock, limits.call_s)
+    of its wall clock, fails every exercise left with the reason (its status says which).
+    ``sub``: the worker's submission, when its cells were sent already (``begin_load``)."""
+    sub = sub or RemoteSubmission(worker.sock, limits.call_s)
     run = _Run([])
     try:
         try:
@@ -186,7 +187,7 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
 def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, notebook: str = "",
                       limits: Limits = DEFAULT_LIMITS,
                       restart: Callable[[], WorkerHandle] | None = None,
-                      seed: int | None = None) -> Report:
+                      seed: int | None = None, sub: RemoteSubmission | None = None) -> Report:
     """Grade ``nb`` in a started worker (``launch.LocalWorker`` or a sandboxed one). The
     worker enforces ``limits.wall_s`` itself (one run of the notebook); each request of a
     check waits at most ``limits.call_s``.
@@ -196,7 +197,9 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
     worker, the notebook run again there, and the exercise is not retried; its hint names
     the call (``grader.check.calls``). Without ``restart``, every exercise left fails. Every
     check of the submission draws its hidden inputs from one ``seed`` (fresh when None:
-    ``grader.check.framework.fresh_seed``), recorded in the report when it was drawn at random."""
+    ``grader.check.framework.fresh_seed``), recorded in the report when it was drawn at random.
+    ``sub``: ``worker``'s submission, when the notebook's cells were sent to it already
+    (``RemoteSubmission.begin_load``: ``grader.check.launch.start_early``)."""
     start = time.perf_counter()
     cells = cells_to_run(nb)
     pending = list(exercise_points(lesson))
@@ -206,7 +209,8 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
         report.seed = None if settings.grader_seed() else seed  # never the instructor's secret
     first = True
     while True:
-        run = _run_once(cells, lesson, worker, limits, pending, seed)
+        run = _run_once(cells, lesson, worker, limits, pending, seed, sub)
+        sub = None  # a fresh worker's is made for it
         report.exercises += run.results
         if first:
             report.cell_errors, report.output_excerpt, first = run.cell_errors, run.excerpt, False
@@ -233,19 +237,26 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
 
 
 def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,
-                   load_timeout: float | None = None,
-                   source: WorkerSource | None = None) -> Report:
+                   load_timeout: float | None = None, source: WorkerSource | None = None,
+                   started: Started | None = None) -> Report:
     """``grader check``: read, run in a worker process, grade. Raises NotebookError
     (unreadable notebook) or KeyError (unknown lesson). ``load_timeout``: the wall clock.
     ``source``: where workers come from (``grader.check.launch``; default: the sandbox, opened
-    and closed here)."""
+    and closed here). ``started``: the first worker, already running the notebook read
+    (``grader.check.launch.start_early``, from ``source``, with these limits)."""
     from grader.check import launch
 
-    nb = read_notebook(path)
-    lesson = resolve_lesson(path, lesson)
     limits = limits.with_(wall_s=load_timeout)
+    try:
+        nb = started.nb if started is not None else read_notebook(path)
+        lesson = resolve_lesson(path, lesson)
+    except BaseException:
+        if started is not None:
+            started.discard()
+        raise
     if source is None:
         with contextlib.closing(launch.default_source(limits)) as own:
             return check_notebook(path, lesson, limits, source=own)
-    return grade_with_worker(nb, lesson, source.start(limits), notebook=str(path), limits=limits,
-                             restart=lambda: source.start(limits))
+    worker, sub = (started.worker, started.sub) if started is not None else (source.start(limits), None)
+    return grade_with_worker(nb, lesson, worker, notebook=str(path), limits=limits,
+                             restart=lambda: source.start(limits), sub=sub)

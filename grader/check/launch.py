@@ -14,7 +14,8 @@ worker has the same small interface, whichever source made it (``grader.limits.W
 
 :func:`prepare_check` starts the source and, meanwhile, the trusted side's imports (the
 engine, the lesson's hidden tests and torch with them) in a thread, so that the two
-processes load at once.
+processes load at once; :func:`start_early` then sends the notebook to its first worker,
+which runs it while those imports finish.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Set
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coursekit import catalogue, settings
 from grader import COURSE_ROOT
@@ -37,6 +39,9 @@ from grader.check import timeline
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.runtime.wire import one_thread_env
 from grader.sandbox.output import OutputTap
+
+if TYPE_CHECKING:
+    from grader.check.remote import RemoteSubmission
 
 PACKAGE_PARENT = str(COURSE_ROOT)
 DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
@@ -227,6 +232,11 @@ def import_in_background(modules: list[str]) -> threading.Thread:
     return thread
 
 
+def _lesson_named(notebook: str, lesson: str | None) -> str | None:
+    """The lesson a check grades, when its id or the notebook's name says it."""
+    return lesson or getattr(catalogue.COURSE.lesson_of(notebook), "id", None)
+
+
 @contextlib.contextmanager
 def prepare_check(notebook: str, lesson: str | None, limits: Limits,
                   source: Callable[[Limits], WorkerSource] = default_source
@@ -236,7 +246,7 @@ def prepare_check(notebook: str, lesson: str | None, limits: Limits,
     background."""
     from grader import sandbox  # noqa: F401 - here, before the thread's imports start
 
-    found = lesson or getattr(catalogue.COURSE.lesson_of(notebook), "id", None)
+    found = _lesson_named(notebook, lesson)
     modules = ["grader.check.engine"] + ([f"grader.hidden.test_{found}"] if found else [])
     imports = import_in_background(modules)
     workers = source(limits)
@@ -245,3 +255,41 @@ def prepare_check(notebook: str, lesson: str | None, limits: Limits,
     finally:
         imports.join(0)  # never wait for it: a daemon thread
         workers.close()
+
+
+@dataclass
+class Started:
+    """A check's first worker, the notebook's cells sent to it (:func:`start_early`)."""
+
+    nb: dict[str, Any]
+    worker: WorkerHandle
+    sub: RemoteSubmission
+
+    def discard(self) -> None:
+        """Stop the worker unused (the check ended before grading)."""
+        self.worker.kill()
+        self.sub.sock.close()
+        self.worker.finish()
+
+
+def start_early(notebook: str, lesson: str | None, limits: Limits,
+                workers: WorkerSource) -> Started | None:
+    """The check's first worker from ``workers``, its notebook sent: the notebook runs
+    while the hidden tests are still being imported (a cold check imports torch on both
+    sides, each on a core of its own). None, and nothing started, where the lesson is not
+    known by its id or the notebook's name, or the notebook cannot be read:
+    ``engine.check_notebook`` finds the lesson, or says why, as without this."""
+    from grader.check.notebook import NotebookError, cells_to_run, read_notebook
+    from grader.check.remote import RemoteSubmission
+
+    if _lesson_named(notebook, lesson) not in catalogue.COURSE.ids():
+        return None
+    try:
+        nb = read_notebook(notebook)
+        cells = cells_to_run(nb)
+    except NotebookError:
+        return None
+    worker = workers.start(limits)
+    sub = RemoteSubmission(worker.sock, limits.call_s)
+    sub.begin_load(cells, timeout=limits.wall_s + 5)
+    return Started(nb, worker, sub)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from dataclasses import dataclass
@@ -67,10 +68,25 @@ class RemoteSubmission(Submission):
         self._chain = 0  # the worker skips the rest of a chain after a failure in it
         self._failed: dict[int, Exception] = {}  # chain -> its failure, for the requests skipped
         self._answered = 0.0  # when the last answer came (the worker then started the next)
+        self._loading: tuple[float, list[tuple[int, str]]] | None = None  # begin_load's
+
+    def begin_load(self, cells: list[tuple[int, str]], timeout: float) -> None:
+        """Send the notebook's cells without waiting: the worker runs them while this
+        process goes on (a cold check imports the hidden tests meanwhile); :meth:`load`
+        reads the answer. A failure to send is kept for :meth:`load` to raise."""
+        self._loading = (time.time(), cells)
+        with contextlib.suppress(GradingError):  # in self.broken: load raises it
+            self._send("load", {}, {"cells": [list(c) for c in cells]}, timeout, None)
 
     def load(self, cells: list[tuple[int, str]], timeout: float) -> dict[str, Any]:
-        start = time.time()
-        reply = self._request("load", {}, {"cells": [list(c) for c in cells]}, timeout=timeout)
+        """Run the notebook's cells (those sent by :meth:`begin_load`, if it was called)."""
+        if self._loading is None:
+            self.begin_load(cells, timeout)
+        assert self._loading is not None
+        (start, cells), self._loading = self._loading, None
+        if self.broken is not None:
+            raise self.broken
+        reply = self._drain(waited=True)
         self.note_load(cells, reply)
         timeline.add("load", start, end := time.time())
         seconds = reply.get("seconds") if isinstance(reply, dict) else None
