@@ -3,6 +3,7 @@
     python benchmarks/check_latency.py                        # every lesson, 10 runs each
     python benchmarks/check_latency.py --lessons 01,04,09 --runs 5
     python benchmarks/check_latency.py --before 8fc2e0b --variants before,cold,helper
+    python benchmarks/check_latency.py --before HEAD~2 --variants torch,before-cold,cold
 
 Every run is a fresh ``python -m grader check SOLUTION --format json`` process (the grader
 started cold), timed from spawn to exit; the runs alternate between lessons and variants,
@@ -11,6 +12,9 @@ so that a change in the machine's load falls on all of them alike. Variants:
 - ``before``: the course at ``--before`` (a git revision, extracted to a temporary
   folder; default: the main branch before the check helper), each check in its own process;
 - ``cold``: this copy, ``--no-helper``: each check in its own process, sandboxed;
+- ``before-cold``: the course at ``--before`` (one with ``--profile``), ``--no-helper``;
+- ``torch``: a bare ``python -c "import torch"``, the floor of a cold check on a torch
+  lesson; with ``cold`` it ends with one line per lesson, ``cold/torch LESSON 1.32``;
 - ``helper``: this copy, through the warm check helper (``grader/helper/``), started by
   a first check whose time is shown apart (``first``), stopped at the end;
 - ``before-helper``: the course at ``--before`` through its own warm helper, alternated
@@ -119,18 +123,22 @@ def extract(revision: str, dest: Path) -> Path:
 def run_once(variant: str, lesson: str, before: Path | None, driver: Path | None,
              env: dict[str, str]) -> dict[str, float]:
     notebook = f"solutions/{lesson}/{lesson}.ipynb"
-    if variant == "before":
+    if variant == "torch":
+        cmd, cwd = [sys.executable, "-c", "import torch"], ROOT
+    elif variant == "before":
         cmd = [sys.executable, str(driver), str(before), "check", notebook, "--format", "json"]
         cwd = before
     else:
         cmd = [sys.executable, "-m", "grader", "check", notebook, "--format", "json", "--profile"]
-        cmd += ["--no-helper"] if variant == "cold" else []
-        cwd = before if variant == "before-helper" else ROOT
+        cmd += ["--no-helper"] if variant in ("cold", "before-cold") else []
+        cwd = before if variant.startswith("before-") else ROOT
     spawned = time.time()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     ended = time.time()
     if proc.returncode != 0:
         sys.exit(f"{variant} {lesson}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+    if variant == "torch":
+        return dict.fromkeys(COLUMNS, 0.0) | {"total": ended - spawned}
     result = json.loads(proc.stdout)
     if result["score"] != result["max_score"]:
         sys.exit(f"{variant} {lesson}: the reference scored {result['score']} of "
@@ -182,7 +190,7 @@ def main() -> None:
     first: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         before = driver = None
-        if {"before", "before-helper"} & set(variants):
+        if {"before", "before-helper", "before-cold"} & set(variants):
             before = extract(args.before, Path(tmp))
             driver = Path(tmp) / "driver.py"
             driver.write_text(DRIVER, encoding="utf-8")
@@ -230,8 +238,15 @@ def main() -> None:
     print("|---|---|" + "---|" * len(COLUMNS))
     for lesson in lessons:
         for variant in variants:
-            values = " | ".join(f"{median(lesson, variant, c):.2f}" for c in COLUMNS)
-            print(f"| {lesson} | {variant} | {values} |")
+            if variant != "torch":
+                values = " | ".join(f"{median(lesson, variant, c):.2f}" for c in COLUMNS)
+                print(f"| {lesson} | {variant} | {values} |")
+    if "torch" in variants:
+        print()
+        for variant in [v for v in variants if v in ("cold", "before-cold")]:
+            for lesson in lessons:
+                ratio = median(lesson, variant, "total") / median(lesson, "torch", "total")
+                print(f"{variant}/torch {lesson} {ratio:.2f}")
 
 
 if __name__ == "__main__":
