@@ -27,16 +27,26 @@ def cmd_check(args: argparse.Namespace) -> int:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)
             return answer.emit()
+        code = checking.main(opts)
+        helper.start()  # none answered: one for the checks after this one, warm by then
+        return code
     return checking.main(opts)
+
+
+START_WAIT_S = 180.0  # `helper start`: for its zygotes to be warm (a busy machine)
 
 
 def cmd_helper(args: argparse.Namespace) -> int:
     from grader import helper
 
-    reply = helper.request(args.action)
+    if args.action == "start":
+        if not helper.start(wait_s=START_WAIT_S):
+            print("the check helper is off here (COURSE_CHECK_HELPER, or CI)", file=sys.stderr)
+            return 2
+    reply = helper.request("status" if args.action == "start" else args.action)
     if reply is None:
         print("no check helper is running for this copy of the course and this Python")
-        return 0
+        return 0 if args.action != "start" else 2
     if args.action == "stop":
         print("the check helper is stopping")
     else:
@@ -271,8 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     helper = commands.add_parser(
-        "helper", help="the warm helper that answers `check` in about a second: status, stop")
-    helper.add_argument("action", choices=["status", "stop"])
+        "helper", help="the warm helper that answers `check` in about a second: status, stop, "
+                       "start (and wait until it is warm)")
+    helper.add_argument("action", choices=["status", "stop", "start"])
     helper.set_defaults(func=cmd_helper)
 
     grade = commands.add_parser("grade", help="grade a class, each notebook in a sandbox")

@@ -69,6 +69,8 @@ def warm_check_env():
 
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="helper-") as name:
         env = helper_env(Path(name), "10")
+        subprocess.run([sys.executable, "-m", "grader", "helper", "start"], cwd=ROOT, env=env,
+                       capture_output=True, timeout=240)
         yield env
         subprocess.run([sys.executable, "-m", "grader", "helper", "stop"], cwd=ROOT, env=env,
                        capture_output=True, timeout=60)

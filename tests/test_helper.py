@@ -74,8 +74,33 @@ def helper():
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="helper-") as name:
         tmp = Path(name)
         env = helper_env(tmp, "10")
+        assert _run(env, "helper", "start", timeout=240).returncode == 0
         yield env, tmp
         _run(env, "helper", "stop", timeout=60)
+
+
+def test_the_first_check_runs_cold_and_starts_the_helper_for_the_next(short_tmp) -> None:
+    """No helper runs: the check answers in fresh processes (sooner than a helper that
+    starts), then leaves one starting for the checks after it, which it answers."""
+    env = helper_env(short_tmp, "10")
+    try:
+        first = _check(env, solution_path(LESSON))
+        assert first["score"] == first["max_score"] > 0
+        assert _run(env, "helper", "start", timeout=240).returncode == 0  # waits till it is warm
+        status = _status(env)
+        assert status["ready"] == "True" and status["checks"] == "0"  # it answered no check
+        assert _check(env, solution_path(LESSON)) == first
+        assert _status(env)["checks"] == "1"
+        log = next(_folder(short_tmp).glob("*.log")).read_text()
+        assert log.count("listening on") == 1 and "check without the helper" not in log
+    finally:
+        _run(env, "helper", "stop", timeout=60)
+
+
+def test_helper_start_says_when_helpers_are_off(short_tmp) -> None:
+    proc = _run(helper_env(short_tmp, "off"), "helper", "start", timeout=60)
+    assert proc.returncode == 2 and "off here" in proc.stderr
+    assert not list(short_tmp.glob("attention-course-*/*.sock"))
 
 
 def test_helper_answers_as_a_cold_check_would(helper) -> None:
@@ -249,6 +274,6 @@ def test_idle_helper_stops_by_itself(short_tmp) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "stopped after" not in log.read_text():
         time.sleep(0.5)
-    assert "idle for" in log.read_text() and "stopped after 1 check(s)" in log.read_text()
+    assert "idle for" in log.read_text() and "stopped after 0 check(s)" in log.read_text()
     assert not list(_folder(tmp_path).glob("*.sock"))
     assert "no check helper" in _run(env, "helper", "status", timeout=60).stdout

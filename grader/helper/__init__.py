@@ -28,7 +28,9 @@ workers (a second zygote starts when the first is busy; the second check's proce
 forked when it comes). So a check waits for neither fork: from the client's request to the
 first cell takes a few tens of milliseconds (``benchmarks/check_latency.py``).
 
-The first check starts the helper and waits for it (about as long as a cold check). It
+A check that finds no helper runs the cold way, then starts one for the checks after it
+(detached: it warms up while the answer is read; a check that comes sooner waits for it).
+A cold check answers sooner than a helper that starts, which imports more. The helper
 stops by itself after ``COURSE_CHECK_HELPER`` minutes without a check (default 15; ``off``
 disables it), when its code changes on disk (the next check starts a new one), or on
 ``python -m grader helper stop``. A check it cannot answer runs the cold way instead.
@@ -39,7 +41,7 @@ and the trusted process of one check), ``lend`` (workers lent over a channel, al
 ``grade --jobs N``'s processes). Nothing here imports ``grader.cli``.
 """
 
-from grader.helper.client import Answer, HelperError, check, request
+from grader.helper.client import Answer, HelperError, check, request, start
 from grader.helper.private import HelperUnavailable
 
-__all__ = ["Answer", "HelperError", "HelperUnavailable", "check", "request"]
+__all__ = ["Answer", "HelperError", "HelperUnavailable", "check", "request", "start"]

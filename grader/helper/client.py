@@ -1,6 +1,9 @@
 """``grader check``'s side of the warm helper: ask the helper of this user and copy of the
-course (starting it if none runs) and print its answer; None when it cannot answer, and the
-check runs the cold way. Standard library only until then: a cold check pays nothing for it."""
+course and print its answer; None when none runs or it cannot answer, and the check runs
+the cold way. When none ran, :func:`start` then starts one, without waiting for it, for the
+checks after this one: a cold check answers sooner than a helper that starts (both
+import torch twice, the helper more besides), and the helper warms up while the answer is
+read. Standard library only until then: a cold check pays nothing for it."""
 
 from __future__ import annotations
 
@@ -26,7 +29,6 @@ from grader.helper.private import (
     paths,
 )
 
-START_WAIT_S = 15.0  # for a new helper to listen
 MAX_LINE = 64 << 20
 
 
@@ -47,28 +49,58 @@ class Answer:
 
 
 def check(argv: list[str], color: bool, timeout_s: float) -> Answer | None:
-    """Run ``grader check argv`` in the helper, starting it if none runs; None when no
-    helper can answer (then the caller checks the cold way)."""
-    minutes = settings.check_helper_minutes()
-    if minutes is None:
+    """Run ``grader check argv`` in this user's running helper; None when none runs (or
+    one retires, its code changed) or it cannot answer: then the caller checks the cold
+    way, and calls :func:`start`."""
+    if settings.check_helper_minutes() is None:
         return None
     try:
         where = paths()
         request = {"op": "check", "argv": list(argv), "cwd": os.getcwd(), "env": course_env(),
                    "color": bool(color), "fingerprint": fingerprint()}
-        for _ in range(2):  # a second time after a helper retired (older code)
-            conn = connect(where.socket) or _start(where, minutes)
-            with contextlib.closing(conn):
-                reply = _ask(conn, request, timeout_s)
-            if reply.get("stale"):
-                continue
-            if "error" in reply:
-                raise HelperUnavailable(str(reply["error"]))
-            return Answer(int(reply["code"]), str(reply["stdout"]), str(reply["stderr"]))
-        raise HelperUnavailable("the helper retired twice")
+        conn = connect(where.socket)
+        if conn is None:
+            return None
+        with contextlib.closing(conn):
+            reply = _ask(conn, request, timeout_s)
+        if reply.get("stale"):  # it stops: start() starts one of this code
+            _note("the helper ran older code and retired; checked cold")
+            return None
+        if "error" in reply:
+            raise HelperUnavailable(str(reply["error"]))
+        return Answer(int(reply["code"]), str(reply["stdout"]), str(reply["stderr"]))
     except (OSError, ValueError, KeyError, TypeError, HelperUnavailable) as exc:
         _note(f"check without the helper: {type(exc).__name__}: {exc}")
     return None
+
+
+def start(wait_s: float = 0.0) -> bool:
+    """Start this user's helper for this copy of the course, detached, unless one runs;
+    with ``wait_s``, wait that long for it to be warm (``ready``). A check does not wait
+    (the helper warms up while a cold check's answer is read, and the next check waits for
+    it if it comes sooner). False when helpers are off."""
+    minutes = settings.check_helper_minutes()
+    if minutes is None:
+        return False
+    try:
+        where = paths()
+        running = connect(where.socket)
+        if running is not None:
+            running.close()
+        else:
+            _spawn(where, minutes)
+    except (OSError, HelperUnavailable) as exc:
+        _note(f"could not start a helper: {type(exc).__name__}: {exc}")
+        return True
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(HelperError):
+            status = request("status")
+            if status is not None and status.get("ready"):
+                break
+        time.sleep(0.1)
+    return True
+
 
 class HelperError(UserError):
     """``grader helper status|stop`` could not ask the helper (said as it is, exit 2)."""
@@ -104,24 +136,16 @@ def connect(path: Path) -> socket.socket | None:
     return conn
 
 
-def _start(where: Paths, minutes: float) -> socket.socket:
-    """Start a helper, detached from this process, and connect to it."""
+def _spawn(where: Paths, minutes: float) -> None:
+    """A helper process, detached from this one (a second one started at the same time
+    finds the first listening, and exits)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(PACKAGE_PARENT), os.environ.get("PYTHONPATH", "")) if p))
     with open(where.log, "a", encoding="utf-8") as log:
-        proc = subprocess.Popen(
+        subprocess.Popen(
             [sys.executable, "-m", "grader.helper", "serve", "--idle-minutes", f"{minutes:g}"],
             cwd=PACKAGE_PARENT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, close_fds=True)
-    deadline = time.monotonic() + START_WAIT_S
-    while time.monotonic() < deadline:
-        conn = connect(where.socket)
-        if conn is not None:
-            return conn
-        if proc.poll() not in (None, 0):
-            raise HelperUnavailable(f"the helper stopped at once (see {where.log})")
-        time.sleep(0.02)
-    raise HelperUnavailable(f"no helper answered within {START_WAIT_S:g} s (see {where.log})")
 
 
 def _ask(conn: socket.socket, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
