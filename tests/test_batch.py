@@ -211,12 +211,48 @@ def test_a_crash_in_a_batch_is_named(remote: RemoteSubmission) -> None:
 
 def test_a_call_sent_after_a_crash_names_the_call_that_crashed(remote: RemoteSubmission) -> None:
     """The worker is gone when the next call is sent: the crash is still the crashing call's."""
-    with pytest.raises(CallCrashed) as crashed, remote.batch() as b:
-        b.call("f", 1)
-        b.call("f", "crash")
+    with pytest.raises(CallCrashed) as crashed:
+        with remote.batch(lazy=True) as b:  # sent as the block ends, not read
+            b.call("f", 1)
+            b.call("f", "crash")
         time.sleep(1.0)  # the worker runs both and exits before f(2) is sent
-        b.call("f", 2)
+        with remote.batch() as b:
+            b.call("f", 2)
     assert crashed.value.call == "f('crash')"
+
+
+class _Writes:
+    """A socket whose writes are counted."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.writes = sock, 0
+
+    def sendall(self, data: bytes) -> None:
+        self.writes += 1
+        self.sock.sendall(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.sock, name)
+
+
+def test_a_batchs_calls_are_written_together(remote: RemoteSubmission) -> None:
+    """One write for up to SEND_TOGETHER calls (the worker wakes once for them, not once a
+    call); a request that waits, and the end of a lazy batch, write what is pending."""
+    from grader.check.remote import SEND_TOGETHER
+
+    counted = _Writes(remote.sock)
+    remote.sock = counted  # type: ignore[assignment]
+    n = 2 * SEND_TOGETHER + 3
+    with remote.batch() as b:
+        got = [b.call("echo", i) for i in range(n)]
+    assert [r.value for r in got] == list(range(n)) and counted.writes == 3
+    with remote.batch(lazy=True) as b:
+        later = b.call("f", "slow")
+    assert counted.writes == 4  # sent as the block ends: it runs while the check goes on
+    time.sleep(0.7)
+    started = time.monotonic()
+    assert later.value == "slow" and time.monotonic() - started < 0.3  # ran meanwhile
+    assert remote.call("echo", 5) == 5 and counted.writes == 5
 
 
 def test_large_batches_do_not_block_both_ends(remote: RemoteSubmission) -> None:

@@ -4,6 +4,7 @@ its dtype and shape, and owned by the receiver."""
 from __future__ import annotations
 
 import socket
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -134,24 +135,49 @@ MALFORMED = {
 }
 
 
+READERS = {"recv": protocol.recv, "Reader": lambda sock: protocol.Reader(sock).recv()}
+
+
+@pytest.mark.parametrize("read", list(READERS))
 @pytest.mark.parametrize("name", list(MALFORMED))
-def test_a_malformed_message_is_a_protocol_error(name: str) -> None:
+def test_a_malformed_message_is_a_protocol_error(name: str, read: str) -> None:
     """What a hostile worker could send: a clear ProtocolError, never another exception."""
     a, b = socket.socketpair()
     with a, b:
         a.sendall(MALFORMED[name])
         a.shutdown(socket.SHUT_WR)
         with pytest.raises(protocol.ProtocolError):  # each message is whole: never an EOF
-            protocol.recv(b)
+            READERS[read](b)
 
 
-def test_a_message_cut_short_is_the_end_of_the_connection() -> None:
+@pytest.mark.parametrize("read", list(READERS))
+def test_a_message_cut_short_is_the_end_of_the_connection(read: str) -> None:
     a, b = socket.socketpair()
     with a, b:
         a.sendall(protocol.encode({"ok": True}, torch.ones(3))[:-5])
         a.shutdown(socket.SHUT_WR)
         with pytest.raises(EOFError):
-            protocol.recv(b)
+            READERS[read](b)
+
+
+def test_messages_written_together_are_read_one_by_one() -> None:
+    """The reader's chunks hold several messages, or part of one larger than a chunk."""
+    big = torch.arange(3 * protocol.Reader.CHUNK, dtype=torch.float64)  # 24 chunks' worth
+    sent = [({"n": 0}, 1.5), ({"n": 1}, big), ({"n": 2}, [np.ones(2), "x"]), ({"n": 3}, None)]
+    a, b = socket.socketpair()
+    with a, b:
+        data = b"".join(protocol.encode(head, value) for head, value in sent)
+        writer = threading.Thread(target=a.sendall, args=(data,))  # more than a socket holds
+        writer.start()
+        reader = protocol.Reader(b)
+        got = [reader.recv() for _ in sent]
+        writer.join()
+        assert [head["n"] for head, _ in got] == [0, 1, 2, 3]
+        assert got[0][1] == 1.5 and torch.equal(got[1][1], big) and got[3][1] is None
+        np.testing.assert_array_equal(got[2][1][0], np.ones(2))
+        a.shutdown(socket.SHUT_WR)
+        with pytest.raises(EOFError):
+            reader.recv()
 
 
 def test_a_tensor_arrives_in_a_process_that_has_not_imported_torch() -> None:

@@ -27,6 +27,8 @@ from grader.runtime.errors import (
 
 MAX_IN_FLIGHT = 64 << 10  # bytes of requests sent before their answers are read (well under
 # a socket's buffer: the sender never blocks while the worker waits to send an answer)
+SEND_TOGETHER = 32  # a batch's calls sent in one write of this many (the worker starts on
+# the first ones while the next are encoded; one wake-up each, not one per call)
 
 
 @dataclass
@@ -37,7 +39,7 @@ class _Pending:
     header: dict[str, Any]
     value: Any
     seconds: float  # its time limit
-    sent: float  # time.monotonic() when sent
+    sent: float  # time.monotonic() when sent (written to the socket)
     later: Later | None  # where its result goes (a batch's call), or None: its error is raised
     chain: int  # the worker skips the rest of a chain after a failure in it
     size: int  # bytes sent
@@ -68,6 +70,8 @@ class RemoteSubmission(Submission):
         self._chain = 0  # the worker skips the rest of a chain after a failure in it
         self._failed: dict[int, Exception] = {}  # chain -> its failure, for the requests skipped
         self._answered = 0.0  # when the last answer came (the worker then started the next)
+        self._answers = protocol.Reader(sock)
+        self._unsent: list[bytes] = []  # a batch's requests, written together (_flush)
         self._loading: tuple[float, list[tuple[int, str]]] | None = None  # begin_load's
 
     def begin_load(self, cells: list[tuple[int, str]], timeout: float) -> None:
@@ -107,7 +111,7 @@ class RemoteSubmission(Submission):
     def settle(self) -> None:
         if self.broken is not None:  # the next request raises why
             _abandon(self._pending, self.broken)
-            self._pending, self._in_flight = [], 0
+            self._pending, self._in_flight, self._unsent = [], 0, []
         elif self._pending:
             self._drain()
 
@@ -118,6 +122,7 @@ class RemoteSubmission(Submission):
             self._drain(upto=later)
 
     def cut(self) -> None:
+        self._flush()  # a lazy batch ends: its calls run while the check goes on
         self._chain += 1
 
     def _send(self, op: str, header: dict[str, Any], value: Any, seconds: float,
@@ -132,17 +137,36 @@ class RemoteSubmission(Submission):
                            len(data))
         self._pending.append(pending)
         self._in_flight += len(data)
+        self._unsent.append(data)
+        if later is None or len(self._unsent) >= SEND_TOGETHER:  # a batch's call: it may wait
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the requests not written yet, in one write; each one's time counts from
+        then (or from when the worker answered the one before it)."""
+        if not self._unsent:
+            return
+        data, group = b"".join(self._unsent), self._pending[-len(self._unsent):]
+        self._unsent = []
+        now = time.monotonic()
+        for p in group:
+            p.sent = now
         try:
-            self.sock.settimeout(seconds)
+            self.sock.settimeout(group[-1].seconds)
             self.sock.sendall(data)
         except TimeoutError:
-            self._fail(pending, timed_out=True)
+            self._fail(group[-1], timed_out=True)
         except OSError:  # the worker is gone: a request sent before may have stopped it
-            self._pending.pop()
-            self._in_flight -= len(data)
-            if self._pending:
-                self._drain()  # their answers, then the end: the one that stopped it is named
-            self._fail(pending, timed_out=False)
+            del self._pending[-len(group):]
+            self._in_flight = sum(p.size for p in self._pending)
+            try:
+                if self._pending:
+                    self._drain()  # their answers, then the end: the one that stopped it is named
+            except GradingError:
+                _abandon(group, self.broken or WorkerDied("the notebook's process stopped"))
+                raise
+            self._pending = group  # _fail names the first, and fails the others' results
+            self._fail(group[0], timed_out=False)
 
     def _drain(self, waited: bool = False, upto: Later | None = None) -> Any:
         """Read the answers to every request sent (``upto``: up to that result's), in order;
@@ -151,6 +175,7 @@ class RemoteSubmission(Submission):
         chain were skipped and get the failure). ``waited``: the last request is the one a
         check waits for; an error that is not its own (a posted request's) is raised as
         :class:`Posted`."""
+        self._flush()
         ends = [i + 1 for i, p in enumerate(self._pending) if upto is not None and p.later is upto]
         end = ends[0] if ends else len(self._pending)
         pending, self._pending = self._pending[:end], self._pending[end:]
@@ -199,7 +224,7 @@ class RemoteSubmission(Submission):
         started = max(p.sent, self._answered)
         try:
             self.sock.settimeout(max(p.seconds - (time.monotonic() - started), 0.05))
-            reply, result = protocol.recv(self.sock)
+            reply, result = self._answers.recv()
         except TimeoutError:
             self._fail(p, timed_out=True)
         except (EOFError, ConnectionError, BrokenPipeError, OSError):

@@ -44,13 +44,51 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def recv(sock: socket.socket) -> tuple[dict[str, Any], Any]:
-    """Read one message; returns ``(header, value)``. Raises EOFError or ProtocolError."""
-    head_len, np_len, pt_len = _LENGTHS.unpack(_recv_exact(sock, _LENGTHS.size))
+    """Read one message, and not a byte more; returns ``(header, value)``. Raises EOFError
+    or ProtocolError. (:class:`Reader` reads a stream of them.)"""
+    head_len, np_len, pt_len = _lengths(_recv_exact(sock, _LENGTHS.size))
+    return _decode(_recv_exact(sock, head_len + np_len + pt_len), head_len, np_len)
+
+
+class Reader:
+    """The messages of one socket, read in chunks: those that are there already (a batch's
+    answers, requests sent together) cost no system call each. Only this reader may read
+    the socket from its first message on; a timeout set on the socket applies to each read."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._buf = bytearray()
+
+    def recv(self) -> tuple[dict[str, Any], Any]:
+        """The next message, as :func:`recv`."""
+        self._fill(_LENGTHS.size)
+        head_len, np_len, pt_len = _lengths(bytes(self._buf[:_LENGTHS.size]))
+        end = _LENGTHS.size + head_len + np_len + pt_len
+        self._fill(end)
+        body = bytes(self._buf[_LENGTHS.size:end])
+        del self._buf[:end]
+        return _decode(body, head_len, np_len)
+
+    def _fill(self, n: int) -> None:
+        while len(self._buf) < n:
+            chunk = self.sock.recv(max(self.CHUNK, min(n - len(self._buf), 1 << 20)))
+            if not chunk:
+                raise EOFError("connection closed")
+            self._buf += chunk
+
+
+def _lengths(prefix: bytes) -> tuple[int, int, int]:
+    head_len, np_len, pt_len = _LENGTHS.unpack(prefix)
     if head_len > MAX_HEADER:
         raise ProtocolError("header too large")
     if np_len > MAX_BLOB or pt_len > MAX_BLOB:
         raise ProtocolError("value too large")
-    body = _recv_exact(sock, head_len + np_len + pt_len)
+    return head_len, np_len, pt_len
+
+
+def _decode(body: bytes, head_len: int, np_len: int) -> tuple[dict[str, Any], Any]:
     try:
         header = json.loads(body[:head_len])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -64,9 +64,10 @@ def serve(sock: socket.socket) -> None:
     defer_imports()  # unless a warm zygote loaded them: plotting modules load only if used
     target = Target()
     failed_chain: Any = None  # the chain whose request failed: the rest of it is skipped
+    requests = protocol.Reader(sock)
     while True:
         try:
-            header, value = protocol.recv(sock)
+            header, value = requests.recv()
         except (EOFError, OSError):
             return
         if header.get("op") == "shutdown":
