@@ -55,9 +55,12 @@ def packaged_source(lesson: str) -> str | None:
 
 @functools.cache
 def course_source(lesson: str, names: tuple[str, ...]) -> str | None:
-    """Python source defining ``names`` as the course's reference module of ``lesson`` does
-    (its imports and assignments, and the definitions those and ``names`` need), or ``None`` where the
-    module is not installed (a student's copy of the course without the grader's files)."""
+    """Python source defining ``names`` as the course's reference module of ``lesson`` does:
+    those definitions, and the imports, assignments and definitions they use (and those
+    use), in the module's order; a top-level statement that binds no name (a call made for
+    its effect) is kept. ``None`` where the module is not installed (a student's copy of the
+    course without the grader's files). What is left out (a lesson's presets, its training
+    loop) is never run in the worker, where each test that builds on ``names`` runs this."""
     info = catalogue.get(lesson)
     path = info.reference_file
     if not path.is_file():  # a Gradescope zip carries only what its graders need
@@ -65,22 +68,36 @@ def course_source(lesson: str, names: tuple[str, ...]) -> str | None:
         if not path.is_file():
             return None
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    defs = {node.name: node for node in tree.body if isinstance(node, _DEFS)}
-    missing = set(names) - set(defs)
+    bound = {id(node): _bound(node) for node in tree.body}
+    missing = set(names) - {name for node in tree.body if isinstance(node, _DEFS)
+                            for name in bound[id(node)]}
     if missing:
         raise KeyError(f"{path.name} defines no {', '.join(sorted(missing))}")
-    needed: set[str] = set()
-    top_level = [node for node in tree.body if not isinstance(node, _DEFS)]
-    todo = list(names) + [n.id for node in top_level for n in ast.walk(node)
-                          if isinstance(n, ast.Name) and n.id in defs]
-    while todo:
-        name = todo.pop()
-        if name in needed:
-            continue
-        needed.add(name)
-        todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs]
-    body = [node for node in tree.body if not isinstance(node, _DEFS) or node.name in needed]
+    kept = [node for node in tree.body if not bound[id(node)]]  # docstring, calls
+    wanted = set(names).union(*(_used(node) for node in kept))
+    while True:
+        more = [node for node in tree.body
+                if node not in kept and bound[id(node)] & wanted]
+        if not more:
+            break
+        kept += more
+        wanted |= set().union(*(_used(node) for node in more))
+    body = [node for node in tree.body if node in kept]
     return ast.unparse(ast.Module(body=body, type_ignores=[]))
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds."""
+    if isinstance(node, _DEFS):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _used(node: ast.stmt) -> set[str]:
+    """The names a statement reads (its body's, decorators', defaults' and annotations')."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def prepare(tests: ModuleType) -> None:

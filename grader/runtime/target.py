@@ -8,6 +8,7 @@ values (see ``values``); objects that are not plain data stay here behind handle
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import sys
 import types
@@ -62,6 +63,13 @@ _ABSENT = object()
 
 def _shape(tensor: Any) -> list[int] | None:
     return [int(n) for n in tensor.shape] if values.is_tensor(tensor) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(source: str) -> types.CodeType:
+    """The course's source, compiled once per process (every test of an exercise that
+    builds on others runs it again)."""
+    return compile(source, "<the course's version>", "exec")
 
 
 class Target:
@@ -235,7 +243,7 @@ class Target:
         module = types.ModuleType("course_parts")
         sys.modules[module.__name__] = module  # a dataclass looks its module up while it is built
         try:
-            exec(compile(source, "<the course's version>", "exec"), module.__dict__)  # noqa: S102 - the grader's
+            exec(_compiled(source), module.__dict__)  # noqa: S102 - the grader's
         finally:
             sys.modules.pop(module.__name__, None)
         parts = module.__dict__
