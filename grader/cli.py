@@ -19,10 +19,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     opts = CheckOptions.from_args(args)
     if not args.no_helper:
         from grader import helper
+        from grader.helper import client
 
         with timeline.span("helper"):
-            answer = helper.check(args.argv, color=sys.stdout.isatty(),
-                                  timeout_s=args.timeout + 120)
+            answer = None if client.tried else helper.check(  # __main__'s quick_check did
+                args.argv, color=sys.stdout.isatty(), timeout_s=args.timeout + 120)
         if answer is not None:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)

@@ -109,3 +109,40 @@ def test_a_started_worker_grades_and_one_unused_is_stopped(monkeypatch) -> None:
     with pytest.raises(KeyError):
         engine.check_notebook(notebook, None, DEFAULT_LIMITS, source=source, started=started)
     assert started.worker.killed and started.worker.proc.poll() is not None
+
+
+@pytest.mark.parametrize(("argv", "options"), [
+    (["check", "nb.ipynb"], {}),
+    (["check", "nb.ipynb", "--format", "json", "--profile"], {"--format": "json", "--profile": ""}),
+    (["check", "--lesson=04", "nb.ipynb", "--timeout", "30", "--lang", "zh"],
+     {"--lesson": "04", "--timeout": "30", "--lang": "zh"}),
+    (["check", "nb.ipynb", "--call-timeout=2.5"], {"--call-timeout": "2.5"}),
+])
+def test_a_plain_check_takes_the_quick_way(argv: list[str], options: dict[str, str]) -> None:
+    """``python -m grader check`` asks a running helper before importing the full command
+    line, for the command lines the helper reads as the full one would."""
+    from grader.helper import client
+
+    assert client._plain_check(argv) == options
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["grade", "x"], ["check"], ["check", "a.ipynb", "b.ipynb"], ["check", "nb.ipynb", "--no-helper"],
+    ["check", "-h"], ["check", "nb.ipynb", "--format", "pdf"], ["check", "nb.ipynb", "--timeout", "soon"],
+    ["check", "nb.ipynb", "--lesson"], ["check", "nb.ipynb", "--lang", "fr"], ["check", "nb.ipynb", "-x"],
+    ["check", "nb.ipynb", "--format", "json", "--format=text"], ["check", "--profile=1", "nb.ipynb"],
+])
+def test_anything_else_takes_the_full_command_line(argv: list[str]) -> None:
+    """Its usage, errors and other commands stay the full command line's (argparse's)."""
+    from grader.helper import client
+
+    assert client._plain_check(argv) is None
+
+
+def test_the_quick_way_is_not_taken_with_helpers_off(monkeypatch) -> None:
+    from grader.helper import client
+
+    monkeypatch.setenv("COURSE_CHECK_HELPER", "off")
+    monkeypatch.setattr(client, "tried", False)
+    assert client.quick_check(["check", str(solution_path("01_attention_by_hand"))]) is None
+    assert client.tried is False  # the full command line checks cold, and starts no helper

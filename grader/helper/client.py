@@ -48,6 +48,72 @@ class Answer:
         return self.code
 
 
+#: ``grader check``'s options that take a value (their allowed values, or None: any) and its
+#: flags, as ``grader.check.command.add_arguments`` declares them: what :func:`quick_check`
+#: passes on; anything else takes the full command line's way.
+_VALUED = {"--format": ("text", "json", "html"), "--lesson": None, "--timeout": None,
+           "--call-timeout": None, "--lang": ("en", "zh")}
+_FLAGS = {"--profile"}
+tried = False  # quick_check asked the helper (the full command line does not ask again)
+
+
+def quick_check(argv: list[str]) -> int | None:
+    """``python -m grader check ...`` answered by the running helper, with only this module
+    imported (the full command line's imports and parser cost ~50 ms of a warm check's
+    ~0.2 s); its exit code. None: not a check of one notebook with plain options, or no
+    helper answered (:data:`tried` says which); the full command line takes it from there."""
+    global tried
+    options = _plain_check(argv)
+    if options is None or settings.check_helper_minutes() is None:
+        return None
+    from grader.check import timeline
+
+    timeline.mark("main")
+    tried = True
+    with timeline.span("helper"):
+        answer = check(argv, color=sys.stdout.isatty(),
+                       timeout_s=float(options.get("--timeout", 120)) + 120)
+    if answer is None:
+        return None
+    if "--profile" in options:
+        print(timeline.dumps(), file=sys.stderr)
+    return answer.emit()
+
+
+def _plain_check(argv: list[str]) -> dict[str, str] | None:
+    """``check NOTEBOOK`` with options from :data:`_VALUED` (valid values) and
+    :data:`_FLAGS`, as ``{option: value}``; None for anything else."""
+    if not argv or argv[0] != "check":
+        return None
+    options: dict[str, str] = {}
+    positional: list[str] = []
+    rest = list(argv[1:])
+    while rest:
+        token = rest.pop(0)
+        name, eq, value = token.partition("=")
+        if token in _FLAGS:
+            options[token] = ""
+        elif name in _VALUED:
+            if not eq:
+                if not rest:
+                    return None
+                value = rest.pop(0)
+            allowed = _VALUED[name]
+            if (allowed is not None and value not in allowed) or name in options:
+                return None
+            if name in ("--timeout", "--call-timeout"):
+                try:
+                    float(value)
+                except ValueError:
+                    return None
+            options[name] = value
+        elif token.startswith("-") or positional:
+            return None
+        else:
+            positional.append(token)
+    return options if positional else None
+
+
 def check(argv: list[str], color: bool, timeout_s: float) -> Answer | None:
     """Run ``grader check argv`` in this user's running helper; None when none runs (or
     one retires, its code changed) or it cannot answer: then the caller checks the cold
