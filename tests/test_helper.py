@@ -264,6 +264,10 @@ def test_unsafe_folder_falls_back_to_a_cold_check(short_tmp) -> None:
     result = _check(env, solution_path(LESSON))
     assert result["score"] == result["max_score"]
     assert not list(folder.glob("*.sock"))
+    started = time.monotonic()
+    proc = _run(env, "helper", "start", timeout=60)  # says why at once, never waits for one
+    assert proc.returncode == 2 and time.monotonic() - started < 30, proc.stderr
+    assert not list(folder.glob("*.sock"))
 
 
 def test_idle_helper_stops_by_itself(short_tmp) -> None:

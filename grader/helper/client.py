@@ -148,22 +148,26 @@ def start(wait_s: float = 0.0) -> bool:
     minutes = settings.check_helper_minutes()
     if minutes is None:
         return False
+    spawned: subprocess.Popen[bytes] | None = None
     try:
         where = paths()
         running = connect(where.socket)
         if running is not None:
             running.close()
         else:
-            _spawn(where, minutes)
+            spawned = _spawn(where, minutes)
     except (OSError, HelperUnavailable) as exc:
         _note(f"could not start a helper: {type(exc).__name__}: {exc}")
         return True
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
+        status = None
         with contextlib.suppress(HelperError):
             status = request("status")
-            if status is not None and status.get("ready"):
-                break
+        if status is not None and status.get("ready"):
+            break
+        if status is None and spawned is not None and spawned.poll() is not None:
+            break  # it stopped (its log says why) and no other one answers
         time.sleep(0.1)
     return True
 
@@ -202,13 +206,13 @@ def connect(path: Path) -> socket.socket | None:
     return conn
 
 
-def _spawn(where: Paths, minutes: float) -> None:
+def _spawn(where: Paths, minutes: float) -> subprocess.Popen[bytes]:
     """A helper process, detached from this one (a second one started at the same time
     finds the first listening, and exits)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(PACKAGE_PARENT), os.environ.get("PYTHONPATH", "")) if p))
     with open(where.log, "a", encoding="utf-8") as log:
-        subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "grader.helper", "serve", "--idle-minutes", f"{minutes:g}"],
             cwd=PACKAGE_PARENT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, close_fds=True)
