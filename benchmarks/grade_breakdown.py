@@ -81,7 +81,8 @@ class TimedSubmission(RemoteSubmission):
 
     def _drain(self, *args: Any, **kwargs: Any) -> Any:
         ops = {p.op for p in self._pending}
-        waits = not select.select([self.sock], [], [], 0)[0]  # no answer there yet
+        # no answer there yet: none read ahead, none in the socket
+        waits = not self._answers.buffered and not select.select([self.sock], [], [], 0)[0]
         start = time.perf_counter()
         try:
             return super()._drain(*args, **kwargs)

@@ -236,7 +236,8 @@ class _Writes:
 
 
 def test_a_batchs_calls_are_written_together(remote: RemoteSubmission) -> None:
-    """One write for up to SEND_TOGETHER calls (the worker wakes once for them, not once a
+    """A batch's first call is written at once (the worker runs it while the next are
+    encoded), the next ones SEND_TOGETHER at a time (one wake-up for them, not one a
     call); a request that waits, and the end of a lazy batch, write what is pending."""
     from grader.check.remote import SEND_TOGETHER
 
@@ -245,14 +246,17 @@ def test_a_batchs_calls_are_written_together(remote: RemoteSubmission) -> None:
     n = 2 * SEND_TOGETHER + 3
     with remote.batch() as b:
         got = [b.call("echo", i) for i in range(n)]
-    assert [r.value for r in got] == list(range(n)) and counted.writes == 3
+    assert [r.value for r in got] == list(range(n)) and counted.writes == 4  # 1, 32, 32, 2
     with remote.batch(lazy=True) as b:
-        later = b.call("f", "slow")
-    assert counted.writes == 4  # sent as the block ends: it runs while the check goes on
-    time.sleep(0.7)
+        first = b.call("f", "slow")
+        assert counted.writes == 5
+        second = b.call("f", "slow")
+        assert counted.writes == 5
+    assert counted.writes == 6  # written as the block ends: it runs while the check goes on
+    time.sleep(1.3)
     started = time.monotonic()
-    assert later.value == "slow" and time.monotonic() - started < 0.3  # ran meanwhile
-    assert remote.call("echo", 5) == 5 and counted.writes == 5
+    assert first.value == second.value == "slow" and time.monotonic() - started < 0.3
+    assert remote.call("echo", 5) == 5 and counted.writes == 7
 
 
 def test_large_batches_do_not_block_both_ends(remote: RemoteSubmission) -> None:

@@ -27,8 +27,8 @@ from grader.runtime.errors import (
 
 MAX_IN_FLIGHT = 64 << 10  # bytes of requests sent before their answers are read (well under
 # a socket's buffer: the sender never blocks while the worker waits to send an answer)
-SEND_TOGETHER = 32  # a batch's calls sent in one write of this many (the worker starts on
-# the first ones while the next are encoded; one wake-up each, not one per call)
+SEND_TOGETHER = 32  # a batch's calls written this many at a time, the first at once (the
+# worker runs it while the next are encoded): one wake-up for many calls, not one a call
 
 
 @dataclass
@@ -135,11 +135,12 @@ class RemoteSubmission(Submission):
             data = protocol.encode(dict(header, op=op, chain=self._chain), value)
         pending = _Pending(op, header, value, seconds, time.monotonic(), later, self._chain,
                            len(data))
+        idle = len(self._pending) == len(self._unsent)  # the worker has nothing to run
         self._pending.append(pending)
         self._in_flight += len(data)
         self._unsent.append(data)
-        if later is None or len(self._unsent) >= SEND_TOGETHER:  # a batch's call: it may wait
-            self._flush()
+        if later is None or idle or len(self._unsent) >= SEND_TOGETHER:
+            self._flush()  # else a batch's call waits for the next ones, or for a read
 
     def _flush(self) -> None:
         """Write the requests not written yet, in one write; each one's time counts from

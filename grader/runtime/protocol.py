@@ -71,6 +71,11 @@ class Reader:
         del self._buf[:end]
         return _decode(body, head_len, np_len)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes read from the socket that no message returned yet has taken."""
+        return len(self._buf)
+
     def _fill(self, n: int) -> None:
         while len(self._buf) < n:
             chunk = self.sock.recv(max(self.CHUNK, min(n - len(self._buf), 1 << 20)))
