@@ -146,3 +146,20 @@ def test_the_quick_way_is_not_taken_with_helpers_off(monkeypatch) -> None:
     monkeypatch.setattr(client, "tried", False)
     assert client.quick_check(["check", str(solution_path("01_attention_by_hand"))]) is None
     assert client.tried is False  # the full command line checks cold, and starts no helper
+
+
+def test_the_quick_way_knows_checks_options_as_the_full_command_line_declares_them() -> None:
+    """``client._VALUED`` / ``_FLAGS`` restate ``command.add_arguments`` (the client must not
+    import argparse): every option they pass on exists there, with the same choices."""
+    import argparse
+
+    from grader.helper import client
+
+    parser = argparse.ArgumentParser()
+    checking.add_arguments(parser)
+    actions = {s: a for a in parser._actions for s in a.option_strings}
+    for name, allowed in client._VALUED.items():
+        assert actions[name].nargs is None and not isinstance(actions[name], argparse._StoreTrueAction)
+        assert (tuple(actions[name].choices) if actions[name].choices else None) == allowed, name
+    for name in client._FLAGS:
+        assert isinstance(actions[name], argparse._StoreTrueAction), name
