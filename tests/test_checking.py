@@ -163,3 +163,27 @@ def test_the_quick_way_knows_checks_options_as_the_full_command_line_declares_th
         assert (tuple(actions[name].choices) if actions[name].choices else None) == allowed, name
     for name in client._FLAGS:
         assert isinstance(actions[name], argparse._StoreTrueAction), name
+
+
+def test_background_imports_wait_for_their_release_before_the_second_part() -> None:
+    """A cold check's trusted imports (grader.check.launch.BackgroundImports): the engine at
+    once, the hidden tests (torch) only once the first worker has started."""
+    import sys
+    import time
+
+    from grader.check.launch import BackgroundImports
+
+    for name in ("colorsys", "wave"):
+        sys.modules.pop(name, None)
+    imports = BackgroundImports(["colorsys"], then=["wave"])
+    imports.start()
+    imports.start()  # once
+    deadline = time.monotonic() + 30
+    while "colorsys" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert "colorsys" in sys.modules and "wave" not in sys.modules
+    imports.release()
+    assert imports.thread is not None
+    imports.thread.join(30)
+    assert "wave" in sys.modules and not imports.thread.is_alive()

@@ -12,10 +12,10 @@ worker has the same small interface, whichever source made it (``grader.limits.W
 - the check helper (``grader.helper``) passes its own source to the process that grades
   one check (``grader.check.command.run_check``): workers forked from its warm zygotes.
 
-:func:`prepare_check` starts the source and, meanwhile, the trusted side's imports (the
-engine, the lesson's hidden tests and torch with them) in a thread, so that the two
-processes load at once; :func:`start_early` then sends the notebook to its first worker,
-which runs it while those imports finish.
+:func:`prepare_check` starts the source, then its first worker with the notebook sent
+(:func:`start_early`), and meanwhile the trusted side's imports (the engine, the lesson's
+hidden tests and torch with them) in a thread: the notebook runs while those imports
+finish, the two processes loading torch at once.
 """
 
 from __future__ import annotations
@@ -172,13 +172,14 @@ class SandboxSource:
     work in their own copy of the course, so the sandbox holds every reference module
     (the class grader withholds those of the lesson graded and later ones)."""
 
-    def __init__(self, limits: Limits, preload: tuple[str, ...] = ()):
+    def __init__(self, limits: Limits, preload: tuple[str, ...] = (),
+                 while_booting: Callable[[], None] | None = None):
         from grader.sandbox import SandboxPool, default_worker_files
 
         with timeline.span("sandbox"):
             self.pool = SandboxPool(jobs=1, limits=limits, isolation="auto", preload=preload,
                                     worker_files={**default_worker_files(), **course_files()})
-            self.pool.open()
+            self.pool.open(while_booting)
         self.description = "sandboxed: " + ", ".join(self.pool.protections)
         self.missing = dict(self.pool.plan.missing)
         self.unavailable = ""
@@ -191,10 +192,13 @@ class SandboxSource:
         self.pool.close()
 
 
-def default_source(limits: Limits) -> WorkerSource:
-    """The sandbox; plain processes, with a word on stderr, where it cannot start."""
+def default_source(limits: Limits, while_booting: Callable[[], None] | None = None
+                   ) -> WorkerSource:
+    """The sandbox; plain processes, with a word on stderr, where it cannot start.
+    ``while_booting()`` runs once the sandbox's own set-up is done, while its first
+    process starts (where it cannot start: not at all)."""
     try:
-        return SandboxSource(limits)
+        return SandboxSource(limits, while_booting=while_booting)
     except Exception as exc:  # noqa: BLE001 - a check still runs, and says how
         return LocalSource((str(exc).splitlines() or [type(exc).__name__])[0])
 
@@ -215,21 +219,40 @@ def sandbox_notes(source: WorkerSource) -> list[str]:
             "`python -m grader selftest` says why)"]
 
 
-def import_in_background(modules: list[str]) -> threading.Thread:
-    """Import ``modules`` in order in a daemon thread (its import locks make a later
-    ``import`` of one of them wait for it, never run it twice)."""
+class BackgroundImports:
+    """``first``, then ``then`` once :meth:`release` is called, imported in order in a
+    daemon thread from :meth:`start` on (its import locks make a later ``import`` of one of
+    them wait for it, never run it twice)."""
 
-    def run() -> None:
+    def __init__(self, first: list[str], then: list[str] | None = None):
+        self.first = first
+        self.then = then or []
+        self.thread: threading.Thread | None = None
+        self._released = threading.Event()
+
+    def start(self) -> None:
+        """Start the imports, unless they have started already."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="grader-imports", daemon=True)
+            self.thread.start()
+
+    def release(self) -> None:
+        """Let the imports of ``then`` begin."""
+        self._released.set()
+
+    def _run(self) -> None:
         with timeline.span("imports"):
-            for name in modules:
+            for index, name in enumerate(self.first + self.then):
+                if index == len(self.first):
+                    self._released.wait(RELEASE_WAIT_S)
                 try:
                     __import__(name)
                 except Exception:  # noqa: BLE001 - the main thread's import says why
                     return
 
-    thread = threading.Thread(target=run, name="grader-imports", daemon=True)
-    thread.start()
-    return thread
+
+#: The longest :class:`BackgroundImports` waits for :meth:`~BackgroundImports.release`.
+RELEASE_WAIT_S = 10.0
 
 
 def _lesson_named(notebook: str, lesson: str | None) -> str | None:
@@ -240,21 +263,34 @@ def _lesson_named(notebook: str, lesson: str | None) -> str | None:
 @contextlib.contextmanager
 def prepare_check(notebook: str, lesson: str | None, limits: Limits,
                   source: Callable[[Limits], WorkerSource] = default_source
-                  ) -> Iterator[WorkerSource]:
-    """The worker source of one check (``source(limits)``), opened while the trusted side
-    imports what it needs (the engine, then the lesson's hidden tests: torch) in the
-    background."""
+                  ) -> Iterator[tuple[WorkerSource, Started | None]]:
+    """The worker source of one check (``source(limits)``) and its first worker, the
+    notebook sent to it (:func:`start_early`), made while the trusted side imports what
+    it needs (the engine, then the lesson's hidden tests: torch) in a thread.
+
+    In this order: the sandbox's set-up and a worker's start are Python in this process
+    too, many short steps that each wait for the interpreter while the other thread holds
+    it (the sandbox's folder took 0.5-0.6 s instead of 0.1, and loading torch's library
+    holds it for tenths of a second at a time). The imports start once the sandbox's
+    first process is on its way, torch's once the first worker has started."""
     from grader import sandbox  # noqa: F401 - here, before the thread's imports start
 
     found = _lesson_named(notebook, lesson)
-    modules = ["grader.check.engine"] + ([f"grader.hidden.test_{found}"] if found else [])
-    imports = import_in_background(modules)
-    workers = source(limits)
+    imports = BackgroundImports(["grader.check.engine"],
+                                then=[f"grader.hidden.test_{found}"] if found else [])
+    if source is default_source:
+        workers = default_source(limits, while_booting=imports.start)
+    else:
+        workers = source(limits)
+    imports.start()  # where no sandbox started it
     try:
-        yield workers
+        try:
+            started = start_early(notebook, lesson, limits, workers)
+        finally:
+            imports.release()
+        yield workers, started
     finally:
-        imports.join(0)  # never wait for it: a daemon thread
-        workers.close()
+        workers.close()  # the imports: a daemon thread, never waited for
 
 
 @dataclass
