@@ -9,6 +9,7 @@ Light to import (the CLI's parser uses :func:`add_arguments`): what grades loads
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -74,9 +75,15 @@ def add_arguments(check: argparse.ArgumentParser) -> None:
 def parse(args: list[str]) -> CheckOptions:
     """The options of ``python -m grader check ARGS...``; argparse's exit (usage on stderr)
     when they do not parse."""
-    parser = argparse.ArgumentParser(prog="python -m grader check")
-    add_arguments(parser)
-    return CheckOptions.from_args(parser.parse_args(args))
+    return CheckOptions.from_args(parser().parse_args(args))
+
+
+@functools.cache
+def parser() -> argparse.ArgumentParser:
+    """``parse``'s parser, made once (the helper's zygote makes it before it forks)."""
+    made = argparse.ArgumentParser(prog="python -m grader check")
+    add_arguments(made)
+    return made
 
 
 def lesson_id(key: str) -> str:

@@ -3,7 +3,8 @@ course and print its answer; None when none runs or it cannot answer, and the ch
 the cold way. When none ran, :func:`start` then starts one, without waiting for it, for the
 checks after this one: a cold check answers sooner than a helper that starts (both
 import torch twice, the helper more besides), and the helper warms up while the answer is
-read. Standard library only until then: a cold check pays nothing for it."""
+read. Standard library only until then: a cold check pays nothing for it, and a warm one
+imports only what asking needs (its start is most of a warm check's fixed cost)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ import contextlib
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from coursekit import settings
 from coursekit.errors import UserError
@@ -29,11 +28,13 @@ from grader.helper.private import (
     paths,
 )
 
+if TYPE_CHECKING:
+    import subprocess
+
 MAX_LINE = 64 << 20
 
 
-@dataclass
-class Answer:
+class Answer(NamedTuple):
     """What ``grader check`` prints and returns, as the helper's trusted process made it."""
 
     code: int
@@ -209,6 +210,8 @@ def connect(path: Path) -> socket.socket | None:
 def _spawn(where: Paths, minutes: float) -> subprocess.Popen[bytes]:
     """A helper process, detached from this one (a second one started at the same time
     finds the first listening, and exits)."""
+    import subprocess  # here: a warm check never starts one
+
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(PACKAGE_PARENT), os.environ.get("PYTHONPATH", "")) if p))
     with open(where.log, "a", encoding="utf-8") as log:

@@ -11,8 +11,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
 PACKAGE_PARENT = GRADER_DIR.parent
@@ -55,8 +55,7 @@ def instance_key() -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(NamedTuple):
     socket: Path
     lock: Path
     log: Path

@@ -74,8 +74,8 @@ class TrustedZygote:
 def _warm_up() -> None:
     """What every check's trusted side imports, imported once. Nothing runs a check here."""
     from grader.check import (
-        command,  # noqa: F401 - imported once, here
-        engine,  # noqa: F401
+        command,
+        engine,  # noqa: F401 - imported once, here
         launch,  # noqa: F401
         lessons,
         parts,
@@ -83,6 +83,7 @@ def _warm_up() -> None:
     )
     from grader.runtime import target  # noqa: F401 - backward(), values on the trusted side
 
+    command.parser()  # every check parses its command line
     for name in ("grader.sandbox", "safetensors",  # what a check's trusted process imports
                  "torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
         with contextlib.suppress(ImportError):
@@ -200,8 +201,8 @@ def _fresh_state(req: dict[str, Any]) -> None:
     if np is not None:
         np.random.seed()
     torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.seed()
+    if torch is not None:  # the CPU's generator: torch.seed() would also queue a seed for
+        torch.default_generator.seed()  # CUDA, which stores the caller's stack (10 ms)
 
 
 def _run_check(req: dict[str, Any], rpc: Channel) -> dict[str, Any]:
