@@ -73,6 +73,17 @@ def test_matplotlib_draws_youxiu_without_a_missing_glyph(fmt, tmp_path) -> None:
             plt.close(fig)
 
 
+def test_registering_the_font_changes_no_setting() -> None:
+    """What the grader's warm processes do before forking (the font file read once)."""
+    with matplotlib.rc_context():
+        before = dict(matplotlib.rcParams)
+        assert fonts.register_cjk_font() is True
+        assert fonts.register_cjk_font() is True
+        assert dict(matplotlib.rcParams) == before
+    names = [f.name for f in font_manager.fontManager.ttflist]
+    assert names.count(fonts.FAMILY) == 1
+
+
 def test_use_cjk_font_is_idempotent_and_keeps_latin_in_the_default_face() -> None:
     with matplotlib.rc_context():
         fonts.use_cjk_font()

@@ -728,15 +728,17 @@ def test_the_real_worker_runs_in_the_sandbox() -> None:
 
 
 def test_workers_start_with_the_course_modules_loaded_and_run_byte_code() -> None:
-    """The class's worker files: the zygote preloads the course modules the lessons import,
-    and the code folder is byte-compiled when the pool opens (the sandbox's Python runs
-    with -B on a read-only folder: without it every worker compiled them again)."""
+    """The class's worker files: the zygote preloads the course modules the lessons import
+    (and registers the course's font, a ``module:function`` preload), and the code folder
+    is byte-compiled when the pool opens (the sandbox's Python runs with -B on a read-only
+    folder: without it every worker compiled them again)."""
     from grader.classgrade.classroom import public_files
 
     files = {**default_worker_files(), **public_files("04_multi_head_attention"),
              "byte_code_probe.py": b"VALUE = 'compiled'\n"}
-    cell = ("import sys\nimport byte_code_probe\n"
-            "print('preloaded', 'coursekit.text' in sys.modules, byte_code_probe.VALUE)")
+    cell = ("import sys\nimport byte_code_probe\nfrom matplotlib import font_manager\n"
+            "print('preloaded', 'coursekit.text' in sys.modules, byte_code_probe.VALUE)\n"
+            "print('font', any(f.name == 'Noto Sans SC' for f in font_manager.fontManager.ttflist))")
     with SandboxPool(jobs=1, worker_files=files) as p:
         assert p._code_dir is not None
         probe = p._code_dir / "code" / "byte_code_probe.py"
@@ -746,6 +748,7 @@ def test_workers_start_with_the_course_modules_loaded_and_run_byte_code() -> Non
         assert w.finish() == "ok"
     assert reply["ok"] is True, reply
     assert "preloaded True compiled" in w.output_excerpt(), w.output_excerpt()
+    assert "font True" in w.output_excerpt(), w.output_excerpt()
 
 
 def test_a_dead_zygote_is_replaced() -> None:

@@ -63,13 +63,18 @@ def _send(ctrl: socket.socket, **msg: Any) -> None:
 
 
 def _import_preloads(cfg: dict[str, Any]) -> None:
-    """Import what every worker needs once, here, so each fork starts warm. A module that
-    is not installed is skipped (the worker imports it itself if it must)."""
+    """Import what every worker needs once, here, so each fork starts warm (``module:function``:
+    then call the function). A module that is not installed is skipped (the worker imports
+    it itself if it must), and so is a function that fails."""
     for name in cfg["preload"]:
+        module, _, function = name.partition(":")
         try:
-            importlib.import_module(name)
+            loaded = importlib.import_module(module)
         except ImportError:
-            pass
+            continue
+        if function:
+            with contextlib.suppress(Exception):
+                getattr(loaded, function)()
     module = cfg["entry"].partition(":")[0]
     try:
         importlib.import_module(module)

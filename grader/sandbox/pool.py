@@ -160,6 +160,8 @@ def _keep(compiled: Path, kept: Path) -> None:
 
 # What the worker imports lazily (notebook execution, safetensors replies, plots): loaded
 # once per zygote instead of once per submission. None of them starts a thread.
+# ``module:function``: the module, then its function called with no argument (its
+# result ignored, an exception too: only ever a speed-up).
 DEFAULT_PRELOAD: tuple[str, ...] = (
     "numpy",
     "numpy.ctypeslib",  # safetensors.torch converts tensors through it
@@ -175,7 +177,7 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     # the course's own modules that the lessons import (from the pool's code folder: a
     # module not there is skipped), so a notebook's first cell finds them loaded
     "coursekit.text",
-    "coursekit.fonts",
+    "coursekit.fonts:register_cjk_font",  # lessons 10 and 11 call use_cjk_font in graded cells
     "coursekit.selfcheck",
     "coursekit.earlier",
     "coursekit.numerals",
