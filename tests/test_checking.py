@@ -155,9 +155,7 @@ def test_the_quick_way_knows_checks_options_as_the_full_command_line_declares_th
 
     from grader.helper import client
 
-    parser = argparse.ArgumentParser()
-    checking.add_arguments(parser)
-    actions = {s: a for a in parser._actions for s in a.option_strings}
+    actions = {s: a for a in checking.parser()._actions for s in a.option_strings}
     for name, allowed in client._VALUED.items():
         assert actions[name].nargs is None and not isinstance(actions[name], argparse._StoreTrueAction)
         assert (tuple(actions[name].choices) if actions[name].choices else None) == allowed, name

@@ -124,8 +124,7 @@ def run_check(opts: CheckOptions, source: SourceFactory | None = None,
     out = _private_stdout() if opts.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=opts.timeout, call_s=opts.call_timeout)
     lesson = lesson_id(opts.lesson) if opts.lesson else None
-    with launch.prepare_check(opts.notebook, lesson, limits,
-                              source or launch.default_source) as (workers, started):
+    with launch.prepare_check(opts.notebook, lesson, limits, source) as (workers, started):
         from grader.check.engine import check_notebook
 
         result = check_notebook(opts.notebook, lesson, limits, source=workers, started=started)

@@ -242,13 +242,20 @@ class BackgroundImports:
 
     def _run(self) -> None:
         with timeline.span("imports"):
-            for index, name in enumerate(self.first + self.then):
-                if index == len(self.first):
-                    self._released.wait(RELEASE_WAIT_S)
-                try:
-                    __import__(name)
-                except Exception:  # noqa: BLE001 - the main thread's import says why
-                    return
+            if _imported(self.first):
+                self._released.wait(RELEASE_WAIT_S)
+                _imported(self.then)
+
+
+def _imported(modules: list[str]) -> bool:
+    """Import ``modules`` in order; False at the first that fails (the main thread's own
+    import of it says why)."""
+    for name in modules:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - said by the main thread's import
+            return False
+    return True
 
 
 #: The longest :class:`BackgroundImports` waits for :meth:`~BackgroundImports.release`.
@@ -262,9 +269,10 @@ def _lesson_named(notebook: str, lesson: str | None) -> str | None:
 
 @contextlib.contextmanager
 def prepare_check(notebook: str, lesson: str | None, limits: Limits,
-                  source: Callable[[Limits], WorkerSource] = default_source
+                  source: Callable[[Limits], WorkerSource] | None = None
                   ) -> Iterator[tuple[WorkerSource, Started | None]]:
-    """The worker source of one check (``source(limits)``) and its first worker, the
+    """The worker source of one check (``source(limits)``; None: :func:`default_source`,
+    the sandbox) and its first worker, the
     notebook sent to it (:func:`start_early`), made while the trusted side imports what
     it needs (the engine, then the lesson's hidden tests: torch) in a thread.
 
@@ -278,7 +286,7 @@ def prepare_check(notebook: str, lesson: str | None, limits: Limits,
     found = _lesson_named(notebook, lesson)
     imports = BackgroundImports(["grader.check.engine"],
                                 then=[f"grader.hidden.test_{found}"] if found else [])
-    if source is default_source:
+    if source is None:
         workers = default_source(limits, while_booting=imports.start)
     else:
         workers = source(limits)
