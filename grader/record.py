@@ -18,7 +18,6 @@ interrupted run, never sees half a file.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -44,20 +43,12 @@ class RecordError(UserError):
     """A graded folder this grader cannot read as ``grade`` wrote it; ``str(exc)`` says why."""
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` (text as UTF-8) to ``path`` so that no reader ever sees a partial
-    file; a write that fails leaves no temporary file behind."""
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that no reader ever sees a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        if isinstance(data, str):
-            tmp.write_text(data, encoding="utf-8")
-        else:
-            tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def check_schema(data: Any, where: Path) -> int:

@@ -185,15 +185,3 @@ def test_grade_refuses_to_write_into_a_folder_of_a_newer_schema(tmp_path: Path) 
     assert proc.returncode == 2, proc.stderr
     assert "written by a newer grader" in proc.stderr and "Traceback" not in proc.stderr
     assert {p: p.read_bytes() for p in folder.path.rglob("*") if p.is_file()} == before
-
-
-def test_write_atomic_writes_text_and_bytes_and_leaves_no_temporary_file(tmp_path) -> None:
-    write_atomic(tmp_path / "a" / "t.json", "优秀\n")
-    write_atomic(tmp_path / "a" / "b.pyc", b"\x00\x01")
-    assert (tmp_path / "a" / "t.json").read_text(encoding="utf-8") == "优秀\n"
-    assert (tmp_path / "a" / "b.pyc").read_bytes() == b"\x00\x01"
-    (tmp_path / "a" / "taken").mkdir()
-    (tmp_path / "a" / "taken" / "x").write_text("")
-    with pytest.raises(OSError):  # a folder that is not empty cannot be replaced by a file
-        write_atomic(tmp_path / "a" / "taken", "never")
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["b.pyc", "t.json", "taken"]

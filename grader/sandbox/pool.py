@@ -147,10 +147,15 @@ def bytecode_cache() -> Path | None:
 
 def _keep(compiled: Path, kept: Path) -> None:
     """Copy ``compiled`` to ``kept`` whole or not at all (two pools may write it at once)."""
-    from grader.record import write_atomic
-
     with contextlib.suppress(OSError):
-        write_atomic(kept, compiled.read_bytes())
+        fd, partial = tempfile.mkstemp(dir=kept.parent, prefix=".partial-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(compiled.read_bytes())
+            os.replace(partial, kept)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
 
 
 # What the worker imports lazily (notebook execution, safetensors replies, plots): loaded
