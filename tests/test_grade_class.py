@@ -275,3 +275,36 @@ def test_a_grading_process_that_dies_is_replaced_and_its_student_graded_again(tm
     assert sorted(table) == [f"s{i}" for i in range(6)]
     assert {r["status"] for r in table.values()} == {"ok"}, table
     assert {float(r["score"]) for r in table.values()} == {10.0}
+
+
+def test_a_trusted_process_that_dies_before_it_reads_its_job_is_replaced(monkeypatch) -> None:
+    """Killed between its start and the job ``grade`` sends it (a race that load makes
+    likely): ``start`` does not fail the run; the student who meets it gets a fresh one."""
+    import threading
+
+    from grader.classgrade import jobs as class_jobs
+
+    real_popen, spawned = subprocess.Popen, []
+
+    def killed_at_once(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        spawned.append(proc)
+        if len(spawned) == 1:
+            proc.kill()
+            proc.wait()
+        return proc
+
+    monkeypatch.setattr(class_jobs.subprocess, "Popen", killed_at_once)
+    def sent(self, student: str) -> float:  # what matters here: the student reaches a live process
+        self._send(student)
+        return 1.5
+
+    monkeypatch.setattr(class_jobs.TrustedProcess, "grade", sent)
+    jobs = class_jobs.Jobs(None, {"job": "x" * 200_000}, threading.Event())  # more than a pipe holds
+    try:
+        jobs.start(2)
+        failures = []
+        assert jobs.grade("s0", failures.append) == 1.5
+        assert failures == [] and len(spawned) == 2
+    finally:
+        jobs.close(kill=True)

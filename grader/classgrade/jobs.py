@@ -114,9 +114,9 @@ class TrustedProcess:
     @classmethod
     def spawn(cls, pool: Any, job: dict[str, Any], forks: int = 0) -> list[TrustedProcess]:
         """A new trusted process, and ``forks`` more that it forks once it is warm: torch and
-        the hidden tests are imported (and their memory held) once, not once per job. A fork
-        that cannot be made closes its ends: its first student finds it dead, and a process
-        of its own replaces it."""
+        the hidden tests are imported (and their memory held) once, not once per job. A
+        process that dies before it has read its job, or a fork that cannot be made, is
+        found dead by its first student, and a process of its own replaces it."""
         first, more = _Ends(), [_Ends() for _ in range(forks)]
         theirs = [first.their_rpc.fileno(), first.their_answers]
         proc = subprocess.Popen(
@@ -127,7 +127,8 @@ class TrustedProcess:
         for ends in (first, *more):
             ends.close_theirs()
         made = [cls(pool, first, proc)] + [cls(pool, ends) for ends in more]
-        made[0]._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
+        with contextlib.suppress(OSError):  # it died already: its first student finds it dead
+            made[0]._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
         return made
 
     def _send(self, line: str) -> None:
