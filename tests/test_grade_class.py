@@ -286,21 +286,21 @@ def test_a_trusted_process_that_dies_before_it_reads_its_job_is_replaced(monkeyp
 
     real_popen, spawned = subprocess.Popen, []
 
-    def killed_at_once(*args, **kwargs):
-        proc = real_popen(*args, **kwargs)
+    def stand_in(args, **kwargs):  # reads its input until it ends; the first is dead at once
+        proc = real_popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read()"], **kwargs)
         spawned.append(proc)
         if len(spawned) == 1:
             proc.kill()
             proc.wait()
         return proc
 
-    monkeypatch.setattr(class_jobs.subprocess, "Popen", killed_at_once)
     def sent(self, student: str) -> float:  # what matters here: the student reaches a live process
         self._send(student)
         return 1.5
 
+    monkeypatch.setattr(class_jobs.subprocess, "Popen", stand_in)
     monkeypatch.setattr(class_jobs.TrustedProcess, "grade", sent)
-    jobs = class_jobs.Jobs(None, {"job": "x" * 200_000}, threading.Event())  # more than a pipe holds
+    jobs = class_jobs.Jobs(None, {"job": "options"}, threading.Event())
     try:
         jobs.start(2)
         failures = []

@@ -272,9 +272,9 @@ def prepare_check(notebook: str, lesson: str | None, limits: Limits,
                   source: Callable[[Limits], WorkerSource] | None = None
                   ) -> Iterator[tuple[WorkerSource, Started | None]]:
     """The worker source of one check (``source(limits)``; None: :func:`default_source`,
-    the sandbox) and its first worker, the
-    notebook sent to it (:func:`start_early`), made while the trusted side imports what
-    it needs (the engine, then the lesson's hidden tests: torch) in a thread.
+    the sandbox) and its first worker, the notebook sent to it (:func:`start_early`), made
+    while the trusted side imports what it needs (the engine, then the lesson's hidden
+    tests: torch) in a thread.
 
     In this order: the sandbox's set-up and a worker's start are Python in this process
     too, many short steps that each wait for the interpreter while the other thread holds
