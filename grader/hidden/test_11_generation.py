@@ -725,18 +725,27 @@ def test_step_runs_on_the_model_device(sub):
 
 # --- generate ---------------------------------------------------------------------------------
 
-def greedy_from(m64, ids, T):
-    """ids [1, L] (real tokens) continued greedily for T tokens in float64, without stopping;
+def greedy_from(m64, rows, T):
+    """Each row of real tokens continued greedily for T tokens in float64, without stopping;
     and the smallest gap between the two largest logits on the way (a near tie would let
-    float32 noise decide)."""
-    cont, gap = [], math.inf
-    for _ in range(T):
-        z = m64(ids)[0, -1]
-        top = z.topk(2).values
-        gap = min(gap, float(top[0] - top[1]))
-        cont.append(int(z.argmax()))
-        ids = torch.cat([ids, torch.tensor([[cont[-1]]])], 1)
-    return cont, gap
+    float32 noise decide). The rows run as one batch, right-filled with a real token: the
+    model is causal, so what follows a row's last token never reaches its logits, and its
+    positions count from its first token as they would alone."""
+    lengths = [len(r) for r in rows]
+    fill = 0 if m64.pad_id != 0 else 1
+    ids = torch.full((len(rows), max(lengths) + T), fill, dtype=torch.long)
+    for b, row in enumerate(rows):
+        ids[b, :len(row)] = torch.tensor(row)
+    conts, gap = [[] for _ in rows], math.inf
+    for step in range(T):
+        ends = torch.tensor(lengths) + step  # where each row's next token goes
+        z = m64(ids[:, :int(ends.max())])[torch.arange(len(rows)), ends - 1]  # [B, V]
+        top = z.topk(2, dim=-1).values
+        gap = min(gap, float((top[:, 0] - top[:, 1]).min()))
+        for b, token in enumerate(z.argmax(-1).tolist()):
+            conts[b].append(token)
+            ids[b, lengths[b] + step] = token
+    return conts, gap
 
 
 def ends_of(conts, eos):
@@ -762,7 +771,7 @@ def generate_case(n, T, ending):
         tokens = [t for t in range(V_LM) if t != pad_id]
         if ending:
             base = real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)
-            path, gap = greedy_from(m64, base, T + 3)
+            (path,), gap = greedy_from(m64, base.tolist(), T + 3)
             shifts = sorted(torch.randperm(4, generator=g)[:3].tolist())
             rows = [base[0].tolist() + path[:s] for s in shifts]
             conts = [path[s:s + T] for s in shifts]
@@ -771,8 +780,7 @@ def generate_case(n, T, ending):
         else:
             rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
                     for _ in range(3)]
-            conts, gaps = zip(*(greedy_from(m64, torch.tensor([r]), T) for r in rows), strict=True)
-            conts, gap = list(conts), min(gaps)
+            conts, gap = greedy_from(m64, rows, T)
             eos = [t for t in tokens if not any(t in c for c in conts)]
         if gap < 1e-3 or any(pad_id in c for c in conts) or not eos:
             continue
