@@ -34,10 +34,20 @@ def _resolve_dotted(path: str) -> Any:
 def forbidding(names: list[str]) -> Iterator[None]:
     """Make calls to the named torch functions raise ``ForbiddenCall``, however they are
     reached (``F.gelu``, ``torch._C._nn.gelu``, ``nn.GELU``, an alias imported earlier)."""
-    names = [n for n in names if not n.startswith("grader:")]  # guards, see runtime.device
-    if not names:
+    mode = _forbid_mode(tuple(n for n in names if not n.startswith("grader:")))  # guards: runtime.device
+    if mode is None:
         yield
         return
+    with mode():
+        yield
+
+
+@functools.lru_cache(maxsize=32)
+def _forbid_mode(names: tuple[str, ...]) -> type | None:
+    """The torch function mode that refuses ``names``, made once per process for each set of
+    names (a class made per call cost more than most calls it guards)."""
+    if not names:
+        return None
     import torch  # noqa: F401 - forbidden names are torch functions
     from torch.overrides import TorchFunctionMode
 
@@ -54,8 +64,7 @@ def forbidding(names: list[str]) -> Iterator[None]:
                 raise ForbiddenCall(funcs[func])
             return func(*args, **(kwargs or {}))
 
-    with Forbid():
-        yield
+    return Forbid
 
 
 _ABSENT = object()
