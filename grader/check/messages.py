@@ -20,7 +20,12 @@ from grader.runtime.errors import (
     WorkerTimeout,
 )
 
-LIBRARY_CALL = "library_call"  # the one mistake id every lesson shares: see explain()
+LIBRARY_CALL = "library_call"  # the mistake ids every lesson shares: see explain()
+CHANGES_ITS_INPUT = "changes_its_input"  # grader.runtime.unchanged
+SHARED_MISTAKES = (LIBRARY_CALL, CHANGES_ITS_INPUT)
+UNCHANGED_RULE = ("a function must leave what it is given as it was (the caller still needs it): "
+                  "compute into a new array or tensor, `x = x - mean` rather than `x -= mean`, "
+                  "and no `add_`, `masked_fill_` or `x[...] = ...` on an argument")
 
 FORBIDDEN_HINT = {
     "torch.nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention",
@@ -75,6 +80,8 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
         return Hint(text, exc.mistake)
     if isinstance(exc, SubmissionError) and exc.exc_type == "ForbiddenCall":
         return Hint(_explain_error(exc, exercise), LIBRARY_CALL)
+    if isinstance(exc, SubmissionError) and exc.exc_type == "ArgumentChanged":
+        return Hint(_explain_error(exc, exercise), CHANGES_ITS_INPUT)
     return Hint(_explain_error(exc, exercise), None, "error")
 
 
@@ -90,6 +97,10 @@ def _explain_error(exc: BaseException | None, exercise: str) -> str:
             lib = FORBIDDEN_HINT.get(exc.message, exc.message)
             return (f"`{exercise}` calls {lib}; this exercise asks you to build that "
                     f"operation yourself")
+        if exc.exc_type == "ArgumentChanged":  # also a diagnosis: see explain()
+            if exc.message:
+                return f"`{exercise}` changes its argument {exc.message} in place: {UNCHANGED_RULE}"
+            return f"`{exercise}` changes one of its tensor arguments in place: {UNCHANGED_RULE}"
         if exc.exc_type == "NotImplementedError":
             return f"`{exercise}` is not implemented yet (it raised NotImplementedError)"
         where = f" ({exc.where.strip().splitlines()[0].strip()})" if exc.where.strip() else ""

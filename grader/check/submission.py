@@ -115,9 +115,12 @@ class Submission(ABC):
     def has(self, name: str) -> bool:
         return bool(self._request("has", {"name": name}))
 
-    def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Any:
-        """Call the notebook's function ``name``."""
-        return self._wrap(self._call(name, None, args, kwargs, forbid))
+    def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (),
+             changes: tuple[int | str, ...] = (), **kwargs: Any) -> Any:
+        """Call the notebook's function ``name``. It may change only the arguments listed in
+        ``changes``, by position or keyword (``train_step``'s model, 0): any other it changes
+        fails the call (``grader.runtime.unchanged``)."""
+        return self._wrap(self._request("call", *_call_request(name, None, args, kwargs, forbid, changes)))
 
     def new(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Handle:
         """Build an instance of the notebook's class ``name``."""
@@ -240,9 +243,10 @@ class Batch:
             self._sub._post(op, header, value, later)
         return later
 
-    def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Later:
+    def call(self, name: str, *args: Any, forbid: tuple[str, ...] = (),
+             changes: tuple[int | str, ...] = (), **kwargs: Any) -> Later:
         """``sub.call(name, ...)``, its result later."""
-        return self._post("call", *_call_request(name, None, args, kwargs, forbid))
+        return self._post("call", *_call_request(name, None, args, kwargs, forbid, changes))
 
     def new(self, name: str, *args: Any, forbid: tuple[str, ...] = (), **kwargs: Any) -> Made:
         """``sub.new(name, ...)`` without waiting: ``.handle`` is the object for the calls
@@ -333,8 +337,10 @@ class Handle:
 
 
 def _call_request(target: str | int, method: str | None, args: tuple, kwargs: dict,
-                  forbid: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    header = {"target": target, "method": method, "forbid": list(forbid)}
+                  forbid: tuple[str, ...], changes: tuple[int | str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    header: dict[str, Any] = {"target": target, "method": method, "forbid": list(forbid)}
+    if changes:
+        header["changes"] = list(changes)
     return header, {"args": _unwrap(list(args)), "kwargs": _unwrap(kwargs)}
 
 

@@ -19,6 +19,7 @@ from . import values
 from .device import on_device
 from .errors import ForbiddenCall, MissingName, SubmissionError
 from .execute import prepare_namespace, run_cells, student_frames
+from .unchanged import LEAF_IN_PLACE, ArgumentChanged, ArgumentSnapshot
 from .values import HandleRef
 
 
@@ -125,7 +126,7 @@ class Target:
             return self.has(str(header["name"]))
         if op == "call":
             return self.call(where, header.get("method"), args, kwargs, header.get("forbid"),
-                             header.get("bind"))
+                             header.get("bind"), header.get("changes") or ())
         if op == "getattr":
             return self.getattr(where, str(header["attr"]))
         if op == "inspect":
@@ -150,20 +151,26 @@ class Target:
         return name in self.namespace
 
     def call(self, target: str | int, method: str | None, args: list, kwargs: dict,
-             forbid: list[str] | None = None, bind: Any = None) -> Any:
+             forbid: list[str] | None = None, bind: Any = None, changes: Any = ()) -> Any:
         """``bind``: the (negative) handle id the grader chose for the object this call
-        builds, so that it could send calls on it without waiting for this one."""
+        builds, so that it could send calls on it without waiting for this one. ``changes``:
+        the arguments the function is meant to change; any other it changes is an error
+        (``runtime.unchanged``)."""
         fn = obj = self._lookup(target)
         label = target if isinstance(target, str) else values.type_name(fn)
         if method:
             label = f"{label}.{method}"
             fn = getattr(fn, method)
         args, kwargs = self._deref(args), self._deref(kwargs)
+        with self._student_code(label):
+            snapshot = ArgumentSnapshot(fn, args, kwargs, changes)
         with self._student_code(label), forbidding(forbid or []), \
                 on_device(forbid, obj, args, kwargs) as audit:
             result = fn(*args, **kwargs)
             if audit is not None:
                 audit.check_result(result)
+        with self._student_code(label):  # outside the guards: the snapshot is the grader's
+            snapshot.check()
         if type(bind) is int and bind < 0 and bind not in self.handles:
             return values.normalize(result, lambda made: self._bind(bind, made, result))
         return self._out(result)
@@ -230,7 +237,12 @@ class Target:
             p.grad = None
         label = target if isinstance(target, str) else values.type_name(obj)
         with self._student_code(label), forbidding(forbid or []), torch.enable_grad():
-            output = fn(*args, **self._deref(kwargs))
+            try:
+                output = fn(*args, **self._deref(kwargs))
+            except RuntimeError as exc:  # the arguments here require grad: torch refuses first
+                if LEAF_IN_PLACE in str(exc):
+                    raise ArgumentChanged("") from None
+                raise
             backward(output, grad_output)
         return self._out({
             "output": output,

@@ -29,6 +29,9 @@ BUGS = [
     bug("attention", "attention_pair_order", "returns weights then output", ("return weights @ V, weights", "return weights, weights @ V")),
     bug("attention", "weights_times_keys", "weights applied to the keys", ("weights @ V", "weights @ K")),
     bug("attention", "scores_transposed", "scores transposed", ("scores = dot_scores(Q, K)", "scores = dot_scores(K, Q)")),
+    bug("softmax", "changes_its_input", "subtracts the max from x in place",
+        ("shifted = x - np.max(x, axis=axis, keepdims=True)",
+         "x -= np.max(x, axis=axis, keepdims=True)\n    shifted = x")),
 ]
 
 ALTERNATIVES = [

@@ -38,6 +38,8 @@ BUGS = [
     bug("merge_heads", "merge_to_d", "merged to [B, L, d] (the source note's slip)",
         ("return x.transpose(0, 2, 1, 3).reshape(B, L, H * d)",
          "return x.transpose(0, 2, 1, 3).mean(axis=2)")),
+    bug("split_heads", "changes_its_input", "reshapes x in place (x.shape = ...)",
+        ("new_x = x.reshape(B, L, n_head, D // n_head)", "x.shape = (B, L, n_head, D // n_head)\n    new_x = x")),
 ]
 
 ALTERNATIVES = [

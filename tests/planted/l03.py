@@ -58,6 +58,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
     bug("padding_mask", "padding_shape", "missing its broadcast axes", ("[:, None, None, :]", "")),
     bug("padding_mask", "padding_shape", "only one broadcast axis", ("[:, None, None, :]", "[:, None, :]")),
     bug("padding_mask", "padding_pad_id_ignored", "pad_id ignored (always 0)", ("tokens != pad_id", "tokens != 0")),
+    bug("scaled_dot_product_attention", "changes_its_input", "scales q in place (q /= √d_k)",
+        ("scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)",
+         "q /= math.sqrt(d_k)\n    scores = torch.matmul(q, k.transpose(-2, -1))")),
 ]
 
 ALTERNATIVES = [

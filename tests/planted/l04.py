@@ -106,6 +106,10 @@ class MultiHeadAttention(nn.Module):
     Variant(MHA, "calls F.scaled_dot_product_attention", mistake="library_call", source=INLINE.replace(
         "        s = torch.einsum", "        fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
         "        s = torch.einsum").replace("SCALE", "d").replace("WEIGHTS", "w.detach()")),
+    bug("MultiHeadAttention", "changes_its_input", "unsqueezes the caller's [L, L] mask in place",
+        ("out, weights = scaled_dot_product_attention(q, k, v, mask, p)",
+         "if mask is not None and mask.dim() == 2:\n            mask.unsqueeze_(0).unsqueeze_(0)\n"
+         "        out, weights = scaled_dot_product_attention(q, k, v, mask, p)")),
 ]
 
 BUGS += [

@@ -33,6 +33,9 @@ def gelu_grad(x):
         y = F.gelu(x).sum()
     return torch.autograd.grad(y, x)[0]
 """),
+    bug("gelu", "changes_its_input", "multiplies x in place (x.mul_)",
+        ("return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))",
+         "return x.mul_(0.5 * (1.0 + torch.erf(x / math.sqrt(2.0))))")),
 ]
 
 ALTERNATIVES = [

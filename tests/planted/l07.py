@@ -31,7 +31,7 @@ BUGS = [
     bug("PositionalEncoding", "pe_rescales_x", "scales x by √d_model again",
         ("self.dropout(x + self.pe[: x.size(1)])", "self.dropout(x * math.sqrt(x.size(-1)) + self.pe[: x.size(1)])")),
     bug("PositionalEncoding", "pe_no_dropout", "dropout forgotten", ("self.dropout(x + self.pe[: x.size(1)])", "x + self.pe[: x.size(1)]")),
-    bug("PositionalEncoding", "pe_in_place", "x += pe in place",
+    bug("PositionalEncoding", "changes_its_input", "x += pe in place",
         ("return self.dropout(x + self.pe[: x.size(1)])", "x += self.pe[: x.size(1)]\n        return self.dropout(x)")),
     bug("PositionalEncoding", "pe_dropout_before_add", "dropout before adding the encoding",
         ("self.dropout(x + self.pe[: x.size(1)])", "self.dropout(x) + self.pe[: x.size(1)]")),

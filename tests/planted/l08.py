@@ -131,6 +131,9 @@ BUGS = [
         ("model.decode(ys, memory, memory_mask=src_mask)", "model.decode(ys, memory)")),
     bug("greedy_decode", "first_position_logits", "takes the first position's logits instead of the last",
         ("memory_mask=src_mask)[:, -1])", "memory_mask=src_mask)[:, 0])")),
+    bug("EncoderLayer", "changes_its_input", "pre-LN residual added to x in place (x += ...)",
+        ("x = x + self.dropout1(self.self_attn(h, h, h, src_mask))",
+         "x += self.dropout1(self.self_attn(h, h, h, src_mask))")),
 ]
 
 TGT_MASK = "tgt_mask = causal_mask(tgt.size(1), device=tgt.device) & padding_mask(tgt, self.pad_id)"

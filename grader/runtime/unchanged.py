@@ -1,0 +1,145 @@
+"""A function must not change its arguments.
+
+Every call a hidden check makes goes through :meth:`grader.runtime.target.Target.call`,
+which takes an :class:`ArgumentSnapshot` of what it passes (each array and tensor, the
+lists, tuples and dicts around them, the parameters and buffers of a module passed as an
+argument) and compares it after the call: an argument written in place (``x -= mean``,
+``logits.masked_fill_``, ``x[..., 0] = ...``, ``ids.append``) is reported by its name in
+the function's signature, whatever the function returned. Arguments a function is meant
+to change (``train_step``'s model and optimizer) are named by the check (``changes=``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from . import values
+
+#: The message of torch's error for an in-place change of a tensor that requires grad (the
+#: grader's ``grad`` requests pass such tensors): that is the same mistake.
+LEAF_IN_PLACE = "leaf Variable that requires grad is being used in an in-place operation"
+
+
+class ArgumentChanged(Exception):
+    """A call changed an argument: ``str(exc)`` names it as the function's signature does
+    (```x```, ```model`.out.weight``, ```batch`[1]``), or is empty where torch refused the
+    change before it could be seen (a tensor that requires grad)."""
+
+
+def _copy(value: Any) -> Any:
+    """A snapshot of ``value``: arrays and tensors copied, containers rebuilt, a module as
+    its parameters and buffers, anything else (numbers, strings, objects) kept as is."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if values.is_tensor(value):
+        return value.detach().clone()
+    if isinstance(value, list | tuple):
+        return type(value)(_copy(v) for v in value) if isinstance(value, list) else tuple(_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    state = _module_state(value)
+    return state if state is not None else value
+
+
+def _module_state(value: Any) -> dict[str, Any] | None:
+    torch = values._torch()
+    if torch is None or not isinstance(value, torch.nn.Module):
+        return None
+    named = [*value.named_parameters(), *value.named_buffers()]
+    return {name: t.detach().clone() for name, t in named}
+
+
+def _same_tensor(before: Any, after: Any) -> bool:
+    if not values.is_tensor(after) or before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    now = after.detach()
+    if now.device != before.device:
+        now = now.to(before.device)
+    if before.is_floating_point() or before.is_complex():
+        both_nan = before.isnan() & now.isnan()
+        return bool((before.eq(now) | both_nan).all())
+    return bool(before.eq(now).all())
+
+
+def _same_array(before: np.ndarray, after: Any) -> bool:
+    if not isinstance(after, np.ndarray) or before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    nan_aware = before.dtype.kind in "fc"
+    return bool(np.array_equal(before, after, equal_nan=nan_aware))
+
+
+def _difference(before: Any, after: Any, where: str) -> str | None:
+    """Where ``after`` (the argument now) differs from its snapshot ``before``, or None."""
+    if isinstance(before, np.ndarray):
+        return None if _same_array(before, after) else where
+    if values.is_tensor(before):
+        return None if _same_tensor(before, after) else where
+    if isinstance(before, list | tuple):
+        if not isinstance(after, list | tuple) or len(after) != len(before):
+            return where
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            if (found := _difference(b, a, f"{where}[{i}]")) is not None:
+                return found
+        return None
+    if isinstance(before, dict):
+        if not isinstance(after, dict) or list(after) != list(before):
+            return where
+        for key, b in before.items():
+            if (found := _difference(b, after[key], f"{where}[{key!r}]")) is not None:
+                return found
+        return None
+    return None
+
+
+def _module_difference(before: dict[str, Any], module: Any, where: str) -> str | None:
+    now = dict([*module.named_parameters(), *module.named_buffers()])
+    if list(now) != list(before):
+        return f"{where} (its parameters and buffers)"
+    for name, tensor in before.items():
+        if not _same_tensor(tensor, now[name]):
+            return f"{where}.{name}"
+    return None
+
+
+def parameter_names(fn: Callable[..., Any], n_args: int) -> list[str]:
+    """The names of ``fn``'s first ``n_args`` positional parameters (``argument 3`` where
+    the signature cannot tell)."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params[:n_args]]
+    return names + [f"argument {i + 1}" for i in range(len(names), n_args)]
+
+
+class ArgumentSnapshot:
+    """The arguments of one call as they were before it (see the module's docstring)."""
+
+    def __init__(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any],
+                 changes: Iterable[int | str] = ()):
+        """``changes``: the arguments the function is meant to change, by position (the
+        student may name the parameter otherwise) or by keyword."""
+        allowed = set(changes)
+        named = {name: value for i, (name, value) in enumerate(zip(parameter_names(fn, len(args)), args,
+                                                                   strict=True)) if i not in allowed}
+        named.update((k, v) for k, v in kwargs.items() if k not in allowed)
+        self.arguments = named
+        self.before = {name: _copy(value) for name, value in self.arguments.items()}
+
+    def check(self) -> None:
+        """Raise :class:`ArgumentChanged` naming the first argument the call changed."""
+        for name, value in self.arguments.items():
+            before = self.before[name]
+            if before is value:  # not copied: nothing of it is compared
+                continue
+            if isinstance(before, dict) and _module_state(value) is not None:
+                found = _module_difference(before, value, f"`{name}`")
+            else:
+                found = _difference(before, value, f"`{name}`")
+            if found is not None:
+                raise ArgumentChanged(found)
