@@ -43,6 +43,8 @@ BUGS = [
     bug("label_smoothed_nll", "nll_pad_id_hardcoded", "pad id hard-coded to 0", ("keep = target != pad_id", "keep = target != 0")),
     bug("train_step", "grad_clipped", "gradients clipped before the step",
         ("loss.backward()\n", "loss.backward()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n")),
+    bug("train_step", "grad_clipped", "gradients clipped to norm 5 before the step",
+        ("loss.backward()\n", "loss.backward()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)\n")),
     bug("label_smoothed_nll", "nll_log_of_softmax", "log of softmax instead of log_softmax",
         ("torch.log_softmax(logits.reshape(-1, V).float(), dim=-1)",
          "torch.log(torch.softmax(logits.reshape(-1, V).float(), dim=-1))")),
@@ -66,6 +68,10 @@ BUGS = [
         ("if scheduler is not None:\n        scheduler.step()", "pass")),
     bug("train_step", "two_optimizer_steps", "two optimiser steps",
         ("optimizer.step()\n", "optimizer.step()\n    optimizer.step()\n")),
+    bug("label_smoothed_nll", "changes_its_input", "subtracts the row max from the caller's logits in place",
+        ("logp = torch.log_softmax(logits.reshape(-1, V).float(), dim=-1)",
+         "flat = logits.reshape(-1, V)\n    flat -= flat.max(dim=-1, keepdim=True).values  # for stability\n"
+         "    logp = torch.log_softmax(flat.float(), dim=-1)")),
 ]
 
 BUGS += [
