@@ -24,7 +24,7 @@ from grader.check.parts import builds_on
 from grader.integrations.gradescope import SCHEMA_PATH
 from grader.integrations.gradescope.run import PRIVATE
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.root]  # Gradescope runs run_autograder as root
 
 LESSON = "01_attention_by_hand"
 EXERCISES = ["dot_scores", "softmax", "attention"]

@@ -110,6 +110,7 @@ def test_the_lessons_run_in_it(student_env, tmp_path) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "01_attention_by_hand", proc.stderr
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None
                     or not Path("/usr/bin/python3").exists(),
                     reason="needs root, useradd and /usr/bin/python3 to act as a student")
