@@ -26,6 +26,31 @@ MISTAKES = {
     "weights_times_keys": "the output is weights @ K instead of weights @ V",
 }
 
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "dot_scores": {
+        "the dot product of every query (row of Q) with every key (row of K): shape [n, m]":
+            ("scores_transposed", "scores_wrong_axis"),
+    },
+    "softmax": {
+        "along `axis` (its argument)": ("softmax_axis_ignored", "softmax_sum_all"),
+        "numerically stable: subtract the maximum along that axis": ("softmax_no_max", "softmax_global_max"),
+        "stable for -inf entries (weight 0, no NaN)": ("softmax_neginf",),
+        "x is left as it was (a function does not change its arguments)": ("changes_its_input",),
+    },
+    "attention": {
+        "softmax(Q Kᵀ / √d_k) V: scores divided by √d_k when scale is true":
+            ("scale_by_dk", "never_scaled", "scale_flag_ignored"),
+        "weights [n, m], one row per query, each row summing to 1 (softmax over the keys)":
+            ("attention_softmax_axis", "scores_transposed"),
+        "the output weights the value rows: weights @ V": ("weights_times_keys",),
+        "returns (output, weights)": ("attention_pair_order",),
+    },
+}
+
 # attention is graded with the course's dot_scores and softmax, so a mistake in either is
 # charged once, to its own exercise (grader.check.parts)
 BUILDS_ON = {"attention": ("dot_scores", "softmax")}
