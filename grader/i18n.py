@@ -49,8 +49,9 @@ SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "check/engi
            "check/lessons.py", "check/calls.py", "results.py", "classgrade/classroom.py",
            "classgrade/find.py", "classgrade/late.py", "kernel.py", "runtime/errors.py",
            "templates/*.j2")
-#: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions).
-NOT_SHOWN = {"MISTAKES"}
+#: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions, the
+#: requirements each exercise's checks answer).
+NOT_SHOWN = {"MISTAKES", "REQUIREMENTS"}
 #: Fields whose values are the student's own words or Python's (an exception's message):
 #: shown as they are in every language.
 VERBATIM = re.compile(r"^(exc\b|where$|err\b|str\(exc|excerpt$)")

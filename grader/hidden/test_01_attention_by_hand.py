@@ -24,6 +24,7 @@ MISTAKES = {
     "attention_softmax_axis": "attention's softmax runs over the queries (axis 0), not the keys",
     "attention_pair_order": "attention returns (weights, output) instead of (output, weights)",
     "weights_times_keys": "the output is weights @ K instead of weights @ V",
+    "not_numpy": "a numpy exercise returns a torch tensor (or a list) instead of a numpy array",
 }
 
 #: What the lesson's text (both editions) asks of each exercise, each requirement with the
@@ -34,12 +35,15 @@ REQUIREMENTS = {
     "dot_scores": {
         "the dot product of every query (row of Q) with every key (row of K): shape [n, m]":
             ("scores_transposed", "scores_wrong_axis"),
+        "numpy in, a numpy array out": ("not_numpy",),
     },
     "softmax": {
         "along `axis` (its argument)": ("softmax_axis_ignored", "softmax_sum_all"),
         "numerically stable: subtract the maximum along that axis": ("softmax_no_max", "softmax_global_max"),
         "stable for -inf entries (weight 0, no NaN)": ("softmax_neginf",),
         "x is left as it was (a function does not change its arguments)": ("changes_its_input",),
+        "built from the formula, not torch's softmax (the course's rule on shortcuts)": ("library_call",),
+        "numpy in, a numpy array out": ("not_numpy",),
     },
     "attention": {
         "softmax(Q Kᵀ / √d_k) V: scores divided by √d_k when scale is true":
@@ -47,13 +51,38 @@ REQUIREMENTS = {
         "weights [n, m], one row per query, each row summing to 1 (softmax over the keys)":
             ("attention_softmax_axis", "scores_transposed"),
         "the output weights the value rows: weights @ V": ("weights_times_keys",),
+        "numpy in, numpy arrays out": ("not_numpy",),
         "returns (output, weights)": ("attention_pair_order",),
+        "built from the formula, not F.scaled_dot_product_attention": ("library_call",),
     },
 }
 
 # attention is graded with the course's dot_scores and softmax, so a mistake in either is
 # charged once, to its own exercise (grader.check.parts)
 BUILDS_ON = {"attention": ("dot_scores", "softmax")}
+
+#: The library's one-call versions of what an exercise builds: refused (library_call).
+FORBID = {
+    "softmax": ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax",
+                "torch.special.softmax"),
+    "attention": ("torch.nn.functional.scaled_dot_product_attention",),
+}
+
+
+def call(sub, name, *args, **kwargs):
+    """The notebook's ``name`` called without its refused library calls; every array it
+    returns must be numpy's (a numpy lesson)."""
+    result = sub.call(name, *args, forbid=FORBID.get(name, ()), **kwargs)
+    parts = result if name == "attention" and isinstance(result, (tuple, list)) else (result,)
+    for part in parts:
+        if type(part).__module__.startswith("torch"):
+            diagnose("not_numpy", f"`{name}` returns a torch tensor: this lesson works in numpy, "
+                     f"so its exercises take and return numpy arrays (compute with numpy)")
+        if not isinstance(part, np.ndarray):
+            diagnose("not_numpy", f"`{name}` returns a {type(part).__name__}, not a numpy array: "
+                     f"this lesson's exercises take and return numpy arrays (np.asarray)")
+    return result
+
 
 YOU = [1.0, 2.0, 3.0, 4.0, 5.0, 0.0]  # 优
 XIU = [2.0, 3.0, 4.0, 5.0, 6.0, 0.0]  # 秀
@@ -119,7 +148,7 @@ def score_suspects(Q, K):
 
 @exercise("dot_scores", points=1)
 def test_dot_scores_worked_example(sub):
-    close(sub.call("dot_scores", X, X), [[55.0, 70.0], [70.0, 90.0]],
+    close(call(sub, "dot_scores", X, X), [[55.0, 70.0], [70.0, 90.0]],
           "Q·Kᵀ of the 优秀 example should be [[55, 70], [70, 90]] (优·优 = 1+4+9+16+25 = 55)",
           suspects=score_suspects(X, X))
 
@@ -127,11 +156,11 @@ def test_dot_scores_worked_example(sub):
 @exercise("dot_scores", points=1)
 def test_dot_scores_queries_are_rows(sub):
     Q, K, _ = inputs()
-    close(sub.call("dot_scores", Q, K), Q @ K.T,
+    close(call(sub, "dot_scores", Q, K), Q @ K.T,
           "with 3 queries and 5 keys of width 4 the scores should be the [3, 5] matrix of dot "
           "products Q[i] · K[j]", suspects=score_suspects(Q, K))
     Qs, Ks, _ = square_inputs()
-    close(sub.call("dot_scores", Qs, Ks), Qs @ Ks.T,
+    close(call(sub, "dot_scores", Qs, Ks), Qs @ Ks.T,
           "with 4 queries and 4 different keys the scores should be Q @ K.T",
           suspects=score_suspects(Qs, Ks))
 
@@ -141,27 +170,27 @@ def test_dot_scores_queries_are_rows(sub):
 @exercise("softmax", points=1)
 def test_softmax_rows(sub):
     x = rng(3).normal(size=(2, 5))
-    close(sub.call("softmax", x), ref_softmax(x, -1),
+    close(call(sub, "softmax", x), ref_softmax(x, -1),
           "softmax of a [2, 5] array should normalise each row: exp(x) / sum(exp(x)) over the "
           "last axis", suspects=softmax_suspects(x, -1))
     v = rng(4).normal(size=4)
-    close(sub.call("softmax", v), ref_softmax(v), "softmax of a vector should be exp(x) / "
+    close(call(sub, "softmax", v), ref_softmax(v), "softmax of a vector should be exp(x) / "
           "sum(exp(x))", suspects=softmax_suspects(v))
 
 
 @exercise("softmax", points=1)
 def test_softmax_axis_argument(sub):
     x = rng(5).normal(size=(3, 4, 2))
-    close(sub.call("softmax", x, axis=1), ref_softmax(x, 1),
+    close(call(sub, "softmax", x, axis=1), ref_softmax(x, 1),
           "softmax(x, axis=1) should normalise along axis 1", suspects=softmax_suspects(x, 1))
-    close(sub.call("softmax", x, 0), ref_softmax(x, 0),
+    close(call(sub, "softmax", x, 0), ref_softmax(x, 0),
           "softmax(x, 0) should normalise along axis 0", suspects=softmax_suspects(x, 0))
 
 
 @exercise("softmax", points=1)
 def test_softmax_large_inputs(sub):
     x = 1000.0 + rng(6).normal(size=(2, 3))
-    close(sub.call("softmax", x), ref_softmax(x),
+    close(call(sub, "softmax", x), ref_softmax(x),
           "softmax of scores near 1000 is wrong: subtracting a constant from a row must not "
           "change its softmax", suspects=softmax_suspects(x))
 
@@ -170,7 +199,7 @@ def test_softmax_large_inputs(sub):
 def test_softmax_per_row_maximum(sub):
     base = rng(7).normal(size=(2, 3))
     x = base + np.array([[0.0], [1000.0]])
-    close(sub.call("softmax", x), ref_softmax(x),
+    close(call(sub, "softmax", x), ref_softmax(x),
           "softmax of rows with very different scales (one near 0, one near 1000) is wrong",
           suspects=softmax_suspects(x))
 
@@ -179,7 +208,7 @@ def test_softmax_per_row_maximum(sub):
 def test_softmax_minus_infinity(sub):
     x = rng(8).normal(size=(2, 4))
     x[0, 1] = x[1, 0] = x[1, 3] = -np.inf
-    w = np.asarray(sub.call("softmax", x), dtype=np.float64)
+    w = np.asarray(call(sub, "softmax", x), dtype=np.float64)
     check(w.shape == x.shape, f"softmax should keep the shape {list(x.shape)}, got {list(w.shape)}")
     masked = np.isinf(x)
     check(np.all(np.isfinite(w)) and np.all(w[masked] == 0),
@@ -234,7 +263,7 @@ def attention_suspects(Q, K, V, scale=True, part="weights"):
 
 
 def attend(sub, Q, K, V, **kwargs):
-    out, w = _pair(sub.call("attention", Q, K, V, **kwargs))
+    out, w = _pair(call(sub, "attention", Q, K, V, **kwargs))
     want_out, want_w = ref_attention(Q, K, V, **kwargs)
     if not matches(w, want_w) and matches(out, want_w) and matches(w, want_out):
         diagnose("attention_pair_order", "attention returns (weights, output): return the output "

@@ -32,6 +32,24 @@ BUGS = [
     bug("softmax", "changes_its_input", "subtracts the max from x in place",
         ("shifted = x - np.max(x, axis=axis, keepdims=True)",
          "x -= np.max(x, axis=axis, keepdims=True)\n    shifted = x")),
+    bug("softmax", "library_call", "torch.softmax on the array, converted back",
+        ("x = np.asarray(x, dtype=np.float64)\n    shifted = x - np.max(x, axis=axis, keepdims=True)\n"
+         "    e = np.exp(shifted)\n    return e / np.sum(e, axis=axis, keepdims=True)",
+         "import torch\n    return torch.softmax(torch.as_tensor(np.asarray(x, dtype=np.float64)), dim=axis).numpy()")),
+    bug("softmax", "not_numpy", "computed in torch, returns a tensor",
+        ("x = np.asarray(x, dtype=np.float64)\n    shifted = x - np.max(x, axis=axis, keepdims=True)\n"
+         "    e = np.exp(shifted)\n    return e / np.sum(e, axis=axis, keepdims=True)",
+         "import torch\n    t = torch.as_tensor(np.asarray(x, dtype=np.float64))\n"
+         "    e = (t - t.amax(dim=axis, keepdim=True)).exp()\n    return e / e.sum(dim=axis, keepdim=True)")),
+    bug("dot_scores", "not_numpy", "torch matmul, returns a tensor",
+        ("return Q @ K.T", "import torch\n    return torch.as_tensor(Q) @ torch.as_tensor(K).T")),
+    bug("attention", "library_call", "F.scaled_dot_product_attention for the output",
+        ("return weights @ V, weights",
+         "import torch\n    t = [torch.as_tensor(a) for a in (Q, K, V)]\n"
+         "    out = torch.nn.functional.scaled_dot_product_attention(*t, scale=None if scale else 1.0)\n"
+         "    return out.numpy(), weights")),
+    bug("attention", "not_numpy", "output returned as a torch tensor",
+        ("return weights @ V, weights", "import torch\n    return torch.as_tensor(weights @ V), weights")),
 ]
 
 ALTERNATIVES = [
