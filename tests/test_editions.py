@@ -165,6 +165,10 @@ def _set(cell: dict, **nbgrader) -> None:
     cell["metadata"]["nbgrader"].update(nbgrader)
 
 
+def _by_id(nb: dict, cell_id: str) -> dict:
+    return next(c for c in nb["cells"] if c["id"] == cell_id)
+
+
 def _swap_code_cells(nb: dict) -> None:
     cells = nb["cells"]
     i = cells.index(_code(nb, "dot_scores"))
@@ -216,38 +220,41 @@ def test_sync_carries_code_changes_and_keeps_translations(lesson01: dict) -> Non
 
 def test_sync_adds_removes_and_reorders_cells_with_their_translation(lesson01: dict) -> None:
     zh = _translated(lesson01)
-    split = copy.deepcopy(zh["cells"][2])       # a translation may split a prose cell in two
+    prose = _by_id(zh, "e7c68de2")               # "## 1. Two characters, six features each"
+    split = copy.deepcopy(prose)                 # a translation may split a prose cell in two
     split["id"] = "zh-extra"
-    zh["cells"].insert(3, split)
+    zh["cells"].insert(zh["cells"].index(prose) + 1, split)
     english = copy.deepcopy(lesson01)
     english["cells"].insert(1, {"cell_type": "markdown", "id": "new-prose", "metadata": {},
                                 "source": "A new paragraph."})
-    english["cells"].remove(english["cells"][5])  # "### Attention is a soft dictionary lookup"
+    english["cells"].remove(_by_id(english, "a1c0f001"))  # "### Attention is a soft dictionary lookup"
     _swap_code_cells(english)
     synced, report = editions.sync(english, zh)
     assert editions.compare(english, synced) == []
     ids = [c["id"] for c in synced["cells"]]
-    assert ids[:5] == ["d284a115", "new-prose", "a6fa01d3", "e7c68de2", "zh-extra"]
+    at = ids.index("new-prose")
+    assert ids[at - 1] == "d284a115" and ids[ids.index("e7c68de2") + 1] == "zh-extra"
+    assert ids.index("a6fa01d3") < ids.index("e7c68de2")
     assert "a1c0f001" not in ids and report.removed == ["a1c0f001"]
     assert report.added == ["new-prose"]
-    assert synced["cells"][3]["source"].startswith("中文：")
+    assert _by_id(synced, "e7c68de2")["source"].startswith("中文：")
 
 
 def test_changed_english_prose_is_listed_as_stale_until_accepted(lesson01: dict) -> None:
     zh, _ = editions.sync(lesson01, _translated(lesson01))
     english = copy.deepcopy(lesson01)
-    english["cells"][2]["source"] += "\nOne more sentence."
+    _by_id(english, "e7c68de2")["source"] += "\nOne more sentence."  # a prose cell
     _, report = editions.sync(english, zh)
-    assert report.stale == [english["cells"][2]["id"]] and not report.changed
-    assert editions.accept(english, zh, None) == [english["cells"][2]["id"]]
+    assert report.stale == ["e7c68de2"] and not report.changed
+    assert editions.accept(english, zh, None) == ["e7c68de2"]
     _, report = editions.sync(english, zh)
     assert report.stale == []
 
 
 def test_an_untranslated_cell_is_listed_unless_accepted_as_it_is(lesson01: dict) -> None:
     zh, _ = editions.sync(lesson01, _translated(lesson01))
-    zh["cells"][2]["source"] = lesson01["cells"][2]["source"]
-    cid = zh["cells"][2]["id"]
+    cid = "e7c68de2"  # a prose cell
+    _by_id(zh, cid)["source"] = _by_id(lesson01, cid)["source"]
     assert cid in editions.sync(lesson01, zh)[1].untranslated
     editions.accept(lesson01, zh, [cid])
     assert cid not in editions.sync(lesson01, zh)[1].untranslated
