@@ -3,8 +3,14 @@
 Oracles are torch built-ins in float64 (``F.layer_norm``, ``F.batch_norm``, autograd) and
 the same formulas written out with the common mistakes as options (``suspect``): a wrong
 answer that matches one of them gets that mistake as its hint. Inputs are drawn afresh for
-every grading run; nothing depends on a random seed of the submission.
+every grading run; nothing depends on a random seed of the submission. The numpy exercises
+are refused torch's normalisations (``NUMPY_FORBID``) and must return numpy arrays; the torch
+module is refused ``F.layer_norm`` and must not loop in Python (it counts the torch operations
+its forward runs on a small and on a larger input).
 """
+
+import functools
+import inspect
 
 import numpy as np
 import torch
@@ -24,9 +30,13 @@ MISTAKES = {
     "ln_no_affine": "gamma and beta (weight and bias) are not applied",
     "ln_eps_ignored": "the eps argument is ignored",
     "ln_param_names": "the parameters are not named weight and bias",
+    "ln_float32": "layer_norm computes in float32 instead of numpy's float64",
+    "ln_python_loop": "LayerNorm's forward loops in Python over the tokens or the features",
+    "not_numpy": "a numpy exercise returns a torch tensor (or a list) instead of a numpy array",
     "bn_last_axis": "batch_norm normalises over the features (that is layer norm)",
     "bn_axis0_only": "batch_norm normalises over axis 0 only, not every axis but the last",
     "bn_unbiased_var": "batch_norm uses the unbiased variance",
+    "bwd_no_eps": "the backward pass leaves eps out of σ̂ (sqrt(var) instead of sqrt(var + eps))",
     "bwd_no_projection_term": "dx lacks the x̂·mean(dx̂·x̂) term",
     "bwd_no_mean_term": "dx lacks the -mean(dx̂) term",
     "dgamma_no_xhat": "dgamma is dout summed, without x̂",
@@ -35,8 +45,28 @@ MISTAKES = {
 }
 
 TIGHT = {"atol": 1e-9, "rtol": 1e-7}                   # numpy exercises: float64
-LOOSE = {"atol": 1e-6, "rtol": 1e-3}                   # where eps's placement must not count
+LOOSE = {"atol": 1e-3, "rtol": 1e-3}                   # where eps's placement must not count
 F32 = {"atol": 2e-5, "rtol": 1e-4}
+
+# torch's normalisations, refused in the numpy exercises (each can compute the other's axes)
+NUMPY_FORBID = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
+                "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
+                "torch.nn.functional.instance_norm", "torch.instance_norm",
+                "torch.nn.functional.group_norm", "torch.group_norm")
+
+
+def call_numpy(sub, name, *args, **kwargs):
+    """The numpy exercise ``name`` called without torch's normalisations."""
+    return sub.call(name, *args, forbid=NUMPY_FORBID, **kwargs)
+
+
+def numpy_out(name, *results):
+    """The numpy exercises take numpy arrays and return numpy arrays (not tensors, not lists)."""
+    for r in results:
+        check(not isinstance(r, torch.Tensor), f"`{name}` returns a torch tensor: this exercise works in "
+              f"numpy, so it takes and returns numpy arrays (compute with numpy)", mistake="not_numpy")
+        check(isinstance(r, np.ndarray), f"`{name}` returns a {type(r).__name__}, not a numpy array: this "
+              f"exercise takes and returns numpy arrays (np.asarray)", mistake="not_numpy")
 
 
 def data(n):
@@ -78,11 +108,54 @@ def ln_suspects(x, gamma, beta, eps=1e-5, given_eps=True):
 
 # --- layer_norm -------------------------------------------------------------------------
 
+def float32_probe(n):
+    """Two [2, 8] inputs around 1e6 (spread ≈ 30) that float32 cannot tell apart: the first is
+    the second (on float32's grid, 1/16 apart there) with every feature moved by 0.45 of that
+    step, up and down in turn. Float32 rounds both to the same numbers; in float64 their layer
+    norms differ by about 5e-4 at every feature."""
+    step = 2.0 ** -4                                    # float32's spacing in [2^19, 2^20)
+    grid = 1e6 + np.round(rng(n).normal(size=(2, 8)) * 30.0 / step) * step
+    return grid + 0.45 * step * np.resize([1.0, -1.0], 8), grid
+
+
+def _low_precision(a):
+    if isinstance(a, np.ndarray):
+        return a.dtype in (np.float32, np.float16)
+    return isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.float16, torch.bfloat16)
+
+
+def computes_in_float32(sub, n=30):
+    """Whether layer_norm rounds its input to float32: it returns a float32 array, or the same
+    output, right to float32's precision, for two inputs that differ only beyond float32's
+    precision (``float32_probe``), whose layer norms differ in float64."""
+    x, grid = float32_probe(n)
+    ones, zeros = np.ones(8), np.zeros(8)
+    got, got_grid = (call_numpy(sub, "layer_norm", a, ones, zeros) for a in (x, grid))
+    if _low_precision(got) or _low_precision(got_grid):
+        return True
+    want, want_grid = norm(x, 1.0, 0.0), norm(grid, 1.0, 0.0)
+    return (matches(got, got_grid, atol=1e-9, rtol=0) and matches(got, want, atol=0.1, rtol=0)
+            and not matches(want, want_grid, atol=1e-4, rtol=0))
+
+
+FLOAT32_HINT = ("layer_norm computes in float32: its result is float32, or it gives the same result "
+                "for two inputs that differ only after their 7th significant digit, which float64 tells "
+                "apart; keep numpy's float64 (no astype(np.float32), no float32 tensors)")
+
+
+def close_f64(sub, got, want, message, suspects):
+    """``close`` to float64 precision; a float32 computation that is right to float32's precision
+    passes here, charged once by test_layer_norm_biased_variance."""
+    if not matches(got, want, **TIGHT) and matches(got, want, **F32) and computes_in_float32(sub):
+        return
+    close(got, want, message, suspects=suspects, **TIGHT)
+
+
 @exercise("layer_norm", points=1)
 def test_layer_norm_matches_torch(sub):
     d = data(1)
     for x, g, b, what in ((d["x3"], d["g8"], d["b8"], "a [2, 3, 8] batch"), (d["x2"], d["g6"], d["b6"], "a [5, 6] input")):
-        close(sub.call("layer_norm", x, g, b), norm(x, g, b), f"layer_norm of {what} should "
+        close(call_numpy(sub, "layer_norm", x, g, b), norm(x, g, b), f"layer_norm of {what} should "
               f"normalise each token's features (the last axis), then scale by gamma and shift "
               f"by beta", suspects=ln_suspects(x, g, b), **LOOSE)
 
@@ -90,28 +163,31 @@ def test_layer_norm_matches_torch(sub):
 @exercise("layer_norm", points=0.5)
 def test_layer_norm_biased_variance(sub):
     x = rng(2).normal(size=(1, 4)) * 2.0
-    close(sub.call("layer_norm", x, np.ones(4), np.zeros(4), eps=0.0), norm(x, 1.0, 0.0, 0.0),
-          "layer_norm of one token of 4 features with eps=0 should be (x - mean) / std with the "
-          "biased std", suspects=ln_suspects(x, 1.0, 0.0, 0.0, given_eps=False), **TIGHT)
+    got = call_numpy(sub, "layer_norm", x, np.ones(4), np.zeros(4), eps=0.0)
+    check(not computes_in_float32(sub), FLOAT32_HINT, mistake="ln_float32")
+    close(got, norm(x, 1.0, 0.0, 0.0), "layer_norm of one token of 4 features with eps=0 should be "
+          "(x - mean) / std with the biased std", suspects=ln_suspects(x, 1.0, 0.0, 0.0, given_eps=False),
+          **TIGHT)
+    numpy_out("layer_norm", got)
 
 
 @exercise("layer_norm", points=1)
 def test_layer_norm_eps_inside_sqrt(sub):
     d = data(3)
     ones, zeros = np.ones(8), np.zeros(8)
-    close(sub.call("layer_norm", d["flat"], ones, zeros), norm(d["flat"], ones, zeros),
-          "for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps "
-          "goes", suspects=ln_suspects(d["flat"], ones, zeros), **TIGHT)
+    close_f64(sub, call_numpy(sub, "layer_norm", d["flat"], ones, zeros), norm(d["flat"], ones, zeros),
+              "for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps "
+              "goes", ln_suspects(d["flat"], ones, zeros))
 
 
 @exercise("layer_norm", points=0.5)
 def test_layer_norm_eps_argument(sub):
     d = data(4)
     x, g, b = d["x2"], d["g6"], d["b6"]
-    got = sub.call("layer_norm", x, g, b, eps=0.5)
-    if not matches(got, norm(x, g, b, 0.5, eps_outside=True), **TIGHT):  # eps's place counts elsewhere
-        close(got, norm(x, g, b, 0.5), "with eps=0.5 the result should change",
-              suspects=ln_suspects(x, g, b, 0.5), **TIGHT)
+    got = call_numpy(sub, "layer_norm", x, g, b, eps=0.5)
+    if not matches(got, norm(x, g, b, 0.5, eps_outside=True), **F32):  # eps's place counts elsewhere
+        close_f64(sub, got, norm(x, g, b, 0.5), "with eps=0.5 the result should change",
+                  ln_suspects(x, g, b, 0.5))
 
 
 # --- batch_norm -------------------------------------------------------------------------
@@ -128,21 +204,26 @@ def bn_suspects(x, gamma, beta, eps=1e-5):
         suspect("bn_unbiased_var", norm(x, gamma, beta, eps, axes=every, ddof=1),
                 "the variance is divided by N - 1 (unbiased): batch norm in training mode uses the "
                 "biased variance (np.var's default)"),
+        suspect("ln_eps_outside", norm(x, gamma, beta, eps, axes=every, eps_outside=True),
+                "eps is added outside the square root: batch norm divides by sqrt(var + eps), as "
+                "layer norm does, not by sqrt(var) + eps"),
     ]
 
 
 @exercise("batch_norm", points=0.5)
 def test_batch_norm_2d(sub):
     d = data(5)
-    close(sub.call("batch_norm", d["x2"], d["g6"], d["b6"]), norm(d["x2"], d["g6"], d["b6"], axes=(0,)),
+    got = call_numpy(sub, "batch_norm", d["x2"], d["g6"], d["b6"])
+    close(got, norm(d["x2"], d["g6"], d["b6"], axes=(0,)),
           "batch_norm of a [5, 6] input should normalise each feature (column) over the batch",
           suspects=bn_suspects(d["x2"], d["g6"], d["b6"]), **TIGHT)
+    numpy_out("batch_norm", got)
 
 
 @exercise("batch_norm", points=1)
 def test_batch_norm_3d(sub):
     d = data(6)
-    close(sub.call("batch_norm", d["x3"], d["g8"], d["b8"]), norm(d["x3"], d["g8"], d["b8"], axes=(0, 1)),
+    close(call_numpy(sub, "batch_norm", d["x3"], d["g8"], d["b8"]), norm(d["x3"], d["g8"], d["b8"], axes=(0, 1)),
           "batch_norm of a [B, L, D] batch should normalise each feature over every axis but the "
           "last", suspects=bn_suspects(d["x3"], d["g8"], d["b8"]), **TIGHT)
 
@@ -153,7 +234,7 @@ def test_batch_norm_matches_torch(sub):
     g, b = rng(8).normal(size=6), rng(9).normal(size=6)
     t = torch.from_numpy(x).movedim(-1, 1)
     want = F.batch_norm(t, None, None, torch.from_numpy(g), torch.from_numpy(b), training=True).movedim(1, -1)
-    close(sub.call("batch_norm", x, g, b), want, "batch_norm should equal torch's batch_norm in "
+    close(call_numpy(sub, "batch_norm", x, g, b), want, "batch_norm should equal torch's batch_norm in "
           "training mode", suspects=bn_suspects(x, g, b), **TIGHT)
 
 
@@ -162,7 +243,10 @@ def test_batch_norm_matches_torch(sub):
 def backward_parts(dout, x, gamma, eps=1e-5, mistake=None):
     """(dx, dgamma, dbeta), with one of the common mistakes."""
     mean = x.mean(-1, keepdims=True)
-    inv = 1.0 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
+    var = ((x - mean) ** 2).sum(-1, keepdims=True) / (x.shape[-1] - (mistake == "ln_unbiased_var"))
+    sigma = {"bwd_no_eps": lambda: np.sqrt(var), "ln_eps_outside": lambda: np.sqrt(var) + eps}.get(
+        mistake, lambda: np.sqrt(var + eps))()
+    inv = 1.0 / sigma
     x_hat = (x - mean) * inv
     tokens = 0 if mistake == "dgamma_not_summed" else tuple(range(x.ndim - 1))
     dbeta = dout.sum(axis=tokens)
@@ -186,6 +270,12 @@ BACKWARD_HINTS = {
     "dgamma_not_summed": "dgamma and dbeta are summed over axis 0 only: sum over every axis but the "
                          "last (batch and length), one number per feature",
     "dx_no_gamma": "dx̂ should be dout · gamma (the output is gamma · x̂ + beta): gamma is missing",
+    "bwd_no_eps": "σ̂ leaves eps out: the forward pass divides by sqrt(var + eps), so x̂ and dx use "
+                  "σ̂ = sqrt(var + eps) too",
+    "ln_unbiased_var": "the variance is divided by D - 1 (unbiased): the forward pass uses the biased "
+                       "variance (ddof=0, np.var's default), so x̂ and σ̂ must too",
+    "ln_eps_outside": "eps is added outside the square root: σ̂ = sqrt(var + eps), as in the forward "
+                      "pass, not sqrt(var) + eps",
 }
 
 
@@ -193,6 +283,10 @@ def _triple(result):
     check(isinstance(result, (tuple, list)) and len(result) == 3,
           "layer_norm_backward should return three arrays (dx, dgamma, dbeta)")
     return result
+
+
+def _backward(sub, dout, x, gamma, eps):
+    return _triple(call_numpy(sub, "layer_norm_backward", dout, x, gamma, eps=eps))
 
 
 def backward_cases():
@@ -212,17 +306,21 @@ def autograd_backward(dout, x, gamma, eps):
 
 
 def _check_part(sub, i, name, text):
+    """Judge part ``i`` of every case; returns the last case's (dx, dgamma, dbeta)."""
     for dout, x, gamma, eps, where in backward_cases():
-        got = _triple(sub.call("layer_norm_backward", dout, x, gamma, eps=eps))[i]
+        parts = _backward(sub, dout, x, gamma, eps)
+        got = parts[i]
         close(got, autograd_backward(dout, x, gamma, eps)[i], f"{name}{where} should be {text} "
               f"(as autograd through F.layer_norm gives)", **TIGHT,
-              suspects=[suspect(m, backward_parts(dout, x, gamma, eps, m)[i], BACKWARD_HINTS[m])
-                        for m in BACKWARD_HINTS])
+              suspects=[suspect(m, (lambda m=m, case=(dout, x, gamma, eps): backward_parts(*case, m)[i]),
+                                BACKWARD_HINTS[m]) for m in BACKWARD_HINTS])
+    return parts
 
 
 @exercise("layer_norm_backward", points=0.5)
 def test_backward_dbeta(sub):
-    _check_part(sub, 2, "dbeta", "dout summed over every axis but the last (one number per feature)")
+    parts = _check_part(sub, 2, "dbeta", "dout summed over every axis but the last (one number per feature)")
+    numpy_out("layer_norm_backward", *parts)
 
 
 @exercise("layer_norm_backward", points=1)
@@ -238,7 +336,26 @@ def test_backward_dx(sub):
 
 # --- LayerNorm (torch) ------------------------------------------------------------------
 
-FORBID = ("torch.nn.functional.layer_norm", "torch.layer_norm")
+FORBID = NUMPY_FORBID  # the same: any of torch's normalisations computes a layer norm
+
+
+def torch_operations_in_forward(module, x):
+    """How many torch operations (functions, methods, operators) ``module(x)`` runs. The grader's
+    own code, put next to the submission for the call (``torch_operations``): a vectorised
+    forward runs the same few on any input; a Python loop over the tokens or the features runs
+    more on a larger one."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        module(x)
+    return Count.calls
 
 
 def _layer_norm_module(sub, d_model=8, **kwargs):
@@ -268,6 +385,18 @@ def module_suspects(x, gamma, beta, eps=1e-5, given_eps=False):
                                    eps, given_eps)]
 
 
+@functools.cache
+def _counter_source():
+    return inspect.getsource(torch_operations_in_forward)
+
+
+def torch_operations(sub, *runs):
+    """How many torch operations each ``(module, x)`` of ``runs`` runs: the student's modules."""
+    name = torch_operations_in_forward.__name__
+    with sub.course_versions(_counter_source(), (name,)):
+        return [sub.call(name, m, x, forbid=FORBID) for m, x in runs]
+
+
 @exercise("LayerNorm", points=0.5)
 def test_module_parameters(sub):
     m, params = _layer_norm_module(sub, 8)
@@ -278,6 +407,15 @@ def test_module_parameters(sub):
     close(m(x, forbid=FORBID), F.layer_norm(x, (8,)), "with its initial weight = 1 and bias = 0, "
           "LayerNorm should normalise each token's features (the last axis)",
           suspects=module_suspects(x.double().numpy(), 1.0, 0.0), **F32)
+    # vectorised: as many torch operations for 24 tokens of 24 features as for 1 token of 8 (each
+    # module has run once before it is counted: what a first call sets up is not counted)
+    wide, x_wide = sub.new("LayerNorm", 24).eval(), t32(rng(27).normal(size=(4, 6, 24)))
+    wide(x_wide, forbid=FORBID)
+    small, large = torch_operations(sub, (m, t32(rng(26).normal(size=(1, 1, 8)))), (wide, x_wide))
+    check(large <= small + 2, f"LayerNorm's forward loops in Python: it runs {large} torch operations on "
+          f"a [4, 6, 24] input and {small} on a [1, 1, 8] one, where vectorised code runs the same few "
+          f"on any shape; normalise every token at once, over the last axis (mean(dim=-1, keepdim=True)), "
+          f"with no loop over the tokens or the features", mistake="ln_python_loop")
 
 
 @exercise("LayerNorm", points=1)

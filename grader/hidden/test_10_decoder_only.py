@@ -70,6 +70,7 @@ MISTAKES = {
     "block_causal_inverted": "the causal mask is inverted (each position sees only the future)",
     "block_key_mask_ignored": "the key mask is ignored",
     "block_key_mask_inverted": "the key mask is inverted (only pads are attended to)",
+    "block_key_mask_query_axis": "the key mask is broadcast over the query axis (hides the pads' rows, not their keys)",
     "block_nan_pad_rows": "a query with no allowed key (a left pad) gives NaN",
     "block_no_dropout": "the block applies no dropout",
     "block_mask_on_cpu": "a mask made inside the block without device=",
@@ -320,6 +321,8 @@ def _inject(handle, params, what, hint):
 
 # --- rms_norm ----------------------------------------------------------------------------
 
+RMS_FORBID = ("torch.nn.functional.rms_norm", "torch.rms_norm")  # the exercise writes it from the formula
+
 RMS_HINTS = {
     "rms_subtracts_mean": "the mean is subtracted first: that is LayerNorm (without its bias); "
                           "RMSNorm only divides by the root mean square, x / sqrt(mean(x², -1) + eps) * weight",
@@ -355,12 +358,12 @@ def _rms_data(n):
 @exercise("rms_norm", points=1)
 def test_rms_norm_values(sub):
     x, w = _rms_data(1)
-    close(sub.call("rms_norm", x, w), ref_rms(x, w), f"rms_norm of a {list(x.shape)} batch should "
+    close(sub.call("rms_norm", x, w, forbid=RMS_FORBID), ref_rms(x, w), f"rms_norm of a {list(x.shape)} batch should "
           f"divide each token by the root mean square of its features, x / sqrt(mean(x², -1) + eps), "
           f"then multiply by weight", atol=ATOL, suspects=rms_suspects(x, w))
     x2 = randn(4, 5, 6, scale=2.0) - 0.7
     w2 = 1.0 + 0.5 * randn(5, 6)
-    close(sub.call("rms_norm", x2, w2), ref_rms(x2, w2), "rms_norm of a [5, 6] input should normalise "
+    close(sub.call("rms_norm", x2, w2, forbid=RMS_FORBID), ref_rms(x2, w2), "rms_norm of a [5, 6] input should normalise "
           "each row over its 6 features", atol=ATOL, suspects=rms_suspects(x2, w2))
 
 
@@ -368,7 +371,7 @@ def test_rms_norm_values(sub):
 def test_rms_norm_eps_inside_the_root(sub):
     x, w = _rms_data(6)
     tiny = x * 1e-3  # mean(x²) ≈ 1e-6, as large as eps: where eps goes now shows
-    close(sub.call("rms_norm", tiny, w), ref_rms(tiny, w), "for tokens whose features are tiny "
+    close(sub.call("rms_norm", tiny, w, forbid=RMS_FORBID), ref_rms(tiny, w), "for tokens whose features are tiny "
           "(mean(x²) ≈ eps = 1e-6) the result depends on where eps goes: inside the square root",
           atol=ATOL, suspects=rms_suspects(tiny, w))
 
@@ -377,7 +380,7 @@ def test_rms_norm_eps_inside_the_root(sub):
 def test_rms_norm_eps_argument(sub):
     x, w = _rms_data(8)
     eps = 0.25 + float(torch.rand(1, generator=gen(9)))
-    got = sub.call("rms_norm", x, w, eps=eps)
+    got = sub.call("rms_norm", x, w, eps=eps, forbid=RMS_FORBID)
     if matches(got, ref_rms(x, w, eps, "rms_eps_outside"), atol=ATOL):
         return  # eps is used, in the wrong place: the check of eps's place charges that
     close(got, ref_rms(x, w, eps), f"with eps={eps:.3f} the result should change: x / sqrt(mean(x², -1) "
@@ -396,16 +399,24 @@ RMSNORM_HINTS = {
 }
 
 
-def _rmsnorm(sub, *args, **kwargs):
+def _rmsnorm(sub, *args, probe=False, **kwargs):
+    """The student's RMSNorm(*args, **kwargs); ``probe``: called once on zeros, so that a module
+    built on the library is refused (the calls that follow are refused it anyway)."""
     m = sub.new("RMSNorm", *args, **kwargs)
     info = m.inspect()
     check(info.get("is_module"), "RMSNorm should be an nn.Module")
+    if probe or "weight" not in info["parameters"]:  # the library reveals itself before names do
+        try:
+            m(torch.zeros(1, args[0] if args else kwargs["d_model"]), forbid=RMS_FORBID)
+        except SubmissionError as exc:
+            if exc.exc_type == "ForbiddenCall":
+                raise
     return m, info
 
 
 @exercise("RMSNorm", points=0.5)
 def test_rmsnorm_parameters(sub):
-    _, info = _rmsnorm(sub, D)
+    _, info = _rmsnorm(sub, D, probe=True)
     params = info["parameters"]
     check(params or "weight" in info["buffers"], "RMSNorm(d_model) has no parameters: it learns a "
           "scale, self.weight = nn.Parameter(torch.ones(d_model))", mistake="rmsnorm_no_weight")
@@ -421,7 +432,7 @@ def test_rmsnorm_parameters(sub):
 def test_rmsnorm_forward(sub):
     x, w = _rms_data(10)
     m = _inject(_rmsnorm(sub, D)[0], {"weight": w}, "RMSNorm", RMSNORM_HINT)
-    close(m(x), ref_rms(x, w), "with a loaded weight, RMSNorm(d_model)(x) should be rms_norm(x, "
+    close(m(x, forbid=RMS_FORBID), ref_rms(x, w), "with a loaded weight, RMSNorm(d_model)(x) should be rms_norm(x, "
           "weight, eps) over the last axis", atol=ATOL,
           suspects=[suspect("rmsnorm_weight_ignored", ref_rms(x, w, mistake="rms_no_weight"),
                             RMSNORM_HINTS["rmsnorm_weight_ignored"])])
@@ -433,12 +444,12 @@ def test_rmsnorm_eps(sub):
     w = torch.ones(D)  # the weight's own check is the forward's
     m = _inject(_rmsnorm(sub, D)[0], {"weight": w}, "RMSNorm", RMSNORM_HINT)
     tiny = x * 1e-3
-    close(m(tiny), ref_rms(tiny, w), "RMSNorm(d_model) on tokens with tiny features (mean(x²) ≈ 1e-6) "
+    close(m(tiny, forbid=RMS_FORBID), ref_rms(tiny, w), "RMSNorm(d_model) on tokens with tiny features (mean(x²) ≈ 1e-6) "
           "should use eps = 1e-6", atol=ATOL,
           suspects=[suspect("rmsnorm_eps_default", ref_rms(tiny, w, 1e-5), RMSNORM_HINTS["rmsnorm_eps_default"])])
     eps = 0.25 + float(torch.rand(1, generator=gen(13)))
     m2 = _inject(_rmsnorm(sub, D, eps=eps)[0], {"weight": w}, "RMSNorm", RMSNORM_HINT)
-    close(m2(x), ref_rms(x, w, eps), f"RMSNorm(d_model, eps={eps:.3f}) should normalise with that eps",
+    close(m2(x, forbid=RMS_FORBID), ref_rms(x, w, eps), f"RMSNorm(d_model, eps={eps:.3f}) should normalise with that eps",
           atol=ATOL, suspects=[suspect("rmsnorm_eps_ignored", ref_rms(x, w), RMSNORM_HINTS["rmsnorm_eps_ignored"])])
 
 
@@ -694,6 +705,9 @@ BLOCK_HINTS = {
                               "causal mask, causal & key_mask[:, None, None, :]",
     "block_key_mask_inverted": "key_mask is inverted: True marks the real tokens (may attend), so the "
                                "queries attend only to the pads",
+    "block_key_mask_query_axis": "key_mask is broadcast over the query axis (key_mask[:, None, :, None]): it "
+                                 "hides the pads' own rows of scores, so the real tokens still attend to the "
+                                 "pads; hide the pads' columns, the keys: key_mask[:, None, None, :]",
 }
 BLOCK_MISTAKES = ("block_post_norm", "block_residual_normalised", "block_shared_norm", "block_no_rope",
                   "block_rope_q_only", "block_rope_on_v", "block_scale_d_model", "block_no_causal",
@@ -801,6 +815,10 @@ def test_block_key_mask(sub):
     if matches(out[keys], want, atol=ATOL):
         pass  # right, whatever the block does without a key mask
     elif _passes(_check_block, sub, 62):  # the block is right without a key mask: the mask is not
+        plain = m(x, cos, sin)  # the same block without the key mask
+        if matches(out[keys], plain[keys], atol=ATOL) and not matches(out[~keys], plain[~keys], atol=ATOL):
+            # the mask changes the pads' own outputs only: it hides the pads' rows, not their keys
+            diagnose("block_key_mask_query_axis", BLOCK_HINTS["block_key_mask_query_axis"])
         close(out[keys], want, message, atol=ATOL,
               suspects=block_suspects(p, x, cos, sin, keys, ("block_key_mask_ignored", "block_key_mask_inverted"),
                                       select=lambda t: t[keys]))
@@ -990,7 +1008,8 @@ def test_lm_tied_weights(sub):
 def test_lm_logits(sub):
     m, p = _lm(sub, 82, pad_id=V - 1)
     g = gen(83)
-    ids = torch.randint(0, V - 1, (_int(84, 2, 4), _int(85, 4, 9)), generator=g)  # no pads
+    ids = torch.randint(1, V - 1, (_int(84, 2, 4), _int(85, 4, 9)), generator=g)  # no pads
+    ids[:, 1] = 0  # a real token 0 in every row, never its first: pads taken as id 0 show on every run
     close(_logits(m, ids), ref_lm(p, ids, V - 1), "with injected (tied) weights and no padding the "
           "logits should be lm_head(norm(x)) after the blocks, x = embed(ids) and positions 0 … L - 1",
           atol=ATOL, suspects=lm_suspects(p, ids, V - 1))

@@ -7,6 +7,10 @@ LESSON = "05_layer_norm"
 LN_VAR = "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased: divide by D"
 LN_DIV = "x_hat = (x - mean) / np.sqrt(var + eps)"
 MOD_VAR = "var = centered.pow(2).mean(dim=-1, keepdim=True)  # biased: divide by D"
+MOD_FWD = """        mean = x.mean(dim=-1, keepdim=True)
+        centered = x - mean
+        var = centered.pow(2).mean(dim=-1, keepdim=True)  # biased: divide by D
+        return self.weight * (centered / torch.sqrt(var + self.eps)) + self.bias"""
 MOD_OUT = "return self.weight * (centered / torch.sqrt(var + self.eps)) + self.bias"
 
 BUGS = [
@@ -32,6 +36,63 @@ BUGS = [
     bug("layer_norm_backward", "dgamma_not_summed", "dgamma, dbeta not summed over the length axis",
         ("tokens = tuple(range(x.ndim - 1))", "tokens = 0")),
     bug("layer_norm_backward", "dx_no_gamma", "gamma forgotten in dx", ("dx_hat = dout * gamma", "dx_hat = dout")),
+    # layer_norm, batch_norm, layer_norm_backward: numpy exercises
+    bug("layer_norm", "library_call", "torch's F.layer_norm, converted back to numpy", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    t = torch.from_numpy(np.asarray(x))
+    out = F.layer_norm(t, t.shape[-1:], torch.from_numpy(np.asarray(gamma)), torch.from_numpy(np.asarray(beta)), eps)
+    return out.numpy()
+"""),
+    bug("layer_norm", "library_call", "nn.LayerNorm with the given gain and bias", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    ln = nn.LayerNorm(x.shape[-1], eps=eps).double()
+    with torch.no_grad():
+        ln.weight.copy_(torch.from_numpy(gamma)); ln.bias.copy_(torch.from_numpy(beta))
+        return ln(torch.from_numpy(x)).numpy()
+"""),
+    bug("batch_norm", "library_call", "torch's F.batch_norm in training mode, converted back", source="""
+def batch_norm(x, gamma, beta, eps=1e-5):
+    t = torch.from_numpy(x).reshape(-1, x.shape[-1])
+    out = F.batch_norm(t, None, None, torch.from_numpy(gamma), torch.from_numpy(beta), training=True, eps=eps)
+    return out.reshape(x.shape).numpy()
+"""),
+    bug("layer_norm_backward", "library_call", "autograd through F.layer_norm", source="""
+def layer_norm_backward(dout, x, gamma, eps=1e-5):
+    xt = torch.tensor(x, requires_grad=True)
+    gt = torch.tensor(gamma, requires_grad=True)
+    bt = torch.zeros_like(gt, requires_grad=True)
+    F.layer_norm(xt, xt.shape[-1:], gt, bt, eps).backward(torch.from_numpy(dout))
+    return xt.grad.numpy(), gt.grad.numpy(), bt.grad.numpy()
+"""),
+    bug("layer_norm", "not_numpy", "computed in torch, returns a torch.Tensor", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x = torch.as_tensor(x)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return torch.as_tensor(gamma) * (x - mean) / torch.sqrt(var + eps) + torch.as_tensor(beta)
+"""),
+    bug("batch_norm", "not_numpy", "computed in torch, returns a torch.Tensor", source="""
+def batch_norm(x, gamma, beta, eps=1e-5):
+    x = torch.from_numpy(x)
+    dims = tuple(range(x.dim() - 1))
+    var, mean = torch.var_mean(x, dim=dims, keepdim=True, unbiased=False)
+    return torch.from_numpy(gamma) * (x - mean) / torch.sqrt(var + eps) + torch.from_numpy(beta)
+"""),
+    bug("batch_norm", "not_numpy", "returns a nested list (.tolist())",
+        ("return gamma * (x - mean) / np.sqrt(var + eps) + beta", "return (gamma * (x - mean) / np.sqrt(var + eps) + beta).tolist()")),
+    bug("layer_norm_backward", "not_numpy", "returns dx, dgamma, dbeta as torch tensors",
+        ("return dx, dgamma, dbeta", "return torch.from_numpy(dx), torch.from_numpy(dgamma), torch.from_numpy(dbeta)")),
+    bug("layer_norm", "ln_float32", "computed in float32 (x.astype(np.float32))",
+        ("mean = x.mean(axis=-1, keepdims=True)\n    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased",
+         "x = x.astype(np.float32)\n    mean = x.mean(axis=-1, keepdims=True)\n    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased")),
+    bug("batch_norm", "ln_eps_outside", "eps outside the square root",
+        ("np.sqrt(var + eps)", "(np.sqrt(var) + eps)")),
+    bug("layer_norm_backward", "bwd_no_eps", "sigma without eps (sqrt(var))",
+        ("inv_std = 1.0 / np.sqrt(var + eps)", "inv_std = 1.0 / np.sqrt(var)")),
+    bug("layer_norm_backward", "ln_unbiased_var", "unbiased variance (ddof=1)",
+        ("var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)", "var = x.var(axis=-1, ddof=1, keepdims=True)")),
+    bug("layer_norm_backward", "ln_eps_outside", "eps outside the square root",
+        ("inv_std = 1.0 / np.sqrt(var + eps)", "inv_std = 1.0 / (np.sqrt(var) + eps)")),
     # LayerNorm (torch)
     bug("LayerNorm", "ln_unbiased_var", "torch's default x.var() (unbiased)", (MOD_VAR, "var = x.var(dim=-1, keepdim=True)")),
     bug("LayerNorm", "ln_eps_outside", "eps outside the square root",
@@ -49,6 +110,17 @@ BUGS = [
         ("self.weight = nn.Parameter(torch.ones(d_model))\n        self.bias = nn.Parameter(torch.zeros(d_model))",
          "self.ln = nn.LayerNorm(d_model, eps=eps)"),
         (MOD_OUT, "return self.ln(x)")),
+    bug("LayerNorm", "ln_python_loop", "a Python loop over the tokens", (MOD_FWD, """        rows = []
+        for t in x.reshape(-1, x.shape[-1]):
+            mean = t.mean()
+            var = ((t - mean) ** 2).mean()
+            rows.append(self.weight * (t - mean) / torch.sqrt(var + self.eps) + self.bias)
+        return torch.stack(rows).reshape(x.shape)""")),
+    bug("LayerNorm", "ln_python_loop", "a Python loop over the sentences (vectorised inside each)", (MOD_FWD, """        if x.dim() < 3:
+            mean = x.mean(dim=-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+            return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+        return torch.stack([self(s) for s in x])""")),
 ]
 
 ALTERNATIVES = [
@@ -63,6 +135,33 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     x = np.asarray(x, dtype=np.float64)
     inv = 1.0 / np.sqrt(np.var(x, axis=-1, keepdims=True) + eps)
     return (x - x.mean(-1)[..., None]) * inv * gamma + beta
+"""),
+    Variant("layer_norm", "einsum for the mean and the variance", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    D = x.shape[-1]
+    xc = x - np.einsum("...d->...", x)[..., None] / D
+    var = np.einsum("...d,...d->...", xc, xc)[..., None] / D
+    return np.einsum("...d,d->...d", xc / np.sqrt(var + eps), gamma) + beta
+"""),
+    Variant("layer_norm", "astype(np.float64) and np.std", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x = x.astype(np.float64)
+    std = np.std(x, axis=-1, keepdims=True)
+    return gamma * ((x - np.mean(x, axis=-1, keepdims=True)) / np.sqrt(std ** 2 + eps)) + beta
+"""),
+    Variant("layer_norm", "torch arithmetic in float64 (no library norm), .numpy() at the end", source="""
+def layer_norm(x, gamma, beta, eps=1e-5):
+    t = torch.from_numpy(x)
+    var, mean = torch.var_mean(t, dim=-1, keepdim=True, unbiased=False)
+    out = torch.from_numpy(gamma) * (t - mean) / torch.sqrt(var + eps) + torch.from_numpy(beta)
+    return out.numpy()
+"""),
+    Variant("batch_norm", "np.std and a float64 cast", source="""
+def batch_norm(x, gamma, beta, eps=1e-5):
+    x = np.asarray(x, dtype=np.float64)
+    axes = tuple(range(x.ndim - 1))
+    mu = np.mean(x, axis=axes, keepdims=True)
+    return (x - mu) / np.sqrt(np.std(x, axis=axes, keepdims=True) ** 2 + eps) * gamma + beta
 """),
     Variant("batch_norm", "reshape to 2-D, normalise columns, reshape back", source="""
 def batch_norm(x, gamma, beta, eps=1e-5):
@@ -95,6 +194,63 @@ def layer_norm_backward(dout, x, gamma, eps=1e-5):
     dx = np.einsum("...i,...ij->...j", dout * gamma, J)
     axes = tuple(range(x.ndim - 1))
     return dx, np.sum(dout * xhat, axis=axes), np.sum(dout, axis=axes)
+"""),
+    Variant("layer_norm_backward", "the N·dx̂ form (sums, one division by N·σ̂)", source="""
+def layer_norm_backward(dout, x, gamma, eps=1e-5):
+    N = x.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    inv = 1.0 / np.sqrt((xc ** 2).sum(axis=-1, keepdims=True) / N + eps)
+    xhat = xc * inv
+    dxhat = dout * gamma
+    dx = inv / N * (N * dxhat - dxhat.sum(axis=-1, keepdims=True) - xhat * (dxhat * xhat).sum(axis=-1, keepdims=True))
+    lead = tuple(range(x.ndim - 1))
+    return dx, (dout * xhat).sum(axis=lead), dout.sum(axis=lead)
+"""),
+    Variant("LayerNorm", "flattened to [tokens, D], torch.std(correction=0), reshaped back", source="""
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def _normalise(self, flat):
+        mu = flat.mean(dim=1, keepdim=True)
+        sd = torch.std(flat, dim=1, keepdim=True, correction=0)
+        return (flat - mu) / torch.sqrt(sd ** 2 + self.eps)
+
+    def forward(self, x):
+        out = self._normalise(x.reshape(-1, self.d_model)).reshape(x.shape)
+        return torch.addcmul(self.bias, out, self.weight)
+"""),
+    Variant("LayerNorm", "eps as a tensor made on the first call, torch.mean and torch.square", source="""
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        if not hasattr(self, "eps_t"):
+            self.eps_t = torch.full((1,), self.eps, dtype=torch.float64)
+        centred = x - torch.mean(x, dim=-1, keepdim=True)
+        var = torch.mean(torch.square(centred), dim=-1, keepdim=True)
+        return centred * torch.rsqrt(var + self.eps_t.to(x.dtype)) * self.weight + self.bias
+"""),
+    Variant("LayerNorm", "half precision computed in float32, einsum for the scale", source="""
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        h = h - h.mean(-1, keepdim=True)
+        h = h / (h.square().mean(-1, keepdim=True) + self.eps).sqrt()
+        return (torch.einsum("...d,d->...d", h, self.weight) + self.bias).type_as(x)
 """),
     Variant("LayerNorm", "mean of squares, rsqrt, var(unbiased=False) style", source="""
 class LayerNorm(nn.Module):
@@ -131,14 +287,27 @@ SCORES = {
     ('layer_norm', 'normalised over the batch axis'): 0,
     ('layer_norm', 'gain and bias ignored'): 1.5,
     ('layer_norm', 'eps argument ignored (1e-5 hard-coded)'): 2,
+    ('layer_norm', "torch's F.layer_norm, converted back to numpy"): 0,
+    ('layer_norm', 'nn.LayerNorm with the given gain and bias'): 0,
+    ('layer_norm', 'computed in torch, returns a torch.Tensor'): 2.5,
+    ('layer_norm', 'computed in float32 (x.astype(np.float32))'): 2.5,
     ('batch_norm', 'normalised over the last axis (that is layer norm)'): 0,
     ('batch_norm', 'over axis 0 only (wrong for [B, L, D])'): 0.5,
     ('batch_norm', 'unbiased variance'): 0,
+    ('batch_norm', "torch's F.batch_norm in training mode, converted back"): 0,
+    ('batch_norm', 'computed in torch, returns a torch.Tensor'): 1.5,
+    ('batch_norm', 'eps outside the square root'): 0,
+    ('batch_norm', 'returns a nested list (.tolist())'): 1.5,
     ('layer_norm_backward', 'x̂·mean(dx̂·x̂) term dropped'): 1.5,
     ('layer_norm_backward', 'mean(dx̂) term dropped'): 1.5,
     ('layer_norm_backward', 'dgamma without x̂'): 2,
     ('layer_norm_backward', 'dgamma, dbeta not summed over the length axis'): 1.5,
     ('layer_norm_backward', 'gamma forgotten in dx'): 1.5,
+    ('layer_norm_backward', 'autograd through F.layer_norm'): 0,
+    ('layer_norm_backward', 'returns dx, dgamma, dbeta as torch tensors'): 2.5,
+    ('layer_norm_backward', 'sigma without eps (sqrt(var))'): 0.5,
+    ('layer_norm_backward', 'unbiased variance (ddof=1)'): 0.5,
+    ('layer_norm_backward', 'eps outside the square root'): 0.5,
     ('LayerNorm', "torch's default x.var() (unbiased)"): 0,
     ('LayerNorm', 'eps outside the square root'): 2,
     ('LayerNorm', 'normalised over the batch axis'): 0,
@@ -147,4 +316,6 @@ SCORES = {
     ('LayerNorm', 'constructor eps ignored'): 2,
     ('LayerNorm', 'calls F.layer_norm (the operation the exercise teaches)'): 0,
     ('LayerNorm', 'wraps nn.LayerNorm'): 0,
+    ('LayerNorm', 'a Python loop over the tokens'): 2.5,
+    ('LayerNorm', 'a Python loop over the sentences (vectorised inside each)'): 2.5,
 }

@@ -30,6 +30,9 @@ BUGS = [
     bug("rms_norm", "rms_eps_ignored", "eps argument ignored (1e-6 hard-coded)", ("keepdim=True) + eps)", "keepdim=True) + 1e-6)")),
     bug("rms_norm", "rms_no_sqrt", "divides by the mean square (no square root)",
         (RMS, "return x / (x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight")),
+    bug("rms_norm", "library_call", "calls F.rms_norm (the operation the exercise writes from the formula)",
+        (RMS, "return F.rms_norm(x, x.shape[-1:], weight, eps)")),
+    bug("rms_norm", "library_call", "calls torch.rms_norm", (RMS, "return torch.rms_norm(x, (x.shape[-1],), weight, eps)")),
     # RMSNorm
     bug("RMSNorm", "rmsnorm_no_weight", "weight kept as a plain tensor, not a parameter",
         ("self.weight = nn.Parameter(torch.ones(d_model))", "self.weight = torch.ones(d_model)")),
@@ -38,6 +41,17 @@ BUGS = [
     bug("RMSNorm", "rmsnorm_eps_ignored", "eps not passed to rms_norm",
         ("return rms_norm(x, self.weight, self.eps)", "return rms_norm(x, self.weight)")),
     bug("RMSNorm", "rmsnorm_eps_default", "default eps 1e-5 (LayerNorm's)", ("eps: float = 1e-6", "eps: float = 1e-5")),
+    bug("RMSNorm", "library_call", "forward calls F.rms_norm",
+        ("return rms_norm(x, self.weight, self.eps)", "return F.rms_norm(x, x.shape[-1:], self.weight, self.eps)")),
+    bug("RMSNorm", "library_call", "wraps nn.RMSNorm", source="""
+class RMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.norm = nn.RMSNorm(d_model, eps=eps)
+
+    def forward(self, x):
+        return self.norm(x)
+"""),
     # rope_angles
     bug("rope_angles", "rope_float64", "tables left in float64", (TABLES, "return angles.cos(), angles.sin()")),
     bug("rope_angles", "rope_cos_sin_swapped", "returns (sin, cos)", (TABLES, "return angles.sin().float(), angles.cos().float()")),
@@ -90,6 +104,13 @@ BUGS = [
         (CAUSAL, CAUSAL.replace("= torch.ones", "= ~torch.ones"))),
     bug("DecoderBlock", "block_key_mask_ignored", "key_mask ignored", (KEYS, "allowed = allowed")),
     bug("DecoderBlock", "block_key_mask_inverted", "key_mask inverted", (KEYS, KEYS.replace("& key_mask", "& ~key_mask"))),
+    bug("DecoderBlock", "block_key_mask_query_axis", "key_mask over the query axis (key_mask[:, None, :, None])",
+        (KEYS, KEYS.replace("key_mask[:, None, None, :]", "key_mask[:, None, :, None]"))),
+    bug("DecoderBlock", "block_key_mask_query_axis", "key_mask over the query axis, -inf and nan_to_num",
+        (KEYS, KEYS.replace("key_mask[:, None, None, :]", "key_mask[:, None, :, None]")),
+        ("scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)",
+         'scores = scores.masked_fill(~allowed, float("-inf"))'),
+        ("a = torch.softmax(scores, dim=-1) @ v", "a = torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v")),
     bug("DecoderBlock", "block_nan_pad_rows", "masked with -inf: fully masked pad queries give NaN",
         ("torch.finfo(scores.dtype).min", 'float("-inf")')),
     bug("DecoderBlock", "block_no_dropout", "dropout argument ignored", ("nn.Dropout(dropout)", "nn.Dropout(0.0)")),
@@ -136,9 +157,30 @@ BUGS = [
 ]
 
 ALTERNATIVES = [
-    Variant("rms_norm", "F.rms_norm", source='''
+    Variant("RMSNorm", "torch.rsqrt inline, eps and weight in another order", source='''
+class RMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+'''),
+    Variant("rms_norm", "x / sqrt(mean(x * x) + eps), torch.mean", source='''
 def rms_norm(x, weight, eps=1e-6):
-    return F.rms_norm(x, x.shape[-1:], weight, eps)
+    return weight * (x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps))
+'''),
+    Variant("rms_norm", "the vector norm divided by √D, in float64, cast back", source='''
+def rms_norm(x, weight, eps=1e-6):
+    h = x.double()
+    ms = torch.linalg.vector_norm(h, dim=-1, keepdim=True) ** 2 / h.shape[-1]
+    return (h / (ms + eps).sqrt()).to(x.dtype) * weight
+'''),
+    Variant("rms_norm", "einsum for the mean square", source='''
+def rms_norm(x, weight, eps=1e-6):
+    ms = torch.einsum("...d,...d->...", x, x)[..., None] / x.shape[-1]
+    return x * (ms + eps).rsqrt() * weight
 '''),
     Variant("rms_norm", "x * torch.rsqrt(...) in float32, cast back", source='''
 def rms_norm(x, weight, eps=1e-6):
@@ -292,10 +334,14 @@ SCORES = {
     ('rms_norm', 'weight not applied'): 0,
     ('rms_norm', 'eps argument ignored (1e-6 hard-coded)'): 1.5,
     ('rms_norm', 'divides by the mean square (no square root)'): 0,
+    ('rms_norm', 'calls F.rms_norm (the operation the exercise writes from the formula)'): 0,
+    ('rms_norm', 'calls torch.rms_norm'): 0,
     ('RMSNorm', 'weight kept as a plain tensor, not a parameter'): 0,
     ('RMSNorm', 'forward ignores the weight'): 1,
     ('RMSNorm', 'eps not passed to rms_norm'): 1.5,
     ('RMSNorm', "default eps 1e-5 (LayerNorm's)"): 1.5,
+    ('RMSNorm', 'forward calls F.rms_norm'): 0,
+    ('RMSNorm', 'wraps nn.RMSNorm'): 0,
     ('rope_angles', 'tables left in float64'): 1.5,
     ('rope_angles', 'returns (sin, cos)'): 0.5,
     ('rope_angles', "exponent by the pair's index i (i/d instead of 2i/d)"): 0.5,
@@ -326,6 +372,8 @@ SCORES = {
     ('DecoderBlock', 'causal mask inverted (the future only)'): 1.5,
     ('DecoderBlock', 'key_mask ignored'): 3,
     ('DecoderBlock', 'key_mask inverted'): 3,
+    ('DecoderBlock', 'key_mask over the query axis (key_mask[:, None, :, None])'): 3,
+    ('DecoderBlock', 'key_mask over the query axis, -inf and nan_to_num'): 3,
     ('DecoderBlock', 'masked with -inf: fully masked pad queries give NaN'): 3,
     ('DecoderBlock', 'dropout argument ignored'): 3.5,
     ('DecoderBlock', 'causal mask made without device='): 3.5,
