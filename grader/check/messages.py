@@ -33,6 +33,12 @@ FORBIDDEN_HINT = {
     "torch.nn.functional.layer_norm": "F.layer_norm / nn.LayerNorm",
     "torch.layer_norm": "torch.layer_norm",
     "torch.nn.functional.gelu": "F.gelu / nn.GELU",
+    "torch.nn.functional.batch_norm": "F.batch_norm / nn.BatchNorm1d",
+    "torch.nn.functional.group_norm": "F.group_norm / nn.GroupNorm",
+    "torch.nn.functional.instance_norm": "F.instance_norm / nn.InstanceNorm1d",
+    "torch.nn.functional.rms_norm": "F.rms_norm / nn.RMSNorm",
+    "torch.nn.functional.softmax": "F.softmax",
+    "torch.nn.functional.cross_entropy": "F.cross_entropy / nn.CrossEntropyLoss",
 }
 
 
