@@ -24,6 +24,32 @@ MISTAKES = {
     "merge_to_d": "merged to [B, L, d] instead of [B, L, H·d]",
 }
 
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "split_qkv": {
+        "q, k, v are three consecutive blocks of n_state columns (not every third column)":
+            ("qkv_interleaved",),
+        "each block is n_state (the argument) columns wide: [B, L, n_state]": ("qkv_hardcoded_width",),
+        "returns (q, k, v): the first, second and third block, in that order": ("qkv_order",),
+    },
+    "split_heads": {
+        "[B, L, D] -> [B, H, L, d]: reshape to [B, L, H, d], then transpose (a reshape alone mixes "
+        "tokens)": ("split_no_transpose",),
+        "head h holds the consecutive features h·d … (h+1)·d - 1 of every token": ("split_head_fast_axis",),
+        "n_head heads of d = D // n_head features each": ("split_d_h_swapped",),
+        "with k=True the keys come out [B, H, d, L], ready for q @ k": ("split_k_ignored", "split_k_wrong_layout"),
+    },
+    "merge_heads": {
+        "[B, H, L, d] -> [B, L, H·d] (all heads side by side: 768 for BERT-base, not 64)": ("merge_to_d",),
+        "token l holds head 0's d features, then head 1's, …": ("merge_head_fast_axis",),
+        "the exact inverse of split_heads: transpose back to [B, L, H, d], then reshape":
+            ("merge_no_transpose",),
+    },
+}
+
 
 def labelled(n, *shape):
     """Distinct numbers in a random order: every number tells where it came from."""

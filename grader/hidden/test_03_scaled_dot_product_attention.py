@@ -50,6 +50,47 @@ MISTAKES = {
     "padding_masks_queries": "the padding mask is [B, 1, L, 1]: it masks queries, not keys",
     "padding_shape": "the padding mask lacks its broadcast axes ([B, L] or [B, 1, L])",
     "padding_pad_id_ignored": "the padding mask ignores pad_id",
+    "padding_not_bool": "the padding mask is not boolean (0/1 numbers)",
+    "sdpa_pair_order": "the function returns (weights, output) instead of (output, weights)",
+    "mask_not_broadcast": "the mask works only at the scores' full shape: it is not broadcast",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "scaled_dot_product_attention": {
+        "q kᵀ over the last two axes (k.transpose(-2, -1)), for any number of leading (batch, "
+        "head) axes": ("absolute_axes",),
+        "scores divided by √d_k with d_k = q.size(-1) (the square root, not d_k)":
+            ("scale_by_d", "never_scaled", "scale_by_lk"),
+        "softmax over the keys (the last axis): each query's weights sum to 1": ("softmax_query_axis",),
+        "a boolean mask, True = allowed: the scores where it is False are filled": ("mask_inverted",),
+        "masked scores become -inf (or a very large negative number) before the softmax: masked "
+        "weights exactly 0, the allowed ones still summing to 1": ("mask_fill_zero", "mask_after_softmax"),
+        "the mask broadcasts to the scores [..., Lq, Lk] ([L, L], [B, 1, 1, Lk], …)": ("mask_not_broadcast",),
+        "a fully masked row: zero weights and a zero output, never NaN":
+            ("masked_rows_nan", "masked_rows_uniform"),
+        "dropout_p > 0: dropout on the weights, F.dropout(weights, p=dropout_p), the mask still "
+        "applied": ("dropout_ignored", "dropout_no_rescale", "dropout_not_on_weights", "mask_lost_with_dropout"),
+        "returns (output [..., Lq, d_v], weights [..., Lq, Lk]) with output = weights @ v":
+            ("weights_times_keys", "sdpa_pair_order"),
+        "written by hand: F.scaled_dot_product_attention is not accepted": ("library_call",),
+    },
+    "causal_mask": {
+        "a boolean tensor": ("causal_float",),
+        "[L, L], True on and below the diagonal: query i may look at keys 0 … i":
+            ("causal_upper", "causal_no_diagonal", "causal_inverted"),
+        "created on `device`": ("causal_device_ignored",),
+    },
+    "padding_mask": {
+        "a boolean tensor": ("padding_not_bool",),
+        "True where the token is not padding": ("padding_inverted",),
+        "padding is where tokens == pad_id (the argument)": ("padding_pad_id_ignored",),
+        "[B, 1, 1, L]: about the keys, broadcast over every head and every query":
+            ("padding_masks_queries", "padding_shape"),
+    },
 }
 
 SDPA = ("torch.nn.functional.scaled_dot_product_attention",)
@@ -111,7 +152,38 @@ def sdpa_suspects(q, k, v, mask=None, part="weights"):
     return found
 
 
+def expected_shapes(args, kwargs):
+    """(weights shape, output shape, mask) for a call with these arguments: q, k, v are the
+    first three, the mask the fourth or ``mask=``; shapes ``None`` if they do not broadcast."""
+    q, k, v = args[:3]
+    mask = kwargs.get("mask", args[3] if len(args) > 3 else None)
+    try:
+        w = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + (q.size(-2), k.size(-2))
+        if isinstance(mask, torch.Tensor):
+            w = tuple(torch.broadcast_shapes(mask.shape, w))
+        out = tuple(torch.broadcast_shapes(w[:-2], v.shape[:-2])) + (q.size(-2), v.size(-1))
+    except (RuntimeError, IndexError):
+        return None, None, mask
+    return w, out, mask
+
+
+def runs_with_full_mask(sub, args, kwargs, shape):
+    """Whether the call runs once its mask is expanded to the scores' full ``shape``."""
+    mask = kwargs.get("mask", args[3] if len(args) > 3 else None)
+    full = mask.expand(shape).clone()
+    if "mask" in kwargs:
+        kwargs = {**kwargs, "mask": full}
+    else:
+        args = (*args[:3], full, *args[4:])
+    try:
+        sub.call("scaled_dot_product_attention", *args, forbid=SDPA, **kwargs)
+    except SubmissionError:
+        return False
+    return True
+
+
 def attend(sub, *args, **kwargs):
+    want_w, want_out, mask = expected_shapes(args, kwargs)
     try:
         result = sub.call("scaled_dot_product_attention", *args, forbid=SDPA, **kwargs)
     except SubmissionError as exc:
@@ -119,12 +191,23 @@ def attend(sub, *args, **kwargs):
             diagnose("absolute_axes", f"with {args[0].dim()}-D inputs your code raised "
                      f"\"Dimension out of range\": count the axes from the end "
                      f"(k.transpose(-2, -1), q.size(-1)) so that any number of leading axes works")
+        if (isinstance(mask, torch.Tensor) and want_w is not None and tuple(mask.shape) != want_w
+                and runs_with_full_mask(sub, args, kwargs, want_w)):
+            diagnose("mask_not_broadcast", f"with a mask of shape {list(mask.shape)} your code raised "
+                     f"{exc.exc_type}, though it runs with a mask of the scores' full shape "
+                     f"{list(want_w)}: a mask only has to broadcast to [..., Lq, Lk], so apply it "
+                     f"with masked_fill or torch.where, which broadcast (indexing scores[~mask] "
+                     f"needs the full shape)")
         raise
     check(isinstance(result, (tuple, list)) and len(result) == 2,
           "scaled_dot_product_attention should return a pair (output, weights)")
     out, w = result
     check(isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor),
           "scaled_dot_product_attention should return two tensors (output, weights)")
+    if want_w != want_out and shape_of(out) == want_w and shape_of(w) == want_out:
+        diagnose("sdpa_pair_order", f"scaled_dot_product_attention returns (weights, output): the "
+                 f"first tensor is {list(want_w)}, the weights' shape [..., Lq, Lk]; return the "
+                 f"output [..., Lq, d_v] first, then the weights")
     return out, w
 
 
@@ -214,6 +297,7 @@ def test_sdpa_fully_masked_rows_are_zero(sub):
     row = int(torch.randint(4, (1,), generator=gen(20)))
     mask[(row + 1) % 4, (keep + 1) % 5] = False              # another query sees only some keys
     mask[row] = False                                        # this query may see nothing
+    mask = mask.expand(2, 3, 4, 5).clone()                   # the scores' shape: broadcasting is judged apart
     out, w = attend(sub, q, k, v, mask=mask)
     ok = not torch.isnan(w).any() and not torch.isnan(out).any() and \
         bool((w[..., row, :] == 0).all()) and bool((out[..., row, :] == 0).all())
@@ -320,10 +404,11 @@ def test_sdpa_dropout_on_weights(sub):
           "with dropout_p=0.5 about half of the weights should be zeroed and the rest scaled by "
           "1/(1-p) = 2, before multiplying by v")
     causal = torch.ones(16, 16, dtype=torch.bool).tril()
-    _, without = attend(sub, q, k, v, mask=causal)
+    full = causal.expand(2, 16, 16).clone()                  # the scores' shape: broadcasting is judged apart
+    _, without = attend(sub, q, k, v, mask=full)
     if without[..., ~causal].abs().gt(1e-7).any():
         return  # the mask itself is wrong: the mask checks charge that
-    _, masked = attend(sub, q, k, v, mask=causal, dropout_p=0.5)
+    _, masked = attend(sub, q, k, v, mask=full, dropout_p=0.5)
     check(not masked[..., ~causal].abs().gt(1e-7).any(),
           "with a mask and dropout_p=0.5 a masked key got weight: the mask applies whether or not "
           "dropout is on (mask the scores, softmax, then dropout the weights)",
@@ -423,7 +508,9 @@ def padding_suspects(t, pad_id):
 def padding(sub, t, pad_id):
     m = sub.call("padding_mask", t, pad_id)
     check(isinstance(m, torch.Tensor), "padding_mask should return a torch tensor")
-    check(m.dtype == torch.bool, f"padding_mask should be boolean (True = allowed), got {m.dtype}")
+    check(m.dtype == torch.bool, f"padding_mask should be a boolean tensor (True = allowed), got "
+          f"{m.dtype}: keep the comparison tokens != pad_id as it is (a float mask would be added "
+          f"to the scores, not select keys)", mistake="padding_not_bool")
     close(m, (t != pad_id)[:, None, None, :], f"padding_mask(tokens, {pad_id}) should be "
           f"[B, 1, 1, L], True exactly where tokens != {pad_id}", suspects=padding_suspects(t, pad_id))
     return m

@@ -53,6 +53,38 @@ MISTAKES = {
     "dropout_never": "dropout is never applied",
     "bias_ignored": "bias=False is ignored",
     "mask_on_cpu": "a mask tensor made inside forward without device=",
+    "proj_names": "the projections are not the submodules q_proj, k_proj, v_proj, out_proj",
+    "returns_pair": "forward returns (output, weights) instead of the output alone",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "MultiHeadAttention": {
+        "submodules q_proj, k_proj, v_proj, out_proj, each nn.Linear(d_model, d_model): these "
+        "exact names (weights are loaded by name)": ("proj_names",),
+        "bias=bias given to every projection (bias=False: no biases)": ("bias_ignored",),
+        "q = q_proj(query), k = k_proj(key), v = v_proj(value): keys and values from `key` and "
+        "`value`, never from the query": ("kv_from_query", "values_from_keys", "v_with_k_proj"),
+        "split into heads: view(B, L, H, d).transpose(1, 2) -> [B, H, L, d]":
+            ("split_no_transpose", "split_head_fast_axis"),
+        "each head's scores divided by √d (the width of a head), not √D": ("scale_d_model",),
+        "the mask (True = allowed, broadcast to [B, H, Lq, Lk]) applies in every head": ("mask_ignored",),
+        "dropout on the attention weights: p = self.dropout in training mode, 0.0 in eval mode":
+            ("dropout_in_eval", "dropout_never"),
+        "self.attn_weights holds the weights per head, [B, H, Lq, Lk]":
+            ("attn_weights_averaged", "attn_weights_missing"),
+        "merge: transpose(1, 2).reshape(B, Lq, D) (head 0's d features first), then out_proj":
+            ("merge_no_transpose", "merge_head_fast_axis", "no_out_proj"),
+        "forward returns the output [B, Lq, d_model] (the weights stay in self.attn_weights)":
+            ("returns_pair",),
+        "a tensor made inside forward is made on the inputs' device (device=query.device)":
+            ("mask_on_cpu",),
+        "nn.MultiheadAttention, F.multi_head_attention_forward and F.scaled_dot_product_attention "
+        "are not accepted": ("library_call",),
+    },
 }
 
 FORBID = ("torch.nn.functional.multi_head_attention_forward",
@@ -181,7 +213,7 @@ class Started:
         for name in PROJ:
             check(f"{name}.weight" in params,
                   f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
-                  f"weights are loaded by these names")
+                  f"weights are loaded by these names", mistake="proj_names")
         for step in self._steps:
             step.value  # noqa: B018 - raises the step's error, if any
         return m, self.weights
@@ -212,6 +244,9 @@ def forward(m, *args, forbid=FORBID, **kwargs):
 
 
 def _one_tensor(out):
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor):
+        diagnose("returns_pair", "forward returns a pair, as nn.MultiheadAttention does: return the "
+                 "output [B, Lq, d_model] alone, and keep the weights in self.attn_weights")
     check(isinstance(out, torch.Tensor),
           "forward should return one tensor [B, Lq, d_model] (keep the weights in self.attn_weights)")
     return out
@@ -291,6 +326,9 @@ def test_submodules_and_parameter_count(sub):
     info = inspected.value
     check(info.get("is_module"), "MultiHeadAttention should be an nn.Module")
     for name in PROJ:
+        check(name in info["modules"],
+              f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
+              f"weights are loaded by these names", mistake="proj_names")
         check(info["modules"].get(name, "").endswith("Linear"),
               f"`{name}` should be an nn.Linear(d_model, d_model) submodule")
         check(shape_of(info["parameters"].get(f"{name}.weight")) == (24, 24),

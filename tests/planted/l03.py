@@ -58,6 +58,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
     bug("padding_mask", "padding_shape", "missing its broadcast axes", ("[:, None, None, :]", "")),
     bug("padding_mask", "padding_shape", "only one broadcast axis", ("[:, None, None, :]", "[:, None, :]")),
     bug("padding_mask", "padding_pad_id_ignored", "pad_id ignored (always 0)", ("tokens != pad_id", "tokens != 0")),
+    bug(SDPA, "sdpa_pair_order", "returns (weights, output)",
+        ("return torch.matmul(weights, v), weights", "return weights, torch.matmul(weights, v)")),
+    bug(SDPA, "mask_not_broadcast", "mask applied by boolean indexing (needs the scores' full shape)",
+        ('scores = scores.masked_fill(~allowed, float("-inf"))', 'scores[~allowed] = float("-inf")'),
+        ("weights = weights.masked_fill(~allowed, 0.0)", "weights[~allowed] = 0.0")),
+    bug("padding_mask", "padding_not_bool", "float mask (1.0 for real tokens)",
+        ("(tokens != pad_id)[:, None, None, :]", "(tokens != pad_id).float()[:, None, None, :]")),
     bug("scaled_dot_product_attention", "changes_its_input", "scales q in place (q /= √d_k)",
         ("scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)",
          "q /= math.sqrt(d_k)\n    scores = torch.matmul(q, k.transpose(-2, -1))")),
@@ -112,6 +119,37 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
         weights = F.dropout(weights, dropout_p)
     return weights @ v, weights
 '''),
+    Variant(SDPA, "mask expanded to the scores' shape, then boolean indexing", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        hidden = ~mask.expand_as(scores)
+        scores[hidden] = float("-inf")
+    weights = scores.softmax(-1)
+    if mask is not None:
+        weights[hidden] = 0.0
+    if dropout_p > 0:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ v, weights
+'''),
+    Variant(SDPA, "torch.bmm over the flattened leading axes", source='''
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0):
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    (Lq, d), (Lk, dv) = q.shape[-2:], v.shape[-2:]
+    qf = q.expand(*lead, Lq, d).reshape(-1, Lq, d)
+    kf = k.expand(*lead, Lk, d).reshape(-1, Lk, d)
+    scores = torch.bmm(qf, kf.transpose(1, 2)).reshape(*lead, Lq, Lk) / math.sqrt(d)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout_p > 0:
+        weights = F.dropout(weights, p=dropout_p)
+    wl = weights.shape[:-2]
+    out = torch.bmm(weights.reshape(-1, Lq, Lk), v.expand(*wl, Lk, dv).reshape(-1, Lk, dv))
+    return out.reshape(*wl, Lq, dv), weights
+'''),
     Variant("causal_mask", "tril of ones, then bool", source='''
 def causal_mask(L, device=None):
     return torch.tril(torch.ones(L, L, device=device)).bool()
@@ -128,6 +166,10 @@ def causal_mask(L, device=None):
     Variant("padding_mask", "ne and unsqueeze", source='''
 def padding_mask(tokens, pad_id):
     return tokens.ne(pad_id).unsqueeze(1).unsqueeze(2)
+'''),
+    Variant("padding_mask", "torch.ne, then None indexing", source='''
+def padding_mask(tokens, pad_id):
+    return torch.ne(tokens, pad_id)[:, None, None]
 '''),
     Variant("padding_mask", "view", source='''
 def padding_mask(tokens, pad_id):
@@ -163,4 +205,7 @@ SCORES = {
     ('padding_mask', 'missing its broadcast axes'): 0,
     ('padding_mask', 'only one broadcast axis'): 0,
     ('padding_mask', 'pad_id ignored (always 0)'): 2,
+    ('padding_mask', 'float mask (1.0 for real tokens)'): 0,
+    ('scaled_dot_product_attention', 'returns (weights, output)'): 0,
+    ('scaled_dot_product_attention', "mask applied by boolean indexing (needs the scores' full shape)"): 8,
 }

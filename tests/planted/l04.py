@@ -106,6 +106,10 @@ class MultiHeadAttention(nn.Module):
     Variant(MHA, "calls F.scaled_dot_product_attention", mistake="library_call", source=INLINE.replace(
         "        s = torch.einsum", "        fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
         "        s = torch.einsum").replace("SCALE", "d").replace("WEIGHTS", "w.detach()")),
+    bug(MHA, "proj_names", "out_proj named o_proj",
+        ("self.out_proj = nn.Linear", "self.o_proj = nn.Linear"), ("return self.out_proj(out)", "return self.o_proj(out)")),
+    bug(MHA, "returns_pair", "forward returns (output, weights), as nn.MultiheadAttention does",
+        ("return self.out_proj(out)", "return self.out_proj(out), weights")),
     bug("MultiHeadAttention", "changes_its_input", "unsqueezes the caller's [L, L] mask in place",
         ("out, weights = scaled_dot_product_attention(q, k, v, mask, p)",
          "if mask is not None and mask.dim() == 2:\n            mask.unsqueeze_(0).unsqueeze_(0)\n"
@@ -123,6 +127,25 @@ BUGS += [
 ALTERNATIVES = [
     Variant(MHA, "an all-True mask on the query's device when none is given", replace=(
         (ATTEND, "        if mask is None:\n            mask = torch.ones(Lq, Lk, dtype=torch.bool, device=query.device)\n" + ATTEND),)),
+    Variant(MHA, "unflatten and flatten, dropout_p = self.dropout * self.training, weights kept undetached",
+            source='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, dropout=0.0, bias=True):
+        super().__init__()
+        self.n_head, self.dropout = n_head, dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        H, d = self.n_head, query.size(-1) // self.n_head
+        q, k, v = (proj(x).unflatten(-1, (H, d)).transpose(1, 2)
+                   for proj, x in ((self.q_proj, query), (self.k_proj, key), (self.v_proj, value)))
+        out, self.attn_weights = scaled_dot_product_attention(q, k, v, mask=mask,
+                                                              dropout_p=self.dropout * self.training)
+        return self.out_proj(out.transpose(1, 2).flatten(2))
+'''),
     Variant(MHA, "one head at a time: chunk the projections, loop, concatenate", source='''
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_head, dropout=0.0, bias=True):
@@ -224,5 +247,7 @@ SCORES = {
     ('MultiHeadAttention', 'k_proj used for the values'): 9.5,
     ('MultiHeadAttention', 'wraps nn.MultiheadAttention'): 0,
     ('MultiHeadAttention', 'calls F.scaled_dot_product_attention'): 0,
+    ('MultiHeadAttention', 'out_proj named o_proj'): 0,
+    ('MultiHeadAttention', 'forward returns (output, weights), as nn.MultiheadAttention does'): 0,
     ('MultiHeadAttention', 'an all-True mask made on the CPU when none is given (inline attention)'): 11.5,
 }
