@@ -259,6 +259,21 @@ def _evidence(got: np.ndarray, want: np.ndarray) -> str:
     return f"at index {list(map(int, worst))}: yours {yours:.{digits}g}, right {right:.{digits}g}"
 
 
+NOT_NUMPY = "not_numpy"  # the id each numpy lesson declares for numpy_only's diagnosis
+
+
+def numpy_only(name: str, *values: Any) -> None:
+    """A numpy exercise takes and returns numpy arrays: diagnose ``not_numpy`` when one of
+    ``values`` (what ``name`` returned) is a torch tensor, a list or anything else."""
+    for value in values:
+        if type(value).__module__.startswith("torch"):
+            diagnose(NOT_NUMPY, f"`{name}` returns a torch tensor: this lesson works in numpy, "
+                     f"so its exercises take and return numpy arrays (compute with numpy)")
+        if not isinstance(value, np.ndarray):
+            diagnose(NOT_NUMPY, f"`{name}` returns a {type(value).__name__}, not a numpy array: "
+                     f"this lesson's exercises take and return numpy arrays (np.asarray)")
+
+
 def first_failure(*checks: Callable[[], Any]) -> None:
     """Run ``checks`` in order; a diagnosis raised by a later one wins over an earlier
     symptom (for tests where several observations are made)."""

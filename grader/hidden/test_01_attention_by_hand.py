@@ -8,7 +8,16 @@ it matches is the hint.
 
 import numpy as np
 
-from grader.check.framework import check, close, diagnose, exercise, matches, rng, suspect
+from grader.check.framework import (
+    check,
+    close,
+    diagnose,
+    exercise,
+    matches,
+    numpy_only,
+    rng,
+    suspect,
+)
 
 MISTAKES = {
     "scores_transposed": "the scores are K·Qᵀ (keys as rows) instead of Q·Kᵀ",
@@ -73,14 +82,7 @@ def call(sub, name, *args, **kwargs):
     """The notebook's ``name`` called without its refused library calls; every array it
     returns must be numpy's (a numpy lesson)."""
     result = sub.call(name, *args, forbid=FORBID.get(name, ()), **kwargs)
-    parts = result if name == "attention" and isinstance(result, (tuple, list)) else (result,)
-    for part in parts:
-        if type(part).__module__.startswith("torch"):
-            diagnose("not_numpy", f"`{name}` returns a torch tensor: this lesson works in numpy, "
-                     f"so its exercises take and return numpy arrays (compute with numpy)")
-        if not isinstance(part, np.ndarray):
-            diagnose("not_numpy", f"`{name}` returns a {type(part).__name__}, not a numpy array: "
-                     f"this lesson's exercises take and return numpy arrays (np.asarray)")
+    numpy_only(name, *(result if name == "attention" and isinstance(result, (tuple, list)) else (result,)))
     return result
 
 

@@ -8,7 +8,16 @@ with the outputs of the common mistakes (``suspect``): the one it matches is the
 
 import numpy as np
 
-from grader.check.framework import check, close, diagnose, exercise, rng, shape_of, suspect
+from grader.check.framework import (
+    check,
+    close,
+    diagnose,
+    exercise,
+    numpy_only,
+    rng,
+    shape_of,
+    suspect,
+)
 
 MISTAKES = {
     "qkv_interleaved": "q, k, v taken as every third column instead of consecutive blocks",
@@ -18,6 +27,7 @@ MISTAKES = {
     "split_head_fast_axis": "head as the fast axis: reshape to [B, L, d, H] instead of [B, L, H, d]",
     "split_d_h_swapped": "d and H swapped: the result is [B, d, L, H]",
     "split_k_ignored": "the k flag is ignored (keys not transposed)",
+    "not_numpy": "a numpy exercise returns a torch tensor (or a list) instead of a numpy array",
     "split_k_wrong_layout": "with k=True the result is not [B, H, d, L]",
     "merge_no_transpose": "merged by a reshape without transposing back to [B, L, H, d]",
     "merge_head_fast_axis": "merged with the head as the fast axis (transpose to [B, L, d, H])",
@@ -34,6 +44,7 @@ REQUIREMENTS = {
             ("qkv_interleaved",),
         "each block is n_state (the argument) columns wide: [B, L, n_state]": ("qkv_hardcoded_width",),
         "returns (q, k, v): the first, second and third block, in that order": ("qkv_order",),
+        "numpy in, numpy arrays out (the course's rule)": ("not_numpy",),
     },
     "split_heads": {
         "[B, L, D] -> [B, H, L, d]: reshape to [B, L, H, d], then transpose (a reshape alone mixes "
@@ -41,14 +52,23 @@ REQUIREMENTS = {
         "head h holds the consecutive features h·d … (h+1)·d - 1 of every token": ("split_head_fast_axis",),
         "n_head heads of d = D // n_head features each": ("split_d_h_swapped",),
         "with k=True the keys come out [B, H, d, L], ready for q @ k": ("split_k_ignored", "split_k_wrong_layout"),
+        "numpy in, numpy arrays out (the course's rule)": ("not_numpy",),
     },
     "merge_heads": {
         "[B, H, L, d] -> [B, L, H·d] (all heads side by side: 768 for BERT-base, not 64)": ("merge_to_d",),
         "token l holds head 0's d features, then head 1's, …": ("merge_head_fast_axis",),
         "the exact inverse of split_heads: transpose back to [B, L, H, d], then reshape":
             ("merge_no_transpose",),
+        "numpy in, numpy arrays out (the course's rule)": ("not_numpy",),
     },
 }
+
+
+def call(sub, name, *args, **kwargs):
+    """The notebook's ``name``; every array it returns must be numpy's (a numpy lesson)."""
+    result = sub.call(name, *args, **kwargs)
+    numpy_only(name, *(result if name == "split_qkv" and isinstance(result, (tuple, list)) else (result,)))
+    return result
 
 
 def labelled(n, *shape):
@@ -94,7 +114,7 @@ def qkv_suspects(x, n_state, which):
 
 
 def check_qkv(sub, x, n_state, what):
-    q, k, v = triple(sub.call("split_qkv", x, n_state))
+    q, k, v = triple(call(sub, "split_qkv", x, n_state))
     for i, (got, name) in enumerate(((q, "q"), (k, "k"), (v, "v"))):
         close(got, x[..., i * n_state:(i + 1) * n_state],
               f"{what}: {name} should be columns {i * n_state} to {(i + 1) * n_state - 1} "
@@ -141,7 +161,7 @@ def split_suspects(x, n_head, k=False):
 @exercise("split_heads", points=1.5)
 def test_split_heads_layout(sub):
     x = labelled(3, 2, 3, 8)                                  # B=2, L=3, D=8
-    close(sub.call("split_heads", x, 2), ref_split(x, 2),
+    close(call(sub, "split_heads", x, 2), ref_split(x, 2),
           "split_heads of a [2, 3, 8] input with 2 heads should be [2, 2, 3, 4]: head h holds "
           "the consecutive features h·4 … h·4 + 3 of every token", suspects=split_suspects(x, 2))
 
@@ -150,7 +170,7 @@ def test_split_heads_layout(sub):
 def test_split_heads_many_heads(sub):
     x = rng(4).normal(size=(2, 5, 12))
     for n_head in (1, 3, 4, 12):
-        close(sub.call("split_heads", x, n_head), ref_split(x, n_head),
+        close(call(sub, "split_heads", x, n_head), ref_split(x, n_head),
               f"split_heads(x, {n_head}) of a [2, 5, 12] input should be [2, {n_head}, 5, "
               f"{12 // n_head}], head h holding features h·d … (h+1)·d - 1 of each token",
               suspects=split_suspects(x, n_head))
@@ -159,7 +179,7 @@ def test_split_heads_many_heads(sub):
 @exercise("split_heads", points=1.5)
 def test_split_heads_keys_transposed(sub):
     x = labelled(5, 2, 5, 6)
-    close(sub.call("split_heads", x, 3, k=True), ref_split(x, 3, k=True),
+    close(call(sub, "split_heads", x, 3, k=True), ref_split(x, 3, k=True),
           "with k=True, [B, L, D] = [2, 5, 6] and 3 heads should give [B, H, d, L] = [2, 3, 2, 5], "
           "each head the transpose of the k=False head", suspects=split_suspects(x, 3, k=True))
 
@@ -181,7 +201,7 @@ def merge_suspects(x):
 
 def check_merge(sub, x, message):
     B, H, L, d = x.shape
-    out = sub.call("merge_heads", x)
+    out = call(sub, "merge_heads", x)
     if shape_of(out) == (B, L, d) and H > 1:
         diagnose("merge_to_d", f"merging [B, H, L, d] = {[B, H, L, d]} should give "
                  f"[B, L, H·d] = {[B, L, H * d]}: all heads side by side, not [B, L, d] "

@@ -40,6 +40,13 @@ BUGS = [
          "return x.transpose(0, 2, 1, 3).mean(axis=2)")),
     bug("split_heads", "changes_its_input", "reshapes x in place (x.shape = ...)",
         ("new_x = x.reshape(B, L, n_head, D // n_head)", "x.shape = (B, L, n_head, D // n_head)\n    new_x = x")),
+    bug("split_qkv", "not_numpy", "q, k, v returned as torch tensors",
+        ("return q, k, v", "import torch\n    return torch.as_tensor(q), torch.as_tensor(k), torch.as_tensor(v)")),
+    bug("split_heads", "not_numpy", "split in torch, a tensor returned",
+        ("return new_x.transpose((0, 2, 3, 1) if k else (0, 2, 1, 3))",
+         "import torch\n    return torch.as_tensor(new_x).permute((0, 2, 3, 1) if k else (0, 2, 1, 3))")),
+    bug("merge_heads", "not_numpy", "merged heads returned as a nested list",
+        ("return x.transpose(0, 2, 1, 3).reshape(B, L, H * d)", "return x.transpose(0, 2, 1, 3).reshape(B, L, H * d).tolist()")),
 ]
 
 ALTERNATIVES = [
