@@ -30,6 +30,7 @@ MISTAKES = {
     "ln_no_affine": "gamma and beta (weight and bias) are not applied",
     "ln_eps_ignored": "the eps argument is ignored",
     "ln_param_names": "the parameters are not named weight and bias",
+    "ln_param_init": "weight and bias do not start as ones and zeros",
     "ln_float32": "layer_norm computes in float32 instead of numpy's float64",
     "ln_python_loop": "LayerNorm's forward loops in Python over the tokens or the features",
     "not_numpy": "a numpy exercise returns a torch tensor (or a list) instead of a numpy array",
@@ -42,6 +43,58 @@ MISTAKES = {
     "dgamma_no_xhat": "dgamma is dout summed, without x̂",
     "dgamma_not_summed": "dgamma and dbeta are summed over the batch axis only",
     "dx_no_gamma": "dx̂ = dout, without gamma",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "layer_norm": {
+        "normalise each token over its features, the last axis": ("ln_wrong_axis",),
+        "the biased variance (divide by D, np.var's default)": ("ln_unbiased_var",),
+        "ε inside the square root: sqrt(σ² + ε), not σ + ε": ("ln_eps_outside",),
+        "then scale by gamma and shift by beta: gamma * x̂ + beta": ("ln_no_affine",),
+        "with the eps it is given (the argument, 1e-5 by default)": ("ln_eps_ignored",),
+        "computed in numpy's float64, the dtype of x (no cast to float32)": ("ln_float32",),
+        "numpy in, a numpy array out (the course's rule)": ("not_numpy",),
+        "torch's normalisations are refused (the course's rule on shortcuts)": ("library_call",),
+        "x is left as it was: a new array is returned": ("changes_its_input",),
+    },
+    "batch_norm": {
+        "the statistics over every axis but the last (axis 0 of [B, D], axes 0 and 1 of [B, L, D])":
+            ("bn_last_axis", "bn_axis0_only"),
+        "still the biased variance": ("bn_unbiased_var",),
+        "still ε inside the square root": ("ln_eps_outside",),
+        "the same formula as layer_norm: scaled by gamma, shifted by beta": ("ln_no_affine",),
+        "with the eps it is given (the argument, 1e-5 by default)": ("ln_eps_ignored",),
+        "numpy in, a numpy array out (the course's rule)": ("not_numpy",),
+        "torch's normalisations are refused, F.batch_norm included (the course's rule)": ("library_call",),
+    },
+    "layer_norm_backward": {
+        "dbeta and dgamma summed over every axis but the last, shape [D]": ("dgamma_not_summed",),
+        "dgamma = Σ dout · x̂": ("dgamma_no_xhat",),
+        "dx̂ = dout · gamma": ("dx_no_gamma",),
+        "dx = (dx̂ - mean(dx̂) - x̂·mean(dx̂·x̂)) / σ̂, means over the last axis":
+            ("bwd_no_mean_term", "bwd_no_projection_term"),
+        "μ, σ̂ = sqrt(σ² + ε) and x̂ recomputed from x as the forward pass has them (biased "
+        "variance, ε inside the root)": ("bwd_no_eps", "ln_eps_outside", "ln_unbiased_var"),
+        "with the eps it is given (the argument, 1e-5 by default)": ("ln_eps_ignored",),
+        "numpy in, numpy arrays out (the course's rule)": ("not_numpy",),
+        "torch's normalisations are refused, autograd through F.layer_norm included (the course's rule)":
+            ("library_call",),
+    },
+    "LayerNorm": {
+        "nn.Parameters named exactly weight and bias, of shape [d_model]": ("ln_param_names",),
+        "weight (γ) initialised to ones, bias (β) to zeros": ("ln_param_init",),
+        "normalise over the last axis": ("ln_wrong_axis",),
+        "the biased variance (not x.var()'s default)": ("ln_unbiased_var",),
+        "ε inside the square root": ("ln_eps_outside",),
+        "returns weight * x̂ + bias": ("ln_no_affine",),
+        "stores the constructor's eps and uses it": ("ln_eps_ignored",),
+        "vectorised torch operations, no Python loops": ("ln_python_loop",),
+        "F.layer_norm and nn.LayerNorm are refused": ("library_call",),
+    },
 }
 
 TIGHT = {"atol": 1e-9, "rtol": 1e-7}                   # numpy exercises: float64
@@ -207,6 +260,10 @@ def bn_suspects(x, gamma, beta, eps=1e-5):
         suspect("ln_eps_outside", norm(x, gamma, beta, eps, axes=every, eps_outside=True),
                 "eps is added outside the square root: batch norm divides by sqrt(var + eps), as "
                 "layer norm does, not by sqrt(var) + eps"),
+        suspect("ln_no_affine", norm(x, gamma, beta, eps, axes=every, affine=False),
+                "gamma and beta are not applied: return gamma * x̂ + beta"),
+        suspect("ln_eps_ignored", norm(x, gamma, beta, 1e-5, axes=every) if eps != 1e-5 else None,
+                f"with eps={eps} the result is that of eps = 1e-5: use the eps argument"),
     ]
 
 
@@ -236,6 +293,10 @@ def test_batch_norm_matches_torch(sub):
     want = F.batch_norm(t, None, None, torch.from_numpy(g), torch.from_numpy(b), training=True).movedim(1, -1)
     close(call_numpy(sub, "batch_norm", x, g, b), want, "batch_norm should equal torch's batch_norm in "
           "training mode", suspects=bn_suspects(x, g, b), **TIGHT)
+    # the eps argument: the formula's own eps (its place is judged above)
+    want = F.batch_norm(t, None, None, torch.from_numpy(g), torch.from_numpy(b), training=True, eps=0.5).movedim(1, -1)
+    close(call_numpy(sub, "batch_norm", x, g, b, eps=0.5), want, "with eps=0.5 the result should change",
+          suspects=bn_suspects(x, g, b, 0.5), **TIGHT)
 
 
 # --- layer_norm_backward ----------------------------------------------------------------
@@ -313,7 +374,9 @@ def _check_part(sub, i, name, text):
         close(got, autograd_backward(dout, x, gamma, eps)[i], f"{name}{where} should be {text} "
               f"(as autograd through F.layer_norm gives)", **TIGHT,
               suspects=[suspect(m, (lambda m=m, case=(dout, x, gamma, eps): backward_parts(*case, m)[i]),
-                                BACKWARD_HINTS[m]) for m in BACKWARD_HINTS])
+                                BACKWARD_HINTS[m]) for m in BACKWARD_HINTS]
+              + [suspect("ln_eps_ignored", backward_parts(dout, x, gamma)[i] if eps != 1e-5 else None,
+                         f"with eps={eps} the result is that of eps = 1e-5: use the eps argument")])
     return parts
 
 
@@ -400,8 +463,11 @@ def torch_operations(sub, *runs):
 @exercise("LayerNorm", points=0.5)
 def test_module_parameters(sub):
     m, params = _layer_norm_module(sub, 8)
-    close(params["weight"], torch.ones(8), "`weight` (the gain γ) should start as ones, shape [d_model]")
-    close(params["bias"], torch.zeros(8), "`bias` (β) should start as zeros, shape [d_model]")
+    shaped = all(tuple(params[k].shape) == (8,) for k in ("weight", "bias"))  # else a symptom
+    close(params["weight"], torch.ones(8), "`weight` (the gain γ) should start as ones, shape [d_model]",
+          mistake="ln_param_init" if shaped else None)
+    close(params["bias"], torch.zeros(8), "`bias` (β) should start as zeros, shape [d_model]",
+          mistake="ln_param_init" if shaped else None)
     m.eval()
     x = t32(data(20)["x3"])
     close(m(x, forbid=FORBID), F.layer_norm(x, (8,)), "with its initial weight = 1 and bias = 0, "
@@ -436,12 +502,14 @@ def test_module_matches_torch_with_weights(sub):
 @exercise("LayerNorm", points=1)
 def test_module_eps(sub):
     m, _ = _layer_norm_module(sub, 8)
+    m.load_state_dict({"weight": torch.ones(8), "bias": torch.zeros(8)})  # their start is judged apart
     m.eval()
     flat = t32(data(22)["flat"])
     close(m(flat, forbid=FORBID), F.layer_norm(flat, (8,)), "for tokens whose features barely vary "
           "(variance ≈ 1e-6) the result depends on where eps goes",
           suspects=module_suspects(flat.double().numpy(), 1.0, 0.0), **F32)
     m2, _ = _layer_norm_module(sub, 8, eps=0.5)
+    m2.load_state_dict({"weight": torch.ones(8), "bias": torch.zeros(8)})
     m2.eval()
     x = t32(data(23)["x3"])
     got = m2(x, forbid=FORBID)
