@@ -267,11 +267,11 @@ def numpy_only(name: str, *values: Any) -> None:
     ``values`` (what ``name`` returned) is a torch tensor, a list or anything else."""
     for value in values:
         if type(value).__module__.startswith("torch"):
-            diagnose(NOT_NUMPY, f"`{name}` returns a torch tensor: this lesson works in numpy, "
-                     f"so its exercises take and return numpy arrays (compute with numpy)")
+            diagnose(NOT_NUMPY, f"`{name}` returns a torch tensor: it is a numpy exercise, so it "
+                     f"takes and returns numpy arrays (compute with numpy)")
         if not isinstance(value, np.ndarray):
-            diagnose(NOT_NUMPY, f"`{name}` returns a {type(value).__name__}, not a numpy array: "
-                     f"this lesson's exercises take and return numpy arrays (np.asarray)")
+            diagnose(NOT_NUMPY, f"`{name}` returns a {type(value).__name__}, not a numpy array: a "
+                     f"numpy exercise takes and returns numpy arrays (np.asarray)")
 
 
 def first_failure(*checks: Callable[[], Any]) -> None:

@@ -20,7 +20,7 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
-from grader.check.framework import check, close, exercise, matches, rng, suspect
+from grader.check.framework import check, close, exercise, matches, numpy_only, rng, suspect
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -111,15 +111,6 @@ NUMPY_FORBID = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nat
 def call_numpy(sub, name, *args, **kwargs):
     """The numpy exercise ``name`` called without torch's normalisations."""
     return sub.call(name, *args, forbid=NUMPY_FORBID, **kwargs)
-
-
-def numpy_out(name, *results):
-    """The numpy exercises take numpy arrays and return numpy arrays (not tensors, not lists)."""
-    for r in results:
-        check(not isinstance(r, torch.Tensor), f"`{name}` returns a torch tensor: this exercise works in "
-              f"numpy, so it takes and returns numpy arrays (compute with numpy)", mistake="not_numpy")
-        check(isinstance(r, np.ndarray), f"`{name}` returns a {type(r).__name__}, not a numpy array: this "
-              f"exercise takes and returns numpy arrays (np.asarray)", mistake="not_numpy")
 
 
 def data(n):
@@ -221,7 +212,7 @@ def test_layer_norm_biased_variance(sub):
     close(got, norm(x, 1.0, 0.0, 0.0), "layer_norm of one token of 4 features with eps=0 should be "
           "(x - mean) / std with the biased std", suspects=ln_suspects(x, 1.0, 0.0, 0.0, given_eps=False),
           **TIGHT)
-    numpy_out("layer_norm", got)
+    numpy_only("layer_norm", got)
 
 
 @exercise("layer_norm", points=1)
@@ -274,7 +265,7 @@ def test_batch_norm_2d(sub):
     close(got, norm(d["x2"], d["g6"], d["b6"], axes=(0,)),
           "batch_norm of a [5, 6] input should normalise each feature (column) over the batch",
           suspects=bn_suspects(d["x2"], d["g6"], d["b6"]), **TIGHT)
-    numpy_out("batch_norm", got)
+    numpy_only("batch_norm", got)
 
 
 @exercise("batch_norm", points=1)
@@ -383,7 +374,7 @@ def _check_part(sub, i, name, text):
 @exercise("layer_norm_backward", points=0.5)
 def test_backward_dbeta(sub):
     parts = _check_part(sub, 2, "dbeta", "dout summed over every axis but the last (one number per feature)")
-    numpy_out("layer_norm_backward", *parts)
+    numpy_only("layer_norm_backward", *parts)
 
 
 @exercise("layer_norm_backward", points=1)
