@@ -10,6 +10,7 @@ test_checkpoints.)"""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import re
@@ -58,3 +59,44 @@ def test_visible_tests_pass_every_correct_solution(lesson: str, variant: Variant
     monkeypatch.setenv("COURSE_GRADING", "1")  # long demonstrations take their smallest size
     failed = visible_failures(_notebook(lesson, variant), monkeypatch)
     assert not failed, f"a visible test is stricter than the hidden graders: {failed}"
+
+
+BUGS = [(m.LESSON, v) for m in modules() for v in m.BUGS]
+SEED = 20260101
+
+
+def _charged_for(lesson: str, exercise: str) -> set[str]:
+    """The exercises whose loss answers a visible test of ``exercise`` failing: itself and
+    what it builds on (its hidden tests judge it with the course's versions of those, so a
+    mistake there is charged once, where it was made: grader.check.parts)."""
+    tests = importlib.import_module(f"grader.hidden.test_{lesson}")
+    seen, todo = set(), [exercise]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += list(getattr(tests, "BUILDS_ON", {}).get(name, ()))
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson, variant", BUGS, ids=[f"{lesson}:{v.description}" for lesson, v in BUGS])
+def test_whatever_a_visible_test_rejects_the_hidden_graders_charge(lesson: str, variant: Variant,
+                                                                  monkeypatch) -> None:
+    """A planted mistake that fails a visible test cell (``test_<exercise>``) loses points
+    in the hidden graders on that exercise or on one it builds on: a student whose own
+    visible tests fail never reads full marks."""
+    from grader.check.engine import grade_in_process
+
+    monkeypatch.setenv("COURSE_GRADING", "1")
+    nb = _notebook(lesson, variant)
+    failed = visible_failures(nb, monkeypatch)
+    rejected = {gid.removeprefix("test_") for gid, _ in failed if gid and gid.startswith("test_")}
+    if not rejected:
+        return
+    report = grade_in_process(nb, lesson, seed=SEED)
+    charged = {e.name for e in report.exercises if e.points < e.max_points}
+    for exercise in sorted(rejected):
+        assert _charged_for(lesson, exercise) & charged, (
+            f"{variant.description}: the visible test of {exercise} fails ({failed}), but the "
+            f"hidden graders charge only {sorted(charged) or 'nothing'}")
