@@ -9,21 +9,31 @@ generator, with bounds of six binomial standard deviations (never flaky) that ev
 misses by far more; any sampler whose draws have the right distribution and follow the given
 generator keeps full marks.
 
+``filter_logits`` and ``sample`` also meet top_k > V and rows shifted to ±1000 (the same
+distributions, on which a softmax written as exp(x) / exp(x).sum() overflows).
+
 ``decoder_step`` and ``generate`` run on lesson 10's ``DecoderLM`` (the course's, built next to
 the submission by the ``decoder_lm`` fixture) holding weights drawn here, and are compared with
 the same model run on whole sequences in float64; the cache is read only through what
-``decoder_step`` returns. ``beam_search`` runs on lesson 08's ``Transformer`` (beam 1 must be
-``greedy_decode``) and on a stand-in whose next-token logits come from a table
-(``table_model``): scenarios in which the best hypothesis is unique and found by every correct
-variant of beam search (a shrinking beam, k alive beams from 2k candidates, finished beams kept
-frozen in the beam, early stopping once k have finished), and in which each common mistake ends
-on another hypothesis, computed here by the same search with that mistake (``suspect``).
+``decoder_step`` returns (its attributes are read only to name a mistake once a step has failed).
+``generate``'s mode is checked on a DecoderLM built with dropout=1.0, which in training mode drops
+every block's output. ``beam_search`` runs on lesson 08's ``Transformer`` (beam 1 must be
+``greedy_decode``), on lesson 08's copy model (built in training mode, it counts the calls made in
+it) and on a stand-in whose next-token logits come from a table (``table_model``): scenarios in
+which the best hypothesis is unique and found by every correct variant of beam search (a shrinking
+beam, k alive beams from 2k candidates, finished beams kept frozen in the beam, early stopping once
+k have finished, returning the best finished one), and in which each common mistake ends on another
+hypothesis, computed here by the same search with that mistake (``suspect``): among them a best
+sentence whose probability underflows float32, a hypothesis alive at max_len that wins, and a
+search that stops early beside an alive hypothesis that scores better than every finished one.
 """
 
 import copy
 import functools
 import math
+import re
 
+import numpy as np
 import torch
 
 from grader.check.framework import (
@@ -50,11 +60,15 @@ MISTAKES = {
     "filter_topp_unsorted": "top-p sums the probabilities in vocabulary order, not from the most likely down",
     "filter_topp_boundary": "top-p keeps one token more when the total reaches p exactly",
     "filter_not_combined": "with both top_k and top_p only one filter is applied",
+    "filter_topk_above_vocab": "top_k larger than the vocabulary raises instead of keeping every token",
+    "filter_softmax_overflow": "top-p's softmax overflows on large logits (exp without subtracting the max)",
     "sample_no_argmax_at_zero": "temperature 0 is not the argmax (the logits are divided by 0)",
     "sample_not_squeezed": "sample returns [B, 1] instead of [B]",
     "sample_generator_ignored": "sample does not draw with the given generator",
     "sample_unfiltered": "sample draws from the unfiltered logits",
     "sample_temperature_after_softmax": "the temperature divides the probabilities (no effect) instead of the logits",
+    "sample_not_long": "sample returns ids of another integer dtype than torch.long",
+    "sample_softmax_overflow": "sample's probabilities overflow on large logits (exp without subtracting the max)",
     "step_pads_attended": "decoder_step lets real tokens attend to the left pads",
     "step_no_causal": "decoder_step has no causal mask",
     "step_no_causal_in_chunk": "decoder_step has no causal mask inside a chunk of new tokens after the prompt",
@@ -67,6 +81,9 @@ MISTAKES = {
     "step_cache_not_extended": "decoder_step does not add the new keys and values to the cache",
     "step_cache_refilled": "decoder_step replaces the cache with the new tokens' keys and values",
     "step_tensor_on_cpu": "a tensor made inside decoder_step without device=",
+    "step_no_scale": "decoder_step does not divide the scores by √d_head",
+    "step_rope_on_v": "decoder_step rotates the values too",
+    "step_cache_shared": "every KVCache() shares the same lists (made in the class body, not in __init__)",
     "gen_length_off_by_one": "generate makes max_new_tokens ± 1 tokens",
     "gen_no_pad_after_eos": "generate does not write pad_id after a row's eos",
     "gen_never_stops": "generate goes on after every row has ended",
@@ -75,6 +92,8 @@ MISTAKES = {
     "gen_cache_when_off": "generate uses the cache even when use_cache=False",
     "gen_sampling_args_dropped": "generate does not pass temperature, top_k and top_p on to sample",
     "gen_generator_dropped": "generate does not pass its generator on to sample",
+    "gen_no_eval": "generate runs the model in training mode (dropout on)",
+    "gen_mode_not_restored": "generate does not restore the model's training mode",
     "beam_no_memory_mask": "beam_search decodes without the source padding mask",
     "beam_max_len_off_by_one": "beam_search returns max_len + 1 tokens",
     "beam_size_ignored": "beam_search keeps one hypothesis (greedy) whatever beam_size",
@@ -85,6 +104,16 @@ MISTAKES = {
     "beam_penalty_counts_bos": "the length penalty's |Y| counts bos",
     "beam_alpha_ignored": "the length_penalty argument is ignored (0.6 always)",
     "beam_no_length_penalty": "the final choice uses log p without the length penalty",
+    "beam_no_eval": "beam_search runs the model in training mode (dropout on)",
+    "beam_mode_not_restored": "beam_search does not restore the model's training mode",
+    "beam_probs_multiplied": "beam_search multiplies probabilities (they underflow to 0 in float32) instead of "
+                             "adding log-probabilities",
+    "beam_alive_dropped": "the hypotheses alive at max_len are dropped when some hypothesis ended with eos",
+    "beam_unfinished_returned": "beam_search returns a hypothesis still alive (no eos, shorter than max_len)",
+    "beam_penalty_multiplied": "log p is multiplied by the length penalty instead of divided by it",
+    "beam_score_last_token": "a hypothesis is ranked by its last token's log-probability, not by the sum",
+    "beam_best_by_length": "the best hypothesis is chosen by its length, not by its score",
+    "beam_last_finished": "the last finished hypothesis is returned instead of the best",
 }
 
 # Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
@@ -245,8 +274,15 @@ def test_filter_top_k(sub):
     x, _ = filter_case(4)
     V = x.shape[-1]
     T = 0.5 + float(torch.rand(1, generator=gen(5)))
-    for k in (2 + _int(6, 0, V - 3), 1, V):
-        out, want = _filter(sub, x, temperature=T, top_k=k)
+    for k in (2 + _int(6, 0, V - 3), 1, V, V + _int(7, 1, 6)):
+        try:
+            out, want = _filter(sub, x, temperature=T, top_k=k)
+        except SubmissionError as exc:
+            if k <= V:
+                raise
+            diagnose("filter_topk_above_vocab", f"filter_logits(logits, top_k={k}) on rows of V = {V} logits raised "
+                     f"{exc.exc_type} ({exc.message[:120]}) where top_k={V} works: top_k larger than V keeps every "
+                     f"token, so take min(top_k, V) (torch.topk cannot return more than V values)")
         close(out, want, f"with top_k={k} (and temperature={T:.3f}) each row should keep its {k} largest "
               f"logits, divided by the temperature, and hold -inf everywhere else", atol=1e-5,
               suspects=filter_suspects(x, temperature=T, top_k=k))
@@ -279,6 +315,16 @@ def test_filter_top_p(sub):
     out, want = _filter(sub, x, temperature=T, top_p=p)
     close(out, want, f"with temperature={T} and top_p={p:.4f}, top-p should measure the probabilities "
           f"of logits / temperature", atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
+    x, p, shift = overflow_case(13)
+    out, want = _filter(sub, x + shift, top_p=p)
+    if not matches(out, want, atol=1e-5) and matches(*_filter(sub, x, top_p=p), atol=1e-5):
+        shifts = ", ".join(f"{v:+g}" for v in shift[:, 0].tolist())
+        diagnose("filter_softmax_overflow", f"with top_p={p:.4f}, rows shifted by {shifts} (the same distributions: "
+                 f"a softmax does not change when a row is shifted) kept other tokens than the rows themselves: "
+                 f"in float32 exp(100) is inf and exp(-1000) is 0, so exp(x) / exp(x).sum() gives NaN; use "
+                 f"torch.softmax, which subtracts the max")
+    close(out, want, f"with top_p={p:.4f}, rows of logits near +1000, -1000 and +100 should keep the tokens that "
+          f"the same rows shifted to near 0 keep", atol=1e-5)
 
 
 @exercise("filter_logits", points=0.25)
@@ -306,6 +352,23 @@ def test_filter_top_p_exact_total(sub):
         check(bool((out[out > -1e29] == 0.0).all()) and bool((out[~ties] <= -1e29).all()),
               f"rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied "
               f"largest logits, unchanged")
+
+
+OVERFLOW_SHIFTS = (1000.0, -1000.0, 100.0)
+
+
+def overflow_case(n):
+    """Logits [B, V] clear of boundaries, p, and a shift per row (+1000, -1000, +100, ...):
+    every row excludes a token, so that a softmax that overflows (keeping every token) shows."""
+    for i in range(200):
+        g = _attempt(n, i)
+        B, V = int(torch.randint(3, 6, (1,), generator=g)), int(torch.randint(8, 13, (1,), generator=g))
+        x = torch.randn(B, V, generator=g) * 2.0
+        p = 0.3 + 0.5 * float(torch.rand(1, generator=g))
+        if _totals_clear(x, 1.0, p) and bool(torch.isinf(ref_filter(x, top_p=p)).any(-1).all()):
+            shift = torch.tensor([OVERFLOW_SHIFTS[b % 3] for b in range(B)])[:, None]
+            return x, p, shift
+    raise RuntimeError("no clear overflow input found")
 
 
 def _readings(x, T, k, p):
@@ -373,7 +436,9 @@ SAMPLE_HINTS = {
 }
 
 
-def _ids(out, B, what):
+def _ids(out, B, what, long=False):
+    """The ids sample returned, checked for their shape and for being integers (``long``: torch.long
+    exactly, checked in one test only, so that another integer dtype costs that test alone)."""
     check(isinstance(out, torch.Tensor), f"{what} should return a tensor of token ids, got {type(out).__name__}")
     if tuple(out.shape) == (B, 1):
         diagnose("sample_not_squeezed", f"{what} returned shape [{B}, 1]: return one id per row, shape [B] "
@@ -381,6 +446,9 @@ def _ids(out, B, what):
     check(tuple(out.shape) == (B,), f"{what} should return one id per row, shape [{B}], got {list(out.shape)}")
     check(not out.is_floating_point() and out.dtype != torch.bool, f"{what} should return integer token "
           f"ids (torch.long), got {str(out.dtype)[6:]}")
+    if long and out.dtype != torch.long:
+        diagnose("sample_not_long", f"{what} returned ids of dtype {str(out.dtype)[6:]}: token ids are torch.long "
+                 f"(what torch.multinomial and argmax return, and what nn.Embedding takes); do not convert them")
     return out.long()
 
 
@@ -404,14 +472,14 @@ def test_sample_temperature_zero_and_top_k_one(sub):
             diagnose("sample_no_argmax_at_zero", f"sample(logits, temperature=0) raised {exc.exc_type} "
                      f"({exc.message[:120]}) where temperature=1 works: dividing by a temperature of 0 gives "
                      f"inf and NaN; at temperature 0 return logits.argmax(dim=-1)")
-        out = _ids(out, B, "sample(logits, temperature=0)")
+        out = _ids(out, B, "sample(logits, temperature=0)", long=True)
         if not matches(out, want):
             diagnose("sample_no_argmax_at_zero", "sample(logits, temperature=0) is not each row's argmax: "
                      "temperature 0 means greedy, return logits.argmax(dim=-1)")
     T = 0.5 + 1.5 * float(torch.rand(1, generator=gen(102)))
     flat = torch.randn(300, 9, generator=gen(103)) * 0.5  # a sampler that ignores top_k misses some argmax
     out = _ids(sub.call("sample", flat, temperature=T, top_k=1, generator=_generator(sub, 104)), 300,
-               "sample(logits, top_k=1)")
+               "sample(logits, top_k=1)", long=True)
     close(out, flat.argmax(-1), f"sample(logits, temperature={T:.3f}, top_k=1) keeps one token per row, so it "
           f"should return each row's argmax")
 
@@ -456,19 +524,41 @@ def distribution_case(n, temperature, top_k=None, top_p=None):
     raise RuntimeError("no clear sampling input found")
 
 
+def _draws(sub, x, n, T, k, p, N=N_DRAWS):
+    """The token counts of N draws of sample from the row x, [V] (float64)."""
+    out = _ids(sub.call("sample", x.expand(N, -1).contiguous(), temperature=T, top_k=k, top_p=p,
+                        generator=_generator(sub, n + 1)), N, "sample")
+    V = x.shape[-1]
+    check(bool(((out >= 0) & (out < V)).all()), f"sample returned ids outside 0 … {V - 1}")
+    return torch.bincount(out, minlength=V).double()
+
+
+OVERFLOW_HINT = ("in float32 exp(x) is inf above about 88 and 0 below about -103, so exp(logits) or exp(x) / "
+                 "exp(x).sum() gives inf or NaN: use torch.softmax, which subtracts the max")
+
+
 @exercise("sample", points=1)
 def test_sample_distribution(sub):
-    for n, (T, k, p) in ((110, (0.6, 4, None)), (120, (1.6, None, 0.7)), (130, (1.3, 5, 0.8))):
+    """The second and third rows are shifted by -1000 and +1000 (the same distributions): a softmax
+    written as exp(x) / exp(x).sum(), or torch.multinomial on exp(x), overflows there."""
+    for n, (T, k, p), shift in ((110, (0.6, 4, None), 0.0), (120, (1.6, None, 0.7), -1000.0),
+                                (130, (1.3, 5, 0.8), 1000.0)):
         x = distribution_case(n, T, k, p)
-        out = _ids(sub.call("sample", x.expand(N_DRAWS, -1).contiguous(), temperature=T, top_k=k, top_p=p,
-                            generator=_generator(sub, n + 1)), N_DRAWS, "sample")
-        V = x.shape[-1]
-        check(bool(((out >= 0) & (out < V)).all()), f"sample returned ids outside 0 … {V - 1}")
-        counts = torch.bincount(out, minlength=V).double()
+        settings = f"temperature={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
         right = ref_filter(x, T, k, p).softmax(-1)[0]
+        try:
+            counts = _draws(sub, x + shift, n, T, k, p)
+        except SubmissionError as exc:
+            if shift and _fits(_draws(sub, x, n, T, k, p, N=2000), right):
+                diagnose("sample_softmax_overflow", f"sample raised {exc.exc_type} ({exc.message[:120]}) on logits "
+                         f"near {shift:+g} with {settings}, and draws well from the same logits shifted to near 0: "
+                         f"{OVERFLOW_HINT}")
+            raise
         if _fits(counts, right):
             continue
-        settings = f"temperature={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
+        if shift and _fits(_draws(sub, x, n, T, k, p), right):
+            diagnose("sample_softmax_overflow", f"{N_DRAWS} draws from logits near {shift:+g} with {settings} do not "
+                     f"follow softmax(filter_logits(...)), while the same logits shifted to near 0 do: {OVERFLOW_HINT}")
         for mistake, probs in (("sample_unfiltered", ref_filter(x, T).softmax(-1)[0]),
                                ("sample_temperature_after_softmax", ref_filter(x, 1.0, k, p).softmax(-1)[0])):
             if _fits(counts, probs):
@@ -573,6 +663,8 @@ def ref_step(m, ids, cache, mistake=None):
         h = block.attn_norm(x)
         q, k, v = (proj(h).view(B, L, H, dh).transpose(1, 2) for proj in (block.q_proj, block.k_proj, block.v_proj))
         q, k_rot = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if mistake == "step_rope_on_v":
+            v = apply_rope(v, cos, sin)
         stored = k if mistake == "step_keys_before_rope" else k_rot
         keys = torch.cat([cache["k"][i], k_rot], 2) if T0 else k_rot
         values = torch.cat([cache["v"][i], v], 2) if T0 else v
@@ -584,7 +676,8 @@ def ref_step(m, ids, cache, mistake=None):
         elif mistake != "step_cache_not_extended":
             cache["k"][i] = torch.cat([cache["k"][i], stored], 2)
             cache["v"][i] = values
-        scores = q @ keys.transpose(-2, -1) / math.sqrt(D if mistake == "step_scale_d_model" else dh)
+        scale = {"step_scale_d_model": math.sqrt(D), "step_no_scale": 1.0}.get(mistake, math.sqrt(dh))
+        scores = q @ keys.transpose(-2, -1) / scale
         scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
         x = x + block.out_proj((scores.softmax(-1) @ values).transpose(1, 2).reshape(B, L, D))
         x = x + block.ffn(block.ffn_norm(x))
@@ -604,6 +697,9 @@ STEP_HINTS = {
                                "causal mask is needed for every chunk, not only the prompt, "
                                "torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)",
     "step_scale_d_model": "the scores are divided by √d_model: divide by √d_head, the width of one head",
+    "step_no_scale": "the scores are not scaled: divide q·kᵀ by √d_head, as lesson 10's block does",
+    "step_rope_on_v": "the values are rotated too: RoPE turns only q and k (positions belong in the scores, "
+                      "not in what is mixed), and the cache keeps the values as v_proj gives them",
     "step_pad_id_hardcoded": "the pads are taken as id 0: use the model's pad_id (model.pad_id)",
     "step_keys_before_rope": "the cache keeps the keys before RoPE: rotate k first and cache the rotated "
                              "keys, so that each cached key keeps its own position's angle",
@@ -643,7 +739,7 @@ def _cache(sub, model):
 
 
 def _step(sub, model, ids, cache, pad_id):
-    out = sub.call("decoder_step", model, ids, cache)
+    out = sub.call("decoder_step", model, ids, cache, changes=(2, "cache"))  # the cache it extends
     want = [*ids.shape, V_LM]
     check(isinstance(out, torch.Tensor) and list(out.shape) == want, f"decoder_step(model, ids, cache) with "
           f"ids {list(ids.shape)} should return the logits of the new tokens, {want}, got "
@@ -651,6 +747,51 @@ def _step(sub, model, ids, cache, pad_id):
     check(bool(torch.isfinite(out[ids != pad_id]).all()),
           "decoder_step returned NaN or inf at real tokens")
     return out
+
+
+ROTATED_TOO_LATE = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
+                              r"non-singleton dimension 2")
+
+
+def _later_step(sub, model, ids, cache, pad_id, T0):
+    """decoder_step on new tokens after T0 cached positions; an error that only keys cached
+    before RoPE (all T0 + L of them rotated by the L new angles) raise is named."""
+    try:
+        return _step(sub, model, ids, cache, pad_id)
+    except SubmissionError as exc:
+        L = ids.shape[1]
+        found = ROTATED_TOO_LATE.search(exc.message)
+        if found and (int(found[1]), int(found[2])) == (T0 + L, L):
+            diagnose("step_keys_before_rope", f"after {T0} cached positions, {L} new token{'s' if L > 1 else ''} "
+                     f"raised {exc.exc_type} ({exc.message[:120]}): the keys of every position, cached ones "
+                     f"included, meet the angles of the new tokens only; rotate only the new keys, by their own "
+                     f"positions, and cache them after RoPE (a cached key keeps its rotation)")
+        raise
+
+
+def _holds_no_keys(value, depth=0):
+    """Whether value (an object's attributes, as read) is plain data without a 4-D float tensor
+    (False when it holds another object, which could hold them)."""
+    if isinstance(value, torch.Tensor):
+        return not (value.dim() == 4 and value.is_floating_point())
+    if isinstance(value, (list, tuple, dict)) and depth < 4:
+        return all(_holds_no_keys(v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return value is None or type(value) in (bool, int, float, str)
+
+
+def _diagnose_shared_cache(sub, model, ids, pad_id):
+    """After a failed step: a fresh KVCache() that holds none of the keys and values of its prefill
+    itself keeps them in the class (its lists made in the class body, shared by every KVCache())."""
+    try:
+        cache = _cache(sub, model)
+        _step(sub, model, ids, cache, pad_id)
+        attributes = cache.get("__dict__")
+    except (Failed, SubmissionError):
+        return
+    if isinstance(attributes, dict) and _holds_no_keys(attributes):
+        diagnose("step_cache_shared", "after a prefill, a new KVCache() holds no keys or values itself: its lists "
+                 "belong to the class (written in the class body), so every KVCache() shares them and a new cache "
+                 "reads the keys of an older one; create them in __init__ (self.keys = [])")
 
 
 @exercise("decoder_step", points=1.25)
@@ -674,19 +815,24 @@ def test_step_token_by_token(sub):
     g = gen(215)
     chunks, full = [ids], ids
     ended = _int(216, 1, B)  # a left-padded row ends after the second step and is fed pads
-    for t in range(5):
-        new = real_tokens(g, (B, 1), pad_id)
-        if t >= 2:
-            new[ended] = pad_id
-        chunks.append(new)
-        full = torch.cat([full, new], 1)
-        out = _step(sub, model, new, cache, pad_id)
-        live = torch.tensor([t < 2 or b != ended for b in range(B)])
-        at_step = (f"step {t + 1} after the prompt" if t < 2 else
-                 f"step {t + 1} after the prompt, row {ended} having ended (it is fed pad_id now), in the other rows")
-        close(out[live, 0], m64(full)[live, -1], f"fed one token at a time after a left-padded prompt, "
-              f"decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", atol=ATOL,
-              suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
+    try:
+        for t in range(5):
+            new = real_tokens(g, (B, 1), pad_id)
+            if t >= 2:
+                new[ended] = pad_id
+            chunks.append(new)
+            out = _later_step(sub, model, new, cache, pad_id, full.shape[1])
+            full = torch.cat([full, new], 1)
+            live = torch.tensor([t < 2 or b != ended for b in range(B)])
+            at_step = (f"step {t + 1} after the prompt" if t < 2 else f"step {t + 1} after the prompt, row {ended} "
+                       f"having ended (it is fed pad_id now), in the other rows")
+            close(out[live, 0], m64(full)[live, -1], f"fed one token at a time after a left-padded prompt, "
+                  f"decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", atol=ATOL,
+                  suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
+    except (Failed, SubmissionError) as exc:
+        if getattr(exc, "mistake", None) is None:
+            _diagnose_shared_cache(sub, model, ids, pad_id)
+        raise
 
 
 @exercise("decoder_step", points=1)
@@ -701,8 +847,8 @@ def test_step_chunk(sub):
     for L in (_int(226, 2, 4), 1):
         new = real_tokens(g, (B, L), pad_id)
         chunks.append(new)
+        out = _later_step(sub, model, new, cache, pad_id, full.shape[1])
         full = torch.cat([full, new], 1)
-        out = _step(sub, model, new, cache, pad_id)
         close(out, m64(full)[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
               f"decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache "
               f"and to the new tokens up to itself)", atol=ATOL,
@@ -849,14 +995,53 @@ def test_generate_greedy(sub):
               f"prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch")
 
 
+def dropped_out(m64, prompt, T, eos):
+    """What greedy generation without the cache gives with a DecoderLM of dropout 1.0 left in training
+    mode: every block's output is dropped, so each position's logits are lm_head(norm(embed(its token)))."""
+    ids, done = prompt, torch.zeros(prompt.shape[0], dtype=torch.bool)
+    for _ in range(T):
+        token = m64.lm_head(m64.norm(m64.embed(ids[:, -1]))).argmax(-1).masked_fill(done, m64.pad_id)
+        ids = torch.cat([ids, token[:, None]], 1)
+        done = done | (token == eos)
+        if done.all():
+            break
+    return ids
+
+
+def _training(model):
+    return model.inspect(values=False).get("training")
+
+
 @exercise("generate", points=0.25)
 def test_generate_without_cache(sub):
+    """Also the mode: the model is lesson 10's DecoderLM built with dropout=1.0, which in training mode
+    drops every block's output (so generating in training mode gives other tokens, whatever the draw)."""
     T = _int(304, 5, 8)
-    model, _, _, pad_id, prompt, conts, eos = _greedy_case(sub, 305, T)
-    want = torch.cat([prompt, torch.tensor(conts)], 1)
+    for i in range(20):  # a case whose first token differs in training mode
+        state, _, m64, pad_id, prompt, conts, eos = generate_case(305 + 100 * i, T, ending=False)
+        want = torch.cat([prompt, torch.tensor(conts)], 1)
+        if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
+            break
+    else:
+        raise RuntimeError("no case where dropout shows found")
+    model = sub.new("DecoderLM", V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
+                    dropout=1.0, pad_id=pad_id)
+    model.load_state_dict(state)
+    model.eval()
     close(_generate(sub, model, prompt, T, eos, use_cache=False), want, f"generate(..., use_cache=False) "
           f"should return the same greedy tokens as with the cache (here {T} tokens after each prompt), "
           f"computed by running model(ids) on the whole sequence at every step")
+    check(_training(model) is False, "generate left a model that was in eval mode in training mode: save "
+          "was_training = model.training first and call model.train(was_training) at the end",
+          mistake="gen_mode_not_restored")
+    model.train()
+    out = _generate(sub, model, prompt, 1, eos, use_cache=False)
+    check(matches(out, want[:, :prompt.shape[1] + 1]), "a model left in training mode, built with dropout=1.0, "
+          "generates another first token than the same model in eval mode: generation runs with dropout off, so "
+          "call model.eval() before the loop (and restore the mode after it)", mistake="gen_no_eval")
+    check(_training(model) is True, "generate left a model that was in training mode in eval mode: save "
+          "was_training = model.training first and call model.train(was_training) at the end",
+          mistake="gen_mode_not_restored")
 
 
 @exercise("generate", points=0.75)
@@ -1111,15 +1296,37 @@ def test_beam_one_is_greedy(sub):
 
 @exercise("beam_search", points=0.5)
 def test_beam_output_form(sub):
+    """Also the mode: the copy model is built in training mode and counts the calls made in it."""
     src = copy_sources(403)
     model = sub.fixture("copy_model", vocab=COPY_V, pad_id=PAD, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
-    for max_len in (src.shape[1] + 2, 4):
+    for max_len, training in ((src.shape[1] + 2, True), (4, False)):
+        if not training:
+            model.eval()
         got = as_rows(_hypotheses(sub.call("beam_search", model, src, 4, max_len, BOS, COPY_EOS), src.shape[0],
                                   max_len, COPY_EOS), max_len)
         close(got, as_rows([tuple(t for t in r if t != PAD) for r in
                             greedy_of(copy_paths(src), COPY_EOS, max_len).tolist()], max_len),
               f"with beam_size=4 and max_len={max_len}, on a model that copies its source and is sure of every "
               f"token, beam_search should return each source copied after bos, through its eos or up to max_len")
+        check(model.get("calls_in_training") == 0, "beam_search runs a model left in training mode without "
+              "switching it to eval mode, so dropout is on while it searches: call model.eval() first (and "
+              "restore the mode at the end)", mistake="beam_no_eval")
+        check(_training(model) is training, "beam_search left a model that was in training mode in eval mode: "
+              "save was_training = model.training first and call model.train(was_training) at the end"
+              if training else "beam_search left a model that was in eval mode in training mode: save "
+              "was_training = model.training first and call model.train(was_training) at the end",
+              mistake="beam_mode_not_restored")
+    _beam_fake(sub, 407, [(ALIVE_AT_MAX, {})], 2, 3, None,
+               "with max_len=3, bos a a (probability 0.81), still in the beam at max_len, counts as finished and "
+               "beats bos eos (0.09): beam search should return it")
+    (got,), _, (ids,) = _beam_tables(sub, 406, [(STOPPED_EARLY, {})], 2, 7, None, raw=True)
+    if got == (BOS, ids["a"], ids["x"]):
+        diagnose("beam_unfinished_returned", "with beam_size=2 beam search returned bos a x, a hypothesis still "
+                 "in the beam (no eos, 3 of max_len=7 tokens), because it scored best when two others had "
+                 "finished: a hypothesis is finished when it ends with eos or reaches max_len, and only finished "
+                 "ones are returned (stopping early, return the best finished one)")
+    check(EOS_T in got or len(got) == 7, "with beam_size=2 and max_len=7, beam_search returned a hypothesis "
+          "that neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
     max_len = _int(404, 6, 9)
     state, src, eos, _ = transformer_case(405, max_len)
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
@@ -1201,6 +1408,11 @@ def best_hypothesis(next_logits, max_len, alpha):
     return best[1]
 
 
+def _probs32(z):
+    """softmax(z) in float32, as a student's torch.softmax gives it."""
+    return torch.tensor(z, dtype=torch.float32).softmax(-1).tolist()
+
+
 def beam_with(next_logits, k, max_len, alpha, mistake=None):
     """The reference's beam search (k candidates a step, the finished ones set aside, the beam
     shrinking) on one source, or with ``mistake``."""
@@ -1210,14 +1422,28 @@ def beam_with(next_logits, k, max_len, alpha, mistake=None):
         alpha = 0.0
     k = 1 if mistake == "beam_size_ignored" else k
     extra = 1 if mistake == "beam_penalty_counts_bos" else 0
-    alive, finished = [((BOS,), 0.0)], []
+    product = mistake == "beam_probs_multiplied"  # float32 products, log taken at the end
+
+    def normalised(total, tokens):
+        lp = penalty(len(tokens) - 1 + extra, alpha)
+        if product:
+            total = math.log(total) if total > 0 else -math.inf
+        return total * lp if mistake == "beam_penalty_multiplied" else total / lp
+
+    alive, finished = [((BOS,), 1.0 if product else 0.0)], []
     while alive and len(alive[0][0]) < max_len:
         candidates = []
         for tokens, score in alive:
             z = next_logits(tokens)
             logp = list(z) if mistake == "beam_no_log_softmax" else _log_softmax(z)
-            for t in range(V_T):
-                total = score + (math.exp(logp[t]) if mistake == "beam_sum_probs" else logp[t])
+            probs = _probs32(z) if product else None
+            for t in range(len(z)):
+                if product:
+                    total = float(np.float32(score) * np.float32(probs[t]))
+                elif mistake == "beam_score_last_token":
+                    total = logp[t]
+                else:
+                    total = score + (math.exp(logp[t]) if mistake == "beam_sum_probs" else logp[t])
                 if mistake == "beam_penalty_per_step":
                     total /= penalty(len(tokens), alpha)
                 candidates.append((total, (*tokens, t)))
@@ -1225,10 +1451,15 @@ def beam_with(next_logits, k, max_len, alpha, mistake=None):
         alive = []
         for total, tokens in candidates[:k]:
             if tokens[-1] == EOS_T:
-                finished.append((total / penalty(len(tokens) - 1 + extra, alpha), tokens))
+                finished.append((normalised(total, tokens), tokens))
             if tokens[-1] != EOS_T or mistake == "beam_finished_expanded":
                 alive.append((tokens, total))
-    finished += [(score / penalty(len(tokens) - 1 + extra, alpha), tokens) for tokens, score in alive]
+    if not finished or mistake != "beam_alive_dropped":
+        finished += [(normalised(score, tokens), tokens) for tokens, score in alive]
+    if mistake == "beam_last_finished":
+        return finished[-1][1]
+    if mistake == "beam_best_by_length":
+        return max(finished, key=lambda f: len(f[1]))[1]
     return max(finished, key=lambda f: f[0])[1]
 
 
@@ -1247,12 +1478,38 @@ BEAM_HINTS = {
                           "by default)",
     "beam_no_length_penalty": "the best hypothesis is chosen by log p alone: compare log p / ((5 + |Y|) / 6)^α",
     "beam_finished_expanded": "a hypothesis goes on after its eos: set a finished one aside, never extend it",
+    "beam_probs_multiplied": "the best sentence, long, has a probability below 1e-45, which is 0 in float32: the "
+                             "scores multiply probabilities; score in log space, adding each token's log_softmax",
+    "beam_alive_dropped": "the hypotheses still alive at max_len are dropped because another one ended with eos: "
+                          "when the loop ends, those left in the beam count as finished too",
+    "beam_penalty_multiplied": "log p is multiplied by the length penalty: divide it, log p / ((5 + |Y|) / 6)^α "
+                               "(log p is negative: multiplying favours the short hypotheses)",
+    "beam_score_last_token": "a hypothesis's score is its last token's log-probability: add it to the score of "
+                             "the hypothesis it extends, so that the score is the log p of the whole sentence",
+    "beam_best_by_length": "the best hypothesis is chosen by its length: choose by the normalised score, "
+                           "log p / ((5 + |Y|) / 6)^α",
+    "beam_last_finished": "the hypothesis returned is the last one to finish, not the best: return the finished "
+                          "one with the best log p / ((5 + |Y|) / 6)^α",
 }
 
-TRAP = {(): {"a": 0.5, "b": 0.4, "EOS": 0.02}, ("a",): {"x": 0.3, "EOS": 0.05}, ("a", "x"): {"EOS": 0.9},
+TRAP = {(): {"a": 0.5, "b": 0.4, "EOS": 0.02}, ("a",): {"x": 0.3, "EOS": 0.05}, ("a", "x"): {"EOS": 0.8},
         ("b",): {"y": 0.9}, ("b", "y"): {"EOS": 0.9}}
 SHORT_WINS = {(): {"EOS": 0.6, "a": 0.35}, ("a",): {"b": 0.9}, ("a", "b"): {"c": 0.9}, ("a", "b", "c"): {"d": 0.9},
               ("a", "b", "c", "d"): {"EOS": 0.9}}
+# max_len 3 and beam 2, no tie anywhere (the beam empties at the second step in the last two rows): the
+# best of the finished hypotheses, per row, is neither the last to finish (bos a c, bos b eos, bos b eos),
+# nor the first longest (bos a eos, -, -), nor the best by the last token's probability (bos a c, -,
+# bos b eos), nor the best by summed probabilities (bos a c, -, -)
+WHICH_FINISHED = (
+    {(): {"EOS": 0.5, "a": 0.3, "b": 0.15}, ("a",): {"c": 0.6, "EOS": 0.3}, ("b",): {"d": 0.9}},
+    {(): {"a": 0.6, "b": 0.35}, ("a",): {"EOS": 0.9, "c": 0.05}, ("b",): {"EOS": 0.5, "d": 0.45}},
+    {(): {"a": 0.6, "b": 0.35}, ("a",): {"EOS": 0.7, "c": 0.25}, ("b",): {"EOS": 0.8, "d": 0.15}},
+)
+# max_len 3: bos eos (0.09) finishes at once, bos a a (0.81) is alive at max_len: it counts as finished
+ALIVE_AT_MAX = {(): {"a": 0.9, "EOS": 0.09}, ("a",): {"a": 0.9}}
+# beam 2: bos eos (0.35) finishes, then bos a eos (0.21) beside bos a x (0.36), still alive, which every
+# continuation makes worse than bos eos: a search that stops once 2 have finished must return bos eos
+STOPPED_EARLY = {(): {"a": 0.6, "EOS": 0.35}, ("a",): {"x": 0.6, "EOS": 0.35}}
 LATE_COST = {(): {"a": 0.6, "b": 0.3}, ("a",): {"x": 0.95}, ("a", "x"): {"y": 0.95}, ("a", "x", "y"): {"EOS": 0.55},
              ("b",): {"x": 0.95}, ("b", "x"): {"y": 0.95}, ("b", "x", "y"): {"EOS": 0.95}}
 
@@ -1264,14 +1521,16 @@ def long_or_short(ratio, short=0.46, opening=0.44):
     return {(): {"EOS": short, "a": opening}, ("a",): {"b": q}, ("a", "b"): {"c": q}, ("a", "b", "c"): {"EOS": q}}
 
 
-def _beam_fake(sub, n, rows, k, max_len, alpha, message, mistakes=tuple(BEAM_HINTS)):
-    """beam_search on the table model, one scenario (spec, offsets) per source row, judged
-    against the best hypothesis of each and the searches with each mistake."""
+def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False):
+    """beam_search on the table model, one scenario (spec, offsets) per source row: the hypotheses
+    returned (``raw``: the rows as returned, without their trailing pads), the tables' logits
+    functions and their word ids."""
     g = gen(n)
-    tables = []
+    tables, words = [], []
     for spec, offsets in rows:
         ids = dict(zip(WORDS, (3 + torch.randperm(len(WORDS), generator=g)).tolist(), strict=True))
         tables.append(table_of(spec, ids, offsets))
+        words.append(ids)
     B = len(rows)
     src = torch.randint(1, B + 1, (B, 5), generator=g)
     src[:, 0] = torch.arange(1, B + 1)                       # which table each row reads
@@ -1280,13 +1539,86 @@ def _beam_fake(sub, n, rows, k, max_len, alpha, message, mistakes=tuple(BEAM_HIN
     model = sub.fixture("table_model", [tables[0], *tables], V_T, PAD)
     kwargs = {} if alpha is None else {"length_penalty": alpha}
     out = sub.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
-    got = as_rows(_hypotheses(out, B, max_len, EOS_T), max_len)
-    a = 0.6 if alpha is None else alpha
     fns = [logits_fn(t) for t in tables]
+    if raw:
+        check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, f"beam_search should return "
+              f"a tensor [B, <= max_len] of token ids, one row per source ({B})")
+        returned = [row.tolist() for row in out]
+        return [tuple(row[:len(row) - next((i for i, t in enumerate(reversed(row)) if t != PAD), len(row))])
+                for row in returned], fns, words
+    return _hypotheses(out, B, max_len, EOS_T), fns, words
+
+
+def _beam_fake(sub, n, rows, k, max_len, alpha, message, mistakes=tuple(BEAM_HINTS)):
+    """beam_search on the table model, one scenario (spec, offsets) per source row, judged
+    against the best hypothesis of each and the searches with each mistake."""
+    hypotheses, fns, _ = _beam_tables(sub, n, rows, k, max_len, alpha)
+    got = as_rows(hypotheses, max_len)
+    a = 0.6 if alpha is None else alpha
     want = as_rows([best_hypothesis(f, max_len, a) for f in fns], max_len)
     close(got, want, message, suspects=[
         suspect(m, (lambda m=m: as_rows([beam_with(f, k, max_len, a, m) for f in fns], max_len)), BEAM_HINTS[m])
         for m in mistakes if m != "beam_finished_expanded"])
+
+
+# A long best sentence whose probability underflows float32: a vocabulary of 40 (pad, bos, eos and
+# 37 words), so that the most likely next word can be as unlikely as 0.03.
+V_U, UNDERFLOW_LEN, UNDERFLOW_BEAM, UNDERFLOW_ALPHA = 40, 36, 3, 2.0
+
+
+def _dist(spec):
+    """Log-probabilities over V_U tokens: ``spec`` {token: p} (eos 1e-6 unless given), pad and bos
+    1e-7, every other word an equal share of the rest."""
+    p = {PAD: 1e-7, BOS: 1e-7, EOS_T: 1e-6, **spec}
+    rest = [t for t in range(EOS_T + 1, V_U) if t not in p]
+    share = (1.0 - sum(p.values())) / len(rest)
+    return [math.log(p.get(t, share)) for t in range(V_U)]
+
+
+def underflow_case(g):
+    """The table of one source and its best hypothesis. From bos a word, almost surely; then
+    another, or eos (0.002: E1, 2 tokens, log p -6.2); then a chain of words, each the most likely
+    at 0.03, except that after five words eos has 0.3 (E2, 6 tokens, log p -11.7) and after 34
+    words 0.9 (E3, 35 tokens, log p -109.3: 4e-48, 0 in float32). With α = 2: E3 -2.46 > E2 -3.49 >
+    E1 -4.57, so E3 is the best (every other hypothesis has a lower log p for its length), and
+    every correct beam of 3 finds it (E1 and E2 finish on the way, fewer than 3: early stopping
+    does not stop before E3). Multiplied probabilities make E3 0 (log -inf): E2 wins; without
+    the penalty (or with 0.6, or adding probabilities), E1."""
+    n = UNDERFLOW_LEN - 2  # the words before E3's eos
+    chain = (EOS_T + 1 + torch.randint(0, V_U - EOS_T - 1, (n + 1,), generator=g)).tolist()
+    sure = 1 - 2e-7 - 36e-5  # the other words 1e-5 each
+    logits = {str(BOS): _dist({chain[0]: sure - 1e-6}),
+              f"{BOS},{chain[0]}": _dist({chain[1]: sure - 0.002, EOS_T: 0.002})}
+    for j in range(2, n + 1):  # after bos and j words
+        spec = {5: {chain[j]: 0.6, EOS_T: 0.3}, n: {chain[j]: 0.05, EOS_T: 0.9}}.get(j, {chain[j]: 0.03})
+        logits[",".join(map(str, [BOS, *chain[:j]]))] = _dist(spec)
+    table = {"logits": logits, "default": _dist({}), "after_eos": _dist({}), "eos": EOS_T}
+    return table, (BOS, *chain[:n], EOS_T)
+
+
+def _beam_underflow(sub, n):
+    """The underflow scenario (one source), judged against E3 and the searches with each mistake."""
+    table, best = underflow_case(gen(n))
+    src = torch.tensor([[3, 4, 5, PAD]])
+    model = sub.fixture("table_model", [table], V_U, PAD)  # one table: every source reads it
+    try:
+        out = sub.call("beam_search", model, src, UNDERFLOW_BEAM, UNDERFLOW_LEN, BOS, EOS_T,
+                       length_penalty=UNDERFLOW_ALPHA)
+    except SubmissionError as exc:
+        if "math domain error" in exc.message:
+            diagnose("beam_probs_multiplied", f"beam_search raised {exc.exc_type} ({exc.message[:80]}) on a long "
+                     f"sentence whose probability is below 1e-45, 0 in float32: the log of a product of "
+                     f"probabilities; score in log space, adding each token's log_softmax")
+        raise
+    got = as_rows(_hypotheses(out, 1, UNDERFLOW_LEN, EOS_T), UNDERFLOW_LEN)
+    fns = [logits_fn(table)]
+    close(got, as_rows([best], UNDERFLOW_LEN),
+          f"with length_penalty={UNDERFLOW_ALPHA} and beam_size={UNDERFLOW_BEAM}, a sentence of 35 tokens whose "
+          f"probability is about 4e-48 (each word at most 0.03) beats the short ones that finish on the way: "
+          f"beam search should return it", suspects=[
+              suspect(m, (lambda m=m: as_rows([beam_with(f, UNDERFLOW_BEAM, UNDERFLOW_LEN, UNDERFLOW_ALPHA, m)
+                                               for f in fns], UNDERFLOW_LEN)), BEAM_HINTS[m])
+              for m in BEAM_HINTS if m != "beam_finished_expanded"])
 
 
 @exercise("beam_search", points=0.75)
@@ -1301,22 +1633,30 @@ def test_beam_beats_greedy(sub):
 
 @exercise("beam_search", points=1)
 def test_beam_length_penalty(sub):
-    mixed = [(long_or_short(1.257), {}), (long_or_short(1.1), {}), (long_or_short(1.5), {}), (TRAP, {})]
+    mixed = [(long_or_short(1.257), {}), (long_or_short(1.1), {}), (long_or_short(1.5), {}), (TRAP, {}),
+             (long_or_short(0.9, short=0.3, opening=0.6), {})]
     first_failure(
         lambda: _beam_fake(sub, 420, mixed, 2, 7, None, "with the default length_penalty=0.6, sentences of "
                            "different lengths are compared by log p / ((5 + |Y|) / 6)^0.6, |Y| the tokens after "
-                           "bos: here a longer sentence wins in two rows, a shorter one in the third (and in the fourth row "
-                           "sentences of equal length)"),
-        lambda: _beam_fake(sub, 421, [(long_or_short(1.5), {}), (long_or_short(1.2), {})], 2, 7, 2.0,
-                           "with length_penalty=2.0 the longer sentence wins in both rows: log p / "
+                           "bos: here a longer sentence wins in the first two rows and the last, a shorter one in "
+                           "the third (and in the fourth row sentences of equal length)"),
+        lambda: _beam_fake(sub, 421, [(long_or_short(1.5), {}), (long_or_short(1.2), {}),
+                                      (long_or_short(0.9, short=0.3, opening=0.6), {})], 2, 7, 2.0,
+                           "with length_penalty=2.0 the longer sentence wins in every row: log p / "
                            "((5 + |Y|) / 6)^2"),
         lambda: _beam_fake(sub, 422, [(long_or_short(1.257), {}), (long_or_short(1.1), {})], 2, 7, 0.0,
-                           "with length_penalty=0 the sentence with the higher log p wins, the short one here"))
+                           "with length_penalty=0 the sentence with the higher log p wins, the short one here"),
+        lambda: _beam_underflow(sub, 423))
 
 
 @exercise("beam_search", points=0.75)
 def test_beam_scores(sub):
-    _beam_fake(sub, 430, [(SHORT_WINS, {}), (LATE_COST, {})], 2, 7, None,
-               "a hypothesis's score is the sum of its tokens' log-probabilities, divided by the length "
-               "penalty once at the end: here a short sentence beats a longer one whose every token is "
-               "likely, and of two sentences of equal length the one with the higher log p wins")
+    first_failure(
+        lambda: _beam_fake(sub, 430, [(SHORT_WINS, {}), (LATE_COST, {})], 2, 7, None,
+                           "a hypothesis's score is the sum of its tokens' log-probabilities, divided by the length "
+                           "penalty once at the end: here a short sentence beats a longer one whose every token is "
+                           "likely, and of two sentences of equal length the one with the higher log p wins"),
+        lambda: _beam_fake(sub, 432, [(spec, {}) for spec in WHICH_FINISHED], 2, 3, None,
+                           "with beam_size=2 and max_len=3, beam search should return the finished hypothesis with "
+                           "the best log p / ((5 + |Y|) / 6)^0.6 (here bos eos in the first row, bos a eos in the "
+                           "others)"))

@@ -28,6 +28,52 @@ SAMPLED = "sample(logits, temperature, top_k, top_p, generator)"
 LOGP = "logp = torch.log_softmax(model.generator(hidden[:, -1]).float(), dim=-1)   # [n, V]"
 TOTAL = "total = (scores[:, None] + logp).flatten()                # [n · V]"
 PENALTY = "/ ((5 + tokens_of.numel() - 1) / 6) ** length_penalty"
+FINISHED = "(score / ((5 + tokens_of"
+BEST = "best.append(max(finished, key=lambda f: f[0])[1])"
+AT_MAX_LEN = "for tokens_of, score in zip(alive, scores.tolist(), strict=True):   # reached max_len"
+RESTORE = "        model.train(was_training)\n"
+HF_ADD_ALIVE = """        if len(done) < beam_size:
+            done += [(s / ((5 + len(t) - 1) / 6) ** length_penalty, t) for t, s in beams]"""
+
+HF_BEAM = '''
+@torch.no_grad()
+def beam_search(model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.6):
+    was_training = model.training
+    model.eval()
+    results = []
+    for b in range(src.size(0)):
+        row = src[b:b + 1]
+        mask = (row != model.pad_id)[:, None, None, :]
+        memory = model.encode(row, mask)
+        beams = [([bos_id], 0.0)]
+        done = []
+        while len(beams[0][0]) < max_len and len(done) < beam_size:
+            ys = torch.tensor([tokens for tokens, _ in beams], device=src.device)
+            hidden = model.decode(ys, memory.repeat(len(beams), 1, 1), memory_mask=mask)
+            logp = F.log_softmax(model.generator(hidden[:, -1]), dim=-1)
+            totals = torch.tensor([s for _, s in beams], device=src.device)[:, None] + logp
+            values, index = totals.flatten().topk(min(2 * beam_size, totals.numel()))
+            new = []
+            for rank, (value, i) in enumerate(zip(values.tolist(), index.tolist())):
+                parent, token = divmod(i, logp.size(-1))
+                tokens = beams[parent][0] + [token]
+                if token == eos_id:
+                    if rank < beam_size:
+                        done.append((value / ((5 + len(tokens) - 1) / 6) ** length_penalty, tokens))
+                else:
+                    new.append((tokens, value))
+                if len(new) == beam_size:
+                    break
+            beams = new
+        if len(done) < beam_size:
+            done += [(s / ((5 + len(t) - 1) / 6) ** length_penalty, t) for t, s in beams]
+        results.append(max(done, key=lambda d: d[0])[1])
+    model.train(was_training)
+    out = torch.full((src.size(0), max_len), model.pad_id, dtype=torch.long, device=src.device)
+    for b, tokens in enumerate(results):
+        out[b, :len(tokens)] = torch.tensor(tokens, device=src.device)
+    return out
+'''
 
 BUGS = [
     # filter_logits
@@ -50,6 +96,11 @@ BUGS = [
         (DROP, "drop = probs.cumsum(dim=-1) > top_p\n        drop[..., 1:] = drop[..., :-1].clone()")),
     bug("filter_logits", "filter_not_combined", "top_p ignored when top_k is given",
         ("    if top_p is not None:", "    elif top_p is not None:")),
+    bug("filter_logits", "filter_topk_above_vocab", "torch.topk(logits, top_k) without min(top_k, V)",
+        (TOPK, TOPK.replace("min(top_k, logits.size(-1))", "top_k"))),
+    bug("filter_logits", "filter_softmax_overflow", "top-p's softmax as exp(x) / exp(x).sum()",
+        ("probs = sorted_logits.softmax(dim=-1)",
+         "probs = sorted_logits.exp() / sorted_logits.exp().sum(dim=-1, keepdim=True)")),
     # sample
     bug("sample", "sample_no_argmax_at_zero", "temperature 0 divides by zero",
         ("if temperature == 0:\n        return logits.argmax(dim=-1)\n    ", "")),
@@ -60,6 +111,12 @@ BUGS = [
         (SAMPLE_PROBS, "probs = torch.softmax(logits / temperature, dim=-1)")),
     bug("sample", "sample_temperature_after_softmax", "probabilities divided by the temperature",
         (SAMPLE_PROBS, "probs = torch.softmax(filter_logits(logits, 1.0, top_k, top_p), dim=-1) / temperature")),
+    bug("sample", "sample_not_long", "ids returned as int32", (DRAW, DRAW + ".to(torch.int32)")),
+    bug("sample", "sample_softmax_overflow", "torch.multinomial on exp(filtered logits)",
+        (SAMPLE_PROBS, "probs = filter_logits(logits, temperature, top_k, top_p).exp()")),
+    bug("sample", "sample_softmax_overflow", "softmax as exp(x) / exp(x).sum()",
+        (SAMPLE_PROBS, "probs = filter_logits(logits, temperature, top_k, top_p).exp()\n"
+                       "    probs = probs / probs.sum(dim=-1, keepdim=True)")),
     # decoder_step (KVCache)
     bug("decoder_step", "step_pads_attended", "no key mask", (KEYS, "allowed = allowed")),
     bug("decoder_step", "step_no_causal", "no causal mask", (CAUSAL, CAUSAL.replace(".tril(T0)", ""))),
@@ -88,6 +145,23 @@ BUGS = [
         ("cache.key_mask = key_mask", "cache.key_mask = new_mask if T0 else key_mask")),
     bug("decoder_step", "step_tensor_on_cpu", "positions from torch.arange without device=",
         (ARANGE, "torch.arange(T0, T0 + L)")),
+    bug("decoder_step", "step_no_scale", "scores not divided by √d_head", (" / math.sqrt(D // H)", "")),
+    bug("decoder_step", "step_rope_on_v", "RoPE on v too", (CACHED.splitlines()[0],
+        "        q, k, v = apply_rope(q, cos, sin), apply_rope(k, cos, sin), apply_rope(v, cos, sin)")),
+    bug("decoder_step", "step_keys_before_rope", "keys cached before RoPE, then all rotated by the new angles",
+        (CACHED, CACHED.replace("q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)", "q = apply_rope(q, cos, sin)")
+         + "\n        k = apply_rope(k, cos, sin)")),
+    bug("decoder_step", "step_cache_shared", "KVCache's lists made in the class body (shared by every KVCache)",
+        ("""    def __init__(self):
+        ### BEGIN SOLUTION
+        self.keys: list[torch.Tensor] = []      # one tensor per layer, [B, H, T, d_head]
+        self.values: list[torch.Tensor] = []
+""", """    keys: list[torch.Tensor] = []               # one list for every KVCache
+    values: list[torch.Tensor] = []
+
+    def __init__(self):
+        ### BEGIN SOLUTION
+""")),
     # generate
     bug("generate", "gen_length_off_by_one", "max_new_tokens - 1 steps",
         ("for _ in range(max_new_tokens):", "for _ in range(max_new_tokens - 1):")),
@@ -102,6 +176,12 @@ BUGS = [
     bug("generate", "gen_sampling_args_dropped", "top_k and top_p not passed to sample",
         (SAMPLED, "sample(logits, temperature, generator=generator)")),
     bug("generate", "gen_generator_dropped", "generator not passed to sample", (SAMPLED, "sample(logits, temperature, top_k, top_p)")),
+    bug("generate", "gen_no_eval", "generate without model.eval()",
+        ("    model.eval()\n    cache = KVCache()", "    cache = KVCache()")),
+    bug("generate", "gen_mode_not_restored", "generate never restores the mode (eval after it)",
+        (RESTORE + "    return ids", "        pass\n    return ids")),
+    bug("generate", "gen_mode_not_restored", "generate ends with model.train(), whatever the mode",
+        (RESTORE + "    return ids", "        model.train()\n    return ids")),
     # beam_search
     bug("beam_search", "beam_no_memory_mask", "decodes without the source mask",
         ("memory.expand(n, -1, -1), memory_mask=src_mask)", "memory.expand(n, -1, -1))")),
@@ -117,7 +197,31 @@ BUGS = [
     bug("beam_search", "beam_penalty_counts_bos", "|Y| counts bos", (PENALTY, PENALTY.replace(" - 1) / 6)", ") / 6)"))),
     bug("beam_search", "beam_alpha_ignored", "α fixed at 0.6", (PENALTY, PENALTY.replace("** length_penalty", "** 0.6"))),
     bug("beam_search", "beam_no_length_penalty", "best by log p alone", (PENALTY, "")),
+    bug("beam_search", "beam_no_eval", "beam_search without model.eval()",
+        ("    model.eval()\n    pad = model.pad_id", "    pad = model.pad_id")),
+    bug("beam_search", "beam_mode_not_restored", "beam_search never restores the mode (eval after it)",
+        (RESTORE + "    out = torch.full", "        pass\n    out = torch.full")),
+    bug("beam_search", "beam_mode_not_restored", "beam_search ends with model.train(), whatever the mode",
+        (RESTORE + "    out = torch.full", "        model.train()\n    out = torch.full")),
+    bug("beam_search", "beam_probs_multiplied", "probabilities multiplied in float32, torch's log at the end",
+        (LOGP, LOGP.replace("log_softmax", "softmax")), (TOTAL, TOTAL.replace("+ logp", "* logp")),
+        ("scores = torch.zeros(1,", "scores = torch.ones(1,"), (FINISHED, "(float(torch.tensor(score).log()) / ((5 + tokens_of")),
+    bug("beam_search", "beam_probs_multiplied", "probabilities multiplied in float32, math.log at the end",
+        (LOGP, LOGP.replace("log_softmax", "softmax")), (TOTAL, TOTAL.replace("+ logp", "* logp")),
+        ("scores = torch.zeros(1,", "scores = torch.ones(1,"), (FINISHED, "(math.log(score) / ((5 + tokens_of")),
+    bug("beam_search", "beam_alive_dropped", "the hypotheses alive at max_len kept only when none ended with eos",
+        (AT_MAX_LEN, "for tokens_of, score in ([] if finished else zip(alive, scores.tolist(), strict=True)):")),
+    bug("beam_search", "beam_penalty_multiplied", "log p multiplied by the length penalty",
+        (PENALTY, PENALTY.replace("/ ((5", "* ((5"))),
+    bug("beam_search", "beam_score_last_token", "a hypothesis ranked by its last token's log p",
+        (TOTAL, "total = logp.flatten()                # [n · V]")),
+    bug("beam_search", "beam_best_by_length", "the longest finished hypothesis returned",
+        (BEST, "best.append(max(finished, key=lambda f: f[1].numel())[1])")),
+    bug("beam_search", "beam_last_finished", "the last finished hypothesis returned", (BEST, "best.append(finished[-1][1])")),
+    bug("beam_search", "beam_unfinished_returned", "Hugging Face style, the alive beams added even after stopping early",
+        source=HF_BEAM.replace(HF_ADD_ALIVE, HF_ADD_ALIVE.splitlines()[1][4:])),
 ]
+
 
 ALTERNATIVES = [
     Variant("filter_logits", "sort for top-k, HF's ascending top-p with 1 - p", source='''
@@ -162,6 +266,14 @@ def sample(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     cdf = probs.cumsum(dim=-1)
     u = torch.rand(probs.shape[:-1] + (1,), generator=generator, dtype=probs.dtype) * cdf[..., -1:]
     return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=probs.size(-1) - 1)
+'''),
+    Variant("sample", "Gumbel-max: the argmax of the logits plus Gumbel noise drawn from the generator", source='''
+def sample(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    filtered = filter_logits(logits, temperature, top_k, top_p)
+    u = torch.rand(filtered.shape, generator=generator).clamp(min=1e-12)
+    return (filtered - torch.log(-torch.log(u))).argmax(dim=-1)
 '''),
     Variant("decoder_step", "a preallocated cache, positions by the running count of real tokens", source='''
 class KVCache:
@@ -284,45 +396,8 @@ def generate(model, prompt, max_new_tokens, eos_id, temperature=0.0, top_k=None,
     model.train(mode)
     return out[:, :length]
 '''),
-    Variant("beam_search", "Hugging Face style: k alive beams from 2k candidates, stop when k finished", source='''
-@torch.no_grad()
-def beam_search(model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.6):
-    was_training = model.training
-    model.eval()
-    results = []
-    for b in range(src.size(0)):
-        row = src[b:b + 1]
-        mask = (row != model.pad_id)[:, None, None, :]
-        memory = model.encode(row, mask)
-        beams = [([bos_id], 0.0)]
-        done = []
-        while len(beams[0][0]) < max_len and len(done) < beam_size:
-            ys = torch.tensor([tokens for tokens, _ in beams], device=src.device)
-            hidden = model.decode(ys, memory.repeat(len(beams), 1, 1), memory_mask=mask)
-            logp = F.log_softmax(model.generator(hidden[:, -1]), dim=-1)
-            totals = torch.tensor([s for _, s in beams], device=src.device)[:, None] + logp
-            values, index = totals.flatten().topk(min(2 * beam_size, totals.numel()))
-            new = []
-            for rank, (value, i) in enumerate(zip(values.tolist(), index.tolist())):
-                parent, token = divmod(i, logp.size(-1))
-                tokens = beams[parent][0] + [token]
-                if token == eos_id:
-                    if rank < beam_size:
-                        done.append((value / ((5 + len(tokens) - 1) / 6) ** length_penalty, tokens))
-                else:
-                    new.append((tokens, value))
-                if len(new) == beam_size:
-                    break
-            beams = new
-        if len(done) < beam_size:
-            done += [(s / ((5 + len(t) - 1) / 6) ** length_penalty, t) for t, s in beams]
-        results.append(max(done, key=lambda d: d[0])[1])
-    model.train(was_training)
-    out = torch.full((src.size(0), max_len), model.pad_id, dtype=torch.long, device=src.device)
-    for b, tokens in enumerate(results):
-        out[b, :len(tokens)] = torch.tensor(tokens, device=src.device)
-    return out
-'''),
+    Variant("beam_search", "Hugging Face style: k alive beams from 2k candidates, stop when k finished",
+            source=HF_BEAM),
     Variant("beam_search", "batched beams, finished ones frozen in the beam (pad at log p 0)", source='''
 @torch.no_grad()
 def beam_search(model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.6):
@@ -370,11 +445,16 @@ SCORES = {
     ('filter_logits', 'top-p totals in vocabulary order'): 1.25,
     ('filter_logits', 'top-p with cumsum > p shifted right (keeps one more at exactly p)'): 2.75,
     ('filter_logits', 'top_p ignored when top_k is given'): 2.5,
+    ('filter_logits', 'torch.topk(logits, top_k) without min(top_k, V)'): 2.25,
+    ('filter_logits', "top-p's softmax as exp(x) / exp(x).sum()"): 2.25,
     ('sample', 'temperature 0 divides by zero'): 1.5,
     ('sample', 'returns [B, 1]'): 0,
     ('sample', 'the generator not passed to multinomial'): 1.5,
     ('sample', 'draws from the unfiltered logits'): 0.5,
     ('sample', 'probabilities divided by the temperature'): 1,
+    ('sample', 'ids returned as int32'): 1.5,
+    ('sample', 'torch.multinomial on exp(filtered logits)'): 1,
+    ('sample', 'softmax as exp(x) / exp(x).sum()'): 1,
     ('decoder_step', 'no key mask'): 0.5,
     ('decoder_step', 'no causal mask'): 0.5,
     ('decoder_step', 'causal mask for the prompt only'): 3,
@@ -387,6 +467,10 @@ SCORES = {
     ('decoder_step', 'the cache keeps the prompt only'): 1.75,
     ('decoder_step', 'the cache replaced by the new tokens'): 1.75,
     ('decoder_step', 'positions from torch.arange without device='): 3.5,
+    ('decoder_step', 'scores not divided by √d_head'): 0.5,
+    ('decoder_step', 'RoPE on v too'): 0.5,
+    ('decoder_step', 'keys cached before RoPE, then all rotated by the new angles'): 1.75,
+    ('decoder_step', "KVCache's lists made in the class body (shared by every KVCache)"): 1.75,
     ('generate', 'max_new_tokens - 1 steps'): 1.5,
     ('generate', 'no pad after eos'): 2.25,
     ('generate', 'never stops early'): 2.25,
@@ -395,6 +479,9 @@ SCORES = {
     ('generate', 'use_cache ignored: always the cache'): 2.25,
     ('generate', 'top_k and top_p not passed to sample'): 2.75,
     ('generate', 'generator not passed to sample'): 2.75,
+    ('generate', 'generate without model.eval()'): 2.75,
+    ('generate', 'generate never restores the mode (eval after it)'): 2.75,
+    ('generate', 'generate ends with model.train(), whatever the mode'): 2.75,
     ('beam_search', 'decodes without the source mask'): 2.5,
     ('beam_search', 'max_len + 1 tokens'): 2.5,
     ('beam_search', 'one candidate a step (greedy)'): 2.25,
@@ -405,4 +492,15 @@ SCORES = {
     ('beam_search', '|Y| counts bos'): 3,
     ('beam_search', 'α fixed at 0.6'): 3,
     ('beam_search', 'best by log p alone'): 3,
+    ('beam_search', 'beam_search without model.eval()'): 3.5,
+    ('beam_search', 'beam_search never restores the mode (eval after it)'): 3.5,
+    ('beam_search', 'beam_search ends with model.train(), whatever the mode'): 3.5,
+    ('beam_search', "probabilities multiplied in float32, torch's log at the end"): 3,
+    ('beam_search', 'probabilities multiplied in float32, math.log at the end'): 3,
+    ('beam_search', 'the hypotheses alive at max_len kept only when none ended with eos'): 3.5,
+    ('beam_search', 'log p multiplied by the length penalty'): 3,
+    ('beam_search', "a hypothesis ranked by its last token's log p"): 1.75,
+    ('beam_search', 'the longest finished hypothesis returned'): 1,
+    ('beam_search', 'the last finished hypothesis returned'): 1,
+    ('beam_search', 'Hugging Face style, the alive beams added even after stopping early'): 3.5,
 }
