@@ -12,7 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.check.framework import check, close, exercise, gen, suspect
+from grader.check.framework import check, close, diagnose, exercise, gen, suspect
+from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "gelu_is_tanh": "gelu computes the tanh approximation instead of x·Φ(x)",
@@ -20,12 +21,46 @@ MISTAKES = {
     "gelu_sigmoid": "gelu computes the sigmoid approximation x·σ(1.702x)",
     "gelu_no_x": "gelu returns Φ(x) without the factor x",
     "dtype_changed": "a float64 input comes back in another dtype",
+    "not_elementwise": "the function handles a 1-D tensor only: it fails on, or reshapes, a tensor of another shape",
     "tanh_no_cubic": "the tanh approximation lacks the 0.044715·x³ term",
     "tanh_square": "the tanh approximation uses x² instead of x³",
     "tanh_sqrt_2pi": "the tanh approximation uses √(2π) instead of √(2/π)",
     "grad_cdf_only": "gelu_grad returns Φ(x) without the x·φ(x) term",
     "grad_pdf_unnormalised": "the normal density lacks its 1/√(2π)",
     "grad_of_tanh": "gelu_grad is the derivative of the tanh approximation",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "gelu": {
+        "the exact x·Φ(x), Φ(x) = ½(1 + erf(x / √2)), not an approximation":
+            ("gelu_is_tanh", "erf_without_sqrt2", "gelu_sigmoid", "gelu_no_x"),
+        "elementwise, for a tensor x of any shape": ("not_elementwise",),
+        "keeps the dtype (float64 in, float64 out)": ("dtype_changed",),
+        "F.gelu and nn.GELU are refused (exercise 1, and the lesson's first rule)": ("library_call",),
+        "x is left as it was (the lesson's second rule)": ("changes_its_input",),
+    },
+    "gelu_tanh": {
+        "½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))": ("tanh_no_cubic", "tanh_square", "tanh_sqrt_2pi"),
+        "elementwise": ("not_elementwise",),
+        "keeps the dtype": ("dtype_changed",),
+        "F.gelu(x, approximate='tanh') is refused (the lesson's first rule: F.gelu in every exercise)":
+            ("library_call",),
+        "x is left as it was (the lesson's second rule)": ("changes_its_input",),
+    },
+    "gelu_grad": {
+        "Φ(x) + x·φ(x) in closed form, φ(x) = exp(-x²/2) / √(2π)":
+            ("grad_cdf_only", "grad_pdf_unnormalised", "grad_of_tanh"),
+        "elementwise": ("not_elementwise",),
+        # stated for gelu and gelu_tanh; exercise 3 does not repeat it (a text change is proposed)
+        "keeps the dtype (as gelu and gelu_tanh)": ("dtype_changed",),
+        "in closed form, not through F.gelu (the lesson's first rule: F.gelu in every exercise)":
+            ("library_call",),
+        "x is left as it was (the lesson's second rule)": ("changes_its_input",),
+    },
 }
 
 FORBID = ("torch.nn.functional.gelu",)
@@ -96,7 +131,8 @@ def grad_suspects(x):
 def _tensor(y, name, like):
     check(isinstance(y, torch.Tensor), f"`{name}` should return a torch tensor, got {type(y).__name__}")
     check(tuple(y.shape) == tuple(like.shape),
-          f"`{name}` should work elementwise and keep the shape {list(like.shape)}, got {list(y.shape)}")
+          f"`{name}` should work elementwise and keep the shape {list(like.shape)}, got {list(y.shape)}",
+          mistake="not_elementwise")
     return y
 
 
@@ -104,8 +140,23 @@ def call(sub, name, x):
     return _tensor(sub.call(name, x, forbid=FORBID), name, x)
 
 
+def _any_shape(sub, name, x):
+    """``name`` works on the 1-D tensor of x's values (else that failure is the symptom);
+    failing on x itself, of shape [2, 3, 4], is then the mistake of a 1-D-only function."""
+    call(sub, name, x.reshape(-1))
+    try:
+        sub.call(name, x, forbid=FORBID)
+    except SubmissionError as exc:
+        if exc.exc_type == "ForbiddenCall":
+            raise
+        diagnose("not_elementwise", f"`{name}` works on a 1-D tensor but fails on a [2, 3, 4] one "
+                 f"({exc.exc_type}): compute it elementwise with torch operations on the whole "
+                 f"tensor, whatever its shape (no loop over its values, no reshape)")
+
+
 def _dtypes(sub, name, expected, suspects):
     x = (torch.rand(2, 3, 4, generator=gen(90)) * 8.0 - 4.0)
+    _any_shape(sub, name, x.double())
     for inp in (x, x.double()):
         y = call(sub, name, inp)
         check(y.dtype == inp.dtype, f"`{name}` of a {inp.dtype} tensor should be {inp.dtype}, got "

@@ -7,11 +7,21 @@ dropout itself. A wrong table or output is compared with those of the common mis
 (``suspect``): the one it matches is the hint.
 """
 
+import inspect
 import math
 
 import torch
 
-from grader.check.framework import ON_DEVICE, check, close, diagnose, exercise, gen, suspect
+from grader.check.framework import (
+    ON_DEVICE,
+    check,
+    close,
+    diagnose,
+    exercise,
+    gen,
+    matches,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -22,10 +32,15 @@ MISTAKES = {
     "pe_exponent_i": "the exponent is i/D instead of 2i/D",
     "pe_multiplied": "pos is multiplied by 10000^(2i/D) instead of divided",
     "pe_dtype": "the table is not float32",
+    "pe_table_shape": "the table is not [max_len, d_model] (a batch axis added, or transposed)",
+    "pe_python_loop": "the table is filled by a Python loop over the positions or the columns",
     "pe_not_buffer": "pe is a plain attribute, not a registered buffer",
     "pe_parameter": "pe is registered as a parameter",
     "pe_buffer_shape": "the buffer pe is not [max_len, d_model]",
     "pe_rescales_x": "PositionalEncoding multiplies x by √d_model again",
+    "pe_sliced_by_batch": "forward adds pe[:B] (sliced by the batch size) instead of pe[:L]",
+    "pe_defaults": "the defaults of the signature (max_len=5000, dropout=0.0) are changed",
+    "pe_dropout_in_eval": "dropout still drops in eval mode (F.dropout without training=self.training)",
     "pe_no_dropout": "PositionalEncoding applies no dropout",
     "pe_dropout_before_add": "dropout is applied to x before adding the encoding",
     "pe_table_on_cpu": "forward builds a tensor on the CPU instead of using the buffer",
@@ -34,6 +49,41 @@ MISTAKES = {
     "emb_scaled_by_d": "the embedding is multiplied by d_model instead of √d_model",
     "emb_init": "the embedding keeps N(0, 1) initialisation instead of std d_model^-0.5",
     "emb_submodule_name": "the nn.Embedding submodule is not named `embedding`",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "sinusoidal_positional_encoding": {
+        "a [max_len, d_model] tensor": ("pe_table_shape",),
+        "float32": ("pe_dtype",),
+        "interleaved: sin in the even columns (pe[:, 0::2]), cos in the odd ones (pe[:, 1::2])":
+            ("pe_concatenated", "pe_sin_cos_swapped"),
+        "angle pos / 10000^(2i/D), 2i the even column index shared by the pair":
+            ("pe_exponent_j", "pe_exponent_i", "pe_multiplied"),
+        "positions start at 0 (row 0 is [0, 1, 0, 1, …])": ("pe_positions_from_1",),
+        "without Python loops (broadcasting a column of positions against a row of frequencies)":
+            ("pe_python_loop",),
+    },
+    "PositionalEncoding": {
+        "the table kept as a registered buffer named pe, not a parameter or a plain attribute":
+            ("pe_not_buffer", "pe_parameter", "pe_table_on_cpu"),
+        "pe is [max_len, d_model]": ("pe_buffer_shape",),
+        "__init__(d_model, max_len=5000, dropout=0.0): the signature's defaults": ("pe_defaults",),
+        "forward adds the first L rows, pe[:L], to x [B, L, D] (broadcast over the batch)":
+            ("pe_sliced_by_batch",),
+        "x is not rescaled here": ("pe_rescales_x",),
+        "then nn.Dropout(dropout) on the sum: dropout(x + pe[:L])": ("pe_no_dropout", "pe_dropout_before_add"),
+        "dropout only in training mode, none after model.eval()": ("pe_dropout_in_eval",),
+        "x is left as it was (the lesson's second rule: no argument changed)": ("changes_its_input",),
+    },
+    "TokenEmbedding": {
+        "a submodule named embedding, nn.Embedding(vocab_size, d_model)": ("emb_submodule_name",),
+        "its weight initialised with std d_model ** -0.5": ("emb_init",),
+        "forward: embedding(tokens) · √d_model": ("emb_not_scaled", "emb_divided", "emb_scaled_by_d"),
+    },
 }
 
 # Graded with the course's table, so a wrong table costs only its own exercise (grader.check.parts).
@@ -101,13 +151,73 @@ def sizes(n):
 
 # --- sinusoidal_positional_encoding -----------------------------------------------------
 
+# Counts the lines of Python that run, between ``python_lines_start()`` and
+# ``python_lines_stop()``, outside the standard library, the installed packages and the
+# grader: the student's own code. The grader's code, put next to the submission for the
+# calls of one check (``python_lines``): a vectorised table runs the same few lines for any
+# size; a loop over the positions or the columns (torch, numpy or math inside) runs more
+# for a larger table.
+def python_lines_start():
+    import os
+    import sys
+
+    roots = [os.path.dirname(os.__file__), sys.prefix, sys.base_prefix, sys.exec_prefix]
+    roots += list(getattr(sys.modules.get("grader"), "__path__", []))
+    skip = tuple(r for r in roots if r and len(r) > 1)
+    here = python_lines_start.__code__.co_filename
+    state = python_lines_start.state = {"count": 0, "previous": sys.gettrace()}
+
+    def local(frame, event, arg):
+        if event == "line":
+            state["count"] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        name = frame.f_code.co_filename
+        if name == here or name.startswith(skip) or "-packages" in name or name.startswith("<frozen"):
+            return None
+        return local
+
+    sys.settrace(tracer)
+
+
+def python_lines_stop():
+    import sys
+
+    state = python_lines_start.state
+    sys.settrace(state["previous"])
+    return state["count"]
+
+
+LINES_SOURCE = inspect.getsource(python_lines_start) + "\n\n" + inspect.getsource(python_lines_stop)
+
+
+def python_lines(sub, name, *args):
+    """How many lines of the student's own Python ``name(*args)`` runs."""
+    with sub.course_versions(LINES_SOURCE, ("python_lines_start", "python_lines_stop")):
+        sub.call("python_lines_start")
+        try:
+            sub.call(name, *args)
+        finally:
+            count = sub.call("python_lines_stop")
+    return count
+
+
 @exercise("sinusoidal_positional_encoding", points=0.5)
 def test_pe_shape_dtype(sub):
     pe = _table(sub, 50, 16)
-    check(tuple(pe.shape) == (50, 16), f"sinusoidal_positional_encoding(50, 16) should be [50, 16], "
-          f"got {list(pe.shape)}")
+    check(tuple(pe.shape) == (50, 16), f"sinusoidal_positional_encoding(50, 16) should be [max_len, "
+          f"d_model] = [50, 16] (one row per position, no batch axis), got {list(pe.shape)}",
+          mistake="pe_table_shape")
     check(pe.dtype == torch.float32, f"the table should be float32 (like the model's weights), got "
           f"{pe.dtype}", mistake="pe_dtype")
+    small = python_lines(sub, "sinusoidal_positional_encoding", 6, 4)
+    large = python_lines(sub, "sinusoidal_positional_encoding", 48, 32)
+    check(large <= small + 2, f"sinusoidal_positional_encoding loops in Python: it runs {large} lines "
+          f"of Python for a [48, 32] table and {small} for a [6, 4] one, where vectorised code runs the "
+          f"same few for any size; build the positions as a column [max_len, 1] and the frequencies "
+          f"as a row, let broadcasting form every angle at once, then fill pe[:, 0::2] and pe[:, 1::2]",
+          mistake="pe_python_loop")
 
 
 @exercise("sinusoidal_positional_encoding", points=1)
@@ -199,6 +309,14 @@ def test_pe_forward_adds_table(sub):
     m.eval()
     L = int(torch.randint(5, max_len, (1,), generator=gen(10)))
     x = randn(11, 2, L, 16)
+    # one sentence first: pe sliced by the batch size (pe[:x.size(0)], the slice of a tutorial
+    # whose x is [L, B, D]) adds row 0 to every position there, and fails on a batch of 2
+    zeros = torch.zeros(1, max_len, 16)
+    close(m(zeros), ref_pe(max_len, 16)[None], "with L = max_len every row of pe should be added",
+          suspects=[suspect("pe_sliced_by_batch", ref_pe(1, 16).expand(max_len, 16)[None],
+                            "forward adds row 0 of pe to every position of a batch of one sentence: "
+                            "it slices pe by x.size(0), the batch size; x is [B, L, D], so add "
+                            "pe[:x.size(1)], the first L rows")], **PE_TOL)
     # x as autograd sees it, the embeddings' output: forward must not change it in place
     # (x += pe[:L]: the grader names the argument changed, mistake changes_its_input)
     m.grad(x, grad_output=torch.ones(2, L, 16))
@@ -206,8 +324,6 @@ def test_pe_forward_adds_table(sub):
           f"[B, L, D] = [2, {L}, 16] (the same rows for every sentence of the batch)",
           suspects=[suspect("pe_rescales_x", x.double() * 4.0 + ref_pe(L, 16), "forward multiplies x "
                             "by √d_model: TokenEmbedding already did, so return x + pe[:L]")], **PE_TOL)
-    zeros = torch.zeros(1, max_len, 16)
-    close(m(zeros), ref_pe(max_len, 16)[None], "with L = max_len every row of pe should be added", **PE_TOL)
 
 
 def added(m, x):
@@ -247,20 +363,39 @@ def test_pe_dropout(sub):
           "in training mode the kept entries should be (x + pe[:L]) / (1 - p): add the encoding, "
           "then apply nn.Dropout to the sum")
     m.eval()
-    close(m(x), expected, "in eval mode dropout should do nothing: output x + pe[:L]", **PE_TOL)
+    y = m(x)
+    dropped = (y.double().abs() < 1e-7) & (expected.abs() > 1e-3)
+    check(not bool(dropped.any()), "in eval mode forward still zeroes entries: dropout must be off "
+          "after model.eval(); use the module nn.Dropout(dropout), which follows the mode (F.dropout "
+          "drops unless given training=self.training)", mistake="pe_dropout_in_eval")
+    close(y, expected, "in eval mode dropout should do nothing: output x + pe[:L]", **PE_TOL)
+
+
+def _rows(pe, d_model):
+    """The number of rows of a table ``pe`` [..., max_len, d_model], or None."""
+    if not isinstance(pe, torch.Tensor) or pe.dim() < 2 or pe.shape[-1] != d_model:
+        return None
+    return int(pe.shape[-2])
 
 
 @exercise("PositionalEncoding", points=0.5)
 def test_pe_defaults(sub):
     m, _ = _module(sub, 8)
-    pe = m.get("pe")
-    check(isinstance(pe, torch.Tensor) and tuple(pe.shape)[-2:] == (5000, 8),
-          "PositionalEncoding(8) should default to max_len = 5000: `pe` of shape [5000, 8]")
+    if _rows(m.get("pe"), 8) != 5000:
+        given = _rows(_module(sub, 8, max_len=40)[0].get("pe"), 8) == 40  # max_len itself is used
+        check(False, "PositionalEncoding(8) should default to max_len = 5000: `pe` of shape [5000, 8] "
+              "(keep the signature __init__(self, d_model, max_len=5000, dropout=0.0))",
+              mistake="pe_defaults" if given else None)
     x = randn(13, 2, 10, 8)
     expected = added(m, x)
     m.train()  # the default dropout is 0: even in training mode nothing is dropped
-    close(m(x), expected,
-          "with the default dropout = 0.0, even in training mode forward(x) should be x + pe[:L]", **PE_TOL)
+    if not matches(m(x), expected, **PE_TOL):
+        explicit, _ = _module(sub, 8, dropout=0.0)
+        explicit.train()
+        given = matches(explicit(x), expected, **PE_TOL)  # dropout=0.0 given: nothing dropped
+        check(False, "with the default dropout = 0.0, even in training mode forward(x) should be "
+              "x + pe[:L] (keep the signature __init__(self, d_model, max_len=5000, dropout=0.0))",
+              mistake="pe_defaults" if given else None)
 
 
 @exercise("PositionalEncoding", points=0.5)

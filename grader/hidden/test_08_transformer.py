@@ -13,6 +13,7 @@ as options of the float64 layers below: the one it matches is the hint.
 """
 
 import functools
+import inspect
 import math
 
 import torch
@@ -42,12 +43,16 @@ MISTAKES = {
     "ffn_tanh_gelu": "the tanh approximation instead of the exact GELU",
     "ffn_dropout_ignored": "the feed-forward's dropout argument is ignored",
     "ffn_activation_after": "the activation is applied after linear2",
+    "ffn_layer_names": "the feed-forward's layers are not named linear1 and linear2",
+    "ffn_width": "linear1 and linear2 do not map d_model -> d_ff -> d_model (d_ff ignored or swapped)",
+    "ffn_dropout_placement": "the feed-forward's dropout is not between the activation and linear2",
+    "layer_submodule_names": "a layer's submodules are not named self_attn, cross_attn, ff, norm1, norm2, norm3",
     "ln_placement_swapped": "post-LN and pre-LN swapped (norm_first read the wrong way round)",
     "no_residual_attn": "no residual connection around the self-attention",
     "no_residual_ff": "no residual connection around the feed-forward",
     "no_residual_cross": "no residual connection around the cross-attention",
     "pre_ln_residual_normalised": "pre-LN adds the normalised input to the residual stream",
-    "norms_swapped": "norm1 and norm2 used in each other's place",
+    "norms_swapped": "the sub-layers' norms used in each other's place (norm1, norm2, norm3 in order)",
     "src_mask_ignored": "the encoder layer ignores src_mask",
     "tgt_mask_ignored": "the decoder layer ignores tgt_mask",
     "memory_mask_ignored": "the decoder layer ignores memory_mask",
@@ -58,6 +63,8 @@ MISTAKES = {
     "pre_ln_normalised_memory": "pre-LN cross-attention normalises memory with norm2",
     "attn_no_dropout": "the attention gets no dropout (MultiHeadAttention built without it)",
     "residual_no_dropout": "no dropout on the sub-layers' outputs",
+    "ff_no_dropout": "the layer's feed-forward is built without the layer's dropout",
+    "dropout_in_eval_mode": "the layer still drops in eval mode (F.dropout without training=self.training)",
     "no_causal_mask": "the decoder's self-attention gets no causal mask",
     "no_tgt_padding_mask": "the target mask ignores the target's padding",
     "no_src_padding_mask": "the encoder gets no source padding mask",
@@ -73,6 +80,9 @@ MISTAKES = {
     "layers_no_dropout": "the layers do not get the model's dropout",
     "embeddings_reinitialised": "the embeddings are re-initialised with std 1",
     "mask_on_cpu": "a mask made inside the model without device=",
+    "model_submodule_names": "the model's submodules are not named as the contract says",
+    "no_pad_id_attribute": "the model does not keep its padding id in the attribute pad_id",
+    "logits_normalised": "forward returns (log-)probabilities instead of logits",
     "never_stops": "decoding does not stop when every row has ended",
     "drops_bos": "the decoded rows do not start with bos",
     "starts_with_pad": "decoding starts from pad instead of bos",
@@ -83,6 +93,94 @@ MISTAKES = {
     "first_position_logits": "the next token is taken from the first position's logits",
     "decode_in_train_mode": "greedy decoding runs the model in training mode (dropout on)",
     "decode_output_on_cpu": "greedy decoding makes its token tensor on the CPU",
+    "decode_not_long": "greedy decoding returns a floating-point tensor, not a LongTensor",
+    "decode_pad_hardcoded": "greedy decoding pads with 0 instead of model.pad_id",
+    "decode_with_grad": "greedy decoding runs the model with gradients on (no torch.no_grad())",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "PositionwiseFeedForward": {
+        "submodules named linear1 and linear2": ("ffn_layer_names",),
+        "linear1 maps D -> d_ff, linear2 d_ff -> D": ("ffn_width",),
+        "forward: linear2(dropout(act(linear1(x)))), the activation between the two layers":
+            ("ffn_no_activation", "ffn_activation_after"),
+        'activation "relu" or "gelu", the exact GELU of lesson 06':
+            ("ffn_activation_ignored", "ffn_tanh_gelu"),
+        "dropout (its argument) after the activation": ("ffn_dropout_ignored", "ffn_dropout_placement"),
+    },
+    "EncoderLayer": {
+        "submodules self_attn, ff, norm1, norm2 (weights loaded by name)": ("layer_submodule_names",),
+        "post-LN by default: x = norm(x + dropout(sublayer(x))), with the residual":
+            ("ln_placement_swapped", "no_residual_attn", "no_residual_ff"),
+        "pre-LN with norm_first=True: x = x + dropout(sublayer(norm(x)))":
+            ("ln_placement_swapped", "pre_ln_residual_normalised"),
+        "self-attention with norm1, then feed-forward with norm2": ("norms_swapped",),
+        "src_mask reaches the self-attention (both placements)": ("src_mask_ignored",),
+        "dropout passed to MultiHeadAttention and to PositionwiseFeedForward":
+            ("attn_no_dropout", "ff_no_dropout"),
+        "nn.Dropout(dropout) on each sub-layer's output before the residual addition":
+            ("residual_no_dropout",),
+        "nothing dropped in eval mode": ("dropout_in_eval_mode",),
+        "torch's own attention and Transformer layers are refused (the lesson's first rule)": ("library_call",),
+        "x is left as it was (the lesson's second rule: no argument changed)": ("changes_its_input",),
+    },
+    "DecoderLayer": {
+        "submodules self_attn, cross_attn, ff, norm1, norm2, norm3 (weights loaded by name)":
+            ("layer_submodule_names",),
+        "masked self-attention with tgt_mask": ("tgt_mask_ignored",),
+        "cross-attention: queries from the decoder, keys and values from memory (not normalised)":
+            ("cross_kv_from_decoder", "cross_keys_from_decoder", "cross_queries_from_memory",
+             "pre_ln_normalised_memory"),
+        "memory_mask reaches the cross-attention": ("memory_mask_ignored",),
+        "self-attention (norm1), then cross-attention (norm2), then feed-forward (norm3)":
+            ("cross_before_self", "norms_swapped"),
+        "a residual connection around each sub-layer":
+            ("no_residual_attn", "no_residual_cross", "no_residual_ff"),
+        "post-LN by default, pre-LN with norm_first=True, as in the encoder layer":
+            ("ln_placement_swapped", "pre_ln_residual_normalised"),
+        "dropout in the same places as the encoder layer (both attentions get it)":
+            ("attn_no_dropout", "ff_no_dropout", "residual_no_dropout"),
+        "nothing dropped in eval mode": ("dropout_in_eval_mode",),
+        "torch's own attention and Transformer layers are refused (the lesson's first rule)": ("library_call",),
+        "x and memory are left as they were (the lesson's second rule)": ("changes_its_input",),
+    },
+    "Transformer": {
+        "submodules src_embed, tgt_embed, pos_enc, encoder_layers, decoder_layers, generator "
+        "(encoder_norm, decoder_norm when norm_first), loaded by name": ("model_submodule_names",),
+        "encoder_layers / decoder_layers: nn.ModuleLists of separate layers": ("shared_layers",),
+        "attribute pad_id": ("no_pad_id_attribute",),
+        "tokens embedded (× √D) plus the positional encoding; the target with tgt_embed":
+            ("no_positional_encoding", "decoder_uses_src_embed"),
+        "the embedding tables keep std D^-0.5": ("embeddings_reinitialised",),
+        "max_len and dropout passed to PositionalEncoding, dropout to every layer":
+            ("pos_enc_args_ignored", "layers_no_dropout"),
+        "post-LN by default (no final norms), pre-LN with norm_first=True (encoder_norm, decoder_norm)":
+            ("norm_first_not_passed", "no_final_norms_pre_ln", "final_norms_post_ln"),
+        "masks built inside from pad_id: the source padding mask (encode builds it when not given)":
+            ("no_src_padding_mask", "pad_id_hardcoded"),
+        "memory_mask (the source padding mask) for the cross-attention": ("no_memory_mask",),
+        "target mask = causal_mask(Lt) & padding_mask(tgt, pad_id)": ("no_causal_mask", "no_tgt_padding_mask"),
+        "every tensor built inside on the input's device": ("mask_on_cpu",),
+        "forward returns logits [B, Lt, tgt_vocab] = generator(decode(tgt, encode(src)))":
+            ("logits_normalised",),
+        "torch's own attention and Transformer layers are refused (the lesson's first rule)": ("library_call",),
+    },
+    "greedy_decode": {
+        "a LongTensor [B, T]": ("decode_not_long",),
+        "each row starts with bos_id": ("drops_bos", "starts_with_pad"),
+        "T <= max_len, bos counted": ("max_len_off_by_one",),
+        "the argmax of the last position's logits, appended and fed back": ("first_position_logits",),
+        "after a row's eos every position is model.pad_id": ("no_pad_after_eos", "decode_pad_hardcoded"),
+        "stops as soon as every row has ended": ("never_stops", "stops_at_first_eos"),
+        "the decoder gets the memory mask": ("no_memory_mask_decode",),
+        "model.eval() first": ("decode_in_train_mode",),
+        "without gradients (@torch.no_grad())": ("decode_with_grad",),
+        "tokens made on the source's device": ("decode_output_on_cpu",),
+    },
 }
 
 # Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
@@ -142,17 +240,18 @@ def _layer_params(layer, prefix=""):
     return p
 
 
-def _inject(handle, params, what, hint):
+def _inject(handle, params, what, hint, names=None, sizes=None):
     """Load ``params`` into the student's module by name (keeping its other entries), in
-    the order of its state dict (where two names share one tensor, the later one wins)."""
+    the order of its state dict (where two names share one tensor, the later one wins).
+    ``names``, ``sizes``: the mistakes that a missing name, a wrong shape diagnose."""
     shapes = handle.state_shapes()
     check(isinstance(shapes, dict), f"{what}.state_dict() did not return a dict: is it an nn.Module?")
     missing = [k for k in params if k not in shapes]
     check(not missing, f"{what} has no parameter named {', '.join(missing[:4])}"
-          f"{' ...' if len(missing) > 4 else ''}: {hint}")
+          f"{' ...' if len(missing) > 4 else ''}: {hint}", mistake=names)
     for k, v in params.items():
         check(shapes[k] == list(v.shape),
-              f"{what}: parameter {k} has shape {shapes[k]}, expected {list(v.shape)}")
+              f"{what}: parameter {k} has shape {shapes[k]}, expected {list(v.shape)}", mistake=sizes)
     handle.load_state_dict({k: params[k] for k in shapes if k in params}, strict=False)
     handle.eval()
     return handle
@@ -161,6 +260,24 @@ def _inject(handle, params, what, hint):
 LAYER_HINT = ("use the submodule names self_attn, ff (with linear1 and linear2), norm1, norm2 "
               "(and cross_attn, norm3 in the decoder layer), with MultiHeadAttention's "
               "q_proj, k_proj, v_proj, out_proj")
+LAYER_NAMES = "layer_submodule_names"
+
+#: torch's own attention, refused in every exercise (the lesson's introduction): the course's
+#: MultiHeadAttention (lesson 04) computes it with lesson 03's code
+FORBID = ("torch.nn.functional.multi_head_attention_forward",
+          "torch.nn.functional.scaled_dot_product_attention")
+
+
+def _reveal(handle, *args):
+    """``handle`` once it has run on ``args`` with torch's attention refused: a module built
+    on nn.MultiheadAttention or nn.Transformer*Layer reveals itself before its parameter
+    names do (any other failure is left to the checks)."""
+    try:
+        handle(*args, forbid=FORBID)
+    except SubmissionError as exc:
+        if exc.exc_type == "ForbiddenCall":
+            raise
+    return handle
 
 
 def _pad_mask(keep):  # [B, L] bool, True = token -> contract mask [B, 1, 1, L]
@@ -252,16 +369,20 @@ def decoder_ref(p, x, mem, tgt_mask, mem_mask, norm_first, mistake=None, pre="")
         return _mha(p, c, h, mem, mem, mem_mask)
 
     n1, n2, n3 = f"{pre}norm1", f"{pre}norm2", f"{pre}norm3"
+    if mistake == "norms_swapped":  # the encoder's norm2 kept for the feed-forward, norm3 for the cross
+        n2, n3 = n3, n2
+    res_self = 0.0 if mistake == "no_residual_attn" else 1.0
     res_cross = 0.0 if mistake == "no_residual_cross" else 1.0
     if norm_first != (mistake == "ln_placement_swapped"):
-        x = x + sa(_ln(p, n1, x))
+        h = _ln(p, n1, x)
+        x = res_self * (h if mistake == "pre_ln_residual_normalised" else x) + sa(h)
         x = res_cross * x + ca(_ln(p, n2, x))
         return x + _ff(p, f"{pre}ff", _ln(p, n3, x))
     if mistake == "cross_before_self":
         x = _ln(p, n2, x + ca(x))
         x = _ln(p, n1, x + sa(x))
     else:
-        x = _ln(p, n1, x + sa(x))
+        x = _ln(p, n1, res_self * x + sa(x))
         x = _ln(p, n2, res_cross * x + ca(x))
     return _ln(p, n3, (0.0 if mistake == "no_residual_ff" else x) + _ff(p, f"{pre}ff", x))
 
@@ -278,8 +399,9 @@ HINTS = {
                          "back (x + cross_attn(...))",
     "pre_ln_residual_normalised": "pre-LN adds the normalised input to the stream: h = norm1(x), then "
                                   "x = x + self_attn(h, h, h), with the un-normalised x",
-    "norms_swapped": "norm1 and norm2 are used in each other's place: norm1 belongs to the "
-                     "self-attention sub-layer, norm2 to the feed-forward",
+    "norms_swapped": "the norms are used in each other's place: each sub-layer has its own, in "
+                     "order: norm1 the self-attention, norm2 the next sub-layer (the encoder's "
+                     "feed-forward, the decoder's cross-attention), norm3 the decoder's feed-forward",
     "src_mask_ignored": "src_mask does not reach the self-attention: pass it, self_attn(x, x, x, src_mask)",
     "tgt_mask_ignored": "tgt_mask does not reach the self-attention: pass it, self_attn(x, x, x, tgt_mask)",
     "memory_mask_ignored": "memory_mask does not reach the cross-attention: pass it, "
@@ -306,7 +428,7 @@ ENC_MISTAKES = ("ln_placement_swapped", "no_residual_attn", "no_residual_ff", "p
 DEC_MISTAKES = ("ln_placement_swapped", "no_residual_attn", "no_residual_ff", "no_residual_cross",
                 "pre_ln_normalised_memory", "tgt_mask_ignored", "memory_mask_ignored",
                 "cross_kv_from_decoder", "cross_keys_from_decoder", "cross_queries_from_memory",
-                "cross_before_self")
+                "cross_before_self", "pre_ln_residual_normalised", "norms_swapped")
 
 
 # --- PositionwiseFeedForward ----------------------------------------------------------
@@ -326,6 +448,10 @@ def _ffn_oracle(p, x, act, after=False):
 
 
 FFN_HINT = "name the layers linear1 (d_model -> d_ff) and linear2 (d_ff -> d_model)"
+
+
+def _inject_ffn(handle, p):
+    return _inject(handle, p, "PositionwiseFeedForward", FFN_HINT, "ffn_layer_names", "ffn_width")
 
 
 def ffn_suspects(p, x, activation):
@@ -354,7 +480,7 @@ def _x(n, B=3, L=7):
 @exercise("PositionwiseFeedForward", points=1)
 def test_ffn_relu(sub):
     p, x = _ffn_params(10), _x(11)
-    ff = _inject(sub.new("PositionwiseFeedForward", D, FF), p, "PositionwiseFeedForward", FFN_HINT)
+    ff = _inject_ffn(sub.new("PositionwiseFeedForward", D, FF), p)
     close(ff(x), _ffn_oracle(p, x, torch.relu), "FFN(x) should be linear2(relu(linear1(x))) at "
           "every position", atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
 
@@ -362,24 +488,27 @@ def test_ffn_relu(sub):
 @exercise("PositionwiseFeedForward", points=1)
 def test_ffn_gelu(sub):
     p, x = _ffn_params(12), _x(13)
-    ff = _inject(sub.new("PositionwiseFeedForward", D, FF, activation="gelu"), p,
-                 "PositionwiseFeedForward", FFN_HINT)
+    ff = _inject_ffn(sub.new("PositionwiseFeedForward", D, FF, activation="gelu"), p)
     close(ff(x), _ffn_oracle(p, x, nn.functional.gelu), 'with activation="gelu" the layer should be '
           "linear2(gelu(linear1(x))) with the exact GELU x·Φ(x) of lesson 06", atol=ATOL,
           suspects=ffn_suspects(p, x, "gelu"))
-    ff2 = _inject(sub.new("PositionwiseFeedForward", D, FF, 0.0, "relu"), p,
-                  "PositionwiseFeedForward", FFN_HINT)
+    ff2 = _inject_ffn(sub.new("PositionwiseFeedForward", D, FF, 0.0, "relu"), p)
     close(ff2(x), _ffn_oracle(p, x, torch.relu), 'with activation="relu" the activation should be '
           "ReLU", atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
 
 
 @exercise("PositionwiseFeedForward", points=0.5)
 def test_ffn_sizes(sub):
-    ff = sub.new("PositionwiseFeedForward", 6, 24)
+    ff = sub.new("PositionwiseFeedForward", 6, 20)  # d_ff not 4 · d_model: the argument is used
     params = ff.inspect()["parameters"]
-    check("linear1.weight" in params and "linear2.weight" in params, FFN_HINT)
-    check(tuple(params["linear1.weight"].shape) == (24, 6) and tuple(params["linear2.weight"].shape) == (6, 24),
-          "linear1 should map d_model -> d_ff (weight [d_ff, d_model]) and linear2 d_ff -> d_model")
+    check("linear1.weight" in params and "linear2.weight" in params,
+          f"PositionwiseFeedForward has no parameters linear1.weight and linear2.weight (found "
+          f"{', '.join(sorted(params)[:4]) or 'none'}): {FFN_HINT}, so that weights load by name",
+          mistake="ffn_layer_names")
+    shapes = [list(params[f"linear{i}.weight"].shape) for i in (1, 2)]
+    check(shapes == [[20, 6], [6, 20]], f"PositionwiseFeedForward(d_model=6, d_ff=20): linear1 should "
+          f"map d_model -> d_ff (weight [20, 6]) and linear2 d_ff -> d_model (weight [6, 20]), got "
+          f"{shapes[0]} and {shapes[1]}", mistake="ffn_width")
     out = ff(randn(14, 2, 3, 6))
     check(tuple(out.shape) == (2, 3, 6), "the output should have the input's shape [B, L, d_model]")
 
@@ -387,13 +516,26 @@ def test_ffn_sizes(sub):
 @exercise("PositionwiseFeedForward", points=0.5)
 def test_ffn_dropout(sub):
     p, x = _ffn_params(15, 64), _x(16)
-    ff = _inject(sub.new("PositionwiseFeedForward", D, 64, dropout=0.5), p, "PositionwiseFeedForward", FFN_HINT)
+    ff = _inject_ffn(sub.new("PositionwiseFeedForward", D, 64, dropout=0.5), p)
     close(ff(x), _ffn_oracle(p, x, torch.relu), "in eval mode dropout must do nothing", atol=ATOL)
     ff.train()
     out = ff(x)
     check(not torch.allclose(out, _ffn_oracle(p, x, torch.relu), atol=1e-4),
           "with dropout=0.5 in training mode some activations should be dropped: pass the dropout "
           "argument to nn.Dropout, after the activation", mistake="ffn_dropout_ignored")
+    # where: with linear1's weight 0 and its bias 1 every activation is 1, whatever x. Dropout
+    # after the activation zeroes some of them and linear2's sums vary; on the input it
+    # changes nothing, on the output it zeroes whole outputs
+    ff.load_state_dict(dict(p, **{"linear1.weight": torch.zeros(64, D), "linear1.bias": torch.ones(64)}))
+    ff.train()
+    got = ff(x)
+    steady = (p["linear2.weight"].sum(1) + p["linear2.bias"]).expand_as(got)
+    check(not torch.allclose(got, steady, atol=1e-5), "with dropout=0.5 in training mode the "
+          "feed-forward drops its input: dropout goes between the activation and linear2, "
+          "linear2(dropout(act(linear1(x))))", mistake="ffn_dropout_placement")
+    check(float((got.abs() < 1e-7).float().mean()) < 0.2, "with dropout=0.5 in training mode the "
+          "feed-forward drops its output: dropout goes between the activation and linear2, "
+          "linear2(dropout(act(linear1(x))))", mistake="ffn_dropout_placement")
 
 
 # --- EncoderLayer ----------------------------------------------------------------------
@@ -405,8 +547,8 @@ def _torch_encoder(norm_first, n):
 
 
 def _student_encoder(sub, norm_first, layer, dropout=0.0):
-    ours = sub.new("EncoderLayer", D, H, FF, dropout=dropout, norm_first=norm_first)
-    return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT)
+    ours = _reveal(sub.new("EncoderLayer", D, H, FF, dropout=dropout, norm_first=norm_first), torch.zeros(1, 3, D))
+    return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
 def _check_encoder(sub, norm_first, n, mask=None, torch_mask=None, what=""):
@@ -470,10 +612,18 @@ def check_layer_dropout(sub, name, n, sublayers):
     zeroed and linear2's weight zeroed, each sub-layer outputs a constant c_k, so the layer
     adds Σ_k dropout(c_k) to x; with c_k = 1, 10, 100 every mix of kept and dropped shows."""
     p = 0.5
-    m = sub.new(name, D, H, FF, dropout=p, norm_first=True)
+    m = _reveal(sub.new(name, D, H, FF, dropout=p, norm_first=True), *[torch.zeros(1, 3, D)] * (len(sublayers) - 1))
     names = set(m.state_dict())
     check(all(f"{s}.q_proj.weight" in names for s in sublayers[:-1]) and "ff.linear2.weight" in names,
-          LAYER_HINT)
+          LAYER_HINT, mistake=LAYER_NAMES)
+    # 0. eval mode: no dropout anywhere, so two calls agree
+    x = _x(n + 3, 4, 12)
+    args = (x,) if len(sublayers) == 2 else (x, _x(n + 4, 4, 5))
+    m.eval()
+    check(torch.equal(m(*args), m(*args)), f"{name}(dropout={p}) in eval mode gives a different output "
+          f"at every call: nothing may be dropped after model.eval(); use nn.Dropout modules, which "
+          f"follow the mode (F.dropout drops unless given training=self.training)",
+          mistake="dropout_in_eval_mode")
     m.train()
     # 1. attention dropout: uniform weights, values = 1, out_proj the identity
     for s in sublayers[:-1]:
@@ -491,6 +641,13 @@ def check_layer_dropout(sub, name, n, sublayers):
               f"{name}({D}, {H}, {FF}, dropout={p}): `{s}` applies no dropout to its attention "
               f"weights in training mode: build it with the layer's dropout, "
               f"MultiHeadAttention(d_model, n_head, dropout)", mistake="attn_no_dropout")
+    # 1b. the feed-forward's dropout: in training mode two calls differ
+    ff = m.get("ff")
+    ff.train()
+    x = _x(n + 5, 4, 12)
+    check(not torch.equal(ff(x), ff(x)), f"{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no "
+          f"dropout in training mode: build it with the layer's dropout, "
+          f"PositionwiseFeedForward(d_model, d_ff, dropout)", mistake="ff_no_dropout")
     # 2. residual dropout on each sub-layer's output
     state = m.state_dict()
     constants = [1.0, 10.0, 100.0][:len(sublayers)]
@@ -541,8 +698,9 @@ def _torch_decoder(norm_first, n):
 
 
 def _student_decoder(sub, norm_first, layer):
-    ours = sub.new("DecoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first)
-    return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT)
+    ours = _reveal(sub.new("DecoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first),
+                   torch.zeros(1, 3, D), torch.zeros(1, 2, D))
+    return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
 def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what=""):
@@ -626,6 +784,7 @@ def test_decoder_dropout_where_the_paper_puts_it(sub):
 # --- Transformer -----------------------------------------------------------------------
 
 SV, TV = 11, 13
+REVEAL_TOKENS = (torch.tensor([[3, 4, 5, 2]]), torch.tensor([[1, 6, 7]]))  # src, tgt
 
 
 def _pe(n, d, first=0):
@@ -726,7 +885,10 @@ def transformer_ref(p, src, tgt, norm_first, pad_id, mistake=None, n_enc=2, n_de
     y = embed("src_embed" if mistake == "decoder_uses_src_embed" else "tgt_embed", tgt)
     for i in range(n_dec):
         y = decoder(i, y, memory, tgt_mask, None if mistake == "no_memory_mask" else src_mask)
-    return _lin(p, "generator", final("decoder_norm", y))
+    logits = _lin(p, "generator", final("decoder_norm", y))
+    if mistake == "logits_normalised":
+        return torch.log_softmax(logits, -1)
+    return torch.softmax(logits, -1) if mistake == "logits_softmax" else logits
 
 
 def judged(sub, p, src, tgt, norm_first, pad_id, part="logits"):
@@ -774,13 +936,18 @@ TRANSFORMER_HINTS = {
                               "tgt_embed(tgt)",
     "shared_layers": "the encoder layers share their weights: build a new layer for every position "
                      "of the nn.ModuleList (a list comprehension), not [layer] * N",
+    "logits_normalised": "forward returns log-probabilities (log_softmax of the logits): return the "
+                         "generator's output itself, the logits; the loss applies log_softmax",
+    "logits_softmax": "forward returns probabilities (softmax of the logits): return the generator's "
+                      "output itself, the logits; the loss applies log_softmax",
 }
+SUSPECT_IDS = {"logits_softmax": "logits_normalised"}  # two forms of one mistake
 
 
 def transformer_suspects(p, src, tgt, norm_first, pad_id, layers=None, part="logits", select=lambda t: t,
                          mistakes=tuple(TRANSFORMER_HINTS)):
-    return [suspect(m, (lambda m=m: select(transformer_ref(p, src, tgt, norm_first, pad_id, m, part=part,
-                                                           layers=layers))),
+    return [suspect(SUSPECT_IDS.get(m, m), (lambda m=m: select(transformer_ref(p, src, tgt, norm_first, pad_id, m,
+                                                                           part=part, layers=layers))),
                     TRANSFORMER_HINTS[m]) for m in mistakes]
 
 
@@ -791,14 +958,14 @@ TRANSFORMER_HINT = ("use the submodule names src_embed, tgt_embed (TokenEmbeddin
 
 def _model(sub, n, norm_first, pad_id=0, n_enc=2, n_dec=2, dropout=0.0, max_len=64):
     p = transformer_params(n, norm_first, n_enc, n_dec)
-    m = sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
-                num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
-                pad_id=pad_id, norm_first=norm_first)
+    m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
+                        num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
+                        pad_id=pad_id, norm_first=norm_first), *REVEAL_TOKENS)
     names = set(m.inspect(values=False)["parameters"])
     if "encoder_layers.1.self_attn.q_proj.weight" not in names and \
             "encoder_layers.0.self_attn.q_proj.weight" in names and n_enc > 1:
         diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
-    return _inject(m, p, "Transformer", TRANSFORMER_HINT), p
+    return _inject(m, p, "Transformer", TRANSFORMER_HINT, "model_submodule_names"), p
 
 
 def _logits(model, src, tgt, **kwargs):
@@ -832,9 +999,9 @@ def batch(n, pad_id=0, B=3, Ls=6, Lt=7, left=False):
 @exercise("Transformer", points=0.5)
 def test_transformer_structure(sub):
     for norm_first in (False, True):
-        m = sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=2,
-                    num_decoder_layers=3, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
-                    norm_first=norm_first)
+        m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=2,
+                            num_decoder_layers=3, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
+                            norm_first=norm_first), *REVEAL_TOKENS)
         names = set(m.inspect(values=False)["parameters"])
         expected = _param_names(norm_first, 2, 3)
         missing = sorted(expected - names)
@@ -844,8 +1011,14 @@ def test_transformer_structure(sub):
         if missing and all(k.startswith("encoder_layers.1.") for k in missing):
             diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
         check(not missing, f"Transformer(norm_first={norm_first}) has no parameter "
-              f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: {TRANSFORMER_HINT}")
-    check(m.get("pad_id") == 0, "the model should keep its padding id in the attribute pad_id")
+              f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: {TRANSFORMER_HINT}",
+              mistake="model_submodule_names")
+    try:
+        pad_id = m.get("pad_id")
+    except SubmissionError:
+        diagnose("no_pad_id_attribute", "the model has no attribute pad_id: keep the padding id in "
+                 "self.pad_id (greedy decoding and the training step read model.pad_id)")
+    check(pad_id == 0, f"Transformer(pad_id=0).pad_id should be 0, got {pad_id!r}")
 
 
 @exercise("Transformer", points=0.5)
@@ -935,12 +1108,13 @@ def test_transformer_padding(sub):
 
 @exercise("Transformer", points=0.5)
 def test_transformer_dropout_and_initialisation(sub):
-    m = sub.new("Transformer", 300, 400, d_model=D, n_head=H, num_encoder_layers=1,
-                num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0)
+    m = _reveal(sub.new("Transformer", 300, 400, d_model=D, n_head=H, num_encoder_layers=1,
+                        num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0), *REVEAL_TOKENS)
     params = m.inspect()["parameters"]
     for table in ("src_embed", "tgt_embed"):
         w = params.get(f"{table}.embedding.weight")
-        check(w is not None, TRANSFORMER_HINT)
+        check(w is not None, f"the model has no parameter {table}.embedding.weight: {TRANSFORMER_HINT}",
+              mistake="model_submodule_names")
         std = float(w.double().std())
         check(0.5 * D ** -0.5 < std < 2.0 * D ** -0.5, f"{table}'s table has std {std:.3g}: keep "
               f"TokenEmbedding's initialisation, std d_model^-0.5 = {D ** -0.5:.3g} (std 1 times "
@@ -984,8 +1158,9 @@ def test_transformer_runs_on_the_model_device(sub):
 PAD, BOS, EOS, JUNK, V = 0, 1, 2, 12, 13
 
 
-def simulate(src_rows, max_len, mistake=None):
-    """Greedy decoding of the copy model, as a decoder with ``mistake`` would do it."""
+def simulate(src_rows, max_len, mistake=None, pad=PAD):
+    """Greedy decoding of the copy model (whose pad id is ``pad``), as a decoder with
+    ``mistake`` would do it."""
     B = len(src_rows)
 
     def predict(row, prefix, masked=True):
@@ -994,10 +1169,10 @@ def simulate(src_rows, max_len, mistake=None):
         t = len(prefix) - 1 if mistake != "first_position_logits" else 0
         expected = [BOS] + list(src)
         ok = prefix[:t + 1] == expected[:t + 1]
-        pad_seen = not masked and PAD in src
+        pad_seen = not masked and pad in src
         return src[t] if ok and t < len(src) and not pad_seen else JUNK
 
-    first = PAD if mistake == "starts_with_pad" else BOS
+    first = pad if mistake == "starts_with_pad" else BOS
     ys = [[first] for _ in range(B)]
     done = [False] * B
     limit = max_len + 1 if mistake == "max_len_off_by_one" else max_len
@@ -1013,7 +1188,7 @@ def simulate(src_rows, max_len, mistake=None):
         for b in range(B):
             tok = predict(b, ys[b], masked=mistake != "no_memory_mask_decode")
             if done[b] and mistake != "no_pad_after_eos":
-                tok = PAD
+                tok = 0 if mistake == "decode_pad_hardcoded" else pad
             ys[b].append(tok)
             done[b] = done[b] or tok == EOS
     out = torch.tensor(ys)
@@ -1037,6 +1212,8 @@ DECODE_HINTS = {
                              "model.pad_id)), or call model(src, ys)",
     "first_position_logits": "the next token is taken from the first position's logits: take the "
                              "last position's, logits[:, -1]",
+    "decode_pad_hardcoded": "after a row's eos the positions are 0, not the model's padding id: "
+                            "fill them with model.pad_id",
 }
 
 
@@ -1084,9 +1261,12 @@ def _check_decoded(sub, src, max_len, message, exact_length=False):
 @exercise("greedy_decode", points=0.75)
 def test_greedy_copies_and_starts_with_bos(sub):
     src = decode_sources(90, eos_at=[4, 4], B=2, L=5)
-    _check_decoded(sub, src, 10, "decoding a model that copies its source should give bos followed "
-                   "by the source through eos: at every step append the argmax of the last "
-                   "position's logits and feed the sequence back")
+    out, _ = _check_decoded(sub, src, 10, "decoding a model that copies its source should give bos "
+                            "followed by the source through eos: at every step append the argmax of "
+                            "the last position's logits and feed the sequence back")
+    check(out.dtype == torch.long, f"greedy_decode should return token ids as a LongTensor, got "
+          f"{out.dtype}: make the tokens with dtype=torch.long (torch.full((B, 1), bos_id, "
+          f"dtype=torch.long, ...)), not from a float tensor", mistake="decode_not_long")
 
 
 @exercise("greedy_decode", points=1)
@@ -1100,6 +1280,17 @@ def test_greedy_pads_after_eos(sub):
     src = decode_sources(92, eos_at=[1, 5], L=6)
     _check_decoded(sub, src, 10, "after a row's eos every position should be pad while the other "
                    "rows go on")
+    # a model whose padding id is not 0: the pads are model.pad_id
+    pad = V  # one more id than the copy model's usual vocabulary
+    model = sub.fixture("copy_model", vocab=V + 1, pad_id=pad, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
+    out = sub.call("greedy_decode", model, src, 10, BOS, EOS)
+    rows = src.tolist()
+    n = simulate(rows, 10, pad=pad).shape[1]
+    if hasattr(out, "shape") and out.dim() == 2 and out.shape[1] > n and bool((out[:, n:] == pad).all()):
+        out = out[:, :n]  # extra columns of pad: charged by the checks of the stopping rule only
+    close(out, simulate(rows, 10, pad=pad), f"with model.pad_id = {pad}, after a row's eos every "
+          f"position should be {pad}", suspects=[suspect(m, simulate(rows, 10, m, pad=pad), DECODE_HINTS[m])
+                                                 for m in DECODE_HINTS])
 
 
 @exercise("greedy_decode", points=0.5)
@@ -1115,13 +1306,34 @@ def test_greedy_padded_source(sub):
     _check_decoded(sub, src, 10, "a padded source should decode as it would alone")
 
 
+def record_grad_mode(model):
+    """Counts, in ``model.calls_with_grad``, the calls of its encode, decode and forward made
+    with gradients enabled: the grader's code, put next to the submission for one check."""
+    import torch
+
+    def counting(method):
+        def counted(*args, **kwargs):
+            model.calls_with_grad += int(torch.is_grad_enabled())
+            return method(*args, **kwargs)
+        return counted
+
+    model.calls_with_grad = 0
+    for name in ("encode", "decode", "forward"):
+        setattr(model, name, counting(getattr(model, name)))
+
+
 @exercise("greedy_decode", points=0.5)
 def test_greedy_eval_mode(sub):
     model = sub.fixture("copy_model", vocab=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
+    with sub.course_versions(inspect.getsource(record_grad_mode), ("record_grad_mode",)):
+        sub.call("record_grad_mode", model)
     sub.call("greedy_decode", model, decode_sources(95, L=6), 10, BOS, EOS)
     check(model.get("calls_in_training") == 0, "greedy_decode runs the model in training mode, "
           "so dropout is on while it translates: call model.eval() before decoding",
           mistake="decode_in_train_mode")
+    check(model.get("calls_with_grad") == 0, "greedy_decode runs the model with gradients on, so "
+          "torch records every step for a backward pass that never comes: decorate it with "
+          "@torch.no_grad() (or run the loop inside with torch.no_grad())", mistake="decode_with_grad")
 
 
 @exercise("greedy_decode", points=0.25)

@@ -33,6 +33,7 @@ MISTAKES = {
     "noam_max": "max instead of min",
     "noam_steps_from_0": "steps counted from 0 (step + 1 inside)",
     "noam_no_step_factor": "the warm-up term lacks its factor step",
+    "noam_not_float": "noam_lr returns a tensor or an array instead of a Python float",
     "nll_pads_counted": "padding positions are counted in the mean",
     "nll_smoothing_v_minus_1": "ε spread over the V - 1 wrong classes instead of all V",
     "nll_smoothing_ignored": "the smoothing term is missing",
@@ -40,6 +41,8 @@ MISTAKES = {
     "nll_softmax_axis": "the log-softmax runs over the tokens instead of the classes",
     "nll_pad_id_hardcoded": "padding taken as id 0 instead of pad_id",
     "nll_log_of_softmax": "log(softmax(x)) underflows to -inf on large logits",
+    "nll_fixed_rank": "the loss works on logits [B, L, V] only, not on any leading shape [..., V]",
+    "nll_not_scalar": "the loss returns one value per token instead of their mean, a scalar",
     "no_zero_grad": "optimizer.zero_grad() is never called",
     "no_optimizer_step": "optimizer.step() is never called",
     "two_optimizer_steps": "optimizer.step() is called twice",
@@ -53,6 +56,42 @@ MISTAKES = {
     "scheduler_ignored": "the scheduler is never stepped",
     "train_step_eval_mode": "train_step trains the model in evaluation mode",
     "batch_not_moved": "the batch is not moved to the model's device",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "noam_lr": {
+        "d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)":
+            ("noam_warmup_exponent", "noam_no_d_model", "noam_d_model_sign", "noam_max", "noam_no_step_factor"),
+        "step counts from 1": ("noam_steps_from_0",),
+        "returned as a Python float": ("noam_not_float",),
+    },
+    "label_smoothed_nll": {
+        "logits [..., V] and target [...], any leading shape": ("nll_fixed_rank",),
+        "a scalar: the mean over the positions where target != pad_id (pad_id, the argument)":
+            ("nll_not_scalar", "nll_sum", "nll_pads_counted", "nll_pad_id_hardcoded"),
+        "equal to F.cross_entropy(..., label_smoothing=smoothing): ε spread over all V classes":
+            ("nll_smoothing_v_minus_1", "nll_smoothing_ignored"),
+        "built from torch.log_softmax over the classes": ("nll_log_of_softmax", "nll_softmax_axis"),
+        "F.cross_entropy is refused (the lesson's first rule)": ("library_call",),
+        "logits and target are left as they were (the lesson's second rule)": ("changes_its_input",),
+    },
+    "train_step": {
+        "puts the model in training mode": ("train_step_eval_mode",),
+        "clears the old gradients (optimizer.zero_grad())": ("no_zero_grad",),
+        "the model reads tgt[:, :-1] and is scored on tgt[:, 1:]": ("target_not_shifted",),
+        "scored with label_smoothed_nll(..., smoothing, model.pad_id)": ("smoothing_not_passed", "step_pad_id_hardcoded"),
+        # the recipe the text lists: loss.backward(); optimizer.step() (nothing in between)
+        "one optimisation step: loss.backward(), then optimizer.step() once, on the gradient backward left":
+            ("no_optimizer_step", "two_optimizer_steps", "grad_clipped"),
+        "then scheduler.step(), if there is one, after the optimizer": ("scheduler_before_optimizer", "scheduler_ignored"),
+        "returns the loss before the update, as a Python float (loss.item())":
+            ("returns_tensor", "returns_loss_after_update"),
+        "moves the batch to the model's device": ("batch_not_moved",),
+    },
 }
 
 # train_step is graded with the course's loss, so a loss mistake is charged once (grader.check.parts).
@@ -138,6 +177,10 @@ def test_noam_peak_at_warmup(sub):
 
 @exercise("noam_lr", points=0.5)
 def test_noam_d_model_factor(sub):
+    rate = sub.call("noam_lr", 10, 64, 100)
+    check(isinstance(rate, float), f"noam_lr should return the rate as a Python float, got a "
+          f"{type(rate).__name__}: compute it with Python numbers (** and min), or return .item()",
+          mistake="noam_not_float")
     for step in (10, 1000):
         wide, narrow = _rates(sub, [(step, 256, 100), (step, 64, 100)]).tolist()
         ratio = wide / narrow
@@ -255,9 +298,19 @@ def test_nll_ignores_padding(sub):
 def test_nll_shapes(sub):
     logits, target = logits_and_target(20, pads=False)
     flat_logits, flat_target = logits.reshape(-1, 11), target.reshape(-1)
-    got = _nll(sub, flat_logits, flat_target, 0.2, 0)
-    check(hasattr(got, "shape") and tuple(got.shape) == (),
-          "the loss should be a scalar tensor (shape []), the mean over tokens")
+    try:
+        got = _nll(sub, flat_logits, flat_target, 0.2, 0)
+    except SubmissionError as exc:
+        if exc.exc_type == "ForbiddenCall":
+            raise
+        _nll(sub, logits, target, 0.2, 0)  # [B, L, V] works (else that failure is what it says)
+        diagnose("nll_fixed_rank", f"label_smoothed_nll works on logits [B, L, V] but fails on [N, V] "
+                 f"({exc.exc_type}): logits may have any leading shape [..., V]; flatten them with "
+                 f"logits.reshape(-1, V) and target.reshape(-1)")
+    check(hasattr(got, "shape"), f"the loss should be a tensor (train_step calls its backward()), "
+          f"got a {type(got).__name__}")
+    check(tuple(got.shape) == (), f"the loss should be a scalar tensor (shape []), the mean over the "
+          f"tokens, got shape {list(got.shape)}", mistake="nll_not_scalar")
     close(got, ref_nll(logits, target, 0.2, 0), "logits [N, V] with target [N] should work too",
           atol=1e-5, suspects=nll_suspects(flat_logits, flat_target, 0.2, 0))
 

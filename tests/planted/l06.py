@@ -33,12 +33,34 @@ def gelu_grad(x):
         y = F.gelu(x).sum()
     return torch.autograd.grad(y, x)[0]
 """),
+    # a loop over the values of a 1-D tensor (torch.tensor of a list): x.tolist() of a
+    # [2, 3, 4] tensor is a nested list, and 0.5 * [...] fails
+    bug("gelu", "not_elementwise", "a loop over x.tolist() (1-D only)",
+        (EXACT, "return torch.tensor([0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x.tolist()], "
+                "dtype=x.dtype)")),
+    bug("gelu_tanh", "not_elementwise", "flattens x and never restores its shape",
+        (TANH, "x = x.reshape(-1)\n    " + TANH)),
+    bug("gelu_grad", "not_elementwise", "a loop over the values of x (1-D only)",
+        ("return cdf + x * pdf",
+         "return torch.tensor([c + v * p for c, v, p in zip(cdf.tolist(), x.tolist(), pdf.tolist())], dtype=x.dtype)")),
+    bug("gelu_tanh", "dtype_changed", "computes in float32 whatever the input",
+        (TANH, "x = x.float()\n    " + TANH)),
+    bug("gelu_grad", "dtype_changed", "computes in float32 whatever the input",
+        ("cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))", "x = x.float()\n    cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))")),
+    bug("gelu_tanh", "changes_its_input", "multiplies x in place (x.mul_)",
+        (TANH, "return x.mul_(0.5 * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3)))))")),
+    bug("gelu_grad", "changes_its_input", "x.mul_(pdf).add_(cdf): the result built in x",
+        ("return cdf + x * pdf", "return x.mul_(pdf).add_(cdf)")),
     bug("gelu", "changes_its_input", "multiplies x in place (x.mul_)",
         ("return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))",
          "return x.mul_(0.5 * (1.0 + torch.erf(x / math.sqrt(2.0))))")),
 ]
 
 ALTERNATIVES = [
+    Variant("gelu", "erf of x·√½, halved at the end", source="""
+def gelu(x):
+    return x * (1 + torch.erf(x * math.sqrt(0.5))) / 2
+"""),
     Variant("gelu", "x times torch.special.ndtr", source="""
 def gelu(x):
     return x * torch.special.ndtr(x)
@@ -86,4 +108,11 @@ SCORES = {
     ('gelu_grad', 'density without 1/√(2π)'): 0,
     ('gelu_grad', 'derivative of the tanh approximation'): 0,
     ('gelu_grad', 'autograd through F.gelu'): 0,
+    ('gelu', 'a loop over x.tolist() (1-D only)'): 2.5,
+    ('gelu_tanh', 'flattens x and never restores its shape'): 1.5,
+    ('gelu_grad', 'a loop over the values of x (1-D only)'): 1.5,
+    ('gelu_tanh', 'computes in float32 whatever the input'): 1.5,
+    ('gelu_grad', 'computes in float32 whatever the input'): 1.5,
+    ('gelu_tanh', 'multiplies x in place (x.mul_)'): 0,
+    ('gelu_grad', 'x.mul_(pdf).add_(cdf): the result built in x'): 0,
 }

@@ -49,6 +49,44 @@ BUGS = [
 ]
 
 BUGS += [
+    bug("sinusoidal_positional_encoding", "pe_table_shape", "a batch axis added, [1, max_len, d_model]",
+        ("return pe", "return pe.unsqueeze(0)")),
+    bug("sinusoidal_positional_encoding", "pe_python_loop", "a double loop over positions and column pairs",
+        source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(0, d_model, 2):
+            angle = pos / 10000 ** (i / d_model)
+            pe[pos, i] = math.sin(angle)
+            pe[pos, i + 1] = math.cos(angle)
+    return pe
+"""),
+    bug("sinusoidal_positional_encoding", "pe_python_loop", "numpy columns filled in a loop over the pairs",
+        source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    pe = np.zeros((max_len, d_model))
+    pos = np.arange(max_len)[:, None]
+    for i in range(0, d_model, 2):
+        pe[:, i] = np.sin(pos[:, 0] / 10000 ** (i / d_model))
+        pe[:, i + 1] = np.cos(pos[:, 0] / 10000 ** (i / d_model))
+    return torch.tensor(pe, dtype=torch.float32)
+"""),
+    bug("sinusoidal_positional_encoding", "pe_python_loop", "a nested list comprehension of math.sin / math.cos",
+        source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    return torch.tensor([[math.sin(p / 10000 ** (j / d_model)) if j % 2 == 0 else math.cos(p / 10000 ** ((j - 1) / d_model))
+                          for j in range(d_model)] for p in range(max_len)], dtype=torch.float32)
+"""),
+    bug("PositionalEncoding", "pe_sliced_by_batch", "pe sliced by the batch size, pe[:x.size(0)]",
+        ("self.pe[: x.size(1)]", "self.pe[: x.size(0)]")),
+    bug("PositionalEncoding", "pe_defaults", "the default dropout changed to the paper's 0.1",
+        ("max_len: int = 5000, dropout: float = 0.0", "max_len: int = 5000, dropout: float = 0.1")),
+    bug("PositionalEncoding", "pe_defaults", "the default max_len changed to 512",
+        ("max_len: int = 5000, dropout: float = 0.0", "max_len: int = 512, dropout: float = 0.0")),
+    bug("PositionalEncoding", "pe_dropout_in_eval", "F.dropout without training=self.training",
+        ("self.dropout = nn.Dropout(dropout)", "self.p = dropout"),
+        ("return self.dropout(x + self.pe[: x.size(1)])", "return F.dropout(x + self.pe[: x.size(1)], self.p)")),
     bug("PositionalEncoding", "pe_table_on_cpu", "table rebuilt in forward (on the CPU)",
         ("self.dropout(x + self.pe[: x.size(1)])",
          "self.dropout(x + sinusoidal_positional_encoding(x.size(1), x.size(2)))")),
@@ -81,14 +119,33 @@ def sinusoidal_positional_encoding(max_len, d_model):
     angle = torch.arange(max_len, dtype=torch.float64)[:, None] / 10000 ** (2 * i / d_model)
     return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model).float()
 """),
-    Variant("sinusoidal_positional_encoding", "numpy table converted to torch", source="""
+    Variant("sinusoidal_positional_encoding", "numpy table (broadcasting) converted to torch", source="""
 def sinusoidal_positional_encoding(max_len, d_model):
-    pe = np.zeros((max_len, d_model))
     pos = np.arange(max_len)[:, None]
-    for i in range(0, d_model, 2):
-        pe[:, i] = np.sin(pos[:, 0] / 10000 ** (i / d_model))
-        pe[:, i + 1] = np.cos(pos[:, 0] / 10000 ** (i / d_model))
-    return torch.tensor(pe, dtype=torch.float32)
+    angle = pos / np.power(10000, np.arange(0, d_model, 2) / d_model)[None, :]
+    pe = np.zeros((max_len, d_model))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    return torch.from_numpy(pe).float()
+"""),
+    Variant("sinusoidal_positional_encoding", "outer product of positions and frequencies, sin/cos for two columns",
+            source="""
+def sinusoidal_positional_encoding(max_len, d_model):
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angle = torch.outer(torch.arange(max_len, dtype=torch.float64), freqs)
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    for col, fn in ((0, torch.sin), (1, torch.cos)):  # two columns sets, whatever the size
+        pe[:, col::2] = fn(angle)
+    return pe.to(torch.float32)
+"""),
+    Variant("PositionalEncoding", "F.dropout with training=self.training, pe sliced by shape[-2]", source="""
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        self.p = dropout
+        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))
+
+    def forward(self, x):
+        return F.dropout(x + self.pe[: x.shape[-2]], p=self.p, training=self.training)
 """),
     Variant("PositionalEncoding", "non-persistent buffer, narrow()", source="""
 class PositionalEncoding(nn.Module):
@@ -135,4 +192,12 @@ SCORES = {
     ('TokenEmbedding', 'N(0, 1) initialisation kept (drowns the encoding once scaled)'): 1.5,
     ('TokenEmbedding', 'submodule named emb'): 0,
     ('PositionalEncoding', 'table rebuilt in forward (on the CPU)'): 2.5,
+    ('sinusoidal_positional_encoding', 'a batch axis added, [1, max_len, d_model]'): 0,
+    ('sinusoidal_positional_encoding', 'a double loop over positions and column pairs'): 2.5,
+    ('sinusoidal_positional_encoding', 'numpy columns filled in a loop over the pairs'): 2.5,
+    ('sinusoidal_positional_encoding', 'a nested list comprehension of math.sin / math.cos'): 2.5,
+    ('PositionalEncoding', 'pe sliced by the batch size, pe[:x.size(0)]'): 0.5,
+    ('PositionalEncoding', "the default dropout changed to the paper's 0.1"): 2.5,
+    ('PositionalEncoding', 'the default max_len changed to 512'): 2.5,
+    ('PositionalEncoding', 'F.dropout without training=self.training'): 2.5,
 }

@@ -171,7 +171,120 @@ BUGS += [
         ("dtype=torch.bool, device=src.device)", "dtype=torch.bool)")),
 ]
 
+DEC_PRE_SELF = "h = self.norm1(x)\n            x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask))"
+SOURCE_DEFAULT_MASK = "        if src_mask is None:\n            src_mask = padding_mask(src, self.pad_id)  # [B, 1, 1, Ls]\n"
+
+BUGS += [
+    # PositionwiseFeedForward: names, sizes, where the dropout goes
+    bug("PositionwiseFeedForward", "ffn_layer_names", "layers named w_1 and w_2 (the Annotated Transformer's)",
+        ("self.linear1", "self.w_1"), ("self.linear2", "self.w_2")),
+    bug("PositionwiseFeedForward", "ffn_width", "the inner width hard-coded to 4 · d_model, d_ff ignored",
+        ("nn.Linear(d_model, d_ff)", "nn.Linear(d_model, 4 * d_model)"),
+        ("nn.Linear(d_ff, d_model)", "nn.Linear(4 * d_model, d_model)")),
+    bug("PositionwiseFeedForward", "ffn_dropout_placement", "dropout on the output, after linear2",
+        ("self.linear2(self.dropout(self.activation(self.linear1(x))))",
+         "self.dropout(self.linear2(self.activation(self.linear1(x))))")),
+    bug("PositionwiseFeedForward", "ffn_dropout_placement", "dropout on the input, before linear1",
+        ("self.linear2(self.dropout(self.activation(self.linear1(x))))",
+         "self.linear2(self.activation(self.linear1(self.dropout(x))))")),
+    # EncoderLayer
+    bug("EncoderLayer", "layer_submodule_names", "the feed-forward named feed_forward",
+        ("self.ff", "self.feed_forward")),
+    bug("EncoderLayer", "ff_no_dropout", "the feed-forward built without dropout",
+        ("self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)", "self.ff = PositionwiseFeedForward(d_model, d_ff)")),
+    bug("EncoderLayer", "dropout_in_eval_mode", "residual dropout with F.dropout (training left at True)",
+        ("self.norm_first = norm_first", "self.norm_first = norm_first\n        self.p = dropout"),
+        ("self.dropout1(", "F.dropout(p=self.p, input="), ("self.dropout2(", "F.dropout(p=self.p, input=")),
+    # DecoderLayer
+    bug("DecoderLayer", "layer_submodule_names", "cross-attention named src_attn (the Annotated Transformer's)",
+        ("self.cross_attn", "self.src_attn")),
+    bug("DecoderLayer", "ff_no_dropout", "the feed-forward built without dropout",
+        ("self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)", "self.ff = PositionwiseFeedForward(d_model, d_ff)")),
+    bug("DecoderLayer", "dropout_in_eval_mode", "residual dropout with F.dropout (training left at True)",
+        ("self.norm_first = norm_first", "self.norm_first = norm_first\n        self.p = dropout"),
+        ("self.dropout1(", "F.dropout(p=self.p, input="), ("self.dropout2(", "F.dropout(p=self.p, input="),
+        ("self.dropout3(", "F.dropout(p=self.p, input=")),
+    bug("DecoderLayer", "no_residual_attn", "missing residual around the masked self-attention (post-LN)",
+        (DEC_SELF_POST, "x = self.norm1(self.dropout1(self.self_attn(x, x, x, tgt_mask)))")),
+    bug("DecoderLayer", "pre_ln_residual_normalised", "pre-LN residual adds the normalised input instead of x",
+        (DEC_PRE_SELF, "x = self.norm1(x)\n            h = x\n            x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask))")),
+    bug("DecoderLayer", "norms_swapped", "norm3 for the cross-attention and norm2 for the feed-forward",
+        ("self.norm2(", "self.normX("), ("self.norm3(", "self.norm2("), ("self.normX(", "self.norm3(")),
+    # Transformer
+    bug("Transformer", "model_submodule_names", "the output projection named out, not generator",
+        ("self.generator", "self.out")),
+    bug("Transformer", "no_pad_id_attribute", "the padding id kept as self.pad",
+        ("self.pad_id", "self.pad")),
+    bug("Transformer", "logits_normalised", "forward returns log_softmax (the Annotated Transformer's Generator)",
+        ("return self.generator(self.decode(tgt, memory, memory_mask=src_mask))",
+         "return torch.log_softmax(self.generator(self.decode(tgt, memory, memory_mask=src_mask)), dim=-1)")),
+    bug("Transformer", "logits_normalised", "forward returns softmax probabilities",
+        ("return self.generator(self.decode(tgt, memory, memory_mask=src_mask))",
+         "return self.generator(self.decode(tgt, memory, memory_mask=src_mask)).softmax(-1)")),
+    bug("Transformer", "no_src_padding_mask", "encode builds no padding mask when none is given",
+        (SOURCE_DEFAULT_MASK, "")),
+    # the lesson's two rules: torch's own attention refused, arguments left as they were
+    bug("EncoderLayer", "library_call", "self-attention with nn.MultiheadAttention",
+        ("self.self_attn = MultiHeadAttention(d_model, n_head, dropout)",
+         "self.self_attn = nn.MultiheadAttention(d_model, n_head, dropout, batch_first=True)"),
+        ("self.self_attn(h, h, h, src_mask)", "self.self_attn(h, h, h, need_weights=False)[0]"),
+        ("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x, need_weights=False)[0]")),
+    bug("DecoderLayer", "library_call", "cross-attention with nn.MultiheadAttention",
+        ("self.cross_attn = MultiHeadAttention(d_model, n_head, dropout)",
+         "self.cross_attn = nn.MultiheadAttention(d_model, n_head, dropout, batch_first=True)"),
+        ("self.cross_attn(x, memory, memory, memory_mask)", "self.cross_attn(x, memory, memory, need_weights=False)[0]"),
+        ("self.cross_attn(h, memory, memory, memory_mask)", "self.cross_attn(h, memory, memory, need_weights=False)[0]")),
+    bug("Transformer", "library_call", "the encoder stack made of nn.TransformerEncoderLayer",
+        ("[EncoderLayer(d_model, n_head, d_ff, dropout, norm_first) for _ in range(num_encoder_layers)]",
+         "[nn.TransformerEncoderLayer(d_model, n_head, d_ff, dropout, batch_first=True, norm_first=norm_first) "
+         "for _ in range(num_encoder_layers)]"),
+        ("x = layer(x, src_mask)", "x = layer(x, src_key_padding_mask=~src_mask[:, 0, 0])")),
+    bug("DecoderLayer", "changes_its_input", "pre-LN residual added to x in place (x += ...)",
+        ("x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask))", "x += self.dropout1(self.self_attn(h, h, h, tgt_mask))")),
+    # greedy_decode
+    bug("greedy_decode", "decode_not_long", "the tokens kept in a float tensor",
+        ("ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)",
+         "ys = torch.ones(src.size(0), 1, device=src.device) * bos_id")),
+    bug("greedy_decode", "decode_pad_hardcoded", "pads with 0 after eos, not model.pad_id",
+        ("logits.argmax(-1).masked_fill(done, model.pad_id)", "logits.argmax(-1).masked_fill(done, 0)")),
+    bug("greedy_decode", "decode_with_grad", "no @torch.no_grad() (the loop records gradients)",
+        ("@torch.no_grad()\n", "")),
+]
+
 ALTERNATIVES = [
+    Variant("PositionwiseFeedForward", "F.dropout with training=self.training, activation looked up by name",
+            source='''
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.p = dropout
+        self.act = {"relu": F.relu, "gelu": gelu}[activation]
+
+    def forward(self, x):
+        return self.linear2(F.dropout(self.act(self.linear1(x)), self.p, self.training))
+'''),
+    Variant("EncoderLayer", "residual dropout with F.dropout(training=self.training)", replace=(
+        ("self.norm_first = norm_first", "self.norm_first = norm_first\n        self.p = dropout"),
+        ("self.dropout1(", "F.dropout(training=self.training, p=self.p, input="),
+        ("self.dropout2(", "F.dropout(training=self.training, p=self.p, input="),
+    )),
+    Variant("greedy_decode", "torch.no_grad() as a with block, pads with torch.where", source='''
+def greedy_decode(model, src, max_len, bos_id, eos_id):
+    model.eval()
+    with torch.no_grad():
+        mask = padding_mask(src, model.pad_id)
+        memory = model.encode(src, mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        ended = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        while ys.size(1) < max_len and not bool(ended.all()):
+            nxt = model.generator(model.decode(ys, memory, memory_mask=mask))[:, -1].argmax(-1)
+            nxt = torch.where(ended, torch.full_like(nxt, model.pad_id), nxt)
+            ys = torch.cat([ys, nxt[:, None]], dim=1)
+            ended |= nxt == eos_id
+    return ys
+'''),
     Variant("PositionwiseFeedForward", "nn.ReLU / nn.GELU modules and F.gelu", source='''
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
@@ -379,4 +492,29 @@ SCORES = {
     ('greedy_decode', 'decodes in training mode (no model.eval())'): 3.5,
     ('greedy_decode', 'puts the model in training mode (model.train())'): 3.5,
     ('greedy_decode', 'tokens made with torch.full without device='): 3.75,
+    ('PositionwiseFeedForward', "layers named w_1 and w_2 (the Annotated Transformer's)"): 0,
+    ('PositionwiseFeedForward', 'the inner width hard-coded to 4 · d_model, d_ff ignored'): 0.5,
+    ('PositionwiseFeedForward', 'dropout on the output, after linear2'): 2.5,
+    ('PositionwiseFeedForward', 'dropout on the input, before linear1'): 2.5,
+    ('EncoderLayer', 'the feed-forward named feed_forward'): 0,
+    ('EncoderLayer', 'the feed-forward built without dropout'): 3,
+    ('EncoderLayer', 'residual dropout with F.dropout (training left at True)'): 3,
+    ('DecoderLayer', "cross-attention named src_attn (the Annotated Transformer's)"): 0,
+    ('DecoderLayer', 'the feed-forward built without dropout'): 3.5,
+    ('DecoderLayer', 'residual dropout with F.dropout (training left at True)'): 3.5,
+    ('DecoderLayer', 'missing residual around the masked self-attention (post-LN)'): 2.25,
+    ('DecoderLayer', 'pre-LN residual adds the normalised input instead of x'): 3,
+    ('DecoderLayer', 'norm3 for the cross-attention and norm2 for the feed-forward'): 0.5,
+    ('Transformer', 'the output projection named out, not generator'): 0.5,
+    ('Transformer', 'the padding id kept as self.pad'): 4.5,
+    ('Transformer', "forward returns log_softmax (the Annotated Transformer's Generator)"): 2.5,
+    ('Transformer', 'forward returns softmax probabilities'): 2.5,
+    ('Transformer', 'encode builds no padding mask when none is given'): 4.5,
+    ('greedy_decode', 'the tokens kept in a float tensor'): 3.25,
+    ('greedy_decode', 'pads with 0 after eos, not model.pad_id'): 3.5,
+    ('greedy_decode', 'no @torch.no_grad() (the loop records gradients)'): 3.5,
+    ('EncoderLayer', 'self-attention with nn.MultiheadAttention'): 0,
+    ('DecoderLayer', 'cross-attention with nn.MultiheadAttention'): 0,
+    ('Transformer', 'the encoder stack made of nn.TransformerEncoderLayer'): 0,
+    ('DecoderLayer', 'pre-LN residual added to x in place (x += ...)'): 2.5,
 }

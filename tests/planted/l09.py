@@ -75,6 +75,12 @@ BUGS = [
 ]
 
 BUGS += [
+    bug("noam_lr", "noam_not_float", "returns a 0-d tensor", (NOAM, "return torch.tensor(d_model, dtype=torch.float64) ** -0.5 * "
+                                                             "min(step ** -0.5, step * warmup ** -1.5)")),
+    bug("label_smoothed_nll", "nll_fixed_rank", "unpacks logits as [B, L, V]",
+        ("V = logits.size(-1)", "B, L, V = logits.shape")),
+    bug("label_smoothed_nll", "nll_not_scalar", "returns the per-token losses, no mean",
+        (MEAN, "return (1.0 - smoothing) * nll + smoothing * uniform")),
     bug("train_step", "train_step_eval_mode", "no model.train() (an evaluation left the model in eval mode)",
         ("    model.train()\n", "")),
     bug("train_step", "batch_not_moved", "the batch is not moved to the model's device",
@@ -82,6 +88,24 @@ BUGS += [
 ]
 
 ALTERNATIVES = [
+    Variant("noam_lr", "numpy scalars turned into a float", source='''
+import numpy as np
+
+
+def noam_lr(step, d_model, warmup):
+    return float(np.float64(d_model) ** -0.5 * np.minimum(step ** -0.5, step * warmup ** -1.5))
+'''),
+    Variant("label_smoothed_nll", "flattened with view(-1, V), masked sums", source='''
+def label_smoothed_nll(logits, target, smoothing, pad_id):
+    V = logits.shape[-1]
+    logp = torch.log_softmax(logits.contiguous().view(-1, V), dim=-1)
+    t = target.contiguous().view(-1)
+    keep = (t != pad_id).float()
+    picked = -logp.gather(-1, t.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    spread = -logp.mean(-1)
+    per_token = (1 - smoothing) * picked + smoothing * spread
+    return (per_token * keep).sum() / keep.sum()
+'''),
     Variant("train_step", "the value kept before backward, device from the first parameter", source='''
 def train_step(model, batch, optimizer, scheduler=None, smoothing=0.0):
     model.train(True)
@@ -167,4 +191,7 @@ SCORES = {
     ('train_step', 'two optimiser steps'): 1.75,
     ('train_step', 'no model.train() (an evaluation left the model in eval mode)'): 3.75,
     ('train_step', "the batch is not moved to the model's device"): 3.75,
+    ('noam_lr', 'returns a 0-d tensor'): 1.5,
+    ('label_smoothed_nll', 'unpacks logits as [B, L, V]'): 2.5,
+    ('label_smoothed_nll', 'returns the per-token losses, no mean'): 0,
 }
