@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
+import inspect
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -272,6 +274,65 @@ def numpy_only(name: str, *values: Any) -> None:
         if not isinstance(value, np.ndarray):
             diagnose(NOT_NUMPY, f"`{name}` returns a {type(value).__name__}, not a numpy array: a "
                      f"numpy exercise takes and returns numpy arrays (np.asarray)")
+
+
+# --- "no Python loops" -------------------------------------------------------------------
+
+# Count the lines of Python that run between ``python_lines_start()`` and
+# ``python_lines_stop()`` outside the standard library, the installed packages and the
+# grader: the student's own code. The grader's code, put next to the submission for the
+# calls of one check (``python_lines``): vectorised code runs the same few lines for any
+# size; a loop over the tokens, positions or features (torch, numpy or math inside) runs
+# more for a larger input. Requests are served one after another in one thread (the
+# worker, or in process), so the count spans exactly the call between.
+def python_lines_start():  # the course's code, run next to the submission
+    import os
+    import sys
+
+    roots = [os.path.dirname(os.__file__), sys.prefix, sys.base_prefix, sys.exec_prefix]
+    roots += list(getattr(sys.modules.get("grader"), "__path__", []))
+    skip = tuple(r for r in roots if r and len(r) > 1)
+    here = python_lines_start.__code__.co_filename
+    state = python_lines_start.state = {"count": 0, "previous": sys.gettrace()}
+
+    def local(frame, event, arg):
+        if event == "line":
+            state["count"] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        name = frame.f_code.co_filename
+        if name == here or name.startswith(skip) or "-packages" in name or name.startswith("<frozen"):
+            return None
+        return local
+
+    sys.settrace(tracer)
+
+
+def python_lines_stop():
+    import sys
+
+    state = python_lines_start.state
+    sys.settrace(state["previous"])
+    return state["count"]
+
+
+@functools.cache
+def _lines_source() -> str:
+    return inspect.getsource(python_lines_start) + "\n\n" + inspect.getsource(python_lines_stop)
+
+
+def python_lines(sub: Any, request: Callable[[], Any]) -> int:
+    """How many lines of the student's own Python ``request()`` runs (one call of the
+    submission: ``lambda: sub.call("name", x)``, ``lambda: module(x)``). A "no Python loops"
+    check compares two sizes: vectorised code runs as many lines for both."""
+    with sub.course_versions(_lines_source(), ("python_lines_start", "python_lines_stop")):
+        sub.call("python_lines_start")
+        try:
+            request()
+        finally:
+            count = sub.call("python_lines_stop")
+    return int(count)
 
 
 def first_failure(*checks: Callable[[], Any]) -> None:

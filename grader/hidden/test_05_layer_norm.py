@@ -9,8 +9,6 @@ module is refused ``F.layer_norm`` and must not loop in Python (it counts the to
 its forward runs on a small and on a larger input).
 """
 
-import functools
-import inspect
 
 import numpy as np
 import torch
@@ -20,7 +18,16 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
-from grader.check.framework import check, close, exercise, matches, numpy_only, rng, suspect
+from grader.check.framework import (
+    check,
+    close,
+    exercise,
+    matches,
+    numpy_only,
+    python_lines,
+    rng,
+    suspect,
+)
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -393,25 +400,6 @@ def test_backward_dx(sub):
 FORBID = NUMPY_FORBID  # the same: any of torch's normalisations computes a layer norm
 
 
-def torch_operations_in_forward(module, x):
-    """How many torch operations (functions, methods, operators) ``module(x)`` runs. The grader's
-    own code, put next to the submission for the call (``torch_operations``): a vectorised
-    forward runs the same few on any input; a Python loop over the tokens or the features runs
-    more on a larger one."""
-    from torch.overrides import TorchFunctionMode
-
-    class Count(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            Count.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    with Count():
-        module(x)
-    return Count.calls
-
-
 def _layer_norm_module(sub, d_model=8, **kwargs):
     m = sub.new("LayerNorm", d_model, **kwargs)
     info = m.inspect()
@@ -439,18 +427,6 @@ def module_suspects(x, gamma, beta, eps=1e-5, given_eps=False):
                                    eps, given_eps)]
 
 
-@functools.cache
-def _counter_source():
-    return inspect.getsource(torch_operations_in_forward)
-
-
-def torch_operations(sub, *runs):
-    """How many torch operations each ``(module, x)`` of ``runs`` runs: the student's modules."""
-    name = torch_operations_in_forward.__name__
-    with sub.course_versions(_counter_source(), (name,)):
-        return [sub.call(name, m, x, forbid=FORBID) for m, x in runs]
-
-
 @exercise("LayerNorm", points=0.5)
 def test_module_parameters(sub):
     m, params = _layer_norm_module(sub, 8)
@@ -464,12 +440,14 @@ def test_module_parameters(sub):
     close(m(x, forbid=FORBID), F.layer_norm(x, (8,)), "with its initial weight = 1 and bias = 0, "
           "LayerNorm should normalise each token's features (the last axis)",
           suspects=module_suspects(x.double().numpy(), 1.0, 0.0), **F32)
-    # vectorised: as many torch operations for 24 tokens of 24 features as for 1 token of 8 (each
-    # module has run once before it is counted: what a first call sets up is not counted)
+    # vectorised: as many lines of the student's Python for 24 tokens of 24 features as for 1
+    # token of 8 (each module has run once before it is counted: a first call's set-up is not)
     wide, x_wide = sub.new("LayerNorm", 24).eval(), t32(rng(27).normal(size=(4, 6, 24)))
     wide(x_wide, forbid=FORBID)
-    small, large = torch_operations(sub, (m, t32(rng(26).normal(size=(1, 1, 8)))), (wide, x_wide))
-    check(large <= small + 2, f"LayerNorm's forward loops in Python: it runs {large} torch operations on "
+    x_small = t32(rng(26).normal(size=(1, 1, 8)))
+    small = python_lines(sub, lambda: m(x_small, forbid=FORBID))
+    large = python_lines(sub, lambda: wide(x_wide, forbid=FORBID))
+    check(large <= small + 2, f"LayerNorm's forward loops in Python: it runs {large} lines of Python on "
           f"a [4, 6, 24] input and {small} on a [1, 1, 8] one, where vectorised code runs the same few "
           f"on any shape; normalise every token at once, over the last axis (mean(dim=-1, keepdim=True)), "
           f"with no loop over the tokens or the features", mistake="ln_python_loop")

@@ -7,7 +7,6 @@ dropout itself. A wrong table or output is compared with those of the common mis
 (``suspect``): the one it matches is the hint.
 """
 
-import inspect
 import math
 
 import torch
@@ -20,6 +19,7 @@ from grader.check.framework import (
     exercise,
     gen,
     matches,
+    python_lines,
     suspect,
 )
 from grader.runtime.errors import SubmissionError
@@ -151,58 +151,6 @@ def sizes(n):
 
 # --- sinusoidal_positional_encoding -----------------------------------------------------
 
-# Counts the lines of Python that run, between ``python_lines_start()`` and
-# ``python_lines_stop()``, outside the standard library, the installed packages and the
-# grader: the student's own code. The grader's code, put next to the submission for the
-# calls of one check (``python_lines``): a vectorised table runs the same few lines for any
-# size; a loop over the positions or the columns (torch, numpy or math inside) runs more
-# for a larger table.
-def python_lines_start():
-    import os
-    import sys
-
-    roots = [os.path.dirname(os.__file__), sys.prefix, sys.base_prefix, sys.exec_prefix]
-    roots += list(getattr(sys.modules.get("grader"), "__path__", []))
-    skip = tuple(r for r in roots if r and len(r) > 1)
-    here = python_lines_start.__code__.co_filename
-    state = python_lines_start.state = {"count": 0, "previous": sys.gettrace()}
-
-    def local(frame, event, arg):
-        if event == "line":
-            state["count"] += 1
-        return local
-
-    def tracer(frame, event, arg):
-        name = frame.f_code.co_filename
-        if name == here or name.startswith(skip) or "-packages" in name or name.startswith("<frozen"):
-            return None
-        return local
-
-    sys.settrace(tracer)
-
-
-def python_lines_stop():
-    import sys
-
-    state = python_lines_start.state
-    sys.settrace(state["previous"])
-    return state["count"]
-
-
-LINES_SOURCE = inspect.getsource(python_lines_start) + "\n\n" + inspect.getsource(python_lines_stop)
-
-
-def python_lines(sub, name, *args):
-    """How many lines of the student's own Python ``name(*args)`` runs."""
-    with sub.course_versions(LINES_SOURCE, ("python_lines_start", "python_lines_stop")):
-        sub.call("python_lines_start")
-        try:
-            sub.call(name, *args)
-        finally:
-            count = sub.call("python_lines_stop")
-    return count
-
-
 @exercise("sinusoidal_positional_encoding", points=0.5)
 def test_pe_shape_dtype(sub):
     pe = _table(sub, 50, 16)
@@ -211,8 +159,8 @@ def test_pe_shape_dtype(sub):
           mistake="pe_table_shape")
     check(pe.dtype == torch.float32, f"the table should be float32 (like the model's weights), got "
           f"{pe.dtype}", mistake="pe_dtype")
-    small = python_lines(sub, "sinusoidal_positional_encoding", 6, 4)
-    large = python_lines(sub, "sinusoidal_positional_encoding", 48, 32)
+    small = python_lines(sub, lambda: sub.call("sinusoidal_positional_encoding", 6, 4))
+    large = python_lines(sub, lambda: sub.call("sinusoidal_positional_encoding", 48, 32))
     check(large <= small + 2, f"sinusoidal_positional_encoding loops in Python: it runs {large} lines "
           f"of Python for a [48, 32] table and {small} for a [6, 4] one, where vectorised code runs the "
           f"same few for any size; build the positions as a column [max_len, 1] and the frequencies "
