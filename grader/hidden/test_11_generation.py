@@ -10,7 +10,8 @@ misses by far more; any sampler whose draws have the right distribution and foll
 generator keeps full marks.
 
 ``filter_logits`` and ``sample`` also meet top_k > V and rows shifted to ±1000 (the same
-distributions, on which a softmax written as exp(x) / exp(x).sum() overflows).
+distributions, on which a softmax written as exp(x) / exp(x).sum() overflows). ``filter_logits``'s
+outputs are compared with -inf as -1e30 (``finite``), and its hints show -inf (``close_logits``).
 
 ``decoder_step`` and ``generate`` run on lesson 10's ``DecoderLM`` (the course's, built next to
 the submission by the ``decoder_lm`` fixture) holding weights drawn here, and are compared with
@@ -26,6 +27,10 @@ k have finished, returning the best finished one), and in which each common mist
 hypothesis, computed here by the same search with that mistake (``suspect``): among them a best
 sentence whose probability underflows float32, a hypothesis alive at max_len that wins, and a
 search that stops early beside an alive hypothesis that scores better than every finished one.
+On the random Transformer only the hypotheses (through their eos) are judged: what a search that
+extends its finished hypotheses writes after an eos depends on the draw, so the rows' tails are
+judged on the copy model, whose outcome does not (padded with model.pad_id: a copy model whose pad
+is a word's id).
 """
 
 import copy
@@ -114,6 +119,91 @@ MISTAKES = {
     "beam_score_last_token": "a hypothesis is ranked by its last token's log-probability, not by the sum",
     "beam_best_by_length": "the best hypothesis is chosen by its length, not by its score",
     "beam_last_finished": "the last finished hypothesis is returned instead of the best",
+    "beam_pad_id_hardcoded": "beam_search pads the shorter rows with id 0 instead of model.pad_id",
+    "beam_no_bos": "beam_search returns the hypotheses without their bos",
+    "step_last_position_only": "decoder_step returns the last position's logits [B, V] instead of every new token's",
+    "step_masked_with_neg_inf": "decoder_step hides scores with -inf, so a left pad's query gives NaN that reaches "
+                                "the real tokens",
+    "gen_prompt_dropped": "generate returns the new tokens without the prompts",
+}
+
+#: What the lesson's text (both editions) asks of each exercise, each requirement with the
+#: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
+#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: exercise by a planted bug; every diagnosis answers some requirement).
+REQUIREMENTS = {
+    "filter_logits": {
+        "logits / temperature (divided, before any filter)": ("filter_temperature_multiplied",),
+        "top-p measures the probabilities after the temperature (temperature, then top-k, then top-p)":
+            ("filter_temperature_after",),
+        "top-k keeps the top_k largest logits of each row, the k-th included": ("filter_topk_count",),
+        "top_k larger than V keeps everything": ("filter_topk_above_vocab",),
+        "every excluded token set to -inf": ("filter_not_neg_inf",),
+        "top-p: sorted from the most likely down, a token dropped when the mass before it "
+        "(cumsum - probs) already reaches top_p": ("filter_topp_unsorted", "filter_topp_excludes_crossing",
+                                                   "filter_topp_boundary"),
+        "top-p never drops the first (most likely) token": ("filter_topp_drops_top",),
+        # a softmax that gives NaN on logits near ±1000 is not the softmax the text asks for
+        "top-p on the softmax of the sorted logits": ("filter_softmax_overflow",),
+        "top_k and top_p together: both filters apply (each only when it is not None)": ("filter_not_combined",),
+        "a new tensor: the caller's logits are left unchanged (masked_fill, not masked_fill_)":
+            ("changes_its_input",),
+    },
+    "sample": {
+        "temperature == 0: the argmax of each row, no draw": ("sample_no_argmax_at_zero",),
+        "[B] token ids (one per row)": ("sample_not_squeezed",),
+        "torch.long ids": ("sample_not_long",),
+        "drawn with torch.multinomial and the given generator": ("sample_generator_ignored",),
+        "from softmax(filter_logits(logits, temperature, top_k, top_p))":
+            ("sample_unfiltered", "sample_temperature_after_softmax", "sample_softmax_overflow"),
+        "logits are left as they were (the lesson's second rule)": ("changes_its_input",),
+    },
+    "decoder_step": {
+        "computes what lesson 10's DecoderLM.forward computes, block by block: RoPE on q and k, "
+        "scores divided by √d_head": ("step_scale_d_model", "step_no_scale", "step_rope_on_v"),
+        "the new keys (after RoPE) and values concatenated after the cached ones, the result "
+        "replacing the cache": ("step_keys_before_rope", "step_cache_not_extended", "step_cache_refilled"),
+        "positions continue where the cache ends, counted from each row's first real token "
+        "(T0 + j - p)": ("step_positions_not_advanced", "step_positions_with_pads",
+                         "step_positions_from_row_start"),
+        "a band mask: causal for every chunk (tril(T0)), combined with the key mask ids != model.pad_id":
+            ("step_no_causal", "step_no_causal_in_chunk", "step_pads_attended", "step_pad_id_hardcoded"),
+        "returns the logits of every new token, [B, L_new, V]": ("step_last_position_only",),
+        "hidden scores filled with torch.finfo(scores.dtype).min, never -inf (a pad's query has no key)":
+            ("step_masked_with_neg_inf",),
+        "KVCache() takes no arguments and makes a new, empty cache": ("step_cache_shared",),
+        # Exercise 3 does not say it; section 7 runs generate, hence decoder_step, on a GPU (see
+        # the report: a sentence for both editions)
+        "tensors built inside on ids' device (section 7 runs it on a GPU)": ("step_tensor_on_cpu",),
+    },
+    "generate": {
+        "returns the prompts followed by the new tokens, [B, P + T]": ("gen_prompt_dropped",),
+        "max_new_tokens steps at most: T = max_new_tokens when no row ends": ("gen_length_off_by_one",),
+        "pad_id after a row's eos": ("gen_no_pad_after_eos",),
+        "stops when every row has ended": ("gen_never_stops", "gen_stops_at_first_eos"),
+        "use_cache=True: decoder_step on the prompt once, then on the last token; use_cache=False: "
+        "model(ids) on everything so far": ("gen_cache_unused", "gen_cache_when_off"),
+        "sample(logits, temperature, top_k, top_p, generator)":
+            ("gen_sampling_args_dropped", "gen_generator_dropped"),
+        "eval() for the loop, the mode restored after it": ("gen_no_eval", "gen_mode_not_restored"),
+    },
+    "beam_search": {
+        "decodes with memory_mask=src_mask (the source's padding mask)": ("beam_no_memory_mask",),
+        "[B, <= max_len]: at most max_len tokens, bos included": ("beam_max_len_off_by_one",),
+        "each row starts with bos_id": ("beam_no_bos",),
+        "keeps the beam_size best of all n · V candidates": ("beam_size_ignored",),
+        "scores in log space: a hypothesis's score is the sum of its tokens' log_softmax":
+            ("beam_no_log_softmax", "beam_sum_probs", "beam_probs_multiplied", "beam_score_last_token"),
+        "a hypothesis that ends with eos_id is finished: it leaves the beam": ("beam_finished_expanded",),
+        "those left in the beam at max_len count as finished": ("beam_alive_dropped",),
+        "returns a finished hypothesis (ending with eos, or of max_len tokens)": ("beam_unfinished_returned",),
+        "normalised once, log p / ((5 + |Y|) / 6) ** length_penalty, |Y| the tokens after bos":
+            ("beam_penalty_per_step", "beam_penalty_counts_bos", "beam_alpha_ignored", "beam_no_length_penalty",
+             "beam_penalty_multiplied"),
+        "the finished hypothesis with the best normalised score": ("beam_best_by_length", "beam_last_finished"),
+        "the shorter rows padded with model.pad_id": ("beam_pad_id_hardcoded",),
+        "in eval mode, restored after": ("beam_no_eval", "beam_mode_not_restored"),
+    },
 }
 
 # Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
@@ -198,6 +288,18 @@ def finite(t):
     return t.double().nan_to_num(nan=math.nan, posinf=1e30, neginf=-1e30)
 
 
+SHOWN_INF = re.compile(r"(?<![\w.+-])(-?)1e\+30\b")
+
+
+def close_logits(out, want, message, **kwargs):
+    """close() on logits compared through finite() (so that -inf meets -inf without inf - inf),
+    its evidence showing ±inf where the tensors hold it ("yours -inf, right 0.5"), not ±1e30."""
+    try:
+        close(out, want, message, **kwargs)
+    except Failed as exc:
+        raise Failed(SHOWN_INF.sub(r"\1inf", str(exc)), exc.mistake) from None
+
+
 FILTER_SUSPECTS = tuple(m for m in FILTER_HINTS if m not in ("filter_topk_only", "filter_topp_only"))
 
 
@@ -259,22 +361,25 @@ def test_filter_temperature(sub):
     x, _ = filter_case(1)
     T = 0.3 + 2.0 * float(torch.rand(1, generator=gen(2)))
     out, want = _filter(sub, x, temperature=T)
-    close(out, want, f"with temperature={T:.3f} and no top_k or top_p, filter_logits should return "
-          f"logits / temperature, nothing excluded", atol=1e-5, suspects=filter_suspects(x, temperature=T))
+    close_logits(out, want, f"with temperature={T:.3f} and no top_k or top_p, filter_logits should return "
+                 f"logits / temperature, nothing excluded", atol=1e-5, suspects=filter_suspects(x, temperature=T))
     out, want = _filter(sub, x)
-    close(out, want, "with the default arguments filter_logits should return the logits unchanged", atol=1e-6)
+    close_logits(out, want, "with the default arguments filter_logits should return the logits unchanged", atol=1e-6)
     x64 = x.double()
     out, want = _filter(sub, x64, temperature=T)
-    close(out, want, f"float64 logits with temperature={T:.3f} should give logits / temperature in float64",
-          atol=1e-12)
+    close_logits(out, want, f"float64 logits with temperature={T:.3f} should give logits / temperature in float64",
+                 atol=1e-12)
 
 
 @exercise("filter_logits", points=0.75)
 def test_filter_top_k(sub):
     x, _ = filter_case(4)
     V = x.shape[-1]
-    T = 0.5 + float(torch.rand(1, generator=gen(5)))
-    for k in (2 + _int(6, 0, V - 3), 1, V, V + _int(7, 1, 6)):
+    drawn_T = 0.5 + float(torch.rand(1, generator=gen(5)))
+    drawn_k = 2 + _int(6, 0, V - 3)
+    # last, at temperature 1: no division makes a new tensor first, so a masked_fill_ on the
+    # caller's logits shows (changes_its_input)
+    for k, T in ((drawn_k, drawn_T), (1, drawn_T), (V, drawn_T), (V + _int(7, 1, 6), drawn_T), (drawn_k, 1.0)):
         try:
             out, want = _filter(sub, x, temperature=T, top_k=k)
         except SubmissionError as exc:
@@ -283,9 +388,9 @@ def test_filter_top_k(sub):
             diagnose("filter_topk_above_vocab", f"filter_logits(logits, top_k={k}) on rows of V = {V} logits raised "
                      f"{exc.exc_type} ({exc.message[:120]}) where top_k={V} works: top_k larger than V keeps every "
                      f"token, so take min(top_k, V) (torch.topk cannot return more than V values)")
-        close(out, want, f"with top_k={k} (and temperature={T:.3f}) each row should keep its {k} largest "
-              f"logits, divided by the temperature, and hold -inf everywhere else", atol=1e-5,
-              suspects=filter_suspects(x, temperature=T, top_k=k))
+        close_logits(out, want, f"with top_k={k} (and temperature={T:.3f}) each row should keep its {k} largest "
+                     f"logits, divided by the temperature, and hold -inf everywhere else", atol=1e-5,
+                     suspects=filter_suspects(x, temperature=T, top_k=k))
 
 
 @exercise("filter_logits", points=0.25)
@@ -298,23 +403,23 @@ def test_filter_top_p_keeps_one(sub):
         check(bool((kept > 0).all()), f"with top_p={p:.3g}, below every row's largest probability, a row "
               f"kept no token: the most likely token always stays (top-p keeps at least one)",
               mistake="filter_topp_drops_top")
-        close(out, want, f"with top_p={p:.3g}, below every row's largest probability, each row should keep "
-              f"only its most likely token", atol=1e-5, suspects=filter_suspects(x, top_p=p))
+        close_logits(out, want, f"with top_p={p:.3g}, below every row's largest probability, each row should keep "
+                     f"only its most likely token", atol=1e-5, suspects=filter_suspects(x, top_p=p))
 
 
 @exercise("filter_logits", points=0.75)
 def test_filter_top_p(sub):
     x, p = filter_case(10, top_p="draw", differs_from=("filter_topp_excludes_crossing", "filter_topp_drops_top"))
     out, want = _filter(sub, x, top_p=p)
-    close(out, want, f"with top_p={p:.4f} each row should keep its most likely tokens up to and including "
-          f"the one whose probability brings the total to p, and -inf elsewhere", atol=1e-5,
-          suspects=filter_suspects(x, top_p=p))
+    close_logits(out, want, f"with top_p={p:.4f} each row should keep its most likely tokens up to and including "
+                 f"the one whose probability brings the total to p, and -inf elsewhere", atol=1e-5,
+                 suspects=filter_suspects(x, top_p=p))
     T = (0.4 if _int(11, 0, 2) else 2.5)
     x, p = filter_case(12, temperature=T, top_p="draw",
                        differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
     out, want = _filter(sub, x, temperature=T, top_p=p)
-    close(out, want, f"with temperature={T} and top_p={p:.4f}, top-p should measure the probabilities "
-          f"of logits / temperature", atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
+    close_logits(out, want, f"with temperature={T} and top_p={p:.4f}, top-p should measure the probabilities "
+                 f"of logits / temperature", atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
     x, p, shift = overflow_case(13)
     out, want = _filter(sub, x + shift, top_p=p)
     if not matches(out, want, atol=1e-5) and matches(*_filter(sub, x, top_p=p), atol=1e-5):
@@ -323,8 +428,8 @@ def test_filter_top_p(sub):
                  f"a softmax does not change when a row is shifted) kept other tokens than the rows themselves: "
                  f"in float32 exp(100) is inf and exp(-1000) is 0, so exp(x) / exp(x).sum() gives NaN; use "
                  f"torch.softmax, which subtracts the max")
-    close(out, want, f"with top_p={p:.4f}, rows of logits near +1000, -1000 and +100 should keep the tokens that "
-          f"the same rows shifted to near 0 keep", atol=1e-5)
+    close_logits(out, want, f"with top_p={p:.4f}, rows of logits near +1000, -1000 and +100 should keep the tokens that "
+                 f"the same rows shifted to near 0 keep", atol=1e-5)
 
 
 @exercise("filter_logits", points=0.25)
@@ -417,9 +522,9 @@ def combined_case(n):
 def test_filter_top_k_and_top_p(sub):
     x, T, k, p, rows = combined_case(16)
     out, want = _filter(sub, x, temperature=T, top_k=k, top_p=p)
-    close(out[rows], want[rows], f"with temperature={T:.3f}, top_k={k} and top_p={p:.4f} both filters apply: "
-          f"in some rows top-k leaves fewer tokens than top-p would, in others top-p fewer than k", atol=1e-5,
-          suspects=filter_suspects(x, tuple(FILTER_HINTS), temperature=T, top_k=k, top_p=p, rows=rows))
+    close_logits(out[rows], want[rows], f"with temperature={T:.3f}, top_k={k} and top_p={p:.4f} both filters apply: "
+                 f"in some rows top-k leaves fewer tokens than top-p would, in others top-p fewer than k", atol=1e-5,
+                 suspects=filter_suspects(x, tuple(FILTER_HINTS), temperature=T, top_k=k, top_p=p, rows=rows))
 
 
 # --- sample -----------------------------------------------------------------------------------
@@ -741,9 +846,17 @@ def _cache(sub, model):
 def _step(sub, model, ids, cache, pad_id):
     out = sub.call("decoder_step", model, ids, cache, changes=(2, "cache"))  # the cache it extends
     want = [*ids.shape, V_LM]
+    if isinstance(out, torch.Tensor) and list(out.shape) == [ids.shape[0], V_LM]:
+        diagnose("step_last_position_only", f"decoder_step(model, ids, cache) with ids {list(ids.shape)} returned "
+                 f"{list(out.shape)}, the logits of the last position only: return those of every new token, "
+                 f"[B, L_new, V] (generate takes [:, -1] itself)")
     check(isinstance(out, torch.Tensor) and list(out.shape) == want, f"decoder_step(model, ids, cache) with "
           f"ids {list(ids.shape)} should return the logits of the new tokens, {want}, got "
           f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    if bool(out[ids != pad_id].isnan().any()):
+        diagnose("step_masked_with_neg_inf", "decoder_step returned NaN at real tokens of left-padded rows: a left "
+                 "pad's query has no key it may see, so scores hidden with -inf give it NaN, which the next layer's "
+                 "values carry to every token; fill the hidden scores with torch.finfo(scores.dtype).min")
     check(bool(torch.isfinite(out[ids != pad_id]).all()),
           "decoder_step returned NaN or inf at real tokens")
     return out
@@ -983,6 +1096,9 @@ def test_generate_greedy(sub):
     want = torch.cat([prompt, torch.tensor(conts)], 1)
     out = _generate(sub, model, prompt, T, eos)
     P = prompt.shape[1]
+    if out.shape[1] == T and matches(out, want[:, P:]):
+        diagnose("gen_prompt_dropped", f"generate returned the {T} new tokens only: return the prompts followed by "
+                 f"them, [B, P + T]")
     if out.shape[1] in (P + T - 1, P + T + 1) and matches(out[:, :P + T - 1], want[:, :P + T - 1]):
         diagnose("gen_length_off_by_one", f"with max_new_tokens={T} and no eos, generate made "
                  f"{out.shape[1] - P} new tokens: it should make exactly max_new_tokens of them, after the prompt")
@@ -1235,9 +1351,11 @@ def copy_paths(src, masked=True):
     return rows
 
 
-def _hypotheses(out, B, max_len, eos):
+def _hypotheses(out, B, max_len, eos, tails=True):
     """The hypothesis of each row of beam_search's output (through its eos, or the whole row
-    without trailing pads), after checking the output's form."""
+    without trailing pads), after checking the output's form (``tails``: and that only pads
+    follow an eos; not on a random Transformer, where a search that extends its finished
+    hypotheses returns one that goes on after its eos or not, as the draw decides)."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B,
           f"beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B}), got "
           f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
@@ -1245,12 +1363,15 @@ def _hypotheses(out, B, max_len, eos):
         diagnose("beam_max_len_off_by_one", f"beam_search returned {max_len + 1} tokens with max_len={max_len}: "
                  f"max_len counts every token, bos included")
     check(out.shape[1] <= max_len, f"beam_search returned {out.shape[1]} tokens with max_len={max_len}")
+    if not bool((out == BOS).any()):  # bos is never predicted here: no bos at all is bos left out
+        diagnose("beam_no_bos", "the rows beam_search returned hold no bos_id: return each hypothesis whole, "
+                 "bos_id first (as greedy_decode does)")
     check(bool((out[:, 0] == BOS).all()), "every hypothesis should start with bos_id")
     rows = []
     for row in out.tolist():
         if eos in row[1:]:
             end = row.index(eos, 1)
-            tail = row[end + 1:]
+            tail = row[end + 1:] if tails else []
             if any(t not in (PAD, eos) for t in tail):
                 diagnose("beam_finished_expanded", "a hypothesis goes on after its eos: a hypothesis that "
                          "produced eos is finished, set aside and never extended (the rest of its row is pad)")
@@ -1286,11 +1407,9 @@ def test_beam_one_is_greedy(sub):
     state, src, eos, paths = transformer_case(402, max_len)
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
-    _hypotheses(out, src.shape[0], max_len, eos)
-    want = greedy_of(paths, eos, max_len)
-    while out.shape[1] > want.shape[1] and bool((out[:, -1] == PAD).all()):
-        out = out[:, :-1]
-    close(out, want, f"with beam_size=1 and max_len={max_len}, on a lesson 08 Transformer with random weights, "
+    got = as_rows(_hypotheses(out, src.shape[0], max_len, eos, tails=False), max_len)  # tails: the copy model's
+    want = as_rows([tuple(t for t in row if t != PAD) for row in greedy_of(paths, eos, max_len).tolist()], max_len)
+    close(got, want, f"with beam_size=1 and max_len={max_len}, on a lesson 08 Transformer with random weights, "
           f"beam_search should give greedy_decode's tokens")
 
 
@@ -1331,10 +1450,40 @@ def test_beam_output_form(sub):
     state, src, eos, _ = transformer_case(405, max_len)
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
-    for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos)):
+    for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos, tails=False)):
         check(h[-1] == eos or len(h) == max_len, f"row {b} of beam_search(beam_size=4, max_len={max_len}) "
               f"neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
         check(PAD not in h, f"row {b} of beam_search(beam_size=4) holds pad_id inside its hypothesis")
+    _beam_pads(sub, 408)
+
+
+def _beam_pads(sub, n, B=3, L=7):
+    """beam_search on the copy model with a word's id as its pad_id: sources without padding (so
+    that the source mask cannot matter), of words other than that id, each with eos at its own
+    place; the rows that end before the longest one are padded with model.pad_id."""
+    g = gen(n)
+    pad = int(torch.randint(3, COPY_JUNK, (1,), generator=g))
+    words = torch.tensor([t for t in range(3, COPY_JUNK) if t != pad])
+    src = words[torch.randint(0, len(words), (B, L), generator=g)]
+    ends = (1 + torch.randperm(L - 2, generator=g)[:B]).tolist()
+    want = torch.full((B, max(ends) + 2), pad)
+    for b, end in enumerate(ends):
+        src[b, end] = COPY_EOS
+        want[b, :end + 2] = torch.cat([torch.tensor([BOS]), src[b, :end + 1]])
+    model = sub.fixture("copy_model", vocab=COPY_V, pad_id=pad, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
+    model.eval()
+    out = sub.call("beam_search", model, src, 2, max(ends) + 3, BOS, COPY_EOS)
+    check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, f"beam_search should return "
+          f"a tensor [B, <= max_len] of token ids, one row per source ({B})")
+    while out.shape[1] > want.shape[1] and bool((out[:, -1] == pad).all()):
+        out = out[:, :-1]  # pad columns after every row has ended are allowed
+    padded = want == pad
+    if out.shape == want.shape and torch.equal(out[~padded], want[~padded]) and bool((out[padded] == 0).all()):
+        diagnose("beam_pad_id_hardcoded", f"the rows that end before the longest one are padded with 0, and this "
+                 f"model's pad_id is {pad}: pad them with model.pad_id")
+    close(out, want, f"with a model whose pad_id is {pad} (a model that copies its source and is sure of every "
+          f"token), beam_search(beam_size=2) should return each source copied after bos through its eos, the rows "
+          f"that end before the longest one padded with model.pad_id")
 
 
 # The table model's vocabulary: pad, bos, eos and seven words whose ids each run draws afresh.

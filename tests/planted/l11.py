@@ -98,6 +98,10 @@ BUGS = [
         ("    if top_p is not None:", "    elif top_p is not None:")),
     bug("filter_logits", "filter_topk_above_vocab", "torch.topk(logits, top_k) without min(top_k, V)",
         (TOPK, TOPK.replace("min(top_k, logits.size(-1))", "top_k"))),
+    bug("filter_logits", "changes_its_input",
+        "divides only when temperature != 1, then top-k with masked_fill_ (the caller's logits at temperature 1)",
+        ("    logits = logits / temperature\n", "    if temperature != 1.0:\n        logits = logits / temperature\n"),
+        ("logits = logits.masked_fill(logits < kth,", "logits.masked_fill_(logits < kth,")),
     bug("filter_logits", "filter_softmax_overflow", "top-p's softmax as exp(x) / exp(x).sum()",
         ("probs = sorted_logits.softmax(dim=-1)",
          "probs = sorted_logits.exp() / sorted_logits.exp().sum(dim=-1, keepdim=True)")),
@@ -117,6 +121,8 @@ BUGS = [
     bug("sample", "sample_softmax_overflow", "softmax as exp(x) / exp(x).sum()",
         (SAMPLE_PROBS, "probs = filter_logits(logits, temperature, top_k, top_p).exp()\n"
                        "    probs = probs / probs.sum(dim=-1, keepdim=True)")),
+    bug("sample", "changes_its_input", "divides the caller's logits in place (logits /= temperature)",
+        (SAMPLE_PROBS, "logits /= temperature\n    probs = torch.softmax(filter_logits(logits, 1.0, top_k, top_p), dim=-1)")),
     # decoder_step (KVCache)
     bug("decoder_step", "step_pads_attended", "no key mask", (KEYS, "allowed = allowed")),
     bug("decoder_step", "step_no_causal", "no causal mask", (CAUSAL, CAUSAL.replace(".tril(T0)", ""))),
@@ -151,6 +157,10 @@ BUGS = [
     bug("decoder_step", "step_keys_before_rope", "keys cached before RoPE, then all rotated by the new angles",
         (CACHED, CACHED.replace("q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)", "q = apply_rope(q, cos, sin)")
          + "\n        k = apply_rope(k, cos, sin)")),
+    bug("decoder_step", "step_last_position_only", "returns the last position's logits only",
+        ("return model.lm_head(model.norm(x))", "return model.lm_head(model.norm(x[:, -1]))")),
+    bug("decoder_step", "step_masked_with_neg_inf", "hidden scores filled with -inf",
+        ("scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)", 'scores.masked_fill(~allowed, float("-inf"))')),
     bug("decoder_step", "step_cache_shared", "KVCache's lists made in the class body (shared by every KVCache)",
         ("""    def __init__(self):
         ### BEGIN SOLUTION
@@ -182,6 +192,8 @@ BUGS = [
         (RESTORE + "    return ids", "        pass\n    return ids")),
     bug("generate", "gen_mode_not_restored", "generate ends with model.train(), whatever the mode",
         (RESTORE + "    return ids", "        model.train()\n    return ids")),
+    bug("generate", "gen_prompt_dropped", "returns the new tokens only",
+        (RESTORE + "    return ids", RESTORE + "    return ids[:, prompt.size(1):]")),
     # beam_search
     bug("beam_search", "beam_no_memory_mask", "decodes without the source mask",
         ("memory.expand(n, -1, -1), memory_mask=src_mask)", "memory.expand(n, -1, -1))")),
@@ -218,6 +230,9 @@ BUGS = [
     bug("beam_search", "beam_best_by_length", "the longest finished hypothesis returned",
         (BEST, "best.append(max(finished, key=lambda f: f[1].numel())[1])")),
     bug("beam_search", "beam_last_finished", "the last finished hypothesis returned", (BEST, "best.append(finished[-1][1])")),
+    bug("beam_search", "beam_no_bos", "hypotheses returned without bos", (BEST, BEST.replace("[1])", "[1][1:])"))),
+    bug("beam_search", "beam_pad_id_hardcoded", "pads (and masks) id 0 instead of model.pad_id",
+        ("    pad = model.pad_id\n", "    pad = 0\n")),
     bug("beam_search", "beam_unfinished_returned", "Hugging Face style, the alive beams added even after stopping early",
         source=HF_BEAM.replace(HF_ADD_ALIVE, HF_ADD_ALIVE.splitlines()[1][4:])),
 ]
@@ -447,6 +462,9 @@ SCORES = {
     ('filter_logits', 'top_p ignored when top_k is given'): 2.5,
     ('filter_logits', 'torch.topk(logits, top_k) without min(top_k, V)'): 2.25,
     ('filter_logits', "top-p's softmax as exp(x) / exp(x).sum()"): 2.25,
+    ('filter_logits', "divides only when temperature != 1, then top-k with masked_fill_ (the caller's logits at "
+                      "temperature 1)"): 2.25,
+    ('sample', "divides the caller's logits in place (logits /= temperature)"): 0.5,
     ('sample', 'temperature 0 divides by zero'): 1.5,
     ('sample', 'returns [B, 1]'): 0,
     ('sample', 'the generator not passed to multinomial'): 1.5,
@@ -503,4 +521,9 @@ SCORES = {
     ('beam_search', 'the longest finished hypothesis returned'): 1,
     ('beam_search', 'the last finished hypothesis returned'): 1,
     ('beam_search', 'Hugging Face style, the alive beams added even after stopping early'): 3.5,
+    ('beam_search', 'pads (and masks) id 0 instead of model.pad_id'): 3.5,
+    ('beam_search', 'hypotheses returned without bos'): 0,
+    ('decoder_step', "returns the last position's logits only"): 0.5,
+    ('decoder_step', 'hidden scores filled with -inf'): 0.5,
+    ('generate', 'returns the new tokens only'): 0.75,
 }
