@@ -89,6 +89,7 @@ MISTAKES = {
     "step_no_scale": "decoder_step does not divide the scores by √d_head",
     "step_rope_on_v": "decoder_step rotates the values too",
     "step_cache_shared": "every KVCache() shares the same lists (made in the class body, not in __init__)",
+    "step_cache_len": "len(cache) is not T, the number of positions cached",
     "gen_length_off_by_one": "generate makes max_new_tokens ± 1 tokens",
     "gen_no_pad_after_eos": "generate does not write pad_id after a row's eos",
     "gen_never_stops": "generate goes on after every row has ended",
@@ -172,6 +173,7 @@ REQUIREMENTS = {
         "hidden scores filled with torch.finfo(scores.dtype).min, never -inf (a pad's query has no key)":
             ("step_masked_with_neg_inf",),
         "KVCache() takes no arguments and makes a new, empty cache": ("step_cache_shared",),
+        "len(cache) is T, the number of positions cached": ("step_cache_len",),
         # Exercise 3 does not say it; section 7 runs generate, hence decoder_step, on a GPU (see
         # the report: a sentence for both editions)
         "tensors built inside on ids' device (section 7 runs it on a GPU)": ("step_tensor_on_cpu",),
@@ -946,6 +948,11 @@ def test_step_token_by_token(sub):
         if getattr(exc, "mistake", None) is None:
             _diagnose_shared_cache(sub, model, ids, pad_id)
         raise
+    T = full.shape[1]
+    n = cache.method("__len__")
+    check(n == T, f"after a prompt of {ids.shape[1]} columns and 5 tokens, len(cache) is {n}: it should be "
+          f"T = {T}, the number of positions cached (the columns of the key mask, pads included)",
+          mistake="step_cache_len")
 
 
 @exercise("decoder_step", points=1)

@@ -235,6 +235,10 @@ BUGS = [
         ("    pad = model.pad_id\n", "    pad = 0\n")),
     bug("beam_search", "beam_unfinished_returned", "Hugging Face style, the alive beams added even after stopping early",
         source=HF_BEAM.replace(HF_ADD_ALIVE, HF_ADD_ALIVE.splitlines()[1][4:])),
+    bug("decoder_step", "step_cache_len", "len(cache) counts the layers, not the positions",
+        ("        return 0 if self.key_mask is None else self.key_mask.size(1)",
+         "        return len(self.keys)"),
+        ("    T0 = len(cache)\n", "    T0 = 0 if cache.key_mask is None else cache.key_mask.size(1)\n")),
 ]
 
 
