@@ -10,6 +10,10 @@ own masked and unmasked weights, so a mistake in the scale costs the scale's poi
 import math
 
 import torch
+
+# what torch.broadcast_shapes imports the first time (sympy: ~0.7 s), imported with the
+# tests: before a class's first submission, not during it
+import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
 from grader.check.framework import (
