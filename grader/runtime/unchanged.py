@@ -37,8 +37,10 @@ def _copy(value: Any) -> Any:
         return value.copy()
     if values.is_tensor(value):
         return value.detach().clone()
-    if isinstance(value, list | tuple):
-        return type(value)(_copy(v) for v in value) if isinstance(value, list) else tuple(_copy(v) for v in value)
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
     state = _module_state(value)
