@@ -268,15 +268,28 @@ FORBID = ("torch.nn.functional.multi_head_attention_forward",
           "torch.nn.functional.scaled_dot_product_attention")
 
 
-def _reveal(handle, *args):
-    """``handle`` once it has run on ``args`` with torch's attention refused: a module built
-    on nn.MultiheadAttention or nn.Transformer*Layer reveals itself before its parameter
-    names do (any other failure is left to the checks)."""
-    try:
-        handle(*args, forbid=FORBID)
-    except SubmissionError as exc:
-        if exc.exc_type == "ForbiddenCall":
-            raise
+#: torch's own attention and Transformer modules, by the type names a module's inspect() lists
+LIBRARY_MODULES = ("torch.nn.modules.activation.MultiheadAttention", "torch.nn.modules.transformer.")
+
+
+def _reveal(handle, *args, run=True):
+    """``handle`` once it is known not to be built on torch's attention: its submodules are
+    read (nn.MultiheadAttention or nn.Transformer* reveal themselves before the parameter
+    names do) and, with ``run`` (one test of each exercise: the refusal costs a forward under
+    a torch function mode), it runs on ``args`` with torch's attention functions refused
+    (any other failure is left to the checks)."""
+    modules = handle.inspect(values=False).get("modules", {})
+    found = sorted({"nn." + t.rsplit(".", 1)[-1] for t in modules.values() if t.startswith(LIBRARY_MODULES)})
+    if found:
+        diagnose("library_call", f"`{handle.type_name.rsplit('.', 1)[-1]}` is built on torch's own "
+                 f"{' / '.join(found)}: this exercise asks you to build it from your own parts "
+                 f"(lesson 04's MultiHeadAttention, this lesson's layers)")
+    if run:
+        try:
+            handle(*args, forbid=FORBID)
+        except SubmissionError as exc:
+            if exc.exc_type == "ForbiddenCall":
+                raise
     return handle
 
 
@@ -612,7 +625,7 @@ def check_layer_dropout(sub, name, n, sublayers):
     zeroed and linear2's weight zeroed, each sub-layer outputs a constant c_k, so the layer
     adds Σ_k dropout(c_k) to x; with c_k = 1, 10, 100 every mix of kept and dropped shows."""
     p = 0.5
-    m = _reveal(sub.new(name, D, H, FF, dropout=p, norm_first=True), *[torch.zeros(1, 3, D)] * (len(sublayers) - 1))
+    m = _reveal(sub.new(name, D, H, FF, dropout=p, norm_first=True), run=False)
     names = set(m.state_dict())
     check(all(f"{s}.q_proj.weight" in names for s in sublayers[:-1]) and "ff.linear2.weight" in names,
           LAYER_HINT, mistake=LAYER_NAMES)
@@ -1001,7 +1014,7 @@ def test_transformer_structure(sub):
     for norm_first in (False, True):
         m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=2,
                             num_decoder_layers=3, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
-                            norm_first=norm_first), *REVEAL_TOKENS)
+                            norm_first=norm_first), run=False)
         names = set(m.inspect(values=False)["parameters"])
         expected = _param_names(norm_first, 2, 3)
         missing = sorted(expected - names)
@@ -1109,7 +1122,7 @@ def test_transformer_padding(sub):
 @exercise("Transformer", points=0.5)
 def test_transformer_dropout_and_initialisation(sub):
     m = _reveal(sub.new("Transformer", 300, 400, d_model=D, n_head=H, num_encoder_layers=1,
-                        num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0), *REVEAL_TOKENS)
+                        num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0), run=False)
     params = m.inspect()["parameters"]
     for table in ("src_embed", "tgt_embed"):
         w = params.get(f"{table}.embedding.weight")

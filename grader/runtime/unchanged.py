@@ -11,7 +11,9 @@ to change (``train_step``'s model and optimizer) are named by the check (``chang
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -107,15 +109,43 @@ def _module_difference(before: dict[str, Any], module: Any, where: str) -> str |
     return None
 
 
+#: A module's own methods the graders call to set it up, not the student's code: nothing to
+#: compare (a state dict handed to load_state_dict is copied into the module, never changed).
+SETUP_METHODS = frozenset({"load_state_dict", "state_dict", "eval", "train", "to", "zero_grad"})
+
+_NAMES: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def compared(fn: Callable[..., Any]) -> bool:
+    """Whether a call of ``fn`` has its arguments compared: not for torch's own set-up
+    methods of a module (unless the student's class overrides them)."""
+    func = getattr(fn, "__func__", None)
+    torch = values._torch()
+    if func is None or torch is None or func.__name__ not in SETUP_METHODS:
+        return True
+    return func is not getattr(torch.nn.Module, func.__name__, None)
+
+
 def parameter_names(fn: Callable[..., Any], n_args: int) -> list[str]:
-    """The names of ``fn``'s first ``n_args`` positional parameters (``argument 3`` where
-    the signature cannot tell)."""
+    """The names of ``fn``'s first ``n_args`` positional parameters (a module's call: its
+    ``forward``'s), ``argument 3`` where the signature cannot tell; read once per function."""
+    owner = getattr(fn, "__self__", None)
+    torch = values._torch()
+    if torch is not None and isinstance(owner, torch.nn.Module) and fn.__name__ in ("__call__", "_wrapped_call_impl"):
+        fn = owner.forward
+    func = getattr(fn, "__func__", fn)
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    names = [p.name for p in params[:n_args]]
+        names = _NAMES[func]
+    except (KeyError, TypeError):
+        try:
+            params = [p.name for p in inspect.signature(func).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        names = params[1:] if func is not fn else params  # a bound method: no self
+        with contextlib.suppress(TypeError):
+            _NAMES[func] = names
+    names = names[:n_args]
     return names + [f"argument {i + 1}" for i in range(len(names), n_args)]
 
 
@@ -127,6 +157,8 @@ class ArgumentSnapshot:
         """``changes``: the arguments the function is meant to change, by position (the
         student may name the parameter otherwise) or by keyword."""
         allowed = set(changes)
+        if not compared(fn):
+            args, kwargs = [], {}
         named = {name: value for i, (name, value) in enumerate(zip(parameter_names(fn, len(args)), args,
                                                                    strict=True)) if i not in allowed}
         named.update((k, v) for k, v in kwargs.items() if k not in allowed)
