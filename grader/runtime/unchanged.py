@@ -1,12 +1,14 @@
 """A function must not change its arguments.
 
 Every call a hidden check makes goes through :meth:`grader.runtime.target.Target.call`,
-which takes an :class:`ArgumentSnapshot` of what it passes (each array and tensor, the
-lists, tuples and dicts around them, the parameters and buffers of a module passed as an
-argument) and compares it after the call: an argument written in place (``x -= mean``,
+which takes an :class:`ArgumentSnapshot` of what it passes (each array copied; each tensor,
+and each parameter and buffer of a module passed as an argument, by its version counter,
+which every in-place operation on it or on a view of it bumps, and its layout; the lists,
+tuples and dicts around them) and compares it after the call: an argument written in place (``x -= mean``,
 ``logits.masked_fill_``, ``x[..., 0] = ...``, ``ids.append``) is reported by its name in
 the function's signature, whatever the function returned. Arguments a function is meant
 to change (``train_step``'s model and optimizer) are named by the check (``changes=``).
+Not seen: a write through ``t.data`` or through ``t.numpy()``, which bypasses the counter.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import inspect
 import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,13 +35,47 @@ class ArgumentChanged(Exception):
     change before it could be seen (a tensor that requires grad)."""
 
 
+@dataclass(frozen=True)
+class _Tensor:
+    """A tensor as the call got it: the object, its version counter (every in-place
+    operation on it or on a view of it bumps it: no copy to make or compare), its layout, and
+    a copy only where torch keeps no version (an inference tensor)."""
+
+    tensor: Any
+    version: int | None
+    layout: tuple[Any, ...]
+    copy: Any = None
+
+
+def _layout(t: Any) -> tuple[Any, ...]:
+    return tuple(t.shape), t.stride(), t.dtype, t.storage_offset()
+
+
+def _seen(t: Any) -> _Tensor:
+    try:
+        return _Tensor(t, int(t._version), _layout(t))
+    except RuntimeError:  # inference tensors keep no version
+        return _Tensor(t, None, _layout(t), t.detach().clone())
+
+
+def _unchanged(seen: _Tensor, now: Any) -> bool:
+    if now is not seen.tensor:  # another object in its place: the old one is as it was
+        return values.is_tensor(now) and _same_tensor(seen.copy if seen.copy is not None else seen.tensor, now)
+    if _layout(now) != seen.layout:
+        return False
+    if seen.version is None:
+        return _same_tensor(seen.copy, now)
+    return int(now._version) == seen.version
+
+
 def _copy(value: Any) -> Any:
-    """A snapshot of ``value``: arrays and tensors copied, containers rebuilt, a module as
-    its parameters and buffers, anything else (numbers, strings, objects) kept as is."""
+    """A snapshot of ``value``: arrays copied, tensors as seen (``_Tensor``), containers
+    rebuilt, a module as its parameters and buffers, anything else (numbers, strings,
+    objects) kept as is."""
     if isinstance(value, np.ndarray):
         return value.copy()
     if values.is_tensor(value):
-        return value.detach().clone()
+        return _seen(value)
     if isinstance(value, list):
         return [_copy(v) for v in value]
     if isinstance(value, tuple):
@@ -49,12 +86,11 @@ def _copy(value: Any) -> Any:
     return state if state is not None else value
 
 
-def _module_state(value: Any) -> dict[str, Any] | None:
+def _module_state(value: Any) -> dict[str, _Tensor] | None:
     torch = values._torch()
     if torch is None or not isinstance(value, torch.nn.Module):
         return None
-    named = [*value.named_parameters(), *value.named_buffers()]
-    return {name: t.detach().clone() for name, t in named}
+    return {name: _seen(t) for name, t in [*value.named_parameters(), *value.named_buffers()]}
 
 
 def _same_tensor(before: Any, after: Any) -> bool:
@@ -80,8 +116,8 @@ def _difference(before: Any, after: Any, where: str) -> str | None:
     """Where ``after`` (the argument now) differs from its snapshot ``before``, or None."""
     if isinstance(before, np.ndarray):
         return None if _same_array(before, after) else where
-    if values.is_tensor(before):
-        return None if _same_tensor(before, after) else where
+    if isinstance(before, _Tensor):
+        return None if _unchanged(before, after) else where
     if isinstance(before, list | tuple):
         if not isinstance(after, list | tuple) or len(after) != len(before):
             return where
@@ -103,8 +139,8 @@ def _module_difference(before: dict[str, Any], module: Any, where: str) -> str |
     now = dict([*module.named_parameters(), *module.named_buffers()])
     if list(now) != list(before):
         return f"{where} (its parameters and buffers)"
-    for name, tensor in before.items():
-        if not _same_tensor(tensor, now[name]):
+    for name, seen in before.items():
+        if not _unchanged(seen, now[name]):
             return f"{where}.{name}"
     return None
 

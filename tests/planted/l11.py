@@ -468,7 +468,7 @@ SCORES = {
     ('filter_logits', "top-p's softmax as exp(x) / exp(x).sum()"): 2.25,
     ('filter_logits', "divides only when temperature != 1, then top-k with masked_fill_ (the caller's logits at "
                       "temperature 1)"): 2.25,
-    ('sample', "divides the caller's logits in place (logits /= temperature)"): 0.5,
+    ('sample', "divides the caller's logits in place (logits /= temperature)"): 0,
     ('sample', 'temperature 0 divides by zero'): 1.5,
     ('sample', 'returns [B, 1]'): 0,
     ('sample', 'the generator not passed to multinomial'): 1.5,
