@@ -973,7 +973,7 @@ def _model(sub, n, norm_first, pad_id=0, n_enc=2, n_dec=2, dropout=0.0, max_len=
     p = transformer_params(n, norm_first, n_enc, n_dec)
     m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
                         num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
-                        pad_id=pad_id, norm_first=norm_first), *REVEAL_TOKENS)
+                        pad_id=pad_id, norm_first=norm_first), run=False)  # run once: the structure test
     names = set(m.inspect(values=False)["parameters"])
     if "encoder_layers.1.self_attn.q_proj.weight" not in names and \
             "encoder_layers.0.self_attn.q_proj.weight" in names and n_enc > 1:
@@ -1014,7 +1014,7 @@ def test_transformer_structure(sub):
     for norm_first in (False, True):
         m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=2,
                             num_decoder_layers=3, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
-                            norm_first=norm_first), run=False)
+                            norm_first=norm_first), *REVEAL_TOKENS)
         names = set(m.inspect(values=False)["parameters"])
         expected = _param_names(norm_first, 2, 3)
         missing = sorted(expected - names)
