@@ -86,9 +86,13 @@ def _copy(value: Any) -> Any:
     return state if state is not None else value
 
 
-def _module_state(value: Any) -> dict[str, _Tensor] | None:
+def _is_module(value: Any) -> bool:
     torch = values._torch()
-    if torch is None or not isinstance(value, torch.nn.Module):
+    return torch is not None and isinstance(value, torch.nn.Module)
+
+
+def _module_state(value: Any) -> dict[str, _Tensor] | None:
+    if not _is_module(value):
         return None
     return {name: _seen(t) for name, t in [*value.named_parameters(), *value.named_buffers()]}
 
@@ -207,7 +211,7 @@ class ArgumentSnapshot:
             before = self.before[name]
             if before is value:  # not copied: nothing of it is compared
                 continue
-            if isinstance(before, dict) and _module_state(value) is not None:
+            if isinstance(before, dict) and _is_module(value):
                 found = _module_difference(before, value, f"`{name}`")
             else:
                 found = _difference(before, value, f"`{name}`")
