@@ -559,16 +559,19 @@ def _torch_encoder(norm_first, n):
     return _randomize(layer, n).train()  # train mode: no fast path; dropout is 0
 
 
-def _student_encoder(sub, norm_first, layer, dropout=0.0):
-    ours = _reveal(sub.new("EncoderLayer", D, H, FF, dropout=dropout, norm_first=norm_first), torch.zeros(1, 3, D))
+def _student_encoder(sub, norm_first, layer, dropout=0.0, refuse=True):
+    ours = _reveal(sub.new("EncoderLayer", D, H, FF, dropout=dropout, norm_first=norm_first), torch.zeros(1, 3, D),
+                   run=refuse)
     return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
-def _check_encoder(sub, norm_first, n, mask=None, torch_mask=None, what=""):
+def _check_encoder(sub, norm_first, n, mask=None, torch_mask=None, what="", refuse=True):
+    """``refuse``: run the layer once with torch's attention refused first (``_reveal``);
+    a test that checks several layers does it for its first only."""
     layer = _torch_encoder(norm_first, n)
     x = _x(n + 1)
-    out = _student_encoder(sub, norm_first, layer)(x, mask) if mask is not None else \
-        _student_encoder(sub, norm_first, layer)(x)
+    ours = _student_encoder(sub, norm_first, layer, refuse=refuse)
+    out = ours(x, mask) if mask is not None else ours(x)
     want = layer(x, **(torch_mask or {}))
     placement = ("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then "
                  "x = x + ff(norm2(x))" if norm_first else
@@ -592,7 +595,7 @@ def test_encoder_pre_ln(sub):
 @exercise("EncoderLayer", points=1)
 def test_encoder_masks(sub):
     keep = _keep(24, 3, 7)
-    judged = [nf for nf in (False, True) if _passes(_check_encoder, sub, nf, 20 + 2 * nf)]
+    judged = [nf for nf in (False, True) if _passes(_check_encoder, sub, nf, 20 + 2 * nf, refuse=not nf)]
     check(judged, MASKS_UNJUDGED)  # a branch wrong without masks is charged by its own check
     for norm_first in judged:  # every mask in both branches: each has its own call
         padded, causal = ((
@@ -600,20 +603,29 @@ def test_encoder_masks(sub):
             "pre-LN with an [L, L] src_mask (True = may attend): ") if norm_first else (
             "post-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ",
             "post-LN with an [L, L] src_mask (True = may attend): "))
-        _check_encoder(sub, norm_first, 25 + norm_first, _pad_mask(keep), {"src_key_padding_mask": ~keep}, padded)
-        _check_encoder(sub, norm_first, 27 + norm_first, _causal(7), {"src_mask": ~_causal(7)}, causal)
+        _check_encoder(sub, norm_first, 25 + norm_first, _pad_mask(keep), {"src_key_padding_mask": ~keep}, padded,
+                       refuse=False)
+        _check_encoder(sub, norm_first, 27 + norm_first, _causal(7), {"src_mask": ~_causal(7)}, causal,
+                       refuse=False)
 
 
 MASKS_UNJUDGED = ("the layer is wrong without masks in both branches (post-LN and pre-LN), so its "
                   "masks cannot be checked yet: fix the layer first")
 
 
-def _passes(check_layer, sub, norm_first, n):
+def _passes(check_layer, sub, norm_first, n, refuse=False):
     """Whether the layer's branch passes its own unmasked check (``_check_encoder`` or
-    ``_check_decoder``), so that a mask check judges the mask alone."""
+    ``_check_decoder``), so that a mask check judges the mask alone; a layer built on
+    torch's attention (``refuse``) is charged at once."""
     try:
-        check_layer(sub, norm_first, n)
-    except (Failed, SubmissionError):
+        check_layer(sub, norm_first, n, refuse=refuse)
+    except SubmissionError as exc:
+        if exc.exc_type == "ForbiddenCall":
+            raise
+        return False
+    except Failed as exc:
+        if exc.mistake == "library_call":
+            raise
         return False
     return True
 
@@ -710,17 +722,17 @@ def _torch_decoder(norm_first, n):
     return _randomize(layer, n).train()
 
 
-def _student_decoder(sub, norm_first, layer):
+def _student_decoder(sub, norm_first, layer, refuse=True):
     ours = _reveal(sub.new("DecoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first),
-                   torch.zeros(1, 3, D), torch.zeros(1, 2, D))
+                   torch.zeros(1, 3, D), torch.zeros(1, 2, D), run=refuse)
     return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
-def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what=""):
+def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", refuse=True):
     layer = _torch_decoder(norm_first, n)
     p = _layer_params(layer)
     x, mem = randn(n + 1, 3, 6, D), randn(n + 2, 3, 5, D)
-    ours = _student_decoder(sub, norm_first, layer)
+    ours = _student_decoder(sub, norm_first, layer, refuse)
     kwargs = {k: v for k, v in (("tgt_mask", tgt_mask), ("memory_mask", mem_mask)) if v is not None}
     placement = ("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), "
                  "memory, memory), x = x + ff(norm3(x))" if norm_first else
@@ -779,10 +791,10 @@ def test_decoder_target_mask(sub):
 @exercise("DecoderLayer", points=0.75)
 def test_decoder_masks_in_both_branches(sub):
     keep = _keep(50, 3, 5)
-    judged = [nf for nf in (True, False) if _passes(_check_decoder, sub, nf, 40 + 3 * nf)]
+    judged = [nf for nf in (True, False) if _passes(_check_decoder, sub, nf, 40 + 3 * nf, refuse=nf)]
     check(judged, MASKS_UNJUDGED)  # a branch wrong without masks is charged by its own check
     for norm_first in judged:  # every mask in both branches: each has its own calls
-        _check_decoder(sub, norm_first, 51 + norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
+        _check_decoder(sub, norm_first, 51 + norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep), refuse=False,
                        what="pre-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
                        "cross-attention must not look at the source's padding: " if norm_first else
                        "post-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
@@ -1014,7 +1026,7 @@ def test_transformer_structure(sub):
     for norm_first in (False, True):
         m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=2,
                             num_decoder_layers=3, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
-                            norm_first=norm_first), *REVEAL_TOKENS)
+                            norm_first=norm_first), *REVEAL_TOKENS, run=not norm_first)  # both share the attention
         names = set(m.inspect(values=False)["parameters"])
         expected = _param_names(norm_first, 2, 3)
         missing = sorted(expected - names)
