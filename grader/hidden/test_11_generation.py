@@ -1524,6 +1524,15 @@ def table_of(spec, ids, offsets=None):
             "after_eos": [math.log(q) for q in word_probs({"z": 0.97}, ids)], "eos": EOS_T}
 
 
+def _table_model(sub, tables, vocab):
+    """The table_model fixture, each list of logits sent as one float32 tensor."""
+    def as_tensor(logits):
+        return torch.tensor(logits, dtype=torch.float32)
+    return sub.fixture("table_model", [{"logits": {key: as_tensor(v) for key, v in t["logits"].items()},
+                                        "default": as_tensor(t["default"]), "after_eos": as_tensor(t["after_eos"]),
+                                        "eos": t["eos"]} for t in tables], vocab, PAD)
+
+
 def logits_fn(table):
     def next_logits(prefix):
         if EOS_T in prefix[1:]:
@@ -1692,7 +1701,7 @@ def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False):
     src[:, 0] = torch.arange(1, B + 1)                       # which table each row reads
     src[torch.arange(B), 4 - torch.randint(0, 3, (B,), generator=g)] = PAD
     src = src.where(src.cumprod(1) != 0, PAD)                # right-padded
-    model = sub.fixture("table_model", [tables[0], *tables], V_T, PAD)
+    model = _table_model(sub, [tables[0], *tables], V_T)
     kwargs = {} if alpha is None else {"length_penalty": alpha}
     out = sub.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
     fns = [logits_fn(t) for t in tables]
@@ -1756,7 +1765,7 @@ def _beam_underflow(sub, n):
     """The underflow scenario (one source), judged against E3 and the searches with each mistake."""
     table, best = underflow_case(gen(n))
     src = torch.tensor([[3, 4, 5, PAD]])
-    model = sub.fixture("table_model", [table], V_U, PAD)  # one table: every source reads it
+    model = _table_model(sub, [table], V_U)  # one table: every source reads it
     try:
         out = sub.call("beam_search", model, src, UNDERFLOW_BEAM, UNDERFLOW_LEN, BOS, EOS_T,
                        length_penalty=UNDERFLOW_ALPHA)

@@ -190,7 +190,7 @@ def table_model(tables: list[dict[str, Any]], vocab: int, pad_id: int = 0) -> An
     Source row ``b`` picks ``tables[src[b, 0]]``: ``{"logits": {"1,5,7": [V floats], ...},
     "default": [V floats], "after_eos": [V floats], "eos": id}``; the logits after a target
     prefix (bos first) are its entry, else ``after_eos`` once the prefix holds eos, else
-    ``default``. It has the lesson-08 interface: ``encode(src, src_mask=None)`` (one-hot
+    ``default`` (lists of floats or float32 tensors). It has the lesson-08 interface: ``encode(src, src_mask=None)`` (one-hot
     sources as the memory), ``decode(tgt, memory, tgt_mask=None, memory_mask=None)`` (the
     logits of every position: ``generator`` is an identity ``nn.Linear``), ``forward(src, tgt)``,
     ``pad_id``."""
@@ -198,6 +198,13 @@ def table_model(tables: list[dict[str, Any]], vocab: int, pad_id: int = 0) -> An
     from torch import nn
 
     n_src = len(tables)
+
+    def rows(table: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:  # each list of logits once
+        return ({key: torch.as_tensor(v, dtype=torch.float32) for key, v in table["logits"].items()},
+                torch.as_tensor(table["default"], dtype=torch.float32),
+                torch.as_tensor(table["after_eos"], dtype=torch.float32))
+
+    table_rows = [rows(table) for table in tables]
 
     class TableModel(nn.Module):
         def __init__(self) -> None:
@@ -212,19 +219,16 @@ def table_model(tables: list[dict[str, Any]], vocab: int, pad_id: int = 0) -> An
 
         def decode(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
             which = memory[:, 0].argmax(-1).tolist()                     # the source's first token
-            rows = tgt.tolist()
             out = []
-            for b, row in enumerate(rows):
-                table = tables[which[b]]
-                logits = []
-                for i in range(len(row)):
-                    prefix = row[:i + 1]
-                    if table["eos"] in prefix[1:]:
-                        logits.append(table["after_eos"])
-                    else:
-                        logits.append(table["logits"].get(",".join(map(str, prefix)), table["default"]))
-                out.append(logits)
-            return torch.tensor(out, dtype=torch.float32, device=tgt.device) + 0.0 * self.dummy
+            for b, row in enumerate(tgt.tolist()):
+                by_prefix, default, after_eos = table_rows[which[b]]
+                eos, key, ended, logits = tables[which[b]]["eos"], "", False, []
+                for i, token in enumerate(row):
+                    key = f"{key},{token}" if i else str(token)          # the prefix up to position i
+                    ended = ended or (i > 0 and token == eos)
+                    logits.append(after_eos if ended else by_prefix.get(key, default))
+                out.append(torch.stack(logits) if logits else torch.zeros(0, vocab))
+            return torch.stack(out).to(tgt.device) + 0.0 * self.dummy
 
         def forward(self, src: Any, tgt: Any) -> Any:
             mask = (src != pad_id)[:, None, None, :]
