@@ -112,8 +112,12 @@ REQUIREMENTS = {
 
 # The notebook's given code that computes an exercise (section 7's hand-written backward pass):
 # refused while these exercises are graded (grader.check.parts.judged_alone; issue 49).
-GIVEN = ("LayerNormFunction", "FastLayerNorm")
-GIVEN_ANSWERS = {"layer_norm": GIVEN, "layer_norm_backward": GIVEN, "LayerNorm": GIVEN}
+# (literals: release's leak scan reads them with ast.literal_eval)
+GIVEN_ANSWERS = {
+    "layer_norm": ("LayerNormFunction", "FastLayerNorm"),
+    "layer_norm_backward": ("LayerNormFunction", "FastLayerNorm"),
+    "LayerNorm": ("LayerNormFunction", "FastLayerNorm"),
+}
 
 TIGHT = {"atol": 1e-9, "rtol": 1e-7}                   # numpy exercises: float64
 LOOSE = {"atol": 1e-3, "rtol": 1e-3}                   # where eps's placement must not count
