@@ -478,7 +478,7 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]], valid_p
             history.tokens += int((batch[0] != vocab.pad_id).sum())
             history.scored += int(batch[1][:, 1:].sum())
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            bar.set_postfix_str(f"loss {loss:.3f}, lr {scheduler.get_last_lr()[0]:.2e}")
             out_of_budget = history.steps >= cfg.max_steps or history.train_seconds >= 60 * cfg.max_minutes
             if history.steps % cfg.eval_every == 0 or out_of_budget:
                 eval_start = time.perf_counter()
