@@ -359,7 +359,11 @@ _BUILTINS = {"__builtins__": __builtins__}
 
 def _disarm(obj: Any, name: str) -> Callable[[], None] | None:
     """Make ``obj`` (a function without a closure, or a class's own methods) raise
-    ``ForbiddenCall(name)``; returns what puts it back (``None``: ``obj`` is neither)."""
+    ``ForbiddenCall(name)``; returns what puts it back (``None``: ``obj`` is neither). A
+    decorated function (``@torch.no_grad()``, any ``functools.wraps``) is refused in the function
+    it wraps."""
+    while isinstance(obj, types.FunctionType) and obj.__closure__ and hasattr(obj, "__wrapped__"):
+        obj = obj.__wrapped__
     if isinstance(obj, types.FunctionType) and not obj.__closure__:
         code = obj.__code__
         obj.__code__ = _trap(name)
