@@ -22,7 +22,7 @@ from coursekit.reference.lesson10 import (
     build_vocab,
     exact_match,
     fit,
-    generate,
+    greedy_answers,
     init_weights,
     lm_batch,
     lm_batches,
@@ -106,13 +106,24 @@ def test_training_set_oversamples_by_digit_count_in_both_directions() -> None:
 def test_generation_with_a_kv_cache_equals_the_models_own_forward(vocab) -> None:
     model = tiny(vocab, d_model=32, n_head=4, n_layer=2)
     prompts = prompt_batch(["7", "1234", "20260601", "10005"], vocab)
-    cached = generate(model, prompts, 10, vocab.eos_id)
+    cached = greedy_answers(model, prompts, 10, vocab.eos_id)
     ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
     for _ in range(cached.size(1)):
         nxt = model(ids)[:, -1].argmax(-1).masked_fill(done, model.pad_id)
         ids, done = torch.cat([ids, nxt[:, None]], 1), done | (nxt == vocab.eos_id)
     assert torch.equal(cached, ids[:, prompts.size(1):])
     assert translate(model, ["1234"], vocab, max_new=10) == [vocab.decode(cached[1])]
+
+
+@torch.no_grad()
+def test_greedy_answers_name_max_len_when_the_answer_would_not_fit(vocab) -> None:
+    """Issue 50: generating past the model's max_len raised an IndexError from the angle table."""
+    torch.manual_seed(0)
+    model = DecoderLM(len(vocab), d_model=32, n_head=4, n_layer=1, max_len=12, pad_id=vocab.pad_id).eval()
+    prompts = prompt_batch(["1234"], vocab)                     # 5 columns
+    assert greedy_answers(model, prompts, 7, vocab.eos_id).size(1) <= 7
+    with pytest.raises(ValueError, match=r"max_new = 8 .* max_len = 12"):
+        greedy_answers(model, prompts, 8, vocab.eos_id)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
@@ -129,7 +140,7 @@ def test_the_sdpa_switch_equals_the_manual_attention(vocab, dropout) -> None:
     assert not fast.isnan().any()
     use_sdpa(model, on=False)
     assert torch.equal(model(ids), manual), "use_sdpa(model, on=False) restores the student's forward"
-    block, x = model.blocks[0], torch.randn(3, 9, 32)     # no key mask: the is_causal=True path
+    block, x = model.blocks[0], torch.randn(3, 9, 32)     # no key mask: the causal mask alone
     cos, sin = model.cos[:9], model.sin[:9]
     torch.testing.assert_close(block_forward(block, x, cos, sin, n_head=4)[0], block(x, cos, sin),
                                rtol=1e-5, atol=1e-5)

@@ -71,3 +71,31 @@ def test_a_library_call_is_a_diagnosis() -> None:
 
     hint = explain(SubmissionError("gelu", "ForbiddenCall", "torch.nn.functional.gelu"), "gelu")
     assert hint.mistake == "library_call" and "F.gelu" in hint
+
+
+def test_given_code_is_refused_through_any_alias_then_given_back() -> None:
+    """Issue 49: Target.refuse makes the notebook's given code raise while an exercise that it
+    computes is graded (a function through an alias, a class through its methods), a named
+    mistake; allow puts it back."""
+    from grader.runtime.errors import SubmissionError
+    from grader.runtime.target import Target
+
+    target = Target({})
+    target.load([(0, "import functools\n\ndef helper(x):\n    return x + 1\n\nalias = helper\n\n"
+                     "class Given:\n    @staticmethod\n    def f(x):\n        return x\n\n"
+                     "def logged(fn):\n    @functools.wraps(fn)\n    def call(*args):\n        return fn(*args)\n"
+                     "    return call\n\n@logged\ndef cached(x):\n    return x\n\nalso = cached\n\n"
+                     "def by_alias(x):\n    return alias(x)\n\ndef by_class(x):\n    return Given.f(x)\n\n"
+                     "def by_decorated(x):\n    return also(x)\n")])
+    assert target.refuse(["helper", "Given", "cached", "absent"]) == ["helper", "Given", "cached"]
+    for name, given in (("by_alias", "helper"), ("by_class", "Given"), ("by_decorated", "cached")):
+        try:
+            target.call(name, None, [1], {})
+        except SubmissionError as exc:
+            hint = explain(exc, "Exercise")
+        else:
+            raise AssertionError(f"{name} reached the refused {given}")
+        assert hint.mistake == "given_answer" and f"calls {given}, code the notebook gives" in hint, hint
+    target.allow(["helper", "Given", "cached"])
+    assert target.call("by_alias", None, [1], {}) == 2 and target.call("by_class", None, [1], {}) == 1
+    assert target.call("by_decorated", None, [1], {}) == 1

@@ -559,3 +559,24 @@ def test_the_leak_scan_catches_a_planted_leak(tmp_path) -> None:
     assert f"{FIRST} solution" in hits
     course = catalogue.COURSE
     assert any("helpers.py" in leak for leak in r.scan(out, r.plan([course.get(FIRST)], course), course))
+
+
+def test_the_leak_scan_finds_given_code_that_repeats_an_answer(tmp_path, monkeypatch) -> None:
+    """Issue 49: lesson 10's given block_forward repeats six lines of DecoderBlock.forward, and a
+    forward returning block_forward(self, ...)[0] earned 4/4. The scan refuses such given code
+    unless the exercise's grader refuses it (GIVEN_ANSWERS, proved by a planted bug); no given
+    code of any lesson repeats an answer its grader would take."""
+    from grader.authoring import release as r
+
+    for lesson in catalogue.COURSE:
+        for notebook in lesson.notebooks("student").values():
+            assert r.repeated_answers(lesson, notebook) == [], notebook
+    assert r.given_answers(catalogue.COURSE.get("05"))["LayerNorm"] == ("LayerNormFunction", "FastLayerNorm")
+    lesson = catalogue.COURSE.get("10")
+    assert r.given_answers(lesson) == {"DecoderBlock": ("block_forward",)}
+    out = tmp_path / "course"
+    assert release(out, "--lessons", "10").returncode == 0
+    monkeypatch.setattr(r, "given_answers", lambda lesson: {})  # the grader takes block_forward
+    leaks = r.scan(out, r.plan([lesson], catalogue.COURSE), catalogue.COURSE)
+    assert f"lessons/{lesson.id}/{lesson.id}.ipynb: block_forward repeats 6 lines of DecoderBlock, and its " \
+           f"grader does not refuse it (GIVEN_ANSWERS)" in leaks, leaks

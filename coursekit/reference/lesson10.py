@@ -283,16 +283,14 @@ def block_forward(block: nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: tor
     if past is not None:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     T = k.size(2)
-    if key_mask is None and past is None:
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)      # the flash kernel on a GPU
-    else:
-        allowed = torch.ones(L, T, dtype=torch.bool, device=x.device).tril(T - L)  # query i is position T-L+i
-        if key_mask is not None:
-            allowed = allowed & key_mask[:, None, None, :]
-            # a row with no allowed key (a pad before the first real token): every key, the
-            # uniform weights a finfo.min fill gives; its output is never used
-            allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    allowed = torch.ones(L, T, dtype=torch.bool, device=x.device).tril(T - L)  # query i is position T-L+i
+    if key_mask is not None:
+        allowed = allowed & key_mask[:, None, None, :]
+        # a row with no allowed key (a pad before the first real token): every key, the
+        # uniform weights a finfo.min fill gives; its output is never used
+        allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
+    # a boolean mask: no flash attention on a GPU, the memory-efficient kernel (section 8.4)
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     x = x + F.dropout(block.out_proj(a.transpose(1, 2).reshape(B, L, D)), dropout, block.training)
     x = x + F.dropout(block.ffn(block.ffn_norm(x)), dropout, block.training)
     return x, (k, v)
@@ -311,9 +309,13 @@ def use_sdpa(model: nn.Module, on: bool = True, dropout: float = 0.0) -> nn.Modu
     return model
 
 @torch.no_grad()
-def generate(model: nn.Module, prompts: torch.Tensor, max_new: int, eos_id: int) -> torch.Tensor:
-    """Greedy continuation of left-padded prompts [B, P], up to max_new tokens [B, <= max_new],
-    <pad> after a row's <eos>, with a KV cache: each step runs the blocks on the newest token."""
+def greedy_answers(model: nn.Module, prompts: torch.Tensor, max_new: int, eos_id: int) -> torch.Tensor:
+    """The greedy answers to left-padded prompts [B, P]: up to max_new new tokens [B, <= max_new]
+    (not the prompts), <pad> after a row's <eos>, with a KV cache: each step runs the blocks on
+    the newest token."""
+    if prompts.size(1) + max_new > model.cos.size(0):
+        raise ValueError(f"{prompts.size(1)} prompt columns + max_new = {max_new} new tokens is more "
+                         f"than the model's max_len = {model.cos.size(0)} positions")
     was_training = model.training
     model.eval()
     n_head = heads_of(model)
@@ -351,7 +353,7 @@ def translate(model: nn.Module, sources: list[str], vocab: CharVocab, batch_size
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         prompts = prompt_batch([sources[i] for i in rows], vocab).to(device)
-        for i, answer in zip(rows, generate(model, prompts, max_new, vocab.eos_id).tolist(), strict=True):
+        for i, answer in zip(rows, greedy_answers(model, prompts, max_new, vocab.eos_id).tolist(), strict=True):
             out[i] = vocab.decode(answer)
     return out
 
@@ -476,7 +478,7 @@ def fit(model: nn.Module, cfg: Preset, train_set: list[tuple[str, str]], valid_p
             history.tokens += int((batch[0] != vocab.pad_id).sum())
             history.scored += int(batch[1][:, 1:].sum())
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            bar.set_postfix_str(f"loss {loss:.3f}, lr {scheduler.get_last_lr()[0]:.2e}")
             out_of_budget = history.steps >= cfg.max_steps or history.train_seconds >= 60 * cfg.max_minutes
             if history.steps % cfg.eval_every == 0 or out_of_budget:
                 eval_start = time.perf_counter()

@@ -153,7 +153,7 @@ TEXT_ZH: dict[str, str] = {
     "add & LayerNorm": "相加，再层规范化",
     "FFN: Linear(D, 4·D) → ReLU/GELU\n→ Linear(4·D, D)": "前馈网络：Linear(D, 4·D) → ReLU/GELU\n→ Linear(4·D, D)",
     "decoder stack: masked self-attention,\ncross-attention to this output, FFN\n(its own input: target tokens)":
-        "解码器层堆叠：掩蔽自注意力、\n对这个输出的编码器－解码器注意力、前馈网络\n（它自己的输入：目标词元）",
+        "解码器的 N 层：掩蔽自注意力、\n对这个输出的编码器－解码器注意力、前馈网络\n（它自己的输入：目标词元）",
     "generator: Linear(D, V)\nits own weight, with bias": "generator：Linear(D, V)\n自己的权重，有偏置",
     "logits": "logits",
     "today: a decoder-only language model (this lesson)": "今天：只含解码器的语言模型（本课）",
@@ -178,10 +178,10 @@ TEXT_ZH: dict[str, str] = {
     "FFN, 2 matrices D × 4·D, ReLU or GELU → SwiGLU,\n3 matrices D × 8/3·D: the same 8·D² weights":
         "前馈网络，2 个 D × 4·D 矩阵，ReLU 或 GELU → 门控的 SwiGLU，\n3 个 D × 8/3·D 矩阵：权重同为 8·D² 个",
     "biases everywhere → no biases": "处处有偏置 → 没有偏置",
-    "own output matrix → lm_head tied to the embedding\n(the paper tied them; lesson 08 did not)":
-        "单独的输出矩阵 → lm_head 与嵌入共享权重\n（论文就共享了；第 08 课没有）",
-    "encoder–decoder → one causal stack: \"1234=\" is\ncontinued with \"一千二百三十四<eos>\"":
-        "编码器－解码器 → 一个因果的层堆叠：\n“1234=” 之后接着写出 “一千二百三十四<eos>”",
+    "own output matrix → lm_head tied to the embedding, as small\nmodels do (so did the 2017 paper; lesson 08 and LLaMA do not)":
+        "单独的输出矩阵 → lm_head 与嵌入共享权重，小模型都这样做\n（2017 年的论文也共享；第 08 课和 LLaMA 不共享）",
+    "encoder–decoder → one causal decoder: it reads \"1234=\"\nand continues with \"一千二百三十四<eos>\"":
+        "编码器－解码器 → 只有一个因果的解码器：\n读入“1234=”，接着写出“一千二百三十四<eos>”",
     "one head's query or key, d_head = 16: 8 pairs (x₂ᵢ, x₂ᵢ₊₁), pair i turns by pos·θᵢ radians, "
     "θᵢ = 10000^(−2i/16)":
         "一个头的查询或键，d_head = 16：8 对 (x₂ᵢ, x₂ᵢ₊₁)，第 i 对旋转 pos·θᵢ 弧度，θᵢ = 10000^(−2i/16)",
@@ -579,8 +579,8 @@ BLOCK_DIFFERENCES = (
     "sinusoids added once to the embedding → RoPE: q and k\nrotated by their positions in every layer; q·k sees m − n",
     "FFN, 2 matrices D × 4·D, ReLU or GELU → SwiGLU,\n3 matrices D × 8/3·D: the same 8·D² weights",
     "biases everywhere → no biases",
-    "own output matrix → lm_head tied to the embedding\n(the paper tied them; lesson 08 did not)",
-    "encoder–decoder → one causal stack: \"1234=\" is\ncontinued with \"一千二百三十四<eos>\"",
+    "own output matrix → lm_head tied to the embedding, as small\nmodels do (so did the 2017 paper; lesson 08 and LLaMA do not)",
+    "encoder–decoder → one causal decoder: it reads \"1234=\"\nand continues with \"一千二百三十四<eos>\"",
 )
 
 

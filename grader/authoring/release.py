@@ -301,6 +301,76 @@ def imports_grader(source: str) -> bool:
     return False
 
 
+#: lines of an exercise's answer from which given code that repeats them is taken for a copy of
+#: it (lesson 10's block_forward repeated six of DecoderBlock.forward's, issue 49; no other
+#: given function of lessons 01-11 repeats more than two)
+ANSWER_LINES = 4
+
+
+def _answer_lines(source: str, owner: str | None = None) -> set[str]:
+    """The lines of ``source`` that say something (15 characters or more), comments and
+    spacing left out, and ``self.`` or ``owner.`` (a helper's first argument, the module it
+    reads: ``block.attn_norm``) written ``<module>.``."""
+    found = set()
+    for line in source.splitlines():
+        line = re.sub(r"\s+", " ", line.split("#")[0]).strip()
+        line = re.sub(rf"\b(self{'|' + re.escape(owner) if owner else ''})\.", "<module>.", line)
+        if len(line) >= 15:
+            found.add(line)
+    return found
+
+
+def _functions(source: str) -> list[tuple[str, str | None, str]]:
+    """``(name, first argument, source)`` of every function a cell defines, methods included."""
+    code = re.sub(r"^\s*[%!].*$", "", source, flags=re.M)  # IPython's magics
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    return [(node.name, node.args.args[0].arg if node.args.args else None,
+             ast.get_source_segment(code, node) or "")
+            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def given_answers(lesson: Lesson) -> dict[str, tuple[str, ...]]:
+    """``GIVEN_ANSWERS`` of the lesson's hidden graders (read with ``ast``): for each exercise,
+    the given code its grader refuses (``grader.check.parts.judged_alone``)."""
+    path = lesson.root / "grader" / "hidden" / f"test_{lesson.id}.py"
+    if not path.is_file():
+        return {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "GIVEN_ANSWERS" for t in node.targets):
+            return {str(k): tuple(v) for k, v in ast.literal_eval(node.value).items()}
+    return {}
+
+
+def repeated_answers(lesson: Lesson, notebook: Path) -> list[str]:
+    """The functions that ``notebook`` (a student notebook of ``lesson``) gives, outside the
+    exercises and their tests, which repeat ``ANSWER_LINES`` lines or more of an exercise's
+    answer (its solution region in ``solutions/``), unless that exercise's grader refuses
+    them: ``name repeats N lines of Exercise``."""
+    if not lesson.solution().is_file():
+        return []
+    answers: dict[str, set[str]] = {}
+    for cell in catalogue.code_cells(catalogue.read_json(lesson.solution())):
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in lesson.graded:
+            body = "\n".join(b for kind, b in _REGION.findall(catalogue.cell_source(cell)) if kind == "SOLUTION")
+            answers.setdefault(grade_id, set()).update(_answer_lines(body))
+    refused = given_answers(lesson)
+    found = []
+    for cell in catalogue.code_cells(catalogue.read_json(notebook)):
+        if catalogue.cell_role(cell) in (catalogue.Role.ANSWER, catalogue.Role.TESTS):
+            continue
+        for name, owner, source in _functions(catalogue.cell_source(cell)):
+            lines = _answer_lines(source, owner)
+            for exercise, answer in answers.items():
+                shared = len(lines & answer)
+                if shared >= ANSWER_LINES and name not in refused.get(exercise, ()):
+                    found.append(f"{name} repeats {shared} lines of {exercise}")
+    return found
+
+
 def scan(bundle: Path, p: BundlePlan, course: Catalogue) -> list[str]:
     """Leaks found in ``bundle``: ``file: what`` lines (empty when clean)."""
     shipped: dict[str, list[str]] = {}   # reference module -> the exported regions it holds
@@ -327,6 +397,12 @@ def scan(bundle: Path, p: BundlePlan, course: Catalogue) -> list[str]:
                 leaks.append(f"{rel}: contains text of {where}")
         if path.suffix == ".py" and imports_grader(text):
             leaks.append(f"{rel}: imports the grader package, which does not ship")
+    for lesson in p.lessons:  # given code that computes an exercise, and its grader takes it
+        for edition in p.editions(lesson):
+            notebook = bundle / p.notebook(lesson, edition)
+            if notebook.is_file():
+                leaks += [f"{p.notebook(lesson, edition)}: {what}, and its grader does not refuse it "
+                          f"(GIVEN_ANSWERS)" for what in repeated_answers(lesson, notebook)]
     return leaks
 
 

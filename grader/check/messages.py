@@ -10,6 +10,7 @@ from grader.check.framework import Failed
 from grader.check.submission import Posted
 from grader.hint import Hint
 from grader.runtime.errors import (
+    GIVEN,
     BadValue,
     CallCrashed,
     CallHung,
@@ -22,7 +23,8 @@ from grader.runtime.errors import (
 
 LIBRARY_CALL = "library_call"  # the mistake ids every lesson shares: see explain()
 CHANGES_ITS_INPUT = "changes_its_input"  # grader.runtime.unchanged
-SHARED_MISTAKES = (LIBRARY_CALL, CHANGES_ITS_INPUT)
+GIVEN_ANSWER = "given_answer"  # Target.refuse: the notebook's given code, called by the exercise
+SHARED_MISTAKES = (LIBRARY_CALL, CHANGES_ITS_INPUT, GIVEN_ANSWER)
 UNCHANGED_RULE = ("a function must leave what it is given as it was (the caller still needs it): "
                   "compute into a new array or tensor, `x = x - mean` rather than `x -= mean`, "
                   "and no `add_`, `masked_fill_` or `x[...] = ...` on an argument")
@@ -85,7 +87,8 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
         text = str(exc) or f"`{exercise}` returned something that is not an array or tensor"
         return Hint(text, exc.mistake)
     if isinstance(exc, SubmissionError) and exc.exc_type == "ForbiddenCall":
-        return Hint(_explain_error(exc, exercise), LIBRARY_CALL)
+        given = exc.message.startswith(GIVEN)
+        return Hint(_explain_error(exc, exercise), GIVEN_ANSWER if given else LIBRARY_CALL)
     if isinstance(exc, SubmissionError) and exc.exc_type == "ArgumentChanged":
         return Hint(_explain_error(exc, exercise), CHANGES_ITS_INPUT)
     return Hint(_explain_error(exc, exercise), None, "error")
@@ -99,6 +102,10 @@ def _explain_error(exc: BaseException | None, exercise: str) -> str:
         return (f"`{exc.name}` is not defined: did you delete its cell, rename it, "
                 f"or does an earlier cell fail?")
     if isinstance(exc, SubmissionError):
+        if exc.exc_type == "ForbiddenCall" and exc.message.startswith(GIVEN):  # see explain()
+            helper = exc.message.removeprefix(GIVEN)
+            return (f"`{exercise}` calls {helper}, code the notebook gives you ready-made that "
+                    f"computes what this exercise asks: write the exercise's code yourself")
         if exc.exc_type == "ForbiddenCall":  # also a diagnosis: see explain()
             lib = FORBIDDEN_HINT.get(exc.message, exc.message)
             return (f"`{exercise}` calls {lib}; this exercise asks you to build that "

@@ -115,11 +115,14 @@ def _lesson_of(tests: ModuleType) -> str:
 @contextlib.contextmanager
 def judged_alone(sub: Any, tests: ModuleType, exercise: str) -> Iterator[None]:
     """While a test of ``exercise`` runs: the exercises it builds on (``tests.BUILDS_ON``, a
-    hidden test module's) are the course's versions in ``sub``'s namespace."""
+    hidden test module's) are the course's versions in ``sub``'s namespace, and the code the
+    notebook gives that computes the exercise (``tests.GIVEN_ANSWERS``) is refused."""
     names = tuple(getattr(tests, "BUILDS_ON", {}).get(exercise, ()))
     source = course_source(_lesson_of(tests), names) if names else None
-    if source is None:
-        yield
-        return
-    with sub.course_versions(source, names):
+    given = tuple(getattr(tests, "GIVEN_ANSWERS", {}).get(exercise, ()))
+    with contextlib.ExitStack() as stack:
+        if source is not None:
+            stack.enter_context(sub.course_versions(source, names))
+        if given:
+            stack.enter_context(sub.refusing(given))
         yield

@@ -144,6 +144,16 @@ class Submission(ABC):
         finally:
             self._post("restore", {"names": list(names)})
 
+    @contextlib.contextmanager
+    def refusing(self, names: tuple[str, ...]) -> Iterator[None]:
+        """Within the block, calling the notebook's given code ``names`` raises (see
+        ``Target.refuse``): code the course gives that computes an exercise's answer."""
+        self._post("refuse", {"names": list(names)})
+        try:
+            yield
+        finally:
+            self._post("allow", {"names": list(names)})
+
     def _call(self, target: str | int, method: str | None, args: tuple, kwargs: dict,
               forbid: tuple[str, ...]) -> Any:
         return self._request("call", *_call_request(target, method, args, kwargs, forbid))

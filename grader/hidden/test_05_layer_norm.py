@@ -67,6 +67,8 @@ REQUIREMENTS = {
         "numpy in, a numpy array out (the course's rule)": ("not_numpy",),
         "torch's normalisations are refused (the course's rule on shortcuts)": ("library_call",),
         "x is left as it was: a new array is returned": ("changes_its_input",),
+        "the given LayerNormFunction and FastLayerNorm (section 7) are refused (the course's rule)":
+            ("given_answer",),
     },
     "batch_norm": {
         "the statistics over every axis but the last (axis 0 of [B, D], axes 0 and 1 of [B, L, D])":
@@ -90,6 +92,8 @@ REQUIREMENTS = {
         "numpy in, numpy arrays out (the course's rule)": ("not_numpy",),
         "torch's normalisations are refused, autograd through F.layer_norm included (the course's rule)":
             ("library_call",),
+        "the given LayerNormFunction and FastLayerNorm (section 7) are refused (the course's rule)":
+            ("given_answer",),
     },
     "LayerNorm": {
         "nn.Parameters named exactly weight and bias, of shape [d_model]": ("ln_param_names",),
@@ -101,7 +105,18 @@ REQUIREMENTS = {
         "stores the constructor's eps and uses it": ("ln_eps_ignored",),
         "vectorised torch operations, no Python loops": ("ln_python_loop",),
         "F.layer_norm and nn.LayerNorm are refused": ("library_call",),
+        "the given LayerNormFunction and FastLayerNorm (section 7) are refused (the course's rule)":
+            ("given_answer",),
     },
+}
+
+# The notebook's given code that computes an exercise (section 7's hand-written backward pass):
+# refused while these exercises are graded (grader.check.parts.judged_alone; issue 49).
+# (literals: release's leak scan reads them with ast.literal_eval)
+GIVEN_ANSWERS = {
+    "layer_norm": ("LayerNormFunction", "FastLayerNorm"),
+    "layer_norm_backward": ("LayerNormFunction", "FastLayerNorm"),
+    "LayerNorm": ("LayerNormFunction", "FastLayerNorm"),
 }
 
 TIGHT = {"atol": 1e-9, "rtol": 1e-7}                   # numpy exercises: float64

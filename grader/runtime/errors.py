@@ -25,8 +25,14 @@ class SubmissionError(GradingError):
         self.where = where
 
 
+#: the prefix of a ``ForbiddenCall`` name for code the notebook gives, not a library's
+#: (``Target.refuse``): ``given:block_forward``
+GIVEN = "given:"
+
+
 class ForbiddenCall(Exception):
-    """Raised inside student code when it calls a library function the exercise teaches."""
+    """Raised inside student code when it calls a library function the exercise teaches, or
+    code the notebook gives that computes the exercise (its name then starts with ``GIVEN``)."""
 
     def __init__(self, name: str):
         super().__init__(f"uses {name}")

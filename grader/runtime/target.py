@@ -12,12 +12,12 @@ import functools
 import importlib
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import values
 from .device import on_device
-from .errors import ForbiddenCall, MissingName, SubmissionError
+from .errors import GIVEN, ForbiddenCall, MissingName, SubmissionError
 from .execute import prepare_namespace, run_cells, student_frames
 from .unchanged import LEAF_IN_PLACE, ArgumentChanged, ArgumentSnapshot
 from .values import HandleRef
@@ -91,6 +91,7 @@ class Target:
                                           else {} if namespace is None else namespace)
         self.handles: dict[int, Any] = {}
         self.saved: dict[str, Any] = {}  # the student's versions of substituted names
+        self.refused: dict[str, Callable[[], None]] = {}  # given code refused: how to undo it
 
     # --- handles -------------------------------------------------------------------
     def register(self, obj: Any) -> HandleRef:
@@ -142,6 +143,10 @@ class Target:
             return self.substitute(str(value.get("source", "")), [str(n) for n in header["names"]])
         if op == "restore":
             return self.restore([str(n) for n in header["names"]])
+        if op == "refuse":
+            return self.refuse([str(n) for n in header["names"]])
+        if op == "allow":
+            return self.allow([str(n) for n in header["names"]])
         raise ValueError(f"unknown op {op!r}")
 
     def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
@@ -283,6 +288,40 @@ class Target:
                 self.namespace[name] = old
         return names
 
+    def refuse(self, names: list[str]) -> list[str]:
+        """Make the notebook's given code ``names`` (``block_forward``, or dotted through a
+        module the notebook holds, ``lesson10.block_forward``) raise ``ForbiddenCall`` when
+        called, until ``allow``: a function's code is replaced, and a class's methods, so that
+        an alias of it is refused too. Returns the names found."""
+        found = []
+        for name in names:
+            obj = self._resolve(name)
+            if obj is _ABSENT or name in self.refused:
+                continue
+            undo = _disarm(obj, GIVEN + name.rpartition(".")[2])
+            if undo is None and "." not in name:  # a closure: the name itself is refused
+                self.namespace[name] = types.FunctionType(_trap(GIVEN + name), _BUILTINS)
+                undo = functools.partial(self.namespace.__setitem__, name, obj)
+            if undo is not None:
+                self.refused[name] = undo
+                found.append(name)
+        return found
+
+    def allow(self, names: list[str]) -> list[str]:
+        """Undo ``refuse`` for ``names``."""
+        for name in names:
+            undo = self.refused.pop(name, None)
+            if undo is not None:
+                undo()
+        return names
+
+    def _resolve(self, dotted: str) -> Any:
+        first, *rest = dotted.split(".")
+        obj = self.namespace.get(first, _ABSENT)
+        for part in rest:
+            obj = getattr(obj, part, _ABSENT)
+        return obj
+
     # --- helpers -------------------------------------------------------------------
     @contextlib.contextmanager
     def _student_code(self, label: str) -> Iterator[None]:
@@ -300,6 +339,52 @@ class Target:
                 raise SubmissionError(label, "ForbiddenCall", forbidden) from None
             where = student_frames(exc.__traceback__)
             raise SubmissionError(label, type(exc).__name__, str(exc)[:500], where) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _trap(name: str) -> types.CodeType:
+    """The code of a function that raises ``ForbiddenCall(name)``, whatever its globals: it
+    replaces the code of a given function (a function's ``__code__`` is looked up at each call,
+    so every alias of it is refused)."""
+    source = ("def given(*args, **kwargs):\n"
+              "    raise __import__('grader.runtime.errors', fromlist=['ForbiddenCall'])"
+              f".ForbiddenCall({name!r})\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<given code, refused>", "exec"), namespace)  # noqa: S102 - the grader's
+    return namespace["given"].__code__
+
+
+_BUILTINS = {"__builtins__": __builtins__}
+
+
+def _disarm(obj: Any, name: str) -> Callable[[], None] | None:
+    """Make ``obj`` (a function without a closure, or a class's own methods) raise
+    ``ForbiddenCall(name)``; returns what puts it back (``None``: ``obj`` is neither). A
+    decorated function (``@torch.no_grad()``, any ``functools.wraps``) is refused in the function
+    it wraps."""
+    while isinstance(obj, types.FunctionType) and obj.__closure__ and hasattr(obj, "__wrapped__"):
+        obj = obj.__wrapped__
+    if isinstance(obj, types.FunctionType) and not obj.__closure__:
+        code = obj.__code__
+        obj.__code__ = _trap(name)
+
+        def undo_function() -> None:
+            obj.__code__ = code
+        return undo_function
+    if isinstance(obj, type):
+        kept = {}
+        for attr, value in list(vars(obj).items()):
+            if isinstance(value, (types.FunctionType, staticmethod, classmethod)):
+                trap = types.FunctionType(_trap(name), _BUILTINS)
+                kept[attr] = value
+                setattr(obj, attr, type(value)(trap) if isinstance(value, (staticmethod, classmethod))
+                        else trap)
+
+        def undo_class() -> None:
+            for attr, value in kept.items():
+                setattr(obj, attr, value)
+        return undo_class
+    return None
 
 
 def backward(output: Any, grad_output: Any) -> None:

@@ -133,6 +133,26 @@ def batch_norm(x, gamma, beta, eps=1e-5):
         return torch.stack([self(s) for s in x])""")),
 ]
 
+BUGS += [
+    # issue 49: the given LayerNormFunction (section 7) computes layer norm, forward and backward
+    bug("LayerNorm", "given_answer", "forward returns the given LayerNormFunction's output",
+        ("        mean = x.mean(dim=-1, keepdim=True)\n        centered = x - mean\n",
+         "        return LayerNormFunction.apply(x, self.weight, self.bias, self.eps)\n"
+         "        mean = x.mean(dim=-1, keepdim=True)\n        centered = x - mean\n")),
+    bug("layer_norm", "given_answer", "computed by the given LayerNormFunction",
+        ("    mean = x.mean(axis=-1, keepdims=True)\n    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased",
+         "    t = LayerNormFunction.apply(*(torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (x, gamma, beta)), eps)\n"
+         "    return t.numpy()\n"
+         "    mean = x.mean(axis=-1, keepdims=True)\n    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased")),
+    bug("layer_norm_backward", "given_answer", "computed by backpropagating through the given LayerNormFunction",
+        ("    mean = x.mean(axis=-1, keepdims=True)\n    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)\n    inv_std",
+         "    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(gamma, requires_grad=True)\n"
+         "    bt = torch.zeros_like(gt, requires_grad=True)\n"
+         "    LayerNormFunction.apply(xt, gt, bt, eps).backward(torch.from_numpy(np.asarray(dout, dtype=np.float64)))\n"
+         "    return xt.grad.numpy(), gt.grad.numpy(), bt.grad.numpy()\n"
+         "    mean = x.mean(axis=-1, keepdims=True)\n    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)\n    inv_std")),
+]
+
 ALTERNATIVES = [
     Variant("layer_norm", "mean of squares minus squared mean", source="""
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -333,4 +353,7 @@ SCORES = {
     ('LayerNorm', 'a Python loop over the tokens'): 2.5,
     ('LayerNorm', 'weight initialised at random (torch.randn)'): 2.5,
     ('LayerNorm', 'a Python loop over the sentences (vectorised inside each)'): 2.5,
+    ('LayerNorm', "forward returns the given LayerNormFunction's output"): 0,
+    ('layer_norm', 'computed by the given LayerNormFunction'): 0,
+    ('layer_norm_backward', 'computed by backpropagating through the given LayerNormFunction'): 0,
 }

@@ -131,6 +131,10 @@ class RMSNorm(nn.Module):
         ("torch.finfo(scores.dtype).min", 'float("-inf")')),
     bug("DecoderBlock", "block_no_dropout", "dropout argument ignored", ("nn.Dropout(dropout)", "nn.Dropout(0.0)")),
     bug("DecoderBlock", "block_mask_on_cpu", "causal mask made without device=", (CAUSAL, CAUSAL.replace(", device=x.device", ""))),
+    bug("DecoderBlock", "given_answer", "forward returns the given block_forward's output (issue 49)",
+        ("        B, L, D = x.shape\n        H = self.n_head\n",
+         "        return block_forward(self, x, cos, sin, key_mask, n_head=self.n_head, dropout=self.dropout.p)[0]\n"
+         "        B, L, D = x.shape\n        H = self.n_head\n")),
     # DecoderLM
     bug("DecoderLM", "lm_d_ff_default", "d_ff default 4·d_model", ("d_ff = 8 * round(8 * d_model / 3 / 8)", "d_ff = 4 * d_model")),
     bug("DecoderLM", "lm_d_ff_default", "d_ff default int(8/3·d_model), not a multiple of 8",
@@ -398,6 +402,7 @@ SCORES = {
     ('DecoderBlock', 'masked with -inf: fully masked pad queries give NaN'): 3,
     ('DecoderBlock', 'dropout argument ignored'): 3.5,
     ('DecoderBlock', 'causal mask made without device='): 3.5,
+    ('DecoderBlock', "forward returns the given block_forward's output (issue 49)"): 0.5,
     ('DecoderLM', 'd_ff default 4·d_model'): 3.5,
     ('DecoderLM', 'd_ff default int(8/3·d_model), not a multiple of 8'): 3.5,
     ('DecoderLM', 'rotary tables built for d_model'): 2,
