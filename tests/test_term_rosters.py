@@ -78,3 +78,24 @@ def test_a_roster_matching_nobody_is_refused_by_gradebook_and_lms(term, tmp_path
     assert refusals[0].startswith("no graded student matched the roster's 'SIS Login ID' column "
                                   "(it holds e.g. ada@example.edu, cb@example.edu; the student "
                                   "ids are e.g. alice, bob, carol)")
+
+
+def test_an_nfd_extension_reaches_the_student_nbgrader_knows(tmp_path: Path) -> None:
+    """nbgrader compares ids exactly: an extension written for the NFD spelling would go to
+    a second student, and hers (NFC, from her folder) would have none."""
+    from nbgrader.api import Gradebook
+
+    from grader.integrations.nbgrader.late import write_to_gradebook
+
+    lesson = "01_attention_by_hand"
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db, "course") as gb:
+        gb.update_or_create_student(NFC)
+    deadlines = tmp_path / "deadlines.toml"
+    deadlines.write_text(f'[due]\n{lesson} = "2026-03-02 23:59"\n[extensions]\n"{NFD}" = "2 days"\n'
+                         f'"{unicodedata.normalize("NFD", "josé")}" = "1 day"\n', encoding="utf-8")
+    write_to_gradebook(str(deadlines), db, "course", [lesson], folders=["josé"])
+    with Gradebook(db, "course") as gb:
+        assert sorted(s.id for s in gb.students) == sorted([NFC, "josé"])
+        assert gb.find_submission(lesson, NFC).extension.days == 2
+        assert gb.find_submission(lesson, "josé").extension.days == 1
