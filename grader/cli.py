@@ -150,6 +150,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_deadlines(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from grader.classgrade.classroom import student_folders
     from grader.classgrade.late import format_duration, load
 
     deadlines = load(args.file, lessons=_lesson_ids())
@@ -163,7 +164,9 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
     from grader.integrations.nbgrader.late import write_to_gradebook
 
     course_id, db_url = _nbgrader_course(Path.cwd())
-    for line in write_to_gradebook(args.file, db_url, course_id, _lesson_ids()):
+    folders = [s for where in ("submitted", "autograded") if Path(where).is_dir()
+               for s in student_folders(Path(where))]
+    for line in write_to_gradebook(args.file, db_url, course_id, _lesson_ids(), folders):
         print(f"  {line}")
     print(f"wrote them into nbgrader's gradebook ({db_url})")
     return 0
@@ -177,9 +180,8 @@ def cmd_gradebook(args: argparse.Namespace) -> int:
         return 0
     if not args.folders or not args.roster:
         raise UserError("give the folders `grade` wrote and --roster")
-    print(write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
-                local_part=args.local_part))
-    return 0
+    return write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
+                 local_part=args.local_part).report("gradebook")
 
 
 def cmd_return_feedback(args: argparse.Namespace) -> int:
@@ -259,10 +261,8 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 def cmd_lms(args: argparse.Namespace) -> int:
     from grader.outputs.lms import export
 
-    _, text = export(args.folders, args.roster, args.to, key=args.key,
-                     assignments=args.assignment, out=args.out, local_part=args.local_part)
-    print(text)
-    return 0
+    return export(args.folders, args.roster, args.to, key=args.key, assignments=args.assignment,
+                  out=args.out, local_part=args.local_part).report("lms")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -13,6 +13,9 @@ Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
 ``timeout``  the notebook ran out of time (``--timeout``): checks after that point score 0
 ``memory``   the notebook ran out of memory (``--memory``)
 ``crashed``  the notebook's process stopped before grading finished (``os._exit``, a signal)
+``garbled``  the notebook's process wrote garbage where the grader reads its answers (to a
+             file descriptor it does not own): it is stopped at once, checks after that
+             point score 0
 ``missing``  no notebook where nbgrader's layout puts it: every exercise 0
 ``unreadable`` the file is not a notebook the grader can read (broken JSON, nbformat 3,
              too large): every exercise 0, the reason in ``message``
@@ -42,6 +45,7 @@ class Status(StrEnum):
     TIMEOUT = "timeout"
     MEMORY = "memory"
     CRASHED = "crashed"
+    GARBLED = "garbled"
     MISSING = "missing"
     UNREADABLE = "unreadable"
     AMBIGUOUS = "ambiguous"
@@ -58,6 +62,8 @@ STOPPED = {
     Status.TIMEOUT: "The notebook ran out of time (an infinite loop or a very slow cell?).",
     Status.MEMORY: "The notebook ran out of memory.",
     Status.CRASHED: "The notebook's process stopped before grading finished.",
+    Status.GARBLED: ("The notebook's process wrote garbage where the grader reads its answers "
+                     "(to a file descriptor it does not own?): it was stopped there."),
 }
 
 

@@ -111,7 +111,7 @@ def test_reruns_regrade_what_changed_and_what_is_asked(term, tmp_path) -> None:
     assert json.loads((out / "run.json").read_text())["kept_results_made_otherwise"] == {
         "ivan": f"isolation none, grader {record['graded_with']['grader']}"}
     bad = subprocess.run([sys.executable, "-m", "grader", "grade", str(root / "submitted"),
-                          "--lesson", LESSON, "--out", str(out), "--student", "nobody"],
+                          "--lesson", LESSON, "--out", str(out), "--student", "nobody", "--deadlines", "none"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "no student folder nobody" in bad.stderr
     assert (out / ".gitignore").read_text().strip().endswith("*")

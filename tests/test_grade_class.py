@@ -25,7 +25,8 @@ LESSON = "01_attention_by_hand"
 
 def grade(submitted, out, *extra: str) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", LESSON,
-                           "--out", str(out), *extra], capture_output=True, text=True, cwd=ROOT,
+                           "--out", str(out), "--deadlines", "none", *extra], capture_output=True,
+                          text=True, cwd=ROOT,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -112,10 +113,12 @@ def test_rerun_grades_only_what_is_missing_and_force_regrades(classroom, tmp_pat
 
 def test_bad_arguments_are_refused_with_a_reason(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "nope"), "--lesson",
-                           LESSON, "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+                           LESSON, "--out", str(tmp_path / "out"), "--deadlines", "none"],
+                          capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "no such folder" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path), "--lesson", "99_nope",
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+                           "--out", str(tmp_path / "out"), "--deadlines", "none"], capture_output=True,
+                          text=True, cwd=ROOT)
     assert proc.returncode == 2 and "known lessons" in proc.stderr
 
 
@@ -186,7 +189,8 @@ def test_sandboxed_grade_agrees_with_check_on_every_lesson(tmp_path, lesson: str
         shutil.copy(notebook, folder / f"{lesson}.ipynb")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", lesson,
-                           "--out", str(out), "--jobs", "2"], capture_output=True, text=True, cwd=ROOT,
+                           "--out", str(out), "--jobs", "2", "--deadlines", "none"], capture_output=True,
+                          text=True, cwd=ROOT,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
@@ -207,7 +211,8 @@ def test_isolation_levels_from_the_command_line(classroom, tmp_path) -> None:
     import os
 
     env = dict(os.environ, GRADER_SANDBOX_WITHOUT="bwrap")
-    base = [sys.executable, "-m", "grader", "grade", str(classroom), "--lesson", LESSON]
+    base = [sys.executable, "-m", "grader", "grade", str(classroom), "--lesson", LESSON,
+            "--deadlines", "none"]
     proc = subprocess.run(base + ["--out", str(tmp_path / "auto")], capture_output=True,
                           text=True, cwd=ROOT, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -256,7 +261,8 @@ def test_a_grading_process_that_dies_is_replaced_and_its_student_graded_again(tm
         put(submitted, f"s{i}", solution_path(LESSON))
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson",
-                             LESSON, "--out", str(out), "--isolation", "none", "--jobs", "2"],
+                             LESSON, "--out", str(out), "--isolation", "none", "--jobs", "2",
+                             "--deadlines", "none"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None
     deadline = time.monotonic() + 300

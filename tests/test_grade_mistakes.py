@@ -21,7 +21,7 @@ LESSON = "01_attention_by_hand"
 
 def grade(submitted: Path, out: Path, lesson: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "grader", "grade", str(submitted), "--lesson",
-                           lesson, "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                           lesson, "--out", str(out), "--deadlines", "none"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
 
 

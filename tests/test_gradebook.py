@@ -27,8 +27,9 @@ def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "grader", "gradebook", str(term["out"]),
                            "--roster", str(roster), "--out", str(book), "--weights", "01=2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # "nobody", and most of the term, match nothing
     assert f"1 of {len(catalogue.lessons())} lessons graded" in proc.stdout and "graded, not in the roster" in proc.stdout
+    assert "(0 in every graded lesson): =Sum, Eve <nobody>" in proc.stdout
     with open(book, newline="", encoding="utf-8") as f:
         table = list(csv.reader(f))
     header, by_login = table[0], {r[1]: r for r in table[1:]}
@@ -43,7 +44,7 @@ def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "grader", "lms", str(term["out"]), "--roster",
                            str(roster), "--to", "canvas", "--key", "login", "--out", str(imported)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1 and "grader lms: " in proc.stderr
     with open(imported, newline="", encoding="utf-8") as f:
         rows_in = {r[3]: r for r in list(csv.reader(f))[2:]}
     assert set(rows_in) == {"alice", "bob"}  # "nobody" was graded nowhere: not imported

@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 from conftest import ROOT, lesson_path, solution_path
 
+from coursekit import catalogue
 from grader.check.parts import builds_on
 from grader.integrations.gradescope import SCHEMA_PATH
 from grader.integrations.gradescope.run import PRIVATE
@@ -265,7 +266,35 @@ def test_the_wrong_lesson_is_named(package, tmp_path) -> None:
     (root / "submission" / "lesson.ipynb").write_bytes(solution_path("02_split_heads").read_bytes())
     results, _ = run_autograder(root)
     assert results["score"] == 0
-    assert "looks like lesson 02_split_heads; this assignment grades 01_attention_by_hand" in results["output"]
+    sentence = ("This is lesson 02's notebook, not lesson 01's: nothing in it was graded. Hand "
+                "in your lesson 01 notebook.")
+    assert sentence in results["output"]
+    assert all(t["output"] == sentence for t in results["tests"])
+
+
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_a_later_lessons_notebook_is_named_not_the_lessons_it_builds_on(tmp_path, edition) -> None:
+    """Issue 49: lesson 08's notebook uploaded to lesson 04 was told that "this lesson builds
+    on your lesson 04": its setup cell defines lesson 04's MultiHeadAttention, so it passed
+    for lesson 04's, and lesson 04's reference is not in lesson 04's package."""
+    package = tmp_path / "l04.zip"
+    subprocess.run([sys.executable, "-m", "grader", "gradescope", "04_multi_head_attention",
+                    str(package)], capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)
+    root = unpack(package, tmp_path / "autograder")
+    notebook = catalogue.get("08_transformer").notebooks("solution")[edition]
+    (root / "submission" / "lesson.ipynb").write_bytes(notebook.read_bytes())
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=PYTHON)
+    proc = subprocess.run([str(root / "source" / "run_autograder")], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+    sentence = {"en": "This is lesson 08's notebook, not lesson 04's: nothing in it was graded. "
+                      "Hand in your lesson 04 notebook.",
+                "zh": "这是第 08 课的笔记本，不是第 04 课的：里面没有评分。请交你的第 04 课笔记本。"}[edition]
+    assert results["score"] == 0 and sentence in results["output"], results["output"]
+    assert [t["output"] for t in results["tests"]] == [sentence]
+    assert "builds on" not in results["output"] and "EarlierLessonError" not in results["output"]
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")

@@ -4,13 +4,14 @@ and nbgrader's autograde applying the same penalty through the course's plugin."
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEADLINES, rows
+from conftest import DEADLINES, ROOT, rows
 from term_class import LESSON
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -29,17 +30,26 @@ def test_late_work_columns(term) -> None:
     assert "Score: <b>8 / 10</b> (raw score 10, late penalty 2)" in page
 
 
+#: ``python -m grader`` with the course's checkout, where ``grade`` also looks for
+#: ``deadlines.toml``, taken to be the folder named first (issue 49: not the instructor's clone)
+WITH_CHECKOUT = ("import sys; from pathlib import Path; import grader.classgrade.late as late; "
+                 "late.COURSE_ROOT = Path(sys.argv.pop(1)); from grader.cli import main; "
+                 "sys.exit(main())")
+
+
 def test_deadlines_are_found_beside_the_class_whatever_the_folder(term, tmp_path) -> None:
     """Issue 24: run from another folder, `grade` silently skipped the course's penalties."""
-    course, elsewhere = tmp_path / "course", tmp_path / "home"
+    course, elsewhere, checkout = tmp_path / "course", tmp_path / "home", tmp_path / "checkout"
     elsewhere.mkdir()
+    checkout.mkdir()
     shutil.copytree(term["root"] / "submitted" / "hank", course / "submitted" / "hank")
     (course / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
 
     def run(out: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "grader", "grade", str(course / "submitted"),
-                               "--lesson", LESSON, "--out", str(out)], cwd=elsewhere,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-c", WITH_CHECKOUT, str(checkout), "grade",
+                               str(course / "submitted"), "--lesson", LESSON, "--out", str(out)],
+                              cwd=elsewhere, capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
     found = run(tmp_path / "out")
     assert found.returncode == 0, found.stderr
@@ -50,6 +60,7 @@ def test_deadlines_are_found_beside_the_class_whatever_the_folder(term, tmp_path
     assert none.returncode == 0, none.stderr
     assert "grader: no deadlines.toml (looked in " in none.stderr
     assert f"{course}," in none.stderr and "--deadlines none says so" in none.stderr
+    assert f"{checkout})" in none.stderr
     assert rows(tmp_path / "out-none")["hank"]["score"] == "10.0"
 
 

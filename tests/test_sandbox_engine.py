@@ -96,3 +96,27 @@ def test_a_memory_bomb_is_reported_as_memory(pool: SandboxPool) -> None:
         assert report.score == 0
     else:
         assert report.score == report.max_score
+
+
+@pytest.mark.parametrize("garbage", [
+    b"garbage \x00\xff not json",  # lengths beyond any message: refused as they are read
+    b"\x00\x00\x01\x86\xa0" + bytes(15) + b"junk",  # lengths of a plausible message, then junk
+])
+def test_garbage_on_the_descriptors_is_named_and_ends_the_run_at_once(pool: SandboxPool,
+                                                                     garbage: bytes) -> None:
+    """Issue 49: a notebook writing garbage to every descriptor was reported as `timeout`
+    ("ran out of time (an infinite loop…)") while its hints said "sent back something
+    unreadable", and waited its whole wall clock when the garbage announced a long message."""
+    import time
+
+    from grader.results import STOPPED, Status
+
+    hostile = ("import os\nfor fd in range(3, 256):\n    try:\n"
+               f"        os.write(fd, {garbage!r})\n    except OSError:\n        pass\n")
+    started = time.monotonic()
+    report = grade(pool, with_cell(SOLUTION, hostile), limits=Limits(wall_s=30))
+    assert time.monotonic() - started < 15, "waited for the garbage's made-up message"
+    assert report.status == Status.GARBLED == "garbled" and report.score == 0
+    assert report.message == STOPPED[Status.GARBLED]
+    assert {h for e in report.exercises for h in e.hints} == {
+        "the notebook's process sent back something unreadable"}

@@ -26,7 +26,14 @@ from grader.check.submission import InProcessSubmission, Submission
 from grader.i18n import notebook_edition
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.results import ExerciseResult, Report, Status
-from grader.runtime.errors import CallCrashed, CallHung, GradingError, WorkerDied, WorkerTimeout
+from grader.runtime.errors import (
+    CallCrashed,
+    CallHung,
+    GradingError,
+    ProtocolError,
+    WorkerDied,
+    WorkerTimeout,
+)
 
 if TYPE_CHECKING:
     from grader.check.launch import Started, WorkerSource
@@ -177,6 +184,9 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
             run.status = Status.CRASHED
         if isinstance(sub.broken, WorkerTimeout) and run.status != Status.MEMORY:
             run.status = Status.TIMEOUT
+        elif isinstance(sub.broken, ProtocolError) and run.status != Status.MEMORY \
+                and not worker.timed_out:
+            run.status = Status.GARBLED  # killed by the grader when it read the garbage
     elif any(str(e.get("error", "")).startswith("MemoryError") for e in run.cell_errors):
         run.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
     if run.failed_call is not None and Status.of_worker(ended) == Status.MEMORY:

@@ -36,7 +36,7 @@ from typing import Any
 
 from coursekit import catalogue
 from coursekit.errors import UserError
-from grader import i18n, results
+from grader import i18n, ids, results
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
 from grader.check.launch import course_files
@@ -295,14 +295,15 @@ def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
             stale.append(student)
             summary.changed.append(student)
     if opts.students:
-        unknown = [s for s in opts.students if s not in handed]
+        chosen = {ids.spelled_as(s, handed) for s in opts.students}  # as the folder spells it
+        unknown = [ids.shown(s) for s in chosen if s not in handed]
         if unknown:
             raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
         # the chosen students, and those without any result (grades.csv has a row for each)
         fresh = [s for s in stale if s not in summary.changed]
-        summary.waiting = [s for s in summary.changed if s not in opts.students]
-        summary.changed = [s for s in summary.changed if s in opts.students]
-        return [s for s in students if s in opts.students or s in fresh]
+        summary.waiting = [s for s in summary.changed if s not in chosen]
+        summary.changed = [s for s in summary.changed if s in chosen]
+        return [s for s in students if s in chosen or s in fresh]
     return list(students) if opts.force else stale
 
 

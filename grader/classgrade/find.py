@@ -22,6 +22,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from coursekit import catalogue
 from coursekit.earlier import unfinished
@@ -110,6 +111,28 @@ def find(student_folder: Path, lesson: catalogue.Lesson) -> Found:
         return Found(chosen, candidates, note=(
             f"Graded {_shown(chosen, student_folder)} of {len(seen)} notebooks ({why})."))
     return Found(None, candidates, problem="ambiguous")
+
+
+def other_lesson(nb: dict[str, Any], lesson: catalogue.Lesson) -> catalogue.Lesson | None:
+    """The lesson ``nb`` is the notebook of, when that is not ``lesson``: told by its cells'
+    grade ids (the names its answer cells hold), or by the names its code defines when it
+    carries no grade id; None when it is ``lesson``'s or no lesson's. A later lesson's
+    setup cell may define an earlier lesson's names (``MultiHeadAttention =
+    lesson04.MultiHeadAttention``): its grade ids still say which lesson it is."""
+    names = catalogue.grade_ids(nb) - {"setup"}
+    if not names:
+        names = {n for cell in catalogue.code_cells(nb) for n in catalogue.defined_names(cell["source"])}
+    if names & set(lesson.graded):
+        return None
+    overlap = {other: len(names & set(other.graded)) for other in catalogue.COURSE if other != lesson}
+    best = max(overlap, key=overlap.__getitem__, default=None)
+    return best if best is not None and overlap[best] else None
+
+
+def wrong_lesson(found: catalogue.Lesson, lesson: catalogue.Lesson) -> str:
+    """What a student reads who handed in lesson ``found``'s notebook for ``lesson``."""
+    return (f"This is lesson {found.number}'s notebook, not lesson {lesson.number}'s: nothing "
+            f"in it was graded. Hand in your lesson {lesson.number} notebook.")
 
 
 def _which(path: Path, canonical: list[Path], student_folder: Path) -> str:

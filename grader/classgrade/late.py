@@ -39,7 +39,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from coursekit.errors import UserError
-from grader import COURSE_ROOT
+from grader import COURSE_ROOT, ids
 
 DEFAULT_FILE = "deadlines.toml"
 TIMESTAMP_FILE = "timestamp.txt"  # nbgrader's, beside the submitted notebook
@@ -182,7 +182,8 @@ class Deadlines:
     source: str = ""
     timezone: str = "UTC"
     due: dict[str, datetime] = field(default_factory=dict)
-    extensions: dict[str, dict[str, timedelta]] = field(default_factory=dict)  # student -> lesson|"*"
+    # student (grader.ids.key) -> lesson|"*" -> extension
+    extensions: dict[str, dict[str, timedelta]] = field(default_factory=dict)
     rule: Penalty = field(default_factory=Penalty)
 
     def due_for(self, lesson: str, student: str) -> datetime | None:
@@ -193,7 +194,7 @@ class Deadlines:
         return due + self.extension(lesson, student)
 
     def extension(self, lesson: str, student: str) -> timedelta:
-        granted = self.extensions.get(student, {})
+        granted = self.extensions.get(ids.key(student), {})
         return granted.get(lesson, granted.get("*", timedelta(0)))
 
     def lateness(self, lesson: str, student: str, submitted: datetime | None) -> Lateness:
@@ -249,7 +250,11 @@ def parse(text: str, source: str = DEFAULT_FILE, lessons: list[str] | None = Non
             if lessons is not None and lesson != "*" and lesson not in lessons:
                 raise DeadlineError(f"{source}: [extensions] {student} names {lesson!r}, "
                                     "not a lesson of the course")
-        deadlines.extensions[str(student)] = {k: parse_duration(v) for k, v in per.items()}
+        student_id = ids.key(str(student))  # compared with folder names in one form
+        if student_id in deadlines.extensions:
+            raise DeadlineError(f"{source}: [extensions] names {ids.shown(str(student))} twice "
+                                "(once in another Unicode form)")
+        deadlines.extensions[student_id] = {k: parse_duration(v) for k, v in per.items()}
     rule = dict(data.get("penalty", {}))
     unknown = set(rule) - {"per_day", "max", "grace", "zero_after"}
     if unknown:

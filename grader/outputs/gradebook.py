@@ -7,8 +7,10 @@ key column whose values are the ``student_id`` folder names). Out comes one CSV,
 roster student: who they are, then every lesson of the course (blank while it has not
 been graded; 0 for a student with no submission in a graded lesson), the total, the
 points possible so far and the percentage; with ``--weights``, a weighted percentage too.
-Students graded but not in the roster (an instructor's test submission, a typo in a
-folder name) are listed, never counted.
+Students are matched as ``grader lms`` matches them (``lms.pair``): a roster matching
+nobody is refused; students graded but not in the roster (an instructor's test submission,
+a typo in a folder name) and roster students graded in no folder are listed, never
+counted, and the command exits 1.
 
 The points of each lesson come from its hidden graders (``engine.exercise_points``), so
 the table the README shows (``point_table``) cannot drift from what grading gives.
@@ -23,7 +25,18 @@ from pathlib import Path
 from coursekit import catalogue
 from coursekit.errors import UnknownLesson
 from grader import csvcells
-from grader.outputs.lms import Lesson, LmsError, key_column, match, read_lesson, read_roster
+from grader.outputs.lms import (
+    Exported,
+    Lesson,
+    LmsError,
+    Match,
+    Roster,
+    graded_students,
+    key_column,
+    pair,
+    read_lesson,
+    read_roster,
+)
 
 
 def lesson_points() -> dict[str, float]:
@@ -64,8 +77,8 @@ class Gradebook:
     rows: list[list[str]]
     graded: list[str]  # lessons with a folder
     points: dict[str, float]
-    unmatched: list[str]  # graded students not in the roster
-    roster_size: int
+    paired: Match  # the roster's students with the graded ones
+    roster: Roster
 
     def csv(self) -> str:
         buf = io.StringIO()
@@ -90,8 +103,7 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
     order = [lesson for lesson in points if lesson in lessons]
     roster = read_roster(roster_path)
     column = key_column(roster, key)
-    students = sorted({s for x in lessons.values() for s in x.rows})
-    paired = match(roster, column, students, local_part)
+    paired = pair(roster, column, graded_students(lessons.values()), local_part)
     by_row = {id(row): student for row, student in paired.matched}
     weight = parse_weights(weights, list(points))
     identity = ["name", column] if column != "name" else [column]
@@ -117,26 +129,25 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
             value = sum(weight[lesson] * (scores[lesson] or 0.0) / points[lesson] for lesson in order)
             line.append(f"{100 * value / share:.1f}" if share else "")
         rows.append(line)
-    return Gradebook(header, rows, order, points, paired.graded_only, len(roster.rows))
+    return Gradebook(header, rows, order, points, paired, roster)
 
 
 def summary(book: Gradebook, target: Path) -> str:
-    lines = [f"wrote {target}: {book.roster_size} student(s) of the roster, "
+    lines = [f"wrote {target}: {len(book.roster.rows)} student(s) of the roster, "
              f"{len(book.graded)} of {len(book.points)} lessons graded"]
     width = max(len(lesson) for lesson in book.points)
     lines.append(f"  {'lesson':<{width}}  points  graded")
     for lesson, value in book.points.items():
         lines.append(f"  {lesson:<{width}}  {value:6g}  {'yes' if lesson in book.graded else 'not yet'}")
     lines.append(f"  {'total':<{width}}  {sum(book.points.values()):6g}")
-    if book.unmatched:
-        lines.append(f"  graded, not in the roster (not counted): {', '.join(book.unmatched)}")
+    lines += book.paired.unmatched_lines(book.roster, "0 in every graded lesson", "not counted")
     return "\n".join(lines)
 
 
 def write(folders: list[str | Path], roster_path: str | Path, out: str | Path,
-          key: str | None = None, weights: str | None = None, local_part: bool = False) -> str:
+          key: str | None = None, weights: str | None = None, local_part: bool = False) -> Exported:
     book = build(folders, roster_path, key, weights, local_part)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(book.csv(), encoding="utf-8")
-    return summary(book, target)
+    return Exported(target, summary(book, target), book.paired.mismatch())

@@ -16,8 +16,15 @@ never dropped silently. The two layouts written follow the LMS's own code:
   item (``grade/import/csv`` of moodle/moodle: any unmatched user aborts the whole import,
   so only matched students are written).
 
-``read_roster`` and ``match`` are the roster side, kept separate so that a course-wide
-gradebook can reuse them.
+``read_roster`` and :func:`pair` are the roster side, shared with the course-wide gradebook
+(``grader.outputs.gradebook``): ids are compared in one Unicode form (``grader.ids``), a
+roster matching nobody is refused with nothing written, and any id left unmatched on either
+side is listed (:meth:`Match.mismatch`, and a non-zero exit status in both commands).
+
+The columns an LMS matches students on (Canvas's ``ID``, ``SIS User ID``, ``SIS Login ID``;
+Moodle's key column) are written exactly as the roster gave them: the LMS reads them, not
+a spreadsheet, and an id with a ``'`` before it would match nobody. Every other cell is
+neutralised as in every CSV of the course (``grader.csvcells``).
 """
 
 from __future__ import annotations
@@ -25,15 +32,19 @@ from __future__ import annotations
 import csv
 import io
 import re
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from coursekit.errors import UserError
-from grader import csvcells
+from grader import csvcells, ids
 from grader.record import Folder, RecordError, Status
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_KEYS = {"login": "SIS Login ID", "sis": "SIS User ID", "id": "ID", "name": "Student"}
+CANVAS_MATCHED_ON = ["ID", "SIS User ID", "SIS Login ID"]  # what Canvas's importer finds students by
 MOODLE_KEYS = {"email": "Email address", "idnumber": "ID number", "username": "Username"}
 DEFAULT_KEY = {"canvas": "login", "moodle": "email"}
 CANVAS_TEST_STUDENT = {"Student, Test", "Test Student"}
@@ -59,7 +70,7 @@ class Roster:
 
 @dataclass
 class Lesson:
-    """One graded folder: its ``grades.csv`` rows by student_id."""
+    """One graded folder: its ``grades.csv`` rows by student_id (in NFC, ``grader.ids.key``)."""
 
     folder: Path
     lesson: str
@@ -75,6 +86,30 @@ class Match:
     roster_only: list[dict[str, str]]  # in the LMS, graded in no folder
     graded_only: list[str]  # graded, not in the roster
     blank_key: list[dict[str, str]]  # roster rows with an empty key cell
+
+    def unmatched_lines(self, roster: Roster, left: str, dropped: str) -> list[str]:
+        """The summary's lines naming every student that matched nothing (look-alike ids
+        spelled out, ``grader.ids.shown``); ``left`` and ``dropped`` say what the command
+        did with a roster student graded in no folder and a graded student not in the roster."""
+        lines = []
+        if self.roster_only:
+            lines.append(f"  in the roster, graded in no folder ({left}): "
+                         f"{', '.join(_who(roster, r, self.key) for r in self.roster_only)}")
+        if self.blank_key:
+            lines.append(f"  in the roster with an empty {self.key!r} (cannot be matched): "
+                         f"{', '.join(roster.name(r) or '?' for r in self.blank_key)}")
+        if self.graded_only:
+            lines.append(f"  graded, not in the roster ({dropped}): "
+                         f"{', '.join(map(ids.shown, self.graded_only))}")
+        return lines
+
+    def mismatch(self) -> str:
+        """What matched nothing, counted (the summary names them); empty when everyone matched."""
+        parts = [f"{len(self.graded_only)} graded student(s) not in the roster"] if self.graded_only else []
+        unmatched = len(self.roster_only) + len(self.blank_key)
+        if unmatched:
+            parts.append(f"{unmatched} roster student(s) matched to no graded student")
+        return " and ".join(parts)
 
 
 # --- reading ----------------------------------------------------------------------------
@@ -154,20 +189,26 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
     if len(lessons) != 1:
         raise LmsError(f"{path} mixes lessons: {', '.join(sorted(lessons))}")
     lesson = lessons.pop()
-    return Lesson(folder, lesson, float(rows[0]["max_score"]), {r["student_id"]: r for r in rows},
-                  assignment or lesson)
+    by_id: dict[str, dict[str, str]] = {}
+    for row in rows:
+        same = by_id.setdefault(ids.key(row["student_id"]), row)
+        if same is not row:
+            raise LmsError(f"{path}: two rows are one student once Unicode composition is "
+                           f"ignored: {ids.shown(same['student_id'])}, {ids.shown(row['student_id'])}")
+    return Lesson(folder, lesson, float(rows[0]["max_score"]), by_id, assignment or lesson)
 
 
 # --- matching ---------------------------------------------------------------------------
 
 def _norm(value: str) -> str:
-    return value.strip().casefold()
+    return ids.key(ids.key(value.strip()).casefold())
 
 
 def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = False) -> Match:
-    """Pair roster rows with graded student_ids by ``key`` (case and surrounding spaces
-    ignored; with ``local_part``, only what precedes "@" in the roster's value, for rosters
-    keyed by email and students by user name). Raises LmsError when a key is there twice."""
+    """Pair roster rows with graded student_ids by ``key`` (case, surrounding spaces and
+    Unicode composition ignored: ``grader.ids``; with ``local_part``, only what precedes "@"
+    in the roster's value, for rosters keyed by email and students by user name). Raises
+    LmsError when a key is there twice, on either side."""
     by_key: dict[str, dict[str, str]] = {}
     blank, dupes = [], []
     for row in roster.rows:
@@ -182,11 +223,35 @@ def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = F
             by_key[value] = row
     if dupes:
         raise LmsError(f"the roster's {key!r} column is not unique: {', '.join(dict.fromkeys(dupes))}")
-    ids = {_norm(s): s for s in student_ids}
-    matched = [(row, ids[k]) for k, row in by_key.items() if k in ids]
-    roster_only = [row for k, row in by_key.items() if k not in ids]
-    graded_only = sorted(s for k, s in ids.items() if k not in by_key)
+    graded: dict[str, str] = {}
+    for student in student_ids:
+        if graded.setdefault(_norm(student), student) != student:
+            raise LmsError(f"two graded students are one id once case and Unicode composition "
+                           f"are ignored: {ids.shown(graded[_norm(student)])}, {ids.shown(student)}")
+    matched = [(row, graded[k]) for k, row in by_key.items() if k in graded]
+    roster_only = [row for k, row in by_key.items() if k not in graded]
+    graded_only = sorted(s for k, s in graded.items() if k not in by_key)
     return Match(key, matched, roster_only, graded_only, blank)
+
+
+def graded_students(lessons: Iterable[Lesson]) -> list[str]:
+    """Every student graded in any of ``lessons``, once."""
+    return sorted({s for x in lessons for s in x.rows})
+
+
+def pair(roster: Roster, key: str, student_ids: list[str], local_part: bool = False) -> Match:
+    """:func:`match`, refusing a roster whose ``key`` column matches no graded student (the
+    wrong column, or emails against user names): an import, or a gradebook, of nobody."""
+    m = match(roster, key, student_ids, local_part)
+    if not m.matched:
+        seen = [row.get(key, "").strip() for row in roster.rows if row.get(key, "").strip()]
+        raise LmsError(
+            f"no graded student matched the roster's {key!r} column (it holds e.g. "
+            f"{', '.join(map(ids.shown, seen[:3])) or 'nothing'}; the student ids are e.g. "
+            f"{', '.join(map(ids.shown, student_ids[:3]))}): name the column that holds your "
+            f"student ids with --key (columns: {', '.join(roster.columns)})"
+            f"{'' if local_part else ', or --local-part for emails'}; nothing was written")
+    return m
 
 
 # --- writing ----------------------------------------------------------------------------
@@ -202,7 +267,8 @@ def canvas_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:
     out.writerow(CANVAS_IDENTITY + [x.assignment for x in lessons])
     out.writerow(["    Points Possible", "", "", "", ""] + [f"{x.max_score:g}" for x in lessons])
     for row, student in m.matched:
-        identity = [row.get(c, "") for c in CANVAS_IDENTITY]
+        identity = [csvcells.Verbatim(row.get(c, "")) if c in CANVAS_MATCHED_ON else row.get(c, "")
+                    for c in CANVAS_IDENTITY]
         if identity[0].startswith("="):
             identity[0] = csvcells.Verbatim(f'="{identity[0]}"')  # as Canvas's exporter writes it
         out.writerow(identity + [_score(x, student) for x in lessons])
@@ -217,7 +283,7 @@ def moodle_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:
         header += [x.assignment, f"{x.assignment} (feedback)"]
     out.writerow(header)
     for row, student in m.matched:
-        line = [row.get(m.key, "")]
+        line: list[str] = [csvcells.Verbatim(row.get(m.key, ""))]  # what Moodle matches on
         for x in lessons:
             graded = x.rows.get(student)
             line += [_score(x, student), graded["message"] if graded else ""]
@@ -228,10 +294,27 @@ def moodle_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:
 WRITERS = {"canvas": canvas_csv, "moodle": moodle_csv}
 
 
+class Exported(NamedTuple):
+    target: Path
+    summary: str  # to print
+    mismatch: str  # what matched nothing (Match.mismatch): the command then exits 1
+
+    def report(self, command: str) -> int:
+        """Print the summary (and on stderr, any mismatch); the command's exit status."""
+        print(self.summary)
+        if not self.mismatch:
+            return 0
+        print(f"grader {command}: {self.mismatch} (named above): {self.target} was written "
+              "with the others; check the roster's key column (--key) and the folder names",
+              file=sys.stderr)
+        return 1
+
+
 def export(folders: list[str | Path], roster_path: str | Path, to: str, key: str | None = None,
            assignments: list[str] | None = None, out: str | Path | None = None,
-           local_part: bool = False) -> tuple[Path, str]:
-    """Write the import file; returns its path and the summary to print."""
+           local_part: bool = False) -> Exported:
+    """Write the import file (of the matched students: Moodle aborts an import at the
+    first student it does not know)."""
     if to not in WRITERS:
         raise LmsError(f"--to must be one of {', '.join(WRITERS)}")
     assignments = list(assignments or [])
@@ -240,20 +323,12 @@ def export(folders: list[str | Path], roster_path: str | Path, to: str, key: str
     lessons = [read_lesson(f, a) for f, a in zip(folders, assignments + [None] * len(folders), strict=False)]
     roster = read_roster(roster_path)
     column = key_column(roster, key)
-    graded = sorted({s for x in lessons for s in x.rows})
-    m = match(roster, column, graded, local_part)
-    if not m.matched:  # an import of nobody: the key column is the wrong one
-        seen = [row.get(column, "").strip() for row in roster.rows if row.get(column, "").strip()]
-        raise LmsError(
-            f"no graded student matched the roster's {column!r} column (it holds e.g. "
-            f"{', '.join(seen[:3]) or 'nothing'}; the student ids are e.g. {', '.join(graded[:3])}): "
-            f"name the column that holds your student ids with --key (columns: "
-            f"{', '.join(roster.columns)}){'' if local_part else ', or --local-part for emails'}; "
-            "nothing was written")
+    graded = graded_students(lessons)
+    m = pair(roster, column, graded, local_part)
     target = Path(out) if out else Path(folders[0]) / f"{to}-import.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(WRITERS[to](roster, m, lessons), encoding="utf-8")
-    return target, summary(target, roster, m, lessons)
+    return Exported(target, summary(target, roster, m, lessons), m.mismatch())
 
 
 def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson]) -> str:
@@ -265,14 +340,7 @@ def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson]) -> st
                    if s in x.rows and x.rows[s]["status"] != Status.OK]
         if flagged:
             lines.append(f"  {x.lesson}: not graded normally, exported as scored: {', '.join(flagged)}")
-    if m.roster_only:
-        lines.append(f"  in the roster, graded in no folder (left blank): "
-                     f"{', '.join(_who(roster, r, m.key) for r in m.roster_only)}")
-    if m.blank_key:
-        lines.append(f"  in the roster with an empty {m.key!r} (cannot be matched): "
-                     f"{', '.join(roster.name(r) or '?' for r in m.blank_key)}")
-    if m.graded_only:
-        lines.append(f"  graded, not in the roster (not exported): {', '.join(m.graded_only)}")
+    lines += m.unmatched_lines(roster, "left blank", "not exported")
     for note in roster.skipped:
         lines.append(f"  skipped {note}")
     if not (m.roster_only or m.blank_key or m.graded_only):
@@ -291,4 +359,5 @@ def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson]) -> st
 
 def _who(roster: Roster, row: dict[str, str], key: str) -> str:
     name = roster.name(row)
-    return f"{name} <{row.get(key, '')}>" if name else row.get(key, "")
+    value = ids.shown(row.get(key, ""))
+    return f"{name} <{value}>" if name else value

@@ -47,7 +47,8 @@ def recv(sock: socket.socket) -> tuple[dict[str, Any], Any]:
     """Read one message, and not a byte more; returns ``(header, value)``. Raises EOFError
     or ProtocolError. (:class:`Reader` reads a stream of them.)"""
     head_len, np_len, pt_len = _lengths(_recv_exact(sock, _LENGTHS.size))
-    return _decode(_recv_exact(sock, head_len + np_len + pt_len), head_len, np_len)
+    first = _header_start(_recv_exact(sock, 1))
+    return _decode(first + _recv_exact(sock, head_len - 1 + np_len + pt_len), head_len, np_len)
 
 
 class Reader:
@@ -65,6 +66,8 @@ class Reader:
         """The next message, as :func:`recv`."""
         self._fill(_LENGTHS.size)
         head_len, np_len, pt_len = _lengths(bytes(self._buf[:_LENGTHS.size]))
+        self._fill(_LENGTHS.size + 1)
+        _header_start(bytes(self._buf[_LENGTHS.size:_LENGTHS.size + 1]))
         end = _LENGTHS.size + head_len + np_len + pt_len
         self._fill(end)
         body = bytes(self._buf[_LENGTHS.size:end])
@@ -88,9 +91,20 @@ def _lengths(prefix: bytes) -> tuple[int, int, int]:
     head_len, np_len, pt_len = _LENGTHS.unpack(prefix)
     if head_len > MAX_HEADER:
         raise ProtocolError("header too large")
+    if head_len < 2:  # "{}" at least
+        raise ProtocolError("header too short")
     if np_len > MAX_BLOB or pt_len > MAX_BLOB:
         raise ProtocolError("value too large")
     return head_len, np_len, pt_len
+
+
+def _header_start(first: bytes) -> bytes:
+    """The first byte of a header, which opens a JSON object: anything else is garbage
+    (bytes a notebook wrote to a descriptor it does not own), told at once instead of
+    after waiting for the bytes its made-up lengths announce."""
+    if first != b"{":
+        raise ProtocolError("garbage where a message should start")
+    return first
 
 
 def _decode(body: bytes, head_len: int, np_len: int) -> tuple[dict[str, Any], Any]:

@@ -110,23 +110,16 @@ def _ignored(rel: Path) -> bool:
     return any(part in IGNORED_PARTS or part.startswith(".") for part in rel.parts)
 
 
-def other_lesson(notebook: Path, lesson: str) -> str | None:
-    """The lesson a notebook seems to be, when it defines none of ``lesson``'s graded names
-    but some of another's (a student who uploaded the wrong notebook)."""
+def other_lesson(notebook: Path, lesson: str) -> catalogue.Lesson | None:
+    """The lesson a notebook is, when not ``lesson`` (a student who uploaded the wrong
+    notebook): ``grader.classgrade.find.other_lesson``."""
     from grader.check.notebook import NotebookError, read_notebook
+    from grader.classgrade.find import other_lesson as of_notebook
 
     try:
-        nb = read_notebook(notebook)
+        return of_notebook(read_notebook(notebook), catalogue.get(lesson))
     except (NotebookError, OSError):
         return None
-    names = {catalogue.grade_id(c) for c in nb["cells"]}
-    for cell in catalogue.code_cells(nb):
-        names.update(catalogue.defined_names(cell["source"]))
-    if names & set(catalogue.get(lesson).graded):
-        return None
-    overlap = {other.id: len(names & set(other.graded)) for other in catalogue.COURSE if other.id != lesson}
-    best = max(overlap, key=overlap.__getitem__, default=None)
-    return best if best and overlap[best] else None
 
 
 def container_memory_limit() -> int | None:
@@ -238,9 +231,12 @@ class Graded:
 
 
 def grade(cfg: Config, layout: Layout, started: float) -> Graded:
+    from grader.check.engine import exercise_points
     from grader.classgrade.classroom import Options, grade_notebook, workers
-    from grader.i18n import choose, localize
+    from grader.classgrade.find import wrong_lesson
+    from grader.i18n import choose, localize, translate
     from grader.limits import DEFAULT_LIMITS
+    from grader.results import not_graded
 
     memory = notebook_memory_bytes(cfg)
     notebook, problem = find_notebook(layout.submission)
@@ -259,11 +255,14 @@ def grade(cfg: Config, layout: Layout, started: float) -> Graded:
     report = localize(report, choose(None, report.edition))
     lines = [f"{cfg.lesson}: {report.score:g} of {report.max_score:g} points "
              f"(notebook {shown})."]
-    if report.status != "ok":
+    if report.score == 0 and (seems := other_lesson(notebook, cfg.lesson)):
+        # its errors (an earlier lesson it builds on, missing here) would only mislead
+        sentence = wrong_lesson(seems, catalogue.get(cfg.lesson))
+        report = localize(not_graded(shown, cfg.lesson, exercise_points(cfg.lesson),
+                                     report.status, sentence), report.lang)
+        lines.append(translate(sentence, report.lang))
+    elif report.status != "ok":
         lines.append(report.message)
-    elif report.score == 0 and (seems := other_lesson(notebook, cfg.lesson)):
-        lines.append(f"This notebook looks like lesson {seems}; this assignment grades "
-                     f"{cfg.lesson}. Did you upload the right notebook?")
     if report.cell_errors:
         lines.append("Cells that raised an error while your notebook ran:")
         lines += [f"  cell {e.get('cell')}: {str(e.get('error'))[:200]}" for e in report.cell_errors[:10]]

@@ -33,7 +33,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 from traitlets import Bool
 
 from coursekit import catalogue, settings
-from grader import csvcells
+from grader import csvcells, ids
 
 #: The instructor's own COURSE_LANG, read once, before any notebook sets it.
 _INSTRUCTOR_LANG = settings.language()
@@ -88,7 +88,7 @@ class EditionsCsvExport(CsvExportPlugin):
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"
-        students = [str(s) for s in self.student]
+        students = [ids.key(str(s)) for s in self.student]
         assignments = [str(a) for a in self.assignment]
         keys = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
                 "email", "raw_score", "late_submission_penalty", "score", "max_score"]
@@ -101,7 +101,7 @@ class EditionsCsvExport(CsvExportPlugin):
                     continue
                 max_score = _per_notebook((nb.name, nb.max_score) for nb in assignment.notebooks)
                 for student in gradebook.students:
-                    if students and student.id not in students:
+                    if students and ids.key(student.id) not in students:
                         continue
                     row: dict[str, Any] = {
                         "assignment": assignment.name, "duedate": assignment.duedate,

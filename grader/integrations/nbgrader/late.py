@@ -12,9 +12,12 @@ asks this plugin for the penalty in points; the rule (``[penalty]``) is the one
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Unicode
 
+from grader import ids
 from grader.classgrade.late import DEFAULT_FILE, format_duration, load
 
 
@@ -32,18 +35,22 @@ class CoursePenalty(LateSubmissionPlugin):
 
 
 def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
-                       lessons: list[str]) -> list[str]:
+                       lessons: list[str], folders: Iterable[str] = ()) -> list[str]:
     """Put ``deadlines.toml``'s due dates and extensions into nbgrader's gradebook, where
-    nbgrader measures lateness; returns what was written, one line each."""
+    nbgrader measures lateness; returns what was written, one line each. A student is
+    written as nbgrader's gradebook, or else ``folders`` (the course's student folders),
+    spells the same id (``grader.ids``): nbgrader compares ids exactly."""
     from nbgrader.api import Gradebook
 
     deadlines = load(deadlines_file, lessons)
     done = []
     with Gradebook(db_url, course_id) as gb:
+        known = [s.id for s in gb.students] + list(folders)
         for lesson, due in deadlines.due.items():
             gb.update_or_create_assignment(lesson, duedate=due.replace(tzinfo=None))  # naive UTC
             done.append(f"{lesson}: due {due:%Y-%m-%d %H:%M} UTC")
-        for student, granted in deadlines.extensions.items():
+        for student_id, granted in deadlines.extensions.items():
+            student = ids.spelled_as(student_id, known)
             gb.update_or_create_student(student)
             for lesson in deadlines.due:
                 extension = deadlines.extension(lesson, student)
