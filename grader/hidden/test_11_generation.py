@@ -3,8 +3,9 @@
 ``filter_logits`` is compared with a float64 oracle on inputs drawn away from ties and from the
 boundaries where the contract could be read two ways (a running total within 0.002 of p, a top-k
 and top-p pair whose two readings disagree), plus a boundary case whose probabilities are exact
-(equal logits: 1/4, 1/8) where the contract is clear. ``sample`` is exact where it can be
-(temperature 0 and top_k=1 are the argmax) and otherwise judged on 20,000 draws from a seeded
+(equal logits: 1/4, 1/8) where the contract is clear, and top_p=1 on 32,000 tokens (every one
+kept; a float32 running total reaches 1 thousands of tokens early). ``sample`` is exact where it
+can be (temperature 0 and top_k=1 are the argmax) and otherwise judged on 20,000 draws from a seeded
 generator, with bounds of six binomial standard deviations (never flaky) that every mistake
 misses by far more; any sampler whose draws have the right distribution and follow the given
 generator keeps full marks.
