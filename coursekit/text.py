@@ -4,13 +4,15 @@ A Chinese character takes two columns of a monospaced font, a Latin letter one, 
 ``f"{name:<12}"`` pads ``"一千二百"`` to 16 columns where ``"1200"`` gets 12. The lessons pad
 by display width instead::
 
-    from coursekit.text import pad
+    from coursekit.text import pad, row
     print(pad("预测", 10) + pad("1234", 6, ">"))
+    print(row(("位数", "完全匹配"), (6, 10)))      # a whole line, each cell right-aligned
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 
 
 def width(text: str) -> int:
@@ -36,3 +38,9 @@ def pad(text: object, columns: int, align: str = "<") -> str:
     if align == ">":
         return " " * room + text
     return " " * (room // 2) + text + " " * (room - room // 2)
+
+
+def row(cells: Iterable[object], widths: Iterable[int], align: str = ">", sep: str = " ") -> str:
+    """One line of a table: each cell :func:`pad`-ded to its width (``align`` for every cell),
+    joined by ``sep``; as many widths as cells."""
+    return sep.join(pad(cell, columns, align) for cell, columns in zip(cells, widths, strict=True))

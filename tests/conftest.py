@@ -160,6 +160,27 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
     return folder
 
 
+# --- the reference notebooks, executed once a run ---------------------------------------------
+
+def executed_solution(tmp_path_factory: pytest.TempPathFactory, lesson: str, edition: str) -> Path:
+    """The reference notebook of ``lesson`` in ``edition``, run top to bottom in a real kernel with
+    the ``smoke`` preset (errors kept as outputs), written once a run and shared by every test
+    that reads its outputs (``tests/test_solutions_execute.py``, ``tests/test_zh_tables.py``)."""
+
+    def build(folder: Path) -> None:
+        import nbformat
+        from nbclient import NotebookClient
+
+        folder.mkdir(parents=True)
+        nb = nbformat.read(catalogue.get(lesson).solution(edition), as_version=4)
+        os.environ["COURSE_PRESET"] = "smoke"
+        NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(folder)}}).execute()
+        nbformat.write(nb, folder / "executed.ipynb")
+
+    return built_once(tmp_path_factory, f"executed-{lesson}-{edition}", build) / "executed.ipynb"
+
+
 # --- a graded term (docs/examples/term_class.py): one class of lesson 01 with every case ------
 
 TERM_LESSON = "01_attention_by_hand"

@@ -3,12 +3,9 @@ hidden-test cells (grader.kernel.grade, as nbgrader runs them) give full points.
 
 from __future__ import annotations
 
-import os
-
 import nbformat
 import pytest
-from conftest import lessons
-from nbclient import NotebookClient
+from conftest import executed_solution, lessons
 
 from coursekit import catalogue
 
@@ -18,12 +15,9 @@ EDITIONS = [(lesson, edition) for lesson in lessons() for edition in catalogue.g
 
 
 @pytest.mark.parametrize(("lesson", "edition"), EDITIONS, ids=[f"{x}-{e}" for x, e in EDITIONS])
-def test_solution_notebook_runs_and_scores_full_marks_in_kernel(lesson: str, edition: str, tmp_path) -> None:
-    nb = nbformat.read(catalogue.get(lesson).solution(edition), as_version=4)
-    os.environ["COURSE_PRESET"] = "smoke"
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
+def test_solution_notebook_runs_and_scores_full_marks_in_kernel(lesson: str, edition: str,
+                                                                 tmp_path_factory) -> None:
+    nb = nbformat.read(executed_solution(tmp_path_factory, lesson, edition), as_version=4)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coursekit.text import pad, width
+from coursekit.text import pad, row, width
 
 
 def test_width_counts_chinese_as_two_columns():
@@ -28,3 +28,13 @@ def test_pad_never_cuts_and_rejects_unknown_alignment():
     assert pad("一千二百三十四", 4) == "一千二百三十四"
     with pytest.raises(ValueError):
         pad("x", 3, "=")
+
+
+def test_row_lines_up_headers_and_cells_by_display_width():
+    header = row(("新词元数", "比值"), (10, 6))
+    line = row((32, "19.6"), (10, 6))
+    assert width(header) == width(line) == 17
+    assert width(header.split("比值")[0]) == width(line.split("19.6")[0])         # the column ends line up
+    assert row(("a", "b"), (2, 2), "<", " | ") == "a  | b "
+    with pytest.raises(ValueError):
+        row(("a", "b"), (2,))

@@ -29,11 +29,13 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
     largest, top-p the smallest set of most likely tokens whose probabilities reach p."""
     logits = logits / temperature
     if top_k is not None:
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k} (top_k=None turns top-k off)")
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[..., -1:]   # [B, 1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None:
+    if top_p is not None and top_p < 1:                # top_p = 1 keeps every token
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(dim=-1)
+        probs = sorted_logits.double().softmax(dim=-1)  # float64: a float32 total reaches 1 too early
         before = probs.cumsum(dim=-1) - probs          # the mass of the tokens more likely than each
         drop = before >= top_p                         # the set already reached p without it
         drop[..., 0] = False                           # the most likely token always stays
@@ -107,11 +109,17 @@ def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, eos_id
     was_training = model.training
     model.eval()
     cache = KVCache() if use_cache else None
+    max_len = model.cos.size(0)                        # the positions the model has angles for
+    start = int((prompt != model.pad_id).long().argmax(dim=-1).min())   # the longest row's first column
     ids, new = prompt, prompt
     done = torch.zeros(prompt.size(0), dtype=torch.bool, device=prompt.device)
     try:
         for _ in range(max_new_tokens):
+            if ids.size(1) - start > max_len:
+                raise ValueError(f"generate needs {ids.size(1) - start} positions, more than the model's "
+                                 f"max_len of {max_len}: ask for fewer new tokens")
             logits = decoder_step(model, new, cache)[:, -1] if use_cache else model(ids)[:, -1]
+            logits[:, model.pad_id] = float("-inf")    # never a pad: the key mask would hide it from later steps
             token = sample(logits, temperature, top_k, top_p, generator).masked_fill(done, model.pad_id)
             ids = torch.cat([ids, token[:, None]], dim=1)
             done = done | (token == eos_id)
@@ -210,6 +218,22 @@ def find_checkpoint(file_name: str, lesson: str, preset: str) -> Path | None:
             return folder / file_name
     return None
 
+def reported(evaluate, label: str):
+    """evaluate (one validation run), with a line of progress in this notebook's words after each:
+    lesson 09's and 10's fit write their bar and log in English, so they run here with progress=False."""
+    runs = [0]
+
+    def run() -> float:
+        accuracy = evaluate()
+        runs[0] += 1
+        print(f"{label}: evaluation {runs[0]}, valid exact match {accuracy:.2%}")
+        return accuracy
+    return run
+
+def trained(label: str, history) -> None:
+    print(f"{label}: trained for {history.steps:,} steps ({history.train_seconds:.0f} s), "
+          f"valid exact match {history.valid_acc[-1]:.2%}")
+
 def encoder_decoder(cfg: Preset, device: torch.device, train_pairs: list[tuple[str, str]],
                     valid_pairs: list[tuple[str, str]], run_dir: Path) -> tuple[nn.Module, CharVocab, CharVocab]:
     """Lesson 09's model for cfg's preset and direction: (model, source vocabulary, target
@@ -230,8 +254,11 @@ def encoder_decoder(cfg: Preset, device: torch.device, train_pairs: list[tuple[s
     if device.type == "cuda":
         lesson09.autocast_forward(model)            # forward passes in bf16, as lesson 09 trains on a GPU
     optimizer, scheduler = lesson09.make_optimizer(model, cfg09)
-    history = lesson09.fit(model, cfg09, lesson09.training_set(train_pairs, cfg09),
-                           valid_pairs[:cfg09.eval_examples], src_vocab, tgt_vocab, optimizer, scheduler)
+    valid = valid_pairs[:cfg09.eval_examples]
+    evaluate = reported(lambda: lesson09.exact_match(model, valid, src_vocab, tgt_vocab)[0], "lesson 09's model")
+    history = lesson09.fit(model, cfg09, lesson09.training_set(train_pairs, cfg09), valid, src_vocab, tgt_vocab,
+                           optimizer, scheduler, evaluate=evaluate, progress=False)
+    trained("lesson 09's model", history)
     run_dir.mkdir(parents=True, exist_ok=True)
     lesson09.save_checkpoint(run_dir / name, model, cfg09, src_vocab, tgt_vocab, history.steps)
     return model.eval(), src_vocab, tgt_vocab
@@ -252,8 +279,11 @@ def decoder_only(cfg: Preset, device: torch.device, train_pairs: list[tuple[str,
     torch.manual_seed(0)
     model = lesson10.build_model(cfg10, vocab, device)
     optimizer, scheduler = lesson10.make_optimizer(model, cfg10)
-    history = lesson10.fit(model, cfg10, lesson10.training_set(train_pairs, cfg10), valid_pairs[:cfg10.eval_examples],
-                           vocab, optimizer, scheduler)
+    valid = valid_pairs[:cfg10.eval_examples]
+    evaluate = reported(lambda: lesson10.exact_match(model, valid, vocab)[0], "lesson 10's model")
+    history = lesson10.fit(model, cfg10, lesson10.training_set(train_pairs, cfg10), valid, vocab, optimizer, scheduler,
+                           evaluate=evaluate, progress=False)
+    trained("lesson 10's model", history)
     run_dir.mkdir(parents=True, exist_ok=True)
     lesson10.save_checkpoint(run_dir / name, model, cfg10, vocab, history)
     return model.eval(), vocab

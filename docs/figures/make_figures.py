@@ -209,7 +209,7 @@ TEXT_ZH: dict[str, str] = {
     "prefill:\nthe whole prompt": "预填充：\n整个提示词",
     "decode step {}:\none new token": "解码第 {} 步：\n一个新词元",
     "q, k, v": "q、k、v",
-    "{} pairs\n(without a cache: {})": "{} 对\n（没有缓存时：{}）",
+    "{} query–key scores\n(without a cache: {})": "{} 个查询–键分数\n（没有缓存时：{} 个）",
     "{} positions": "{} 个位置",
     "the chosen token\nis the next input": "选出的词元\n是下一步的输入",
     "computed in this step (q, k, v; k, v appended to the cache)": "这一步计算的（q、k、v；k、v 追加到缓存）",
@@ -809,7 +809,8 @@ def kv_cache() -> plt.Figure:
                  edge="k" if new else GREY, fontsize=10)
         if step:
             ax.text(2.6 + 0.62 * (n - 1), y - 0.48, _t("q, k, v"), ha="center", fontsize=7, color="#a0522d")
-        # the query–key pairs: grey, the lower triangle a step without a cache computes; orange, this step's
+        # the query–key scores that count (the causal triangle; the code computes the whole square):
+        # grey, those a step without a cache recomputes; orange, this step's
         cell = 0.135
         x0, top = 8.05, y + 0.55
         for q in range(n):
@@ -819,7 +820,7 @@ def kv_cache() -> plt.Figure:
                                            facecolor="#e6550d" if computed else "#eeeeee",
                                            edgecolor="white", lw=0.4))
         pairs = n * (n + 1) // 2 if step == 0 else n
-        ax.text(x0 + n * cell + 0.15, y, _t("{} pairs\n(without a cache: {})").format(pairs, n * (n + 1) // 2),
+        ax.text(x0 + n * cell + 0.15, y, _t("{} query–key scores\n(without a cache: {})").format(pairs, n * (n + 1) // 2),
                 va="center", fontsize=8)
         # the cache after this step: n columns of k and v
         for row, name in enumerate(("k", "v")):

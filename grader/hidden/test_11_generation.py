@@ -3,8 +3,9 @@
 ``filter_logits`` is compared with a float64 oracle on inputs drawn away from ties and from the
 boundaries where the contract could be read two ways (a running total within 0.002 of p, a top-k
 and top-p pair whose two readings disagree), plus a boundary case whose probabilities are exact
-(equal logits: 1/4, 1/8) where the contract is clear. ``sample`` is exact where it can be
-(temperature 0 and top_k=1 are the argmax) and otherwise judged on 20,000 draws from a seeded
+(equal logits: 1/4, 1/8) where the contract is clear, and top_p=1 on 32,000 tokens (every one
+kept; a float32 running total reaches 1 thousands of tokens early). ``sample`` is exact where it
+can be (temperature 0 and top_k=1 are the argmax) and otherwise judged on 20,000 draws from a seeded
 generator, with bounds of six binomial standard deviations (never flaky) that every mistake
 misses by far more; any sampler whose draws have the right distribution and follow the given
 generator keeps full marks.
@@ -64,6 +65,8 @@ MISTAKES = {
     "filter_topp_drops_top": "top-p can exclude every token (the most likely one is not always kept)",
     "filter_topp_unsorted": "top-p sums the probabilities in vocabulary order, not from the most likely down",
     "filter_topp_boundary": "top-p keeps one token more when the total reaches p exactly",
+    "filter_topp_float32_total": "top_p=1 drops tokens: the running total, summed in float32 from the most likely "
+                                 "token down, reaches 1 before the last one",
     "filter_not_combined": "with both top_k and top_p only one filter is applied",
     "filter_topk_above_vocab": "top_k larger than the vocabulary raises instead of keeping every token",
     "filter_softmax_overflow": "top-p's softmax overflows on large logits (exp without subtracting the max)",
@@ -144,6 +147,7 @@ REQUIREMENTS = {
         "(cumsum - probs) already reaches top_p": ("filter_topp_unsorted", "filter_topp_excludes_crossing",
                                                    "filter_topp_boundary"),
         "top-p never drops the first (most likely) token": ("filter_topp_drops_top",),
+        "top_p=1 keeps every token (the total in float64, or top-p skipped at 1)": ("filter_topp_float32_total",),
         # a softmax that gives NaN on logits near ±1000 is not the softmax the text asks for
         "top-p on the softmax of the sorted logits": ("filter_softmax_overflow",),
         "top_k and top_p together: both filters apply (each only when it is not None)": ("filter_not_combined",),
@@ -459,6 +463,23 @@ def test_filter_top_p_exact_total(sub):
         check(bool((out[out > -1e29] == 0.0).all()) and bool((out[~ties] <= -1e29).all()),
               f"rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied "
               f"largest logits, unchanged")
+    _top_p_one_keeps_all(sub, g)
+
+
+def _top_p_one_keeps_all(sub, g, V=32_000):
+    """top_p=1 on a vocabulary of 32,000 whose smallest probabilities are about 1e-10: every
+    token has a probability above 0, so every one is kept; a float32 running total from the most
+    likely token down reaches 1.0 thousands of tokens before the end (float64 does not)."""
+    x = (3.0 * torch.randn(1, V, generator=g)).clamp(-9.0, 9.0)
+    out, _ = _filter(sub, x, top_p=1.0)
+    kept = int((out > -1e29).sum())
+    ranked = x.sort(dim=-1, descending=True).values.softmax(-1)             # float32, as the mistake sums
+    if kept < V and kept == int(((ranked.cumsum(-1) - ranked) < 1.0).sum()):
+        diagnose("filter_topp_float32_total", f"with top_p=1.0 on {V:,} tokens, filter_logits kept {kept:,}: "
+                 f"a running total of float32 probabilities reaches 1.0 before the last token; sum the "
+                 f"probabilities in float64 (probs.double()), or skip top-p when top_p is 1")
+    check(kept == V, f"with top_p=1.0 on {V:,} tokens every token should be kept (each has a probability "
+          f"above 0), kept {kept:,}")
 
 
 OVERFLOW_SHIFTS = (1000.0, -1000.0, 100.0)
@@ -1202,15 +1223,28 @@ def test_generate_uses_the_cache(sub):
           f"without a cache it runs model(ids) on the whole sequence at every step", mistake="gen_cache_when_off")
 
 
-def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed):
+def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed, never=None):
     """generate with sampling as the course does it: one draw per step for the whole batch,
-    torch.multinomial on softmax(filter_logits(last logits)) with a generator seeded ``seed``."""
+    torch.multinomial on softmax(filter_logits(last logits)) with a generator seeded ``seed``;
+    ``never``: a token whose logit is set to -inf first (the pad, as the course's version does:
+    advice the text gives, so both ways are right)."""
     g = torch.Generator().manual_seed(seed)
     ids = prompt
     for _ in range(T):
-        probs = ref_filter(m32(ids)[:, -1], temperature, top_k, top_p).softmax(-1)
+        logits = m32(ids)[:, -1]
+        if never is not None:
+            logits[:, never] = NEG_INF
+        probs = ref_filter(logits, temperature, top_k, top_p).softmax(-1)
         ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)], 1)
     return ids
+
+
+def _within_top_k(logits, k, never):
+    """[B, V]: the tokens among the k largest of ``logits``, or of ``logits`` without the token ``never``."""
+    plain = logits >= logits.topk(k, dim=-1).values[:, -1:] - 1e-4
+    without = logits.clone()
+    without[:, never] = NEG_INF
+    return plain | (without >= without.topk(k, dim=-1).values[:, -1:] - 1e-4)
 
 
 SAMPLING = {"temperature": 2.0, "top_k": 4, "top_p": 0.95}
@@ -1249,18 +1283,18 @@ def test_generate_passes_sampling_on(sub):
                      "to sample(logits, temperature, top_k, top_p, generator)")
         check(False, "generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)")
     settings = SAMPLING
-    want = sampled_generate(m32, prompt, T, seed=seed, **settings)
-    eos = next((t for t in range(V_LM) if t != pad_id and t not in want[:, prompt.shape[1]:]), eos)
+    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
+    drawn = torch.cat([w[:, prompt.shape[1]:] for w in wants], 1)
+    eos = next((t for t in range(V_LM) if t != pad_id and t not in drawn), eos)
     out = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
-    if matches(out, want):
+    if any(matches(out, want) for want in wants):
         return
     again = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
     check(matches(out, again), "two generators seeded alike gave different samples: pass generate's generator "
           "on to sample", mistake="gen_generator_dropped")
     P = prompt.shape[1]
     for t in range(P, out.shape[1]):  # any draws that follow the generator, within top-k, are accepted
-        logits = m64(out[:, :t])[:, -1]
-        within = logits >= logits.topk(settings["top_k"], dim=-1).values[:, -1:] - 1e-4
+        within = _within_top_k(m64(out[:, :t])[:, -1], settings["top_k"], pad_id)
         allowed = within | (out[:, :t] == eos).any(1, keepdim=True) | (out[:, t:t + 1] == pad_id)
         picked = allowed.gather(1, out[:, t:t + 1].clamp(0, V_LM - 1))
         check(bool(picked.all()), "with top_k=4 generate sampled a token outside the 4 most likely: pass "
