@@ -178,6 +178,7 @@ REQUIREMENTS = {
             ("step_masked_with_neg_inf",),
         "KVCache() takes no arguments and makes a new, empty cache": ("step_cache_shared",),
         "len(cache) is T, the number of positions cached": ("step_cache_len",),
+        "lesson 10's given block_forward (which takes past keys and values) is refused": ("given_answer",),
         # Exercise 3 does not say it; section 7 runs generate, hence decoder_step, on a GPU (see
         # the report: a sentence for both editions)
         "tensors built inside on ids' device (section 7 runs it on a GPU)": ("step_tensor_on_cpu",),
@@ -192,6 +193,7 @@ REQUIREMENTS = {
         "sample(logits, temperature, top_k, top_p, generator)":
             ("gen_sampling_args_dropped", "gen_generator_dropped"),
         "eval() for the loop, the mode restored after it": ("gen_no_eval", "gen_mode_not_restored"),
+        "lesson 10's given greedy_answers and block_forward are refused": ("given_answer",),
     },
     "beam_search": {
         "decodes with memory_mask=src_mask (the source's padding mask)": ("beam_no_memory_mask",),
@@ -216,6 +218,14 @@ REQUIREMENTS = {
 BUILDS_ON = {
     "sample": ("filter_logits",),
     "generate": ("sample", "filter_logits", "decoder_step", "KVCache"),
+}
+
+# The course's given code that computes an exercise: refused while that exercise is graded
+# (grader.check.parts.judged_alone), so that a decoder_step built on lesson10.block_forward (which
+# takes past keys and values) or a generate returning lesson10.greedy_answers earns nothing.
+GIVEN_ANSWERS = {
+    "decoder_step": ("lesson10.block_forward",),
+    "generate": ("lesson10.greedy_answers", "lesson10.block_forward"),
 }
 
 F64 = torch.float64

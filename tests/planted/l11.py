@@ -127,6 +127,22 @@ BUGS = [
     bug("sample", "changes_its_input", "divides the caller's logits in place (logits /= temperature)",
         (SAMPLE_PROBS, "logits /= temperature\n    probs = torch.softmax(filter_logits(logits, 1.0, top_k, top_p), dim=-1)")),
     # decoder_step (KVCache)
+    bug("decoder_step", "given_answer", "each block run by lesson 10's given block_forward, with past keys and values",
+        ("    for i, block in enumerate(model.blocks):\n",
+         "    for i, block in enumerate(model.blocks):\n"
+         "        past = (cache.keys[i], cache.values[i]) if T0 else None\n"
+         "        x, (k, v) = lesson10.block_forward(block, x, cos, sin, key_mask, n_head=H, past=past)\n"
+         "        if T0:\n"
+         "            cache.keys[i], cache.values[i] = k, v\n"
+         "        else:\n"
+         "            cache.keys.append(k)\n"
+         "            cache.values.append(v)\n"
+         "        continue\n")),
+    bug("generate", "given_answer", "greedy generation returned by lesson 10's given greedy_answers",
+        ("    was_training = model.training\n    model.eval()\n    cache = KVCache()",
+         "    if temperature == 0:\n"
+         "        return torch.cat([prompt, lesson10.greedy_answers(model, prompt, max_new_tokens, eos_id)], dim=1)\n"
+         "    was_training = model.training\n    model.eval()\n    cache = KVCache()")),
     bug("decoder_step", "step_pads_attended", "no key mask", (KEYS, "allowed = allowed")),
     bug("decoder_step", "step_no_causal", "no causal mask", (CAUSAL, CAUSAL.replace(".tril(T0)", ""))),
     bug("decoder_step", "step_no_causal_in_chunk", "causal mask for the prompt only",
