@@ -23,6 +23,7 @@ from typing import Any
 from coursekit.errors import UserError
 from grader import templating
 from grader.record import Folder, HintData, RecordError, Status
+from grader.templating import points
 
 OK = Status.OK
 LOW_SHARE = 0.5  # a graded notebook under this share of the points is worth a look
@@ -179,7 +180,7 @@ def to_look_at(data: ClassData, flags: dict[str, list[Any]]) -> list[dict[str, A
             reasons[s.student_id].append("handed in the notebook untouched (every answer cell "
                                          "is as handed out)")
         elif s.max_score and s.score < LOW_SHARE * s.max_score:
-            reasons[s.student_id].append(f"scored {s.score:g} of {s.max_score:g}")
+            reasons[s.student_id].append(f"scored {points(s.score)} of {points(s.max_score)}")
     for exercise, found in flags.items():
         for f in found:
             how = "identical to" if f.identical else "unusually like"
@@ -318,7 +319,7 @@ def write_report(folder: str | Path, submitted: str | Path | None = None) -> tup
     s = summary(data)
     n_flags = sum(len(f) for f in flags.values())
     lines = [f"wrote {target}: {s['students']} student(s), {data.lesson}",
-             f"  scores: mean {s['mean']:.1f}, median {s['median']:g} of {s['max_score']:g}; "
+             f"  scores: mean {s['mean']:.2f}, median {points(s['median'])} of {points(s['max_score'])}; "
              f"{s['full_marks']} with full marks",
              "  status: " + ", ".join(f"{k} {v}" for k, v in s["statuses"].items()),
              f"  students to look at: {len(to_look_at(data, flags))}; similarity flags: {n_flags}",

@@ -31,6 +31,7 @@ from pathlib import Path
 from coursekit.errors import UserError
 from grader import csvcells
 from grader.record import Folder, RecordError, Status
+from grader.templating import points
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_KEYS = {"login": "SIS Login ID", "sis": "SIS User ID", "id": "ID", "name": "Student"}
@@ -193,7 +194,7 @@ def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = F
 
 def _score(lesson: Lesson, student: str) -> str:
     row = lesson.rows.get(student)
-    return "" if row is None else f"{float(row['score']):g}"
+    return "" if row is None else points(float(row['score']))
 
 
 def canvas_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:
