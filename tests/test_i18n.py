@@ -283,7 +283,7 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
                         [ExerciseResult("softmax", points=4.0, max_points=4.0)], notes=[note])
         page = feedback_html(i18n.localize(report, "zh"), "hank", penalty=0.8 if late else 0.0)
         body = page.split("<body>", 1)[1]
-        assert "已评分" in body and "Graded" not in body and "late" not in body and "On time" not in body
+        assert "得分：4 / 4。" in body and "Graded" not in body and "late" not in body and "On time" not in body
         assert "学生：<b>hank</b>" in body
         if late:
             assert "（原始分数 4，迟交扣分 0.8）" in body

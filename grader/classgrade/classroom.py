@@ -36,6 +36,7 @@ from typing import Any
 
 from coursekit import catalogue
 from coursekit.errors import UserError
+from coursekit.settings import edition as course_edition
 from grader import i18n, results
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
@@ -157,11 +158,8 @@ def grade_student(student: str, opts: Options, submitted: Path,
     lesson = opts.lesson
     handed = handed or handed_in(submitted, student, lesson)
     found = handed.found
-    canonical = f"{student}/{lesson}/{catalogue.get(lesson).student().name}"
     if found.problem == "missing":
-        return not_graded(canonical, lesson, exercise_points(lesson), Status.MISSING,
-                          f"No submission: no notebook of {lesson} in {student}/ "
-                          f"(nbgrader's layout: {canonical}).")
+        return missing(student, lesson)
     if found.problem == "ambiguous":
         names = submissions.shown_list(found.candidates, handed.folder)
         return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
@@ -172,6 +170,21 @@ def grade_student(student: str, opts: Options, submitted: Path,
     report = grade_notebook(path, path.relative_to(submitted).as_posix(), opts, start)
     if found.note:
         report.notes.insert(0, found.note)
+    return report
+
+
+def missing(student: str, lesson: str) -> Report:
+    """The report of a student without a notebook of ``lesson``: its message names the file
+    nbgrader expects in this course (``COURSE_EDITION``: ``NN_name.zh.ipynb`` in a Chinese
+    class, either edition's in a class of both), and a Chinese class reads it in Chinese."""
+    held = course_edition()
+    editions = [e for e in catalogue.get(lesson).editions if held in ("both", e)] or ["en"]
+    expected = [f"{student}/{lesson}/{catalogue.get(lesson).student(e).name}" for e in editions]
+    canonical = ", ".join(expected)
+    report = not_graded(expected[0], lesson, exercise_points(lesson), Status.MISSING,
+                        f"No submission: no notebook of {lesson} in {student}/ "
+                        f"(nbgrader's layout: {canonical}).")
+    report.edition = held if held in editions else "en"
     return report
 
 

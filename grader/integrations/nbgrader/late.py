@@ -15,7 +15,7 @@ from __future__ import annotations
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Unicode
 
-from grader.classgrade.late import DEFAULT_FILE, format_duration, load
+from grader.classgrade.late import DEFAULT_FILE, format_duration, format_local, load
 
 
 class CoursePenalty(LateSubmissionPlugin):
@@ -42,7 +42,7 @@ def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
     with Gradebook(db_url, course_id) as gb:
         for lesson, due in deadlines.due.items():
             gb.update_or_create_assignment(lesson, duedate=due.replace(tzinfo=None))  # naive UTC
-            done.append(f"{lesson}: due {due:%Y-%m-%d %H:%M} UTC")
+            done.append(f"{lesson}: due {format_local(due, deadlines.timezone)}")
         for student, granted in deadlines.extensions.items():
             gb.update_or_create_student(student)
             for lesson in deadlines.due:
