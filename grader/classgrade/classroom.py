@@ -27,7 +27,7 @@ import statistics
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
@@ -255,6 +255,42 @@ class RunSummary:
     @property
     def median_s(self) -> float:
         return statistics.median(self.per_submission) if self.per_submission else 0.0
+
+
+def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
+    """What ``grade`` prints when it is done, a sentence a line (each a template of the
+    catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
+    changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
+    lines = [f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
+             f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)"]
+    if summary.waiting:
+        lines.append(f"not regraded (changed since graded, not chosen with --student): "
+                     f"{', '.join(summary.waiting)}")
+    if summary.other_settings:
+        lines.append(f"kept {len(summary.other_settings)} result(s) made under other settings "
+                     f"(isolation, grader version), not vouched for by this run: "
+                     f"{', '.join(summary.other_settings)}; regrade them with --student ID or --force")
+    if opts.deadlines is not None:
+        lines.append(f"late work: {opts.deadlines.source} (raw_score, late_submission_penalty and "
+                     "score in grades.csv)")
+    isolation = "strict" if opts.isolation == "full" else opts.isolation
+    protections = ", ".join(summary.protections) or "none"
+    lines.append(f"protections: {protections} (isolation {isolation})")
+    if summary.missing:
+        lines.append(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
+    ambiguous = [s for s in summary.statuses if summary.statuses[s] == "ambiguous"]
+    if ambiguous:  # the instructor's step; the students' pages say only what they can do
+        lines.append(f"ambiguous: {', '.join(ambiguous)} handed in several different notebooks: "
+                     "keep the one to grade in each folder, then regrade with --student ID")
+    lines.append(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
+    return lines
+
+
+def editions_handed_in(out: Path, students: Iterable[str]) -> list[str]:
+    """The edition of each student's notebook, as its result names it."""
+    folder = Folder(out)
+    results = (folder.read_result(student) for student in students)
+    return [i18n.notebook_edition(None, r.notebook) for r in results if r is not None and r.notebook]
 
 
 def student_folders(submitted: Path) -> list[str]:
