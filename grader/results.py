@@ -205,9 +205,9 @@ def to_text(report: Report, color: bool = False) -> str:
     lines = [f"{report.lesson}  ({report.notebook})", ""]
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
-        lines.append(f"  {mark} {e.name:<{width}}  {points(e.points):>5} / {points(e.max_points):<5}")
+        lines.append(f"  {mark} {e.name:<{width}}  {points(e.points):>5} / {points(e.max_points)}")
         lines += [f"      {_label(t('hint:'))}{hint}" for hint in e.hints]
-    lines.append(f"    {_pad(t('total'), width)}  {points(report.score):>5} / {points(report.max_score):<5}")
+    lines.append(f"    {_pad(t('total'), width)}  {points(report.score):>5} / {points(report.max_score)}")
     if report.status != Status.OK:
         lines += ["", paint(report.said(t), "33")]
     elif report.notes:
