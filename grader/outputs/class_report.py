@@ -395,7 +395,7 @@ def write_report(folder: str | Path, submitted: str | Path | None = None,
     s = summary(data)
     n_flags = sum(len(f) for f in flags.values())
     lines = [f"wrote {target}: {s['students']} student(s), {data.lesson}",
-             f"  scores: mean {s['mean']:.2f}, median {points(s['median'])} of {points(s['max_score'])}; "
+             f"  scores: mean {s['mean']:.1f}, median {points(s['median'])} of {points(s['max_score'])}; "
              f"{s['full_marks']} with full marks",
              "  status: " + ", ".join(f"{k} {v}" for k, v in s["statuses"].items()),
              f"  students to look at: {len(to_look_at(data, flags))}; similarity flags: {n_flags}",
