@@ -300,8 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
     call_timeout_option(grade)
     grade.add_argument("--lang", choices=["en", "zh"], default=None,
-                       help="language of the feedback pages (default: each notebook's; "
-                            "grades.csv and results/ are always English)")
+                       help="language of the feedback pages (default: each notebook's) and "
+                            "of the summary printed at the end (default: $COURSE_LANG, else the "
+                            "edition most of the class handed in); grades.csv and results/ are "
+                            "always English")
     grade.set_defaults(func=cmd_grade)
 
     gradebook = commands.add_parser(
