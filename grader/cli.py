@@ -113,28 +113,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
         print(f"grader: interrupted ({left}); every result written is complete: run the "
               "same command again to grade the rest", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
-    changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
-    print(f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
-          f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)")
-    if summary.waiting:
-        print(f"not regraded (changed since graded, not chosen with --student): "
-              f"{', '.join(summary.waiting)}")
-    if summary.other_settings:
-        print(f"kept {len(summary.other_settings)} result(s) made under other settings (isolation, "
-              f"grader version), not vouched for by this run: {', '.join(summary.other_settings)}; "
-              "regrade them with --student ID or --force")
-    if opts.deadlines is not None:
-        print(f"late work: {opts.deadlines.source} (raw_score, late_submission_penalty and score "
-              "in grades.csv)")
-    isolation = "strict" if opts.isolation == "full" else opts.isolation
-    print(f"protections: {', '.join(summary.protections) or 'none'} (isolation {isolation})")
-    if summary.missing:
-        print(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
-    ambiguous = [s for s in summary.statuses if summary.statuses[s] == "ambiguous"]
-    if ambiguous:  # the instructor's step; the students' pages say only what they can do
-        print(f"ambiguous: {', '.join(ambiguous)} handed in several different notebooks: keep the "
-              "one to grade in each folder, then regrade with --student ID")
-    print(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
+    from grader.classgrade.classroom import editions_handed_in, summary_lines
+    from grader.i18n import class_language, words
+
+    t = words(class_language(args.lang, editions_handed_in(opts.out, summary.statuses)))
+    for line in summary_lines(summary, opts):
+        print(t(line))
     return 0
 
 
@@ -268,7 +252,7 @@ def cmd_lms(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from grader.outputs.class_report import write_report
 
-    _, text = write_report(args.folder, args.submitted)
+    _, text = write_report(args.folder, args.submitted, lang=args.lang)
     print(text)
     return 0
 
@@ -316,8 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
     call_timeout_option(grade)
     grade.add_argument("--lang", choices=["en", "zh"], default=None,
-                       help="language of the feedback pages (default: each notebook's; "
-                            "grades.csv and results/ are always English)")
+                       help="language of the feedback pages (default: each notebook's) and "
+                            "of the summary printed at the end (default: $COURSE_LANG, else the "
+                            "edition most of the class handed in); grades.csv and results/ are "
+                            "always English")
     grade.set_defaults(func=cmd_grade)
 
     gradebook = commands.add_parser(
@@ -423,6 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--submitted", default=None, metavar="SUBMITTED",
                         help="the graded notebooks, for similarity flags (default: the folder "
                              "`grade` read, as run.json records it)")
+    report.add_argument("--lang", choices=["en", "zh"], default=None,
+                        help="language of the page and of this summary, the students' hints "
+                             "as they read them (default: $COURSE_LANG, else the edition most of "
+                             "the class handed in)")
     report.set_defaults(func=cmd_report)
     return parser
 

@@ -48,7 +48,7 @@ LANGUAGES = ("en", "zh")
 SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "check/engine.py",
            "check/lessons.py", "check/calls.py", "results.py", "classgrade/classroom.py",
            "classgrade/find.py", "classgrade/late.py", "kernel.py", "runtime/errors.py",
-           "templates/*.j2")
+           "outputs/class_report.py", "templates/*.j2")
 #: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions, the
 #: requirements each exercise's checks answer).
 NOT_SHOWN = {"MISTAKES", "REQUIREMENTS"}
@@ -242,6 +242,17 @@ def choose(lang: str | None, edition: str | None = None) -> str:
         if value in LANGUAGES:
             return value
     return "en"
+
+
+def class_language(lang: str | None, editions: Iterable[str]) -> str:
+    """The language of what a class's commands say (``grade``'s summary, ``report``):
+    ``lang`` (``--lang``), else ``COURSE_LANG``, else the edition most of the class handed in
+    (English on a tie), as ``check`` takes a notebook's edition for its language."""
+    counts: dict[str, int] = {}
+    for edition in editions:
+        counts[edition] = counts.get(edition, 0) + 1
+    most = max(counts, key=lambda e: (counts[e], e == "en"), default=None)
+    return choose(lang, most)
 
 
 def notebook_edition(nb: dict[str, Any] | None, name: str | Path = "") -> str:

@@ -29,6 +29,7 @@ from grader.check.submission import InProcessSubmission
 from grader.i18n import choose, words
 from grader.limits import DEFAULT_LIMITS
 from grader.results import ExerciseResult
+from grader.templating import points as shown
 
 
 def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
@@ -67,7 +68,7 @@ def exercise_text(exercise: str, results: list[ExerciseResult], t: Any) -> tuple
     translates) and the points earned, as nbgrader reads them for partial credit."""
     points = float(sum(r.points for r in results))
     max_points = float(sum(r.max_points for r in results))
-    lines = [t(f"{exercise}: {points:g} / {max_points:g} points")]
+    lines = [t(f"{exercise}: {shown(points)} / {shown(max_points)} points")]
     label = t("hint:")
     gap = "" if label.endswith("：") else " "
     lines += [f"  {label}{gap}{t(hint)}" for result in results for hint in result.hints]

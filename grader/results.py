@@ -38,6 +38,7 @@ from enum import StrEnum
 from typing import Any
 
 from grader import csvcells
+from grader.templating import points
 
 
 class Status(StrEnum):
@@ -138,7 +139,8 @@ class Report:
 
     def _what_happened(self) -> str:
         if self.status == Status.OK:
-            return f"Graded: {self.score:g} of {self.max_score:g} points."
+            score, top = points(self.score), points(self.max_score)
+            return f"Graded: {score} of {top} points."
         if self.status in STOPPED:
             return STOPPED[Status(self.status)]
         first = self.exercises[0].as_dict()["message"] if self.exercises else ""
@@ -209,9 +211,9 @@ def to_text(report: Report, color: bool = False) -> str:
     lines = [f"{report.lesson}  ({report.notebook})", ""]
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
-        lines.append(f"  {mark} {e.name:<{width}}  {e.points:5.1f} / {e.max_points:<5.1f}")
+        lines.append(f"  {mark} {e.name:<{width}}  {points(e.points):>5} / {points(e.max_points)}")
         lines += [f"      {_label(t('hint:'))}{hint}" for hint in e.hints]
-    lines.append(f"    {_pad(t('total'), width)}  {report.score:5.1f} / {report.max_score:<5.1f}")
+    lines.append(f"    {_pad(t('total'), width)}  {points(report.score):>5} / {points(report.max_score)}")
     if report.status != Status.OK:
         lines += ["", paint(report.said(t), "33")]
     elif report.notes:

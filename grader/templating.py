@@ -12,6 +12,14 @@ GRADESCOPE_TEMPLATES = TEMPLATES.parent / "integrations" / "gradescope" / "templ
 ESCAPED = (".html", ".htm", ".xml")
 
 
+def points(number: float) -> str:
+    """A score as it is recorded (``results/``, ``grades.csv``: rounded to 4 decimals), every
+    digit of it shown: ``0.25``, ``11.25``, ``17`` (never ``0.2`` for ``0.25``, as ``:.1f`` gives,
+    nor ``139.463`` for ``139.4625``, as ``:g`` gives). Every score a person reads goes through it."""
+    text = f"{round(float(number), 4):.4f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
 def escapes(name: str | None) -> bool:
     """Whether the template ``name`` escapes its values: by the extension of the file it
     renders (``report.html.j2`` escapes, ``README.md.j2`` and ``setup.sh.j2`` do not)."""
@@ -30,7 +38,7 @@ def _environment() -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["g"] = lambda number: format(number, "g")
+    env.filters["points"] = points
     return env
 
 

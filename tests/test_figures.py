@@ -61,6 +61,21 @@ def committed(lesson: str) -> set[str]:
     return {f"figures/{p.name}" for p in folder.glob("*.png")} if folder.is_dir() else set()
 
 
+def shown_in(path) -> set[str]:
+    """The figure paths one notebook's markdown shows."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return set(FIGURE_LINK.findall("\n".join("".join(c["source"]) for c in cells
+                                             if c["cell_type"] == "markdown")))
+
+
+@pytest.mark.parametrize("lesson", lessons())
+def test_every_lesson_shows_two_figures_before_it_is_run(lesson: str) -> None:
+    """Every edition of every lesson shows at least two pictures to a reader who runs
+    nothing (issue 50: lesson 02 had merged its two into one)."""
+    for path in catalogue.get(lesson).notebooks().values():
+        assert len(shown_in(path)) >= 2, f"{path.name} shows {sorted(shown_in(path))} before it is run"
+
+
 @pytest.mark.parametrize("lesson", lessons())
 def test_every_figure_a_lesson_shows_is_committed_and_used(lesson: str) -> None:
     assert shown(lesson), f"{lesson} shows no figure before it is run"

@@ -56,9 +56,10 @@ def test_gradebook_and_returned_feedback(term, tmp_path) -> None:
     assert proc.returncode == 0 and (back / "bob" / f"{LESSON}.html").is_file()
 
 
-def test_the_readme_shows_the_points_of_every_lesson() -> None:
+@pytest.mark.parametrize("readme", ["README.md", "README.zh.md"])
+def test_the_readme_shows_the_points_of_every_lesson(readme: str) -> None:
     from grader.outputs.gradebook import point_table
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / readme).read_text(encoding="utf-8")
     shown = text.split("<!-- points-table -->\n", 1)[1].split("\n<!-- /points-table -->", 1)[0]
     assert shown == point_table()

@@ -204,6 +204,16 @@ def test_a_late_note_is_chinese_whatever_the_duration(late) -> None:
         assert not english and not re.search(r"[A-Za-z]{3,}", text.replace("UTC", "")), text
 
 
+def test_chinese_hints_use_the_lessons_and_the_glossarys_words() -> None:
+    """Issue 50: the hints said 「契约」 where the lessons say 练习要求/练习规定, and 「批量」 for
+    a batch where the glossary (docs/zh-glossary.md) says 小批量 (批量规范化, 批量大小 and the
+    batch axis keep their names)."""
+    table = i18n.catalogue("zh")
+    assert not [v for v in table.values() if "契约" in v]
+    lone_batch = re.compile(r"(?<!小)批量(?!规范化|大小|维|轴)")
+    assert not [v for v in table.values() if lone_batch.search(v)]
+
+
 def test_every_template_in_the_source_has_a_chinese_translation() -> None:
     """A new or changed English message fails here until it is translated
     (``python -m grader.i18n sync``, then ``missing``)."""
@@ -283,7 +293,7 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
                         [ExerciseResult("softmax", points=4.0, max_points=4.0)], notes=[note])
         page = feedback_html(i18n.localize(report, "zh"), "hank", penalty=0.8 if late else 0.0)
         body = page.split("<body>", 1)[1]
-        assert "已评分" in body and "Graded" not in body and "late" not in body and "On time" not in body
+        assert "得分：4 / 4。" in body and "Graded" not in body and "late" not in body and "On time" not in body
         assert "学生：<b>hank</b>" in body
         if late:
             assert "（原始分数 4，迟交扣分 0.8）" in body

@@ -25,9 +25,11 @@ def test_late_work_columns(term) -> None:
     assert (alice["late_submission_penalty"], alice["score"]) == ("0.0", "10.0")
     assert bob["timestamp"] == "" and bob["late_submission_penalty"] == "0.0"
     page = (term["out"] / "feedback" / "hank" / f"{LESSON}.html").read_text()
-    assert "1 day 11 hours late (submitted 2026-03-04 10:00:00 UTC" in page  # not "utc"
+    # in the course's timezone, named (issue 50: a Beijing class read its deadlines in UTC)
+    assert ("1 day 11 hours late (submitted 2026-03-04 11:00:00 Europe/Paris, due 2026-03-02 "
+            "23:59:00 Europe/Paris)") in page
     # the page's score is the gradebook's, the raw score beside it (issue 24, item 5)
-    assert "Score: <b>8 / 10</b> (raw score 10, late penalty 2)" in page
+    assert 'Score: <b class="points">8 / 10</b> (raw score 10, late penalty 2)' in page
 
 
 #: ``python -m grader`` with the course's checkout, where ``grade`` also looks for

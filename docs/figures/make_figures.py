@@ -1093,7 +1093,7 @@ save_checkpoint(CHECKPOINT_PATH, model, CFG, VOCAB, history)
 
 NOTEBOOK_FIGURES: dict[str, NotebookFigures] = {
     "01_attention_by_hand": NotebookFigures({"9b3838d4": ["youxiu_weights"]}),
-    "02_split_heads": NotebookFigures({"7dc54cae": ["heads"]}),
+    "02_split_heads": NotebookFigures({"7dc54cae": ["heads", "reshape_only"]}),
     "03_scaled_dot_product_attention": NotebookFigures({"eb0dfdab": ["two_sentences"]}),
     "04_multi_head_attention": NotebookFigures({"017f8094": ["heads"]}),
     "05_layer_norm": NotebookFigures({"77bf8a84": ["ln_vs_bn"], "7c0c6c91": ["bn_depends_on_batch"]}),

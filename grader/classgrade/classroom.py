@@ -27,7 +27,7 @@ import statistics
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
@@ -36,6 +36,7 @@ from typing import Any
 
 from coursekit import catalogue
 from coursekit.errors import UserError
+from coursekit.settings import edition as course_edition
 from grader import i18n, ids, results
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
@@ -157,11 +158,8 @@ def grade_student(student: str, opts: Options, submitted: Path,
     lesson = opts.lesson
     handed = handed or handed_in(submitted, student, lesson)
     found = handed.found
-    canonical = f"{student}/{lesson}/{catalogue.get(lesson).student().name}"
     if found.problem == "missing":
-        return not_graded(canonical, lesson, exercise_points(lesson), Status.MISSING,
-                          f"No submission: no notebook of {lesson} in {student}/ "
-                          f"(nbgrader's layout: {canonical}).")
+        return missing(student, lesson)
     if found.problem == "ambiguous":
         names = submissions.shown_list(found.candidates, handed.folder)
         return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
@@ -172,6 +170,21 @@ def grade_student(student: str, opts: Options, submitted: Path,
     report = grade_notebook(path, path.relative_to(submitted).as_posix(), opts, start)
     if found.note:
         report.notes.insert(0, found.note)
+    return report
+
+
+def missing(student: str, lesson: str) -> Report:
+    """The report of a student without a notebook of ``lesson``: its message names the file
+    nbgrader expects in this course (``COURSE_EDITION``: ``NN_name.zh.ipynb`` in a Chinese
+    class, either edition's in a class of both), and a Chinese class reads it in Chinese."""
+    held = course_edition()
+    editions = [e for e in catalogue.get(lesson).editions if held in ("both", e)] or ["en"]
+    expected = [f"{student}/{lesson}/{catalogue.get(lesson).student(e).name}" for e in editions]
+    canonical = ", ".join(expected)
+    report = not_graded(expected[0], lesson, exercise_points(lesson), Status.MISSING,
+                        f"No submission: no notebook of {lesson} in {student}/ "
+                        f"(nbgrader's layout: {canonical}).")
+    report.edition = held if held in editions else "en"
     return report
 
 
@@ -242,6 +255,42 @@ class RunSummary:
     @property
     def median_s(self) -> float:
         return statistics.median(self.per_submission) if self.per_submission else 0.0
+
+
+def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
+    """What ``grade`` prints when it is done, a sentence a line (each a template of the
+    catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
+    changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
+    lines = [f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
+             f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)"]
+    if summary.waiting:
+        lines.append(f"not regraded (changed since graded, not chosen with --student): "
+                     f"{', '.join(summary.waiting)}")
+    if summary.other_settings:
+        lines.append(f"kept {len(summary.other_settings)} result(s) made under other settings "
+                     f"(isolation, grader version), not vouched for by this run: "
+                     f"{', '.join(summary.other_settings)}; regrade them with --student ID or --force")
+    if opts.deadlines is not None:
+        lines.append(f"late work: {opts.deadlines.source} (raw_score, late_submission_penalty and "
+                     "score in grades.csv)")
+    isolation = "strict" if opts.isolation == "full" else opts.isolation
+    protections = ", ".join(summary.protections) or "none"
+    lines.append(f"protections: {protections} (isolation {isolation})")
+    if summary.missing:
+        lines.append(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
+    ambiguous = [s for s in summary.statuses if summary.statuses[s] == "ambiguous"]
+    if ambiguous:  # the instructor's step; the students' pages say only what they can do
+        lines.append(f"ambiguous: {', '.join(ambiguous)} handed in several different notebooks: "
+                     "keep the one to grade in each folder, then regrade with --student ID")
+    lines.append(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
+    return lines
+
+
+def editions_handed_in(out: Path, students: Iterable[str]) -> list[str]:
+    """The edition of each student's notebook, as its result names it."""
+    folder = Folder(out)
+    results = (folder.read_result(student) for student in students)
+    return [i18n.notebook_edition(None, r.notebook) for r in results if r is not None and r.notebook]
 
 
 def student_folders(submitted: Path) -> list[str]:

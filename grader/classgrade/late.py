@@ -111,7 +111,14 @@ def read_timestamp(folder: Path) -> datetime | None:
 
 
 def format_utc(moment: datetime | None) -> str:
+    """A moment as nbgrader writes it (``grades.csv``'s columns, records): UTC."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+
+
+def format_local(moment: datetime | None, zone: str = "UTC") -> str:
+    """A moment as a person reads it: in the course's timezone, named (``2026-03-03
+    23:59:00 Asia/Shanghai``; ``... UTC`` for a course without one)."""
+    return f"{moment.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M:%S} {zone}" if moment else ""
 
 
 def format_duration(delta: timedelta) -> str:
@@ -159,6 +166,10 @@ class Lateness:
     due: datetime | None  # the student's own (with any extension)
     late: timedelta
     fraction: float
+    zone: str = "UTC"  # the course's timezone (deadlines.toml), in which times are shown
+
+    def at(self, moment: datetime | None) -> str:
+        return format_local(moment, self.zone)
 
     def penalty(self, raw_score: float) -> float:
         return round(raw_score * self.fraction, 4)
@@ -169,10 +180,10 @@ class Lateness:
         if self.submitted is None:
             return "No submission time (no timestamp.txt): not counted as late."
         if self.late.total_seconds() <= 0:
-            return f"On time (submitted {format_utc(self.submitted)}, due {format_utc(self.due)})."
+            return f"On time (submitted {self.at(self.submitted)}, due {self.at(self.due)})."
         lost = f"penalty {self.fraction:.0%} of the raw score" if self.fraction else "no penalty"
-        return (f"{format_duration(self.late)} late (submitted {format_utc(self.submitted)}, "
-                f"due {format_utc(self.due)}): {lost}.")
+        return (f"{format_duration(self.late)} late (submitted {self.at(self.submitted)}, "
+                f"due {self.at(self.due)}): {lost}.")
 
 
 @dataclass
@@ -200,9 +211,9 @@ class Deadlines:
     def lateness(self, lesson: str, student: str, submitted: datetime | None) -> Lateness:
         due = self.due_for(lesson, student)
         if submitted is None or due is None:
-            return Lateness(submitted, due, timedelta(0), 0.0)
+            return Lateness(submitted, due, timedelta(0), 0.0, self.timezone)
         late = max(submitted - due, timedelta(0))
-        return Lateness(submitted, due, late, self.rule.fraction(late))
+        return Lateness(submitted, due, late, self.rule.fraction(late), self.timezone)
 
     def penalty_points(self, raw_score: float, seconds_late: float) -> float:
         """nbgrader's question: the points lost by a notebook ``seconds_late`` late (the

@@ -8,6 +8,10 @@ students to look at, and similarity flags on the long exercises with both listin
 by side (when the submitted notebooks are at hand: ``--submitted``, or else the folder
 ``grade`` read, which ``run.json`` records). Plots are inline SVG (matplotlib), the page needs no network and no
 script.
+
+The page and the summary it prints are in the class's language (``--lang``, else
+``COURSE_LANG``, else the edition most of the class handed in: ``i18n.class_language``), the
+students' hints as they read them; ``grades.csv`` and ``results/``, which it reads, stay English.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ import re
 import statistics
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from coursekit.errors import UserError
-from grader import templating
+from grader import i18n, templating
 from grader.record import Folder, HintData, RecordError, Status
+from grader.results import Report
+from grader.templating import points
 
 OK = Status.OK
 LOW_SHARE = 0.5  # a graded notebook under this share of the points is worth a look
@@ -42,6 +49,8 @@ class Student:
     # exercise -> its hints as data; absent for a folder written before (grader.record)
     hint_data: dict[str, list[HintData]] = field(default_factory=dict)
     untouched: bool = False  # every answer cell still as handed out (records/<id>.json)
+    report: Report | None = None  # its result and notes, to say `message` in another language
+    edition: str = "en"  # of the notebook handed in (results/<id>.json's ``notebook``)
 
 
 @dataclass
@@ -56,6 +65,10 @@ class ClassData:
     @property
     def max_score(self) -> float:
         return self.students[0].max_score if self.students else 0.0
+
+    @property
+    def editions(self) -> list[str]:
+        return [s.edition for s in self.students if s.report is not None]
 
 
 class ReportError(UserError):
@@ -82,6 +95,7 @@ def load(folder: str | Path) -> ClassData:
         result = graded.read_result(student.student_id)
         if result is None:
             continue
+        student.edition = i18n.notebook_edition(None, result.notebook) if result.notebook else "en"
         for x in result.exercises:
             student.hints[x.name] = x.message
             if x.hints is not None:
@@ -93,7 +107,55 @@ def load(folder: str | Path) -> ClassData:
         except RecordError as exc:
             raise ReportError(str(exc)) from None
         student.untouched = isinstance(record, dict) and record.get("untouched") is True
+        student.report = _report_of(graded.result_data(student.student_id), record)
     return ClassData(graded.path, rows[0]["lesson"], exercises, max_points, students, run)
+
+
+def _report_of(result: dict[str, Any] | None, record: dict[str, Any] | None) -> Report | None:
+    """The student's report as recorded (None for a result this grader cannot read back)."""
+    notes = (record or {}).get("notes") if isinstance(record, dict) else None
+    try:
+        return Report.from_record(result, notes if isinstance(notes, list) else None) if result else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def said(student: Student, lang: str) -> str:
+    """``grades.csv``'s message of ``student`` in ``lang``: the verdict and each note
+    translated one by one (the joined message is no template), then any late note."""
+    if lang == "en" or student.report is None:
+        return student.message
+    english = student.report.message
+    rest = student.message[len(english):].strip() if student.message.startswith(english) else ""
+    t = i18n.words(lang)
+    return "".join(part for part in (i18n.localize(student.report, lang).said(t), t(rest)) if part)
+
+
+@dataclass(frozen=True)
+class Words:
+    """The page's sentences with values in them, in its language (``t``: ``i18n.words``)."""
+
+    t: Callable[[str], str]
+
+    def students(self, n: int) -> str:
+        return self.t(f"{n} student(s)")
+
+    def generated(self, when: str) -> str:
+        return self.t(f"generated {when}")
+
+    def active(self, n: int) -> str:
+        return self.t(f"{n} protections active")
+
+    def of(self, top: str) -> str:
+        return self.t(f"out of {top}")
+
+    def lost(self, n: int) -> str:
+        return self.t(f"{n} student(s) lost points")
+
+    def shared(self, amount: float, coverage: float) -> str:
+        share = f"{100 * coverage:.0f}"
+        return self.t(f"(shared unusual code: {amount:.0f}; {share}% of the shorter one's; "
+                      "line numbers are the cell's)")
 
 
 # --- numbers ----------------------------------------------------------------------------
@@ -168,23 +230,26 @@ def not_finished(data: ClassData) -> list[Student]:
     return [s for s in data.students if s.status != OK]
 
 
-def to_look_at(data: ClassData, flags: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Students worth a look, with why: did not run to the end, handed in an untouched
-    notebook, scored under half, or wrote code unusually like someone else's."""
+def to_look_at(data: ClassData, flags: dict[str, list[Any]], lang: str = "en") -> list[dict[str, Any]]:
+    """Students worth a look, with why (in ``lang``): did not run to the end, handed in an
+    untouched notebook, scored under half, or wrote code unusually like someone else's."""
+    t = i18n.words(lang)
+    colon = "：" if lang == "zh" else ": "
     reasons: dict[str, list[str]] = defaultdict(list)
     for s in data.students:
         if s.status != OK:
-            reasons[s.student_id].append(f"{s.status}: {s.message}")
+            reasons[s.student_id].append(f"{s.status}{colon}{said(s, lang)}")
         elif s.untouched:
-            reasons[s.student_id].append("handed in the notebook untouched (every answer cell "
-                                         "is as handed out)")
+            reasons[s.student_id].append(t("handed in the notebook untouched (every answer cell "
+                                           "is as handed out)"))
         elif s.max_score and s.score < LOW_SHARE * s.max_score:
-            reasons[s.student_id].append(f"scored {s.score:g} of {s.max_score:g}")
+            reasons[s.student_id].append(t(f"scored {points(s.score)} of {points(s.max_score)}"))
     for exercise, found in flags.items():
         for f in found:
-            how = "identical to" if f.identical else "unusually like"
-            reasons[f.a.student].append(f"{exercise}: code {how} {f.b.student}'s (see below)")
-            reasons[f.b.student].append(f"{exercise}: code {how} {f.a.student}'s (see below)")
+            for one, other in ((f.a, f.b), (f.b, f.a)):
+                reasons[one.student].append(
+                    t(f"{exercise}: code identical to {other.student}'s (see below)") if f.identical
+                    else t(f"{exercise}: code unusually like {other.student}'s (see below)"))
     order = {s.student_id: i for i, s in enumerate(data.students)}
     return [{"student": sid, "reasons": why} for sid, why in sorted(reasons.items(), key=lambda kv: order.get(kv[0], 0))]
 
@@ -203,13 +268,16 @@ def _svg(fig: Any) -> str:
 def _figure(width: float, height: float) -> Any:
     import matplotlib
 
+    from coursekit.fonts import use_cjk_font
+
     matplotlib.rcParams["svg.hashsalt"] = "class-report"  # the same page for the same data
+    use_cjk_font()  # a fallback for 汉字 only: Latin text keeps its face
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def histogram_svg(data: ClassData) -> str:
+def histogram_svg(data: ClassData, t: Callable[[str], str] = str) -> str:
     """Scores of the notebooks that ran, and (stacked, red) of those that did not."""
     scores = [s.score for s in data.students]
     ran = [s.score for s in data.students if s.status == OK]
@@ -221,33 +289,33 @@ def histogram_svg(data: ClassData) -> str:
     ax = fig.add_subplot()
     ax.hist([ran, stopped], bins=edges, stacked=True, color=[COLORS["bar"], COLORS["zero"]],
             edgecolor="white", align="left" if step == 1 else "mid",
-            label=["graded", "did not run to the end"])
+            label=[t("graded"), t("did not run to the end")])
     median = statistics.median(scores)
     ax.axvline(median, color="#333", linestyle="--", linewidth=1)
-    ax.annotate(f"median {median:g}", (median, 1), xycoords=("data", "axes fraction"),
+    ax.annotate(t(f"median {points(median)}"), (median, 1), xycoords=("data", "axes fraction"),
                 xytext=(-4, -2), textcoords="offset points", ha="right", va="top", fontsize=8)
     if stopped:
         ax.legend(frameon=False, fontsize=8, loc="upper left")
-    ax.set_xlabel(f"points (of {top:g})")
-    ax.set_ylabel("students")
+    ax.set_xlabel(t(f"points (of {points(top)})"))
+    ax.set_ylabel(t("students"))
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
 
-def exercises_svg(rows: list[dict[str, Any]]) -> str:
+def exercises_svg(rows: list[dict[str, Any]], t: Callable[[str], str] = str) -> str:
     fig = _figure(6.4, 0.45 * len(rows) + 0.9)
     ax = fig.add_subplot()
     names = [r["name"] for r in rows][::-1]
     left = [0] * len(rows)
     for kind, label in (("full", "full marks"), ("partial", "some points"), ("zero", "no points")):
         values = [r[kind] for r in rows][::-1]
-        ax.barh(names, values, left=left, color=COLORS[kind], label=label)
+        ax.barh(names, values, left=left, color=COLORS[kind], label=t(label))
         for i, v in enumerate(values):
             if v:
                 ax.text(left[i] + v / 2, i, str(v), ha="center", va="center", color="white", fontsize=8)
         left = [a + b for a, b in zip(left, values, strict=True)]
-    ax.set_xlabel("students")
+    ax.set_xlabel(t("students"))
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
@@ -290,7 +358,10 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
                    f"(the other exercises are too short for similar code to mean anything).")
 
 
-def render(data: ClassData, flags: dict[str, list[Any]], note: str) -> str:
+def render(data: ClassData, flags: dict[str, list[Any]], note: str, lang: str = "en") -> str:
+    """The page, in ``lang``."""
+    t = i18n.words(lang)
+    zh = lang == "zh"
     rows = exercise_rows(data)
     pairs = [{"exercise": ex, "a": f.a.student, "b": f.b.student, "shared": f.shared,
               "coverage": f.coverage, "identical": f.identical,
@@ -299,29 +370,35 @@ def render(data: ClassData, flags: dict[str, list[Any]], note: str) -> str:
              for ex, found in flags.items() for f in found]
     return templating.render(
         "class_report.html.j2", data=data, summary=summary(data), exercises=rows, failures=common_failures(data),
-        unfinished=not_finished(data), look=to_look_at(data, flags), pairs=pairs,
-        similarity_note=note, histogram=histogram_svg(data), exercise_chart=exercises_svg(rows),
+        unfinished=not_finished(data), look=to_look_at(data, flags, lang), pairs=pairs,
+        similarity_note=note, histogram=histogram_svg(data, t), exercise_chart=exercises_svg(rows, t),
         generated=time.strftime("%Y-%m-%d %H:%M"), feedback_exists=lambda sid: (
-            data.folder / "feedback" / sid / f"{data.lesson}.html").is_file())
+            data.folder / "feedback" / sid / f"{data.lesson}.html").is_file(),
+        lang=lang, t=t, say=Words(t), said=lambda s: said(s, lang), colon="：" if zh else ": ",
+        comma="，" if zh else ", ", semicolon="；" if zh else "; ")
 
 
-def write_report(folder: str | Path, submitted: str | Path | None = None) -> tuple[Path, str]:
-    """Write ``DIR/report.html``; returns its path and a summary to print."""
+def write_report(folder: str | Path, submitted: str | Path | None = None,
+                 lang: str | None = None) -> tuple[Path, str]:
+    """Write ``DIR/report.html``; returns its path and a summary to print, both in the
+    class's language (``i18n.class_language``)."""
     started = time.perf_counter()
     data = load(folder)
+    lang = i18n.class_language(lang, data.editions)
+    t = i18n.words(lang)
     if submitted is None and data.run.get("submitted"):
         submitted = data.run["submitted"]
     submitted_path = Path(submitted) if submitted and Path(submitted).is_dir() else None
     flags, note = similarity(data, submitted_path)
     target = data.folder / "report.html"
-    target.write_text(render(data, flags, note), encoding="utf-8")
+    target.write_text(render(data, flags, note, lang), encoding="utf-8")
     s = summary(data)
     n_flags = sum(len(f) for f in flags.values())
     lines = [f"wrote {target}: {s['students']} student(s), {data.lesson}",
-             f"  scores: mean {s['mean']:.1f}, median {s['median']:g} of {s['max_score']:g}; "
+             f"  scores: mean {s['mean']:.1f}, median {points(s['median'])} of {points(s['max_score'])}; "
              f"{s['full_marks']} with full marks",
              "  status: " + ", ".join(f"{k} {v}" for k, v in s["statuses"].items()),
              f"  students to look at: {len(to_look_at(data, flags))}; similarity flags: {n_flags}",
-             f"  {note}",
+             f"  {t(note)}",
              f"  in {time.perf_counter() - started:.1f} s"]
-    return target, "\n".join(lines)
+    return target, "\n".join(t(line) for line in lines)

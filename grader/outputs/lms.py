@@ -41,6 +41,7 @@ from typing import NamedTuple
 from coursekit.errors import UserError
 from grader import csvcells, ids
 from grader.record import Folder, RecordError, Status
+from grader.templating import points
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_KEYS = {"login": "SIS Login ID", "sis": "SIS User ID", "id": "ID", "name": "Student"}
@@ -258,7 +259,7 @@ def pair(roster: Roster, key: str, student_ids: list[str], local_part: bool = Fa
 
 def _score(lesson: Lesson, student: str) -> str:
     row = lesson.rows.get(student)
-    return "" if row is None else f"{float(row['score']):g}"
+    return "" if row is None else points(float(row['score']))
 
 
 def canvas_csv(roster: Roster, m: Match, lessons: list[Lesson]) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue
+from grader.templating import points
 
 ROOT_ENV = "AUTOGRADER_ROOT"
 CONFIG_NAME = "autograder.json"
@@ -253,7 +254,7 @@ def grade(cfg: Config, layout: Layout, started: float) -> Graded:
             plan = pool.plan
     # a Chinese edition's hints in Chinese (or $COURSE_LANG's), as `check` and `grade` give them
     report = localize(report, choose(None, report.edition))
-    lines = [f"{cfg.lesson}: {report.score:g} of {report.max_score:g} points "
+    lines = [f"{cfg.lesson}: {points(report.score)} of {points(report.max_score)} points "
              f"(notebook {shown})."]
     if report.score == 0 and (seems := other_lesson(notebook, cfg.lesson)):
         # its errors (an earlier lesson it builds on, missing here) would only mislead
@@ -313,8 +314,8 @@ def report_stdout(cfg: Config, outcome: Graded, seconds: float) -> None:
               f"(Gradescope: the assignment's Autograder Settings)")
     for test in doc["tests"]:
         print(f"  {'✔' if test['status'] == 'passed' else '✘'} {test['name']:<28} "
-              f"{test['score']:g} / {test['max_score']:g}")
-    print(f"score {doc['score']:g}; graded in {seconds:.1f} s")
+              f"{points(test['score'])} / {points(test['max_score'])}")
+    print(f"score {points(doc['score'])}; graded in {seconds:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Unicode
 
 from grader import ids
-from grader.classgrade.late import DEFAULT_FILE, format_duration, load
+from grader.classgrade.late import DEFAULT_FILE, format_duration, format_local, load
 
 
 class CoursePenalty(LateSubmissionPlugin):
@@ -48,7 +48,7 @@ def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
         known = [s.id for s in gb.students] + list(folders)
         for lesson, due in deadlines.due.items():
             gb.update_or_create_assignment(lesson, duedate=due.replace(tzinfo=None))  # naive UTC
-            done.append(f"{lesson}: due {due:%Y-%m-%d %H:%M} UTC")
+            done.append(f"{lesson}: due {format_local(due, deadlines.timezone)}")
         for student_id, granted in deadlines.extensions.items():
             student = ids.spelled_as(student_id, known)
             gb.update_or_create_student(student)
