@@ -62,7 +62,7 @@ def test_the_chinese_readme_states_the_supported_pythons_and_the_torch_pin() -> 
     text = README_ZH.read_text(encoding="utf-8")
     assert f"Python 3.{low} 到 3.{int(high) - 1}" in text
     torch = next(d for d in project["dependencies"] if d.startswith("torch=="))
-    assert f"python -m pip install {torch} --index-url https://download.pytorch.org/whl/cpu" in text
+    assert f"python3 -m pip install {torch} --index-url https://download.pytorch.org/whl/cpu" in text
     assert "PIP_INDEX_URL" in text and "pip config set global.index-url" in text
 
 
