@@ -86,13 +86,44 @@ def test_a_crash_loses_every_mark(pool: SandboxPool) -> None:
 
 
 def test_a_memory_bomb_is_reported_as_memory(pool: SandboxPool) -> None:
-    """With a cgroup the whole submission is killed (zero); with a memory rlimit only the
-    cell fails, and the exercises computed before it keep their points."""
+    """A cell that reaches the memory limit: the cgroup's OOM killer stops the submission,
+    or (a memory rlimit) the worker ends itself at the MemoryError; zero either way."""
     hostile = "import numpy as np; x = np.ones(3 << 30, dtype=np.uint8); x[::4096] = 1"
     report = grade(pool, with_cell(SOLUTION, hostile), limits=Limits(wall_s=20,
                                                                        memory_bytes=1 << 30))
     assert report.status == "memory"
-    if "memory-cap" in pool.protections:
-        assert report.score == 0
-    else:
-        assert report.score == report.max_score
+    assert report.score == 0
+
+
+def hoarding(path: Path, chunk: str) -> dict[str, Any]:
+    """The notebook at ``path`` whose ``softmax`` keeps ``chunk`` (an expression) more at
+    every call: the limit is reached during some check, not while the cells run."""
+    from grader.check.notebook import read_notebook
+
+    nb = copy.deepcopy(read_notebook(path))
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "softmax")
+    source = "".join(cell["source"])
+    cell["source"] = "_hoard = []\n\n" + source.replace(
+        "    x = np.asarray(x, dtype=np.float64)\n",
+        f"    _hoard.append({chunk})\n    x = np.asarray(x, dtype=np.float64)\n")
+    assert "_hoard.append" in cell["source"]
+    return nb
+
+
+@pytest.mark.parametrize("chunk", [
+    "np.ones((8192, 8192))",  # numpy: MemoryError (an rlimit) or the OOM killer (a cgroup)
+    "__import__('torch').ones(1 << 26, dtype=__import__('torch').float64)",  # torch's RuntimeError
+])
+def test_a_notebook_that_hoards_memory_gets_the_same_status_and_score_every_time(
+        pool: SandboxPool, chunk: str) -> None:
+    """512 MiB more at every call of softmax, under a 1 GiB limit: the check during which the
+    limit is reached, and what the exercises before it earned, depend on the mechanism and
+    the run; the verdict does not (memory, every exercise 0, with the same hint)."""
+    limits = Limits(wall_s=30, memory_bytes=1 << 30)
+    reports = [grade(pool, hoarding(SOLUTION, chunk), limits=limits) for _ in range(2)]
+    for report in reports:
+        assert report.status == "memory", report.message
+        assert report.score == 0 and report.message == "The notebook ran out of memory."
+        assert {r.name for r in report.exercises} == {"dot_scores", "softmax", "attention"}
+        assert all("reached its memory limit (1 GiB)" in r.failures[0] for r in report.exercises)
+    assert [r.as_dict() for r in reports[0:1]] == [r.as_dict() for r in reports[1:2]]
