@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import needs_bubblewrap
+from conftest import hoarding, needs_bubblewrap
 
 from grader.sandbox import Limits, SandboxPool
 
@@ -93,21 +93,6 @@ def test_a_memory_bomb_is_reported_as_memory(pool: SandboxPool) -> None:
                                                                        memory_bytes=1 << 30))
     assert report.status == "memory"
     assert report.score == 0
-
-
-def hoarding(path: Path, chunk: str) -> dict[str, Any]:
-    """The notebook at ``path`` whose ``softmax`` keeps ``chunk`` (an expression) more at
-    every call: the limit is reached during some check, not while the cells run."""
-    from grader.check.notebook import read_notebook
-
-    nb = copy.deepcopy(read_notebook(path))
-    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "softmax")
-    source = "".join(cell["source"])
-    cell["source"] = "_hoard = []\n\n" + source.replace(
-        "    x = np.asarray(x, dtype=np.float64)\n",
-        f"    _hoard.append({chunk})\n    x = np.asarray(x, dtype=np.float64)\n")
-    assert "_hoard.append" in cell["source"]
-    return nb
 
 
 @pytest.mark.parametrize("chunk", [

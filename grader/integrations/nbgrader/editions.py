@@ -146,6 +146,8 @@ def configure(c: Any, edition: str | None = None) -> str:
         from grader.integrations.nbgrader.sandbox import SandboxedAutograde
 
         default = [SandboxedAutograde if step is Execute else step for step in default]
-    c.Autograde.autograde_preprocessors = [HintLanguage, *default]
+    from grader.integrations.nbgrader.late import SyncSubmission
+
+    c.Autograde.autograde_preprocessors = [SyncSubmission, HintLanguage, *default]
     c.ExportApp.plugin_class = EditionsCsvExport
     return edition
