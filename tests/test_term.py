@@ -59,17 +59,20 @@ def _export(course: Path, name: str) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory) -> dict:
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, SubmittedAssignment
 
     course = tmp_path_factory.mktemp("term-replay") / "course"
     shutil.copytree(ROOT / "solutions" / LESSON, course / "solutions" / LESSON)
     shutil.copy(ROOT / "nbgrader_config.py", course)
     (course / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
     said = {"before": _command(["deadlines"], course)}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "attention-course") as gb:
-        gb.update_or_create_student("ivy")  # what `deadlines` used to write before generate
-        gb.update_or_create_submission(LESSON, "ivy")
     nbgrader(["generate_assignment", LESSON, "--force"], course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "attention-course") as gb:
+        # ivy's row as the older `deadlines` left it: made before generate, no notebook rows
+        gb.update_or_create_student("ivy")
+        gb.db.add(SubmittedAssignment(assignment=gb.find_assignment(LESSON),
+                                      student=gb.find_student("ivy")))
+        gb.db.commit()
     _hand_in(course / "submitted")
     log = nbgrader(["autograde", LESSON], course, ok=False)
     first = _export(course, "first.csv")
@@ -97,7 +100,8 @@ def test_deadlines_written_before_generate_keep_every_extension(replay) -> None:
     assert _numbers(first["hank"]) == (10.0, 2.0, 8.0)
     assert _numbers(first["ivy"]) == (10.0, 0.0, 10.0)  # the older deadlines' row, completed
     assert "MissingEntry" not in replay["log"]
-    assert "alice: 01_attention_by_hand extended by 2 days (not generated yet" in replay["said"]["before"]
+    assert "alice: 01_attention_by_hand extended by 2 days" in replay["said"]["before"]
+    assert "seconds late" not in "".join(line for line in replay["log"].splitlines() if "alice" in line)
 
 
 def test_every_student_of_the_class_has_a_row_in_nbgraders_export(replay) -> None:

@@ -202,8 +202,11 @@ def _per_notebook(scores: Any) -> float:
 def configure(c: Any, edition: str | None = None) -> str:
     """Set up an nbgrader config ``c`` for ``edition`` (default ``$COURSE_EDITION``);
     returns the edition."""
-    from nbgrader.converters import Autograde
+    from nbgrader.converters import Autograde, GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import SaveCells
+
+    from grader.integrations.nbgrader.late import CompleteSubmissions, SyncSubmission
 
     edition = edition or settings.edition()
     c.CourseDirectory.notebook_id = notebook_glob(edition)
@@ -215,8 +218,9 @@ def configure(c: Any, edition: str | None = None) -> str:
         from grader.integrations.nbgrader.sandbox import SandboxedAutograde
 
         default = [SandboxedAutograde if step is Execute else step for step in default]
-    from grader.integrations.nbgrader.late import SyncSubmission
-
     c.Autograde.autograde_preprocessors = [SyncSubmission, HintLanguage, *default]
+    generate = list(GenerateAssignment.class_traits()["preprocessors"].default())
+    at = generate.index(SaveCells) + 1
+    c.GenerateAssignment.preprocessors = [*generate[:at], CompleteSubmissions, *generate[at:]]
     c.ExportApp.plugin_class = EditionsCsvExport
     return edition

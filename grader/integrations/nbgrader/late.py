@@ -9,9 +9,11 @@ gradebook and asks this plugin for the penalty in points; the rule (``[penalty]`
 one ``python -m grader grade`` applies (``grader.classgrade.late``). ``deadlines.toml`` is
 the one source of due dates and extensions: ``python -m grader deadlines`` writes them into
 the gradebook at any time of the term (before or after ``generate_assignment``, before or
-after grading: :func:`write_to_gradebook`), and autograde itself gives each submission it
-grades the student's extension (:class:`SyncSubmission`), so an extension never depends on
-the order the commands ran in.
+after grading: :func:`write_to_gradebook`). A submission row written before its lesson was
+generated gets the rows of the lesson's notebooks when they are made
+(:class:`CompleteSubmissions`, a step of ``generate_assignment``), and autograde gives each
+submission it grades the rows it lacks and the student's extension (:class:`SyncSubmission`),
+so an extension never depends on the order the commands ran in.
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ class CoursePenalty(LateSubmissionPlugin):
         self.log.info("%s: %.0f s late, penalty %g of %g points (%s)", student_id,
                       total_seconds_late, points, score or 0.0, self.deadlines)
         return points
+
+
+class CompleteSubmissions(NbGraderPreprocessor):
+    """``generate_assignment``'s step after ``SaveCells``: every submission of the
+    assignment (one ``deadlines`` wrote with an extension before the lesson was generated)
+    gets the rows of the notebook just saved, as one made afterwards has (nbgrader's
+    autograde fails on a submission without them: ``MissingEntry``, the student at 0)."""
+
+    def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            for submission in gb.find_assignment(info["assignment"]).submissions:
+                complete_submission(gb, submission)
+            gb.db.commit()
+        return nb, resources
 
 
 class SyncSubmission(NbGraderPreprocessor):
@@ -100,12 +117,11 @@ def complete_submission(gb: Gradebook, submission: SubmittedAssignment) -> int:
 def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
                        lessons: list[str]) -> list[str]:
     """Put ``deadlines.toml``'s due dates and extensions into nbgrader's gradebook, where
-    nbgrader measures lateness, at any time of the term: a lesson not generated yet gets
-    its due date (its extensions reach the gradebook when autograde grades the student,
-    :class:`SyncSubmission`); a submission missing rows is completed; a late penalty of a
-    notebook graded already is worked out again from the due dates and extensions now (so
-    that ``nbgrader export`` has an extension granted after grading). Returns what was
-    written, one line each."""
+    nbgrader measures lateness, at any time of the term (a lesson not generated yet: its
+    notebooks' rows are added when it is, :class:`CompleteSubmissions`); a submission
+    missing rows is completed; the late penalty of a notebook graded already is worked out
+    again from the due dates and extensions now (so that ``nbgrader export`` has an
+    extension granted after grading). Returns what was written, one line each."""
     deadlines = load(deadlines_file, lessons)
     done = []
     with Gradebook(db_url, course_id) as gb:
@@ -117,19 +133,10 @@ def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
             for lesson in deadlines.due:
                 extension = deadlines.extension(lesson, student)
                 if extension or lesson in granted:
-                    done.append(_grant(gb, deadlines, lesson, student))
+                    gb.update_or_create_submission(lesson, student, extension=extension)
+                    done.append(f"{student}: {lesson} extended by {format_duration(extension)}")
         done += _sync_graded(gb, deadlines)
     return done
-
-
-def _grant(gb: Gradebook, deadlines: Deadlines, lesson: str, student: str) -> str:
-    extension = deadlines.extension(lesson, student)
-    said = f"{student}: {lesson} extended by {format_duration(extension)}"
-    if not gb.find_assignment(lesson).notebooks:
-        # a submission made now would lack the rows of the notebooks generated later
-        return f"{said} (not generated yet: autograde writes it when it grades {student})"
-    gb.update_or_create_submission(lesson, student, extension=extension)
-    return said
 
 
 def _sync_graded(gb: Gradebook, deadlines: Deadlines) -> list[str]:
