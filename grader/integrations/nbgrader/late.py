@@ -25,7 +25,6 @@ from nbgrader.api import (
     Comment,
     Grade,
     Gradebook,
-    MissingEntry,
     SubmittedAssignment,
     SubmittedNotebook,
 )
@@ -66,10 +65,10 @@ class CompleteSubmissions(NbGraderPreprocessor):
 
 class SyncSubmission(NbGraderPreprocessor):
     """Autograde's first step for each notebook: the submission being graded has a row for
-    every notebook and graded cell of its assignment (one that ``deadlines`` made before
-    ``generate_assignment`` had none, and nbgrader's ``SaveAutoGrades`` then failed with
-    ``MissingEntry: No such taskcomment``) and the extension ``deadlines.toml`` gives the
-    student, before nbgrader measures how late it is."""
+    every notebook and graded cell of its assignment (one that an older ``deadlines`` made
+    before ``generate_assignment`` has none, and nbgrader's ``SaveAutoGrades`` then failed
+    with ``MissingEntry: No such taskcomment``) and the extension ``deadlines.toml`` gives
+    the student, before nbgrader's late penalty is worked out."""
 
     deadlines = Unicode(DEFAULT_FILE, help="the course's deadlines file").tag(config=True)
 
@@ -144,12 +143,8 @@ def _sync_graded(gb: Gradebook, deadlines: Deadlines) -> list[str]:
     file's, and each notebook's late penalty what autograde would give it now (nbgrader's
     ``AssignLatePenalties`` with :class:`CoursePenalty`); one line per changed penalty."""
     changed = []
-    for lesson in deadlines.due:
-        try:
-            submissions = gb.find_assignment(lesson).submissions
-        except MissingEntry:
-            continue
-        for submission in submissions:
+    for lesson in deadlines.due:  # each one in the gradebook: write_to_gradebook made it
+        for submission in gb.find_assignment(lesson).submissions:
             student = submission.student.id
             complete_submission(gb, submission)
             submission.extension = deadlines.extension(lesson, student) or None
