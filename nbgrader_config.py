@@ -64,10 +64,12 @@ c.Execute.extra_arguments = [
 
 # Late work: due dates, extensions and the penalty rule of deadlines.toml (grader.classgrade.late),
 # the same for nbgrader and `python -m grader grade`. `python -m grader deadlines` writes
-# the due dates and extensions into nbgrader's gradebook.
+# the due dates and extensions into nbgrader's gradebook (at any time of the term), and
+# autograde gives each submission it grades the student's extension from the file.
 if GRADER and (HERE / "deadlines.toml").is_file():
     c.AssignLatePenalties.plugin_class = "grader.integrations.nbgrader.late.CoursePenalty"
     c.CoursePenalty.deadlines = str(HERE / "deadlines.toml")
+    c.SyncSubmission.deadlines = str(HERE / "deadlines.toml")
 
 # `nbgrader zip_collect LESSON` for Canvas's "Download Submissions" zip, saved as
 # downloaded/LESSON/archive/submissions.zip: the Canvas user id becomes the student id,

@@ -11,7 +11,8 @@ Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
 ============ ==============================================================================
 ``ok``       the notebook ran and every check ran, whatever the score
 ``timeout``  the notebook ran out of time (``--timeout``): checks after that point score 0
-``memory``   the notebook ran out of memory (``--memory``)
+``memory``   the notebook reached its memory limit (``--memory``), wherever it did: every
+             exercise 0 (``check.engine.nothing_graded``), the same on every run
 ``crashed``  the notebook's process stopped before grading finished (``os._exit``, a signal)
 ``garbled``  the notebook's process wrote garbage where the grader reads its answers (to a
              file descriptor it does not own): it is stopped at once, checks after that

@@ -181,6 +181,20 @@ def executed_solution(tmp_path_factory: pytest.TempPathFactory, lesson: str, edi
     return built_once(tmp_path_factory, f"executed-{lesson}-{edition}", build) / "executed.ipynb"
 
 
+def hoarding(path: Path, chunk: str = "np.ones((8192, 8192))") -> dict:
+    """Lesson 01's notebook at ``path`` whose ``softmax`` keeps ``chunk`` (an expression,
+    512 MiB by default) more at every call: a memory hog that reaches its limit during some
+    check, not while its cells run."""
+    nb = catalogue.read_json(path)
+    cell = next(c for c in nb["cells"] if catalogue.grade_id(c) == "softmax")
+    source = catalogue.cell_source(cell)
+    cell["source"] = "_hoard = []\n\n" + source.replace(
+        "    x = np.asarray(x, dtype=np.float64)\n",
+        f"    _hoard.append({chunk})\n    x = np.asarray(x, dtype=np.float64)\n")
+    assert "_hoard.append" in cell["source"], "lesson 01's softmax changed: update hoarding()"
+    return nb
+
+
 # --- a graded term (docs/examples/term_class.py): one class of lesson 01 with every case ------
 
 TERM_LESSON = "01_attention_by_hand"
@@ -238,13 +252,15 @@ def _autograde_term(folder: Path) -> None:
     shutil.copytree(ROOT / "solutions" / TERM_LESSON, course / "solutions" / TERM_LESSON)
     shutil.copy(ROOT / "nbgrader_config.py", course)
     (course / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
+    # the term's order: every due date and extension written first, each lesson generated
+    # at its release (issue 49: alice's extension then cost her everything)
+    proc = subprocess.run([sys.executable, "-m", "grader", "deadlines"], cwd=course,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "alice: 01_attention_by_hand extended by 2 days" in proc.stdout
     nbgrader(["generate_assignment", TERM_LESSON, "--force"], course)
     build_class(folder / "class")
     for student in ("alice", "bob", "carol", "gina", "hank", "mallory"):
         shutil.copytree(folder / "class" / student, course / "submitted" / student)
-    proc = subprocess.run([sys.executable, "-m", "grader", "deadlines"], cwd=course,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "alice: 01_attention_by_hand extended by 2 days" in proc.stdout
     log = nbgrader(["autograde", TERM_LESSON], course, ok=False, COURSE_CALL_TIMEOUT="3")
     (folder / "autograde.log").write_text(log.stdout + log.stderr, encoding="utf-8")
     nbgrader(["export", "--to", "export.csv"], course)

@@ -197,7 +197,8 @@ def test_memory_bomb_is_stopped(tmp_path) -> None:
     def edit(nb: dict) -> None:
         nb["cells"].insert(3, _code("hog = bytearray(64 << 30)"))
     result = verdict(_lesson01(tmp_path, edit))
-    assert result["score"] == result["max_score"]  # the cell failed (MemoryError); grading went on
+    assert result["score"] == 0  # the cell reached the memory limit: nothing is graded
+    assert all("reached its memory limit" in e["message"] for e in result["exercises"])
 
 
 def test_notebook_that_kills_its_process_is_reported(tmp_path) -> None:

@@ -73,3 +73,39 @@ def test_nbgrader_agrees_on_hangs_and_late_work(term_nbgrader) -> None:
     assert got["hank"] == ("10.0", "2.0", "8.0")
     assert got["alice"] == ("10.0", "0.0", "10.0")  # late, within her extension
     assert got["carol"][0] == "0.0"
+
+
+@pytest.mark.filterwarnings(r"ignore:Object of type <Submitted\w+> not in session")
+def test_deadlines_before_the_lesson_is_generated_and_after_it_is_graded(tmp_path) -> None:
+    """``deadlines`` at both ends of a term, on nbgrader's gradebook alone: a submission row
+    written before the lesson's notebooks exist gets their rows once they do (what the
+    course's generate_assignment and autograde do), and an extension granted after grading
+    changes the late penalty already in the gradebook (what nbgrader's export reads)."""
+    from nbgrader.api import Gradebook
+
+    from grader.integrations.nbgrader.late import complete_submission, write_to_gradebook
+
+    db, toml = f"sqlite:///{tmp_path / 'gradebook.db'}", tmp_path / "deadlines.toml"
+    toml.write_text(DEADLINES, encoding="utf-8")
+    said = write_to_gradebook(str(toml), db, "course", [LESSON])  # before generate_assignment
+    assert f"alice: {LESSON} extended by 2 days" in said
+    with Gradebook(db, "course") as gb:  # what generate_assignment's SaveCells then writes
+        gb.add_notebook(LESSON, LESSON)
+        gb.add_grade_cell("test_softmax", LESSON, LESSON, max_score=4.0, cell_type="code")
+        gb.add_solution_cell("softmax", LESSON, LESSON)
+        alice = gb.find_submission(LESSON, "alice")
+        assert complete_submission(gb, alice) == 3  # her notebook, its grade, its comment
+        gb.db.commit()
+        assert complete_submission(gb, alice) == 0
+        gb.find_comment("softmax", LESSON, LESSON, "alice")  # autograde's SaveAutoGrades needs them
+        gb.add_student("hank")  # graded 4 of 4, 1 day 11 hours late: 20% off
+        hank = gb.add_submission(LESSON, "hank", timestamp="2026-03-04 10:00:00 UTC")
+        grade = gb.find_grade("test_softmax", LESSON, LESSON, "hank")
+        grade.auto_score, hank.notebooks[0].late_submission_penalty = 4.0, 0.8
+        gb.db.commit()
+    toml.write_text(DEADLINES.replace('alice = "2 days"', 'alice = "2 days"\nhank = "2 days"'),
+                    encoding="utf-8")
+    said = write_to_gradebook(str(toml), db, "course", [LESSON])
+    assert f"hank: {LESSON} late penalty 0.8 -> 0 points ({LESSON}, graded before this change)" in said
+    with Gradebook(db, "course") as gb:
+        assert gb.find_submission(LESSON, "hank").late_submission_penalty == 0.0

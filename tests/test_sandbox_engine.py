@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import needs_bubblewrap
+from conftest import hoarding, needs_bubblewrap
 
 from grader.sandbox import Limits, SandboxPool
 
@@ -86,16 +86,13 @@ def test_a_crash_loses_every_mark(pool: SandboxPool) -> None:
 
 
 def test_a_memory_bomb_is_reported_as_memory(pool: SandboxPool) -> None:
-    """With a cgroup the whole submission is killed (zero); with a memory rlimit only the
-    cell fails, and the exercises computed before it keep their points."""
+    """A cell that reaches the memory limit: the cgroup's OOM killer stops the submission,
+    or (a memory rlimit) the worker ends itself at the MemoryError; zero either way."""
     hostile = "import numpy as np; x = np.ones(3 << 30, dtype=np.uint8); x[::4096] = 1"
     report = grade(pool, with_cell(SOLUTION, hostile), limits=Limits(wall_s=20,
                                                                        memory_bytes=1 << 30))
     assert report.status == "memory"
-    if "memory-cap" in pool.protections:
-        assert report.score == 0
-    else:
-        assert report.score == report.max_score
+    assert report.score == 0
 
 
 @pytest.mark.parametrize("garbage", [
@@ -120,3 +117,23 @@ def test_garbage_on_the_descriptors_is_named_and_ends_the_run_at_once(pool: Sand
     assert report.message == STOPPED[Status.GARBLED]
     assert {h for e in report.exercises for h in e.hints} == {
         "the notebook's process sent back something unreadable"}
+
+
+
+@pytest.mark.parametrize("chunk", [
+    "np.ones((8192, 8192))",  # numpy: MemoryError (an rlimit) or the OOM killer (a cgroup)
+    "__import__('torch').ones(1 << 26, dtype=__import__('torch').float64)",  # torch's RuntimeError
+])
+def test_a_notebook_that_hoards_memory_gets_the_same_status_and_score_every_time(
+        pool: SandboxPool, chunk: str) -> None:
+    """512 MiB more at every call of softmax, under a 1 GiB limit: the check during which the
+    limit is reached, and what the exercises before it earned, depend on the mechanism and
+    the run; the verdict does not (memory, every exercise 0, with the same hint)."""
+    limits = Limits(wall_s=30, memory_bytes=1 << 30)
+    reports = [grade(pool, hoarding(SOLUTION, chunk), limits=limits) for _ in range(2)]
+    for report in reports:
+        assert report.status == "memory", report.message
+        assert report.score == 0 and report.message == "The notebook ran out of memory."
+        assert {r.name for r in report.exercises} == {"dot_scores", "softmax", "attention"}
+        assert all("reached its memory limit (1 GiB)" in r.failures[0] for r in report.exercises)
+    assert [r.as_dict() for r in reports[0:1]] == [r.as_dict() for r in reports[1:2]]

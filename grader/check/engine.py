@@ -32,6 +32,7 @@ from grader.runtime.errors import (
     GradingError,
     ProtocolError,
     WorkerDied,
+    WorkerOutOfMemory,
     WorkerTimeout,
 )
 
@@ -178,19 +179,16 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
         else:
             ended = worker.finish()
     run.excerpt = worker.output_excerpt()
-    if sub.broken is not None and run.failed_call is None:
+    if Status.of_worker(ended) == Status.MEMORY:  # wherever it was: decided in grade_with_worker
+        run.status, run.failed_call = Status.MEMORY, None
+    elif sub.broken is not None and run.failed_call is None:
         run.status = Status.of_worker(ended)
         if run.status == Status.OK:
             run.status = Status.CRASHED
-        if isinstance(sub.broken, WorkerTimeout) and run.status != Status.MEMORY:
+        if isinstance(sub.broken, WorkerTimeout):
             run.status = Status.TIMEOUT
-        elif isinstance(sub.broken, ProtocolError) and run.status != Status.MEMORY \
-                and not worker.timed_out:
+        elif isinstance(sub.broken, ProtocolError) and not worker.timed_out:
             run.status = Status.GARBLED  # killed by the grader when it read the garbage
-    elif any(str(e.get("error", "")).startswith("MemoryError") for e in run.cell_errors):
-        run.status = Status.MEMORY  # a memory rlimit (no cgroup): the cell failed, the rest ran
-    if run.failed_call is not None and Status.of_worker(ended) == Status.MEMORY:
-        run.failed_call = CallCrashed(f"{run.failed_call.call}, out of memory")
     return run
 
 
@@ -236,14 +234,23 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
         if not pending:
             break
         if restart is None:
-            reason = run.failed_call
-            report.exercises += [ExerciseResult(name, 0.0, points, [messages.explain(reason, name)])
-                                 for name, points in exercise_points(lesson).items()
-                                 if name in pending]
+            report.exercises += nothing_graded(lesson, run.failed_call, only=pending)
             break
         worker = restart()
+    if report.status == Status.MEMORY:
+        report.exercises = nothing_graded(lesson, WorkerOutOfMemory(limits.memory_bytes / 2**30))
     report.seconds = time.perf_counter() - start
     return report
+
+
+def nothing_graded(lesson: str, reason: GradingError,
+                   only: list[str] | None = None) -> list[ExerciseResult]:
+    """Every exercise of ``lesson`` (or ``only`` those) at 0 for ``reason``. A notebook that
+    reached its memory limit gets this for all of them, whenever it reached it: where a
+    limit is reached depends on the run (hidden inputs, what the process holds, cgroup or
+    rlimit), its score must not."""
+    return [ExerciseResult(name, 0.0, points, [messages.explain(reason, name)])
+            for name, points in exercise_points(lesson).items() if only is None or name in only]
 
 
 def check_notebook(path: str | Path, lesson: str | None = None, limits: Limits = DEFAULT_LIMITS,

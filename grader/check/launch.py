@@ -37,6 +37,7 @@ from coursekit import catalogue, settings
 from grader import COURSE_ROOT
 from grader.check import timeline
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from grader.runtime.errors import MEMORY_EXIT
 from grader.runtime.wire import one_thread_env
 from grader.sandbox.output import OutputTap
 
@@ -139,6 +140,8 @@ class LocalWorker:
             return "timeout"
         if code == 0:
             return "ok"
+        if code == MEMORY_EXIT:
+            return "memory"  # its memory rlimit, reached (grader.runtime.errors.out_of_memory)
         if code == -signal.SIGXCPU:
             return "timeout"
         if "MemoryError" in self.tap.excerpt(1 << 20):

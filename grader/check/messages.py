@@ -18,6 +18,7 @@ from grader.runtime.errors import (
     ProtocolError,
     SubmissionError,
     WorkerDied,
+    WorkerOutOfMemory,
     WorkerTimeout,
 )
 
@@ -123,6 +124,9 @@ def _explain_error(exc: BaseException | None, exercise: str) -> str:
     if isinstance(exc, CallHung):
         return (f"`{exc.call}` gave no answer within {exc.seconds:g} s: an infinite loop "
                 f"(a loop whose condition never changes for these arguments?)")
+    if isinstance(exc, WorkerOutOfMemory):
+        return (f"the notebook reached its memory limit ({exc.gib:g} GiB): then no exercise "
+                f"is graded, whatever those before earned, so that every run gives the same score")
     if isinstance(exc, CallCrashed):
         return (f"`{exc.call}` stopped the notebook's process (it crashed, exited or ran out "
                 f"of memory)")

@@ -1,5 +1,9 @@
 """Exceptions shared by the trusted side and the code that runs next to the submission."""
 
+import os
+import sys
+from typing import NoReturn
+
 
 class GradingError(Exception):
     """Base class: something about the submission made a check impossible."""
@@ -47,6 +51,15 @@ class WorkerDied(GradingError):
     """The process running the submission stopped (crash, exit, out of memory)."""
 
 
+class WorkerOutOfMemory(WorkerDied):
+    """The process running the submission reached its memory limit (``gib``): a cgroup's
+    OOM killer stopped it, or it ended itself (``MEMORY_EXIT``) at a failed allocation."""
+
+    def __init__(self, gib: float):
+        super().__init__(f"the notebook reached its memory limit ({gib:g} GiB)")
+        self.gib = gib
+
+
 class WorkerTimeout(GradingError):
     """The submission did not answer within its time budget."""
 
@@ -70,3 +83,40 @@ class CallCrashed(WorkerDied):
     def __init__(self, call: str):
         super().__init__(f"the notebook's process stopped during {call}")
         self.call = call
+
+
+#: The exit status of a worker that reached its memory limit: the trusted side reads it as
+#: ``memory``, as it reads a worker that a cgroup's OOM killer stopped (see ``out_of_memory``).
+MEMORY_EXIT = 75
+
+#: What an allocator says when it may not have more (torch's CPU allocator raises a
+#: RuntimeError; ``ENOMEM``'s own words in an OSError or a library's message).
+_ALLOCATION_FAILED = ("can't allocate memory", "cannot allocate memory", "out of memory")
+
+
+def out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, says that the process
+    reached its memory limit (``RLIMIT_DATA`` where no cgroup caps the submission): a
+    ``MemoryError`` (numpy's included), or an allocator's failure."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, MemoryError):
+            return True
+        if isinstance(exc, RuntimeError | OSError) and \
+                any(words in str(exc).lower() for words in _ALLOCATION_FAILED):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def exit_out_of_memory() -> NoReturn:
+    """End this worker at once, as one that reached its memory limit (``MEMORY_EXIT``):
+    whatever it was doing, the grader then treats the notebook the same way, on every run
+    and whichever mechanism (cgroup or rlimit) enforced the limit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001, S110 - no memory left even for that
+            pass
+    os._exit(MEMORY_EXIT)

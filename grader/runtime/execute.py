@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeGuard
 
+from .errors import out_of_memory
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 _BODY_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
@@ -129,6 +131,7 @@ class CellsRun:
     executed: int = 0
     errors: list[CellError] = field(default_factory=list)
     seconds: float = 0.0  # running the cells (``check --profile`` shows it)
+    out_of_memory: bool = False  # a cell reached the process's memory limit (errors.out_of_memory)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +161,7 @@ def run_cells(cells: list[tuple[int, str]], namespace: dict[str, Any]) -> CellsR
         except BaseException as exc:  # noqa: BLE001 - any student error is recorded
             where = student_frames(exc.__traceback__)
             report.errors.append(CellError(index, f"{type(exc).__name__}: {exc}"[:500], where))
+            report.out_of_memory = report.out_of_memory or out_of_memory(exc)
         report.executed += 1
         _close_figures()
     report.seconds = time.perf_counter() - start

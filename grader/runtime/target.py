@@ -17,7 +17,7 @@ from typing import Any
 
 from . import values
 from .device import on_device
-from .errors import GIVEN, ForbiddenCall, MissingName, SubmissionError
+from .errors import GIVEN, ForbiddenCall, MissingName, SubmissionError, out_of_memory
 from .execute import prepare_namespace, run_cells, student_frames
 from .unchanged import LEAF_IN_PLACE, ArgumentChanged, ArgumentSnapshot
 from .values import HandleRef
@@ -85,10 +85,13 @@ def _compiled(source: str) -> types.CodeType:
 class Target:
     """Operations on a submission's namespace, addressed by name or by handle id."""
 
-    def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True):
+    def __init__(self, namespace: dict[str, Any] | None = None, prepare: bool = True,
+                 on_out_of_memory: Callable[[], None] | None = None):
         # unprepared: the caller's namespace as it is (a kernel's own globals)
         self.namespace: dict[str, Any] = (prepare_namespace(namespace) if prepare
                                           else {} if namespace is None else namespace)
+        # called when the notebook's code reached the memory limit (the worker ends there)
+        self.on_out_of_memory = on_out_of_memory
         self.handles: dict[int, Any] = {}
         self.saved: dict[str, Any] = {}  # the student's versions of substituted names
         self.refused: dict[str, Callable[[], None]] = {}  # given code refused: how to undo it
@@ -150,7 +153,10 @@ class Target:
         raise ValueError(f"unknown op {op!r}")
 
     def load(self, cells: list[tuple[int, str]]) -> dict[str, Any]:
-        return run_cells(cells, self.namespace).as_dict()
+        run = run_cells(cells, self.namespace)
+        if run.out_of_memory and self.on_out_of_memory is not None:
+            self.on_out_of_memory()
+        return run.as_dict()
 
     def has(self, name: str) -> bool:
         return name in self.namespace
@@ -334,6 +340,8 @@ class Target:
         except SystemExit as exc:
             raise SubmissionError(label, "SystemExit", f"called exit({exc.code!r})") from None
         except BaseException as exc:  # noqa: BLE001 - any student error becomes a report
+            if self.on_out_of_memory is not None and out_of_memory(exc):
+                self.on_out_of_memory()
             forbidden = _forbidden_in_chain(exc)
             if forbidden:
                 raise SubmissionError(label, "ForbiddenCall", forbidden) from None

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from . import protocol
-from .errors import BadValue, MissingName, SubmissionError
+from .errors import BadValue, MissingName, SubmissionError, exit_out_of_memory, out_of_memory
 from .execute import defer_imports
 from .target import Target
 from .wire import one_torch_thread
@@ -62,7 +62,7 @@ def serve(sock: socket.socket) -> None:
     chain are answered ``skipped`` without running."""
     _fresh_random_state()
     defer_imports()  # unless a warm zygote loaded them: plotting modules load only if used
-    target = Target()
+    target = Target(on_out_of_memory=exit_out_of_memory)
     failed_chain: Any = None  # the chain whose request failed: the rest of it is skipped
     requests = protocol.Reader(sock)
     while True:
@@ -83,6 +83,8 @@ def serve(sock: socket.socket) -> None:
             one_torch_thread()  # torch is only imported if the notebook did
             reply: dict[str, Any] = {"ok": True}
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a reply
+            if out_of_memory(exc):  # the memory limit, reached in the grader's side of it
+                exit_out_of_memory()
             result, reply = None, {"ok": False, "error": _error(exc)}
             failed_chain = chain
         try:
@@ -90,6 +92,10 @@ def serve(sock: socket.socket) -> None:
         except BadValue as exc:
             protocol.send(sock, {"ok": False, "error": _error(exc)})
             failed_chain = chain
+        except BaseException as exc:
+            if out_of_memory(exc):  # no memory left to write the answer
+                exit_out_of_memory()
+            raise
 
 
 def main() -> None:

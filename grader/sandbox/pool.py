@@ -29,6 +29,7 @@ from coursekit.errors import UserError
 
 from ..limits import DEFAULT_LIMITS, Limits
 from ..runtime import wire
+from ..runtime.errors import MEMORY_EXIT
 from . import bwrap, probe
 from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
 from .output import OutputTap
@@ -456,6 +457,8 @@ class SandboxWorker:
             return "timeout" if self._deadline_hit else "ok"
         if self.cgroup is not None and self.cgroup.oom_kills() > 0:
             return "memory"
+        if known and os.WIFEXITED(status) and os.WEXITSTATUS(status) == MEMORY_EXIT:
+            return "memory"  # its memory rlimit, reached (grader.runtime.errors.out_of_memory)
         if self._deadline_hit:
             return "timeout"
         if known and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:

@@ -25,6 +25,8 @@ instructor set ``COURSE_LANG``. The CSV is the same, language-neutral table in e
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from nbconvert.preprocessors import Preprocessor
@@ -34,6 +36,7 @@ from traitlets import Bool
 
 from coursekit import catalogue, settings
 from grader import csvcells, ids
+from grader.classgrade.find import find
 
 #: The instructor's own COURSE_LANG, read once, before any notebook sets it.
 _INSTRUCTOR_LANG = settings.language()
@@ -82,16 +85,22 @@ class HintLanguage(Preprocessor):
 
 
 class EditionsCsvExport(CsvExportPlugin):
-    """nbgrader's CSV (same columns), counting each notebook once whatever its editions:
-    the student's best edition, out of one edition's maximum. With one edition per course
-    it is nbgrader's own CSV, quoted as CSV and with no cell a spreadsheet would run."""
+    """nbgrader's CSV (its columns, then ``status`` and ``message``), counting each notebook
+    once whatever its editions: the student's best edition, out of one edition's maximum.
+    Every student of the class gets a row: those of the gradebook and every folder of
+    ``submitted/``, so a student whose only notebook nbgrader cannot see (in a folder inside
+    the folder, under another name, the other edition) is a row with 0 and says why
+    (:func:`submission_status`). With one edition per course the scores are nbgrader's own,
+    quoted as CSV and with no cell a spreadsheet would run."""
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"
         students = [ids.key(str(s)) for s in self.student]
         assignments = [str(a) for a in self.assignment]
+        coursedir = getattr(self.parent, "coursedir", None)
         keys = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
-                "email", "raw_score", "late_submission_penalty", "score", "max_score"]
+                "email", "raw_score", "late_submission_penalty", "score", "max_score",
+                "status", "message"]
         self.log.info("Exporting grades to %s (each notebook's editions counted once)", dest)
         with open(dest, "w", newline="") as fh:
             writer = csvcells.Writer(fh)
@@ -100,25 +109,85 @@ class EditionsCsvExport(CsvExportPlugin):
                 if assignments and assignment.name not in assignments:
                     continue
                 max_score = _per_notebook((nb.name, nb.max_score) for nb in assignment.notebooks)
-                for student in gradebook.students:
+                for student in _class(gradebook, coursedir):
                     if students and ids.key(student.id) not in students:
                         continue
-                    row: dict[str, Any] = {
-                        "assignment": assignment.name, "duedate": assignment.duedate,
-                        "student_id": student.id, "last_name": student.last_name,
-                        "first_name": student.first_name, "email": student.email,
-                        "max_score": max_score}
-                    try:
-                        submission = gradebook.find_submission(assignment.name, student.id)
-                    except MissingEntry:
-                        row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
-                    else:
-                        raw = _per_notebook((nb.name, nb.score) for nb in submission.notebooks)
-                        penalty = submission.late_submission_penalty
-                        row.update(timestamp=submission.timestamp, raw_score=raw,
-                                   late_submission_penalty=penalty, score=max(0.0, raw - penalty))
+                    row = _row(gradebook, assignment, student, coursedir)
+                    row["max_score"] = max_score
                     # a student id or name is never a spreadsheet formula (grader.csvcells)
                     writer.writerow("" if row[k] is None else str(row[k]) for k in keys)
+
+
+def _class(gradebook: Gradebook, coursedir: Any) -> list[Any]:
+    """The students of the gradebook, then those with a folder in ``submitted/`` only."""
+    students = list(gradebook.students)
+    known = {s.id for s in students}
+    folder = Path(coursedir.format_path(coursedir.submitted_directory, ".", ".")).resolve() \
+        if coursedir is not None else None
+    if folder is not None and folder.is_dir():
+        students += [SimpleNamespace(id=p.name, last_name=None, first_name=None, email=None)
+                     for p in sorted(folder.iterdir())
+                     if p.is_dir() and not p.name.startswith(".") and p.name not in known]
+    return students
+
+
+def _row(gradebook: Gradebook, assignment: Any, student: Any, coursedir: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "assignment": assignment.name, "duedate": assignment.duedate, "student_id": student.id,
+        "last_name": student.last_name, "first_name": student.first_name, "email": student.email}
+    try:
+        submission = gradebook.find_submission(assignment.name, student.id)
+    except MissingEntry:
+        submission = None
+        row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
+    else:
+        raw = _per_notebook((nb.name, nb.score) for nb in submission.notebooks)
+        penalty = submission.late_submission_penalty
+        row.update(timestamp=submission.timestamp, raw_score=raw,
+                   late_submission_penalty=penalty, score=max(0.0, raw - penalty))
+    names = [f"{nb.name}.ipynb" for nb in assignment.notebooks]
+    row["status"], row["message"] = submission_status(coursedir, assignment.name, student.id,
+                                                      names, submission is not None)
+    return row
+
+
+def submission_status(coursedir: Any, lesson: str, student: str, names: list[str],
+                      in_gradebook: bool) -> tuple[str, str]:
+    """The export's ``status`` of a student's lesson, and why when it is not ``ok``:
+    ``ok`` (autograded), ``missing`` (no notebook of the lesson in the student's folder),
+    ``unseen`` (notebooks where nbgrader does not look: ``python -m grader grade`` finds
+    them), ``failed`` (at nbgrader's name, but autograde did not grade it: its log says
+    why). Without the course folder (an export made outside nbgrader's app), the gradebook
+    alone: ``ok`` or ``missing``."""
+    if coursedir is None:
+        return ("ok", "") if in_gradebook else ("missing", "No submission.")
+    autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, lesson))
+    if in_gradebook and any((autograded / name).is_file() for name in names):
+        return "ok", ""
+    submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, lesson))
+    found = _notebooks_of(submitted.parent, lesson)
+    at_name = [p for p in found if p.parent == submitted and p.name in names]
+    if at_name:
+        return "failed", ("Not graded: autograde failed on "
+                          f"{', '.join(p.name for p in at_name)} (its log names the error).")
+    if found:
+        shown = ", ".join(f"`{p.relative_to(submitted.parent).as_posix()}`" for p in found)
+        where = " or ".join(f"`{lesson}/{name}`" for name in names) or f"`{lesson}/`"
+        other = {catalogue.COURSE.edition_of(p) for p in found} - {edition_of_name(n) for n in names}
+        editions = (f" The course holds the {', '.join(sorted({edition_of_name(n) for n in names}))} "
+                    "edition only (COURSE_EDITION=both takes either).") if other and names else ""
+        return "unseen", (f"Not graded: nbgrader looks only at {where}; found {shown}.{editions} "
+                          "Move it there and autograde again, or grade the class with "
+                          "`python -m grader grade`.")
+    return "missing", "No submission."
+
+
+def _notebooks_of(student_folder: Path, lesson: str) -> list[Path]:
+    """The notebooks of ``lesson`` a student's folder holds, wherever they lie (as
+    ``python -m grader grade`` finds them); none for an assignment that is not a lesson."""
+    if not student_folder.is_dir() or lesson not in catalogue.COURSE.ids():
+        return []
+    return find(student_folder, catalogue.get(lesson)).candidates
 
 
 def _per_notebook(scores: Any) -> float:
@@ -133,8 +202,11 @@ def _per_notebook(scores: Any) -> float:
 def configure(c: Any, edition: str | None = None) -> str:
     """Set up an nbgrader config ``c`` for ``edition`` (default ``$COURSE_EDITION``);
     returns the edition."""
-    from nbgrader.converters import Autograde
+    from nbgrader.converters import Autograde, GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import SaveCells
+
+    from grader.integrations.nbgrader.late import CompleteSubmissions, SyncSubmission
 
     edition = edition or settings.edition()
     c.CourseDirectory.notebook_id = notebook_glob(edition)
@@ -146,6 +218,9 @@ def configure(c: Any, edition: str | None = None) -> str:
         from grader.integrations.nbgrader.sandbox import SandboxedAutograde
 
         default = [SandboxedAutograde if step is Execute else step for step in default]
-    c.Autograde.autograde_preprocessors = [HintLanguage, *default]
+    c.Autograde.autograde_preprocessors = [SyncSubmission, HintLanguage, *default]
+    generate = list(GenerateAssignment.class_traits()["preprocessors"].default())
+    at = generate.index(SaveCells) + 1
+    c.GenerateAssignment.preprocessors = [*generate[:at], CompleteSubmissions, *generate[at:]]
     c.ExportApp.plugin_class = EditionsCsvExport
     return edition
