@@ -205,7 +205,7 @@ LESSONS: tuple[Lesson, ...] = (
            "Attention at scale: FlashAttention's tiles, grouped-query attention, sliding windows",
            graded=("merge_softmax_stats", "flash_attention", "flash_attention_backward", "repeat_kv",
                    "sliding_window_mask", "GroupedQueryAttention"),
-           datasets=("numerals",), editions=("en",),
+           datasets=("numerals",), editions=("en", "zh"),
            title_zh="大规模注意力：FlashAttention 的分块、分组查询注意力与滑动窗口"),
 )
 

@@ -61,6 +61,31 @@ _MAGIC = re.compile(r"^\s*[%!].*$", re.M)
 # are missing there fails and lists them. ("Editions" in CONTRIBUTING.md.)
 
 TEXT_ZH: dict[str, str] = {
+    # lesson 12: tiling, kv_cache_bytes
+    "(m, ℓ) ← merge_softmax_stats(m, ℓ, m_b, ℓ_b)": "(m, ℓ) ← merge_softmax_stats(m, ℓ, m_b, ℓ_b)",
+    "S = Q_i K_jᵀ / √d   (one tile, masked)": "S = Q_i K_jᵀ / √d   （一个分块，施加掩码）",
+    "acc ← acc · exp(m_old − m) + (P̃ V_j) · exp(m_b − m)": "acc ← acc · exp(m_old − m) + (P̃ V_j) · exp(m_b − m)",
+    "after the last key block:\nO_i = acc / ℓ,   lse_i = m + log ℓ": "最后一个键块之后：\nO_i = acc / ℓ，   lse_i = m + log ℓ",
+    "as published": "按发布的配置",
+    "cache per token (KiB, 16-bit)": "每个词元的缓存（KiB，16 位）",
+    "causal, aligned to the bottom right: query i sees keys j ≤ i + (Lk − Lq)":
+        "因果，对齐到右下角：查询 i 看到键 j ≤ i + (Lk − Lq)",
+    "every query head its own key–value head (MHA)": "每个查询头都有自己的键值头（MHA）",
+    "for the orange block of queries, tile after tile:": "对橙色的查询块，一个分块接一个分块：",
+    "kept per query: m (running max), ℓ (running sum), acc (d numbers)":
+        "每个查询保留：m（当前最大值）、ℓ（当前的和）、acc（d 个数）",
+    "keys and values: blocks of block_k = {}": "键和值：块大小 block_k = {}",
+    "key–value cache per token: 2 · layers · key–value heads · d_head · 2 bytes":
+        "每个词元的键值缓存：2 · 层数 · 键值头数 · d_head · 2 字节",
+    "m_b = rowmax(S),  P̃ = exp(S − m_b),  ℓ_b = rowsum(P̃)": "m_b = rowmax(S),  P̃ = exp(S − m_b),  ℓ_b = rowsum(P̃)",
+    "never made: the [Lq, Lk] matrix of scores or of probabilities": "从不构建：[Lq, Lk] 的分数矩阵或概率矩阵",
+    "next\nkey block": "下一个\n键块",
+    "one key–value head (MQA)": "只有一个键值头（MQA）",
+    "one tile [block_q, block_k] of scores at a time; dots: allowed by the causal mask":
+        "每次一个 [block_q, block_k] 的分数块；圆点：因果掩码允许的位置",
+    "queries: blocks of block_q = {}": "查询：块大小 block_q = {}",
+    "skipped": "跳过",
+    "{} layers, {} heads, {} kv": "{} 层，{} 个头，{} 个键值头",
     # lesson 01: soft_lookup
     "a dictionary: the one equal key": "字典：只找那个相等的键",
     "query": "查询",
