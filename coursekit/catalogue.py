@@ -201,6 +201,12 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("11_generation", "Generating: a KV cache, sampling, and beam search",
            graded=("filter_logits", "sample", "decoder_step", "generate", "beam_search"),
            datasets=("numerals",), editions=("en", "zh"), title_zh="生成：键值缓存、采样与束搜索"),
+    Lesson("12_attention_at_scale",
+           "Attention at scale: FlashAttention's tiles, grouped-query attention, sliding windows",
+           graded=("merge_softmax_stats", "flash_attention", "flash_attention_backward", "repeat_kv",
+                   "sliding_window_mask", "GroupedQueryAttention"),
+           datasets=("numerals",), editions=("en", "zh"),
+           title_zh="大规模注意力：FlashAttention 的分块、分组查询注意力与滑动窗口"),
 )
 
 

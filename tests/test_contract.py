@@ -94,6 +94,17 @@ CONTRACT: dict[str, dict[str, str]] = {
         ),
         "beam_search": "model, src, beam_size, max_len, bos_id, eos_id, length_penalty=0.6",
     },
+    "12": {
+        "merge_softmax_stats": "m_a, l_a, m_b, l_b",
+        "flash_attention": "q, k, v, causal=False, key_mask=None, block_q=64, block_k=64",
+        "flash_attention_backward": (
+            "q, k, v, out, lse, dout, causal=False, key_mask=None, block_q=64, block_k=64"
+        ),
+        "repeat_kv": "x, n_rep",
+        "sliding_window_mask": "L, window, device=None",
+        "GroupedQueryAttention.__init__": "d_model, n_head, n_kv_head, window=None",
+        "GroupedQueryAttention.forward": "x, cos, sin, key_mask=None",
+    },
 }
 
 # Names graded within another exercise's points: lesson 11's KVCache is graded through

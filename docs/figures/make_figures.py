@@ -61,6 +61,31 @@ _MAGIC = re.compile(r"^\s*[%!].*$", re.M)
 # are missing there fails and lists them. ("Editions" in CONTRIBUTING.md.)
 
 TEXT_ZH: dict[str, str] = {
+    # lesson 12: tiling, kv_cache_bytes
+    "(m, ℓ) ← merge_softmax_stats(m, ℓ, m_b, ℓ_b)": "(m, ℓ) ← merge_softmax_stats(m, ℓ, m_b, ℓ_b)",
+    "S = Q_i K_jᵀ / √d   (one tile, masked)": "S = Q_i K_jᵀ / √d   （一个分块，施加掩码）",
+    "acc ← acc · exp(m_old − m) + (P̃ V_j) · exp(m_b − m)": "acc ← acc · exp(m_old − m) + (P̃ V_j) · exp(m_b − m)",
+    "after the last key block:\nO_i = acc / ℓ,   lse_i = m + log ℓ": "最后一个键块之后：\nO_i = acc / ℓ，   lse_i = m + log ℓ",
+    "as published": "按发布的配置",
+    "cache per token (KiB, 16-bit)": "每个词元的缓存（KiB，16 位）",
+    "causal, aligned to the bottom right: query i sees keys j ≤ i + (Lk − Lq)":
+        "因果，对齐到右下角：查询 i 看到键 j ≤ i + (Lk − Lq)",
+    "every query head its own key–value head (MHA)": "每个查询头都有自己的键值头（MHA）",
+    "for the orange block of queries, tile after tile:": "对橙色的查询块，一个分块接一个分块：",
+    "kept per query: m (running max), ℓ (running sum), acc (d numbers)":
+        "每个查询保留：m（当前最大值）、ℓ（当前的和）、acc（d 个数）",
+    "keys and values: blocks of block_k = {}": "键和值：块大小 block_k = {}",
+    "key–value cache per token: 2 · layers · key–value heads · d_head · 2 bytes":
+        "每个词元的键值缓存：2 · 层数 · 键值头数 · d_head · 2 字节",
+    "m_b = rowmax(S),  P̃ = exp(S − m_b),  ℓ_b = rowsum(P̃)": "m_b = rowmax(S),  P̃ = exp(S − m_b),  ℓ_b = rowsum(P̃)",
+    "never made: the [Lq, Lk] matrix of scores or of probabilities": "从不构建：[Lq, Lk] 的分数矩阵或概率矩阵",
+    "next\nkey block": "下一个\n键块",
+    "one key–value head (MQA)": "只有一个键值头（MQA）",
+    "one tile [block_q, block_k] of scores at a time; dots: allowed by the causal mask":
+        "每次一个 [block_q, block_k] 的分数块；圆点：因果掩码允许的位置",
+    "queries: blocks of block_q = {}": "查询：块大小 block_q = {}",
+    "skipped": "跳过",
+    "{} layers, {} heads, {} kv": "{} 层，{} 个头，{} 个键值头",
     # lesson 01: soft_lookup
     "a dictionary: the one equal key": "字典：只找那个相等的键",
     "query": "查询",
@@ -997,6 +1022,111 @@ def beam_tree() -> plt.Figure:
 
 # ------------------------------------------------------------ "what you should see"
 
+# lesson 12: tiling, kv_cache_bytes
+
+def tiling() -> plt.Figure:
+    """Lesson 12: the tiles of a causal FlashAttention pass, Lq = Lk = 12 in blocks of 3 and 4:
+    the tiles a query block visits, those the causal mask leaves empty, the running statistics."""
+    Lq, Lk, bq, bk = 12, 12, 3, 4
+    fig, ax = plt.subplots(figsize=(12.5, 5.2))
+    ax.set_xlim(-3.0, 27.0)
+    ax.set_ylim(-0.9, 14.4)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    cell, x0, top = 0.9, 0.0, 12.0
+    # K (columns, above) and Q (rows, left), cut into blocks
+    for j in range(Lk):
+        face = SELF_COLOUR if (j // bk) % 2 == 0 else "#9ecae1"
+        ax.add_patch(plt.Rectangle((x0 + j * cell, top + 0.3), cell, 0.7, facecolor=face, edgecolor="white", lw=0.6))
+    for i in range(Lq):
+        face = MASKED_COLOUR if (i // bq) % 2 == 0 else "#fdae6b"
+        ax.add_patch(plt.Rectangle((x0 - 1.0, top - (i + 1) * cell), 0.7, cell, facecolor=face, edgecolor="white",
+                                   lw=0.6))
+    ax.text(x0 + Lk * cell / 2, top + 1.45, _t("keys and values: blocks of block_k = {}").format(bk), ha="center",
+            fontsize=10)
+    ax.text(x0 - 1.3, top - Lq * cell / 2, _t("queries: blocks of block_q = {}").format(bq), ha="right",
+            va="center", rotation=90, fontsize=10)
+    current = 2                                                     # the query block being worked on
+    for bi in range(Lq // bq):
+        for bj in range(Lk // bk):
+            rows = range(bi * bq, bi * bq + bq)
+            cols = range(bj * bk, bj * bk + bk)
+            empty = min(cols) > max(rows)                           # above the diagonal: all masked
+            face = "#f4f4f4" if empty else ("#e6550d" if bi == current and bj == 1 else
+                                             "#fdd0a2" if bi == current else "#ffffff")
+            ax.add_patch(plt.Rectangle((x0 + bj * bk * cell, top - (bi + 1) * bq * cell), bk * cell, bq * cell,
+                                       facecolor=face, edgecolor="k", lw=1.0))
+            for i in rows:
+                for j in cols:
+                    if j <= i and not empty:
+                        ax.plot(x0 + (j + 0.5) * cell, top - (i + 0.5) * cell, ".", color=GREY, ms=3)
+            if empty:
+                ax.text(x0 + (bj * bk + bk / 2) * cell, top - (bi * bq + bq / 2) * cell, _t("skipped"),
+                        ha="center", va="center", fontsize=7, color=GREY)
+    ax.text(x0 + Lk * cell / 2, top - Lq * cell - 0.8, _t("one tile [block_q, block_k] of scores at a time; "
+                                                        "dots: allowed by the causal mask"),
+            ha="center", fontsize=9, color="#444444")
+    # the loop over the current query block's tiles
+    bx = 12.6
+    ax.text(bx, 13.6, _t("for the orange block of queries, tile after tile:"), fontsize=10)
+    steps = [
+        _t("S = Q_i K_jᵀ / √d   (one tile, masked)"),
+        _t("m_b = rowmax(S),  P̃ = exp(S − m_b),  ℓ_b = rowsum(P̃)"),
+        _t("(m, ℓ) ← merge_softmax_stats(m, ℓ, m_b, ℓ_b)"),
+        _t("acc ← acc · exp(m_old − m) + (P̃ V_j) · exp(m_b − m)"),
+    ]
+    for n, text in enumerate(steps):
+        _box(ax, bx + 6.0, 12.3 - 1.35 * n, 12.0, 0.95, text, face="#fff5eb" if n != 2 else "#e5f5e0", fontsize=8)
+        if n:
+            _arrow(ax, (bx + 6.0, 12.3 - 1.35 * n + 0.87), (bx + 6.0, 12.3 - 1.35 * n + 0.48))
+    _arrow(ax, (bx + 12.1, 12.3 - 1.35 * 3), (bx + 12.1, 12.3), rad=0.4, colour=GREY)
+    ax.text(bx + 12.8, 10.3, _t("next\nkey block"), fontsize=8, color=GREY, va="center")
+    _box(ax, bx + 6.0, 5.9, 12.0, 1.2, _t("after the last key block:\nO_i = acc / ℓ,   lse_i = m + log ℓ"),
+         face=SELF_COLOUR, fontsize=9)
+    _arrow(ax, (bx + 6.0, 12.3 - 1.35 * 3 - 0.48), (bx + 6.0, 6.5))
+    ax.text(bx, 4.4, _t("kept per query: m (running max), ℓ (running sum), acc (d numbers)"), fontsize=9)
+    ax.text(bx, 3.5, _t("never made: the [Lq, Lk] matrix of scores or of probabilities"), fontsize=9, color="#a50f15")
+    ax.text(bx, 2.6, _t("causal, aligned to the bottom right: query i sees keys j ≤ i + (Lk − Lq)"), fontsize=9)
+    return fig
+
+
+KV_CONFIGS = {   # lesson 12's table: (layers, query heads, key-value heads, d_head), as published
+    "LLaMA-2-7B": (32, 32, 32, 128),
+    "LLaMA-2-70B": (80, 64, 8, 128),
+    "LLaMA-3-8B": (32, 32, 8, 128),
+    "Mistral-7B": (32, 32, 8, 128),
+}
+
+
+def kv_cache_bytes() -> plt.Figure:
+    """Lesson 12: key-value cache bytes per token in 16 bits, 2 · layers · kv heads · d_head · 2, with
+    every head its own (MHA), as published, and with one key-value head (MQA)."""
+    import numpy as np
+
+    names = list(KV_CONFIGS)
+    kib = {kind: [2 * layers * n * d_head * 2 / 1024 for layers, heads, kv, d_head in KV_CONFIGS.values()
+                  for n in [{"MHA": heads, "GQA": kv, "MQA": 1}[kind]]] for kind in ("MHA", "GQA", "MQA")}
+    labels = {"MHA": _t("every query head its own key–value head (MHA)"),
+              "GQA": _t("as published"),
+              "MQA": _t("one key–value head (MQA)")}
+    fig, ax = plt.subplots(figsize=(9.5, 4.2))
+    x = np.arange(len(names))
+    for n, (kind, colour) in enumerate(zip(("MHA", "GQA", "MQA"), (GREY, BLUE, GREEN), strict=True)):
+        bars = ax.bar(x + (n - 1) * 0.27, kib[kind], 0.25, color=colour, label=labels[kind])
+        for bar, value in zip(bars, kib[kind], strict=True):
+            ax.text(bar.get_x() + bar.get_width() / 2, value * 1.08, f"{value:,.0f}", ha="center", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(8, 40000)
+    ax.set_xticks(x, [f"{name}\n" + _t("{} layers, {} heads, {} kv").format(*KV_CONFIGS[name][:3])
+                      for name in names], fontsize=9)
+    ax.set_ylabel(_t("cache per token (KiB, 16-bit)"))
+    ax.set_title(_t("key–value cache per token: 2 · layers · key–value heads · d_head · 2 bytes"), fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
 @dataclass
 class NotebookFigures:
     """Figures drawn by cells of a reference notebook: {cell id: [file name or None per figure]}."""
@@ -1123,6 +1253,7 @@ DIAGRAMS: dict[str, dict[str, Callable[[], plt.Figure]]] = {
     "08_transformer": {"transformer": transformer, "model_masks": model_masks, "families": families},
     "10_decoder_only": {"blocks": blocks, "rope": rope, "rope_relative": rope_relative},
     "11_generation": {"kv_cache": kv_cache, "filtering": filtering, "beam_tree": beam_tree},
+    "12_attention_at_scale": {"tiling": tiling, "kv_cache_bytes": kv_cache_bytes},
 }
 
 
