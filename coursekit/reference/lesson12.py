@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 
 from coursekit.earlier import lesson_code
+from coursekit.text import pad, row
 
 # Lesson 10's apply_rope and its decoder-only model with its training code: the course's
 # reference code where it is installed (the course repository, the grader), else your own
@@ -257,12 +258,13 @@ def train_variants(cfg, vocab, train_pairs, valid_pairs, variants, device="cpu",
 def variants_table(results: dict, target: float, length: int = 4096) -> str:
     """The runs side by side, time and cache as ratios to the first run."""
     first = next(iter(results.values()))
-    lines = [f"{'':<30} {'parameters':>10} {'steps to ' + format(target, '.0%'):>13} {'final':>7} "
-             f"{'time/step':>10} {'cache/token':>12} {f'cache, {length:,} tokens':>19}"]
+    widths = (30, 10, 15, 7, 10, 12, 19)
+    lines = [row(("", "parameters", f"steps to {target:.0%}", "final", "time/step", "cache/token", f"cache, {length:,} tokens"), widths)]
     for name, r in results.items():
         steps = "not reached" if r["steps"] is None else f"{r['steps']}"
         held = min(length, r["window"]) if r["window"] else length          # positions a window keeps
-        lines.append(f"{name:<30} {r['parameters']:>10,} {steps:>13} {r['final']:>7.1%} "
-                     f"{r['seconds_per_step'] / first['seconds_per_step']:>9.2f}× "
-                     f"{r['cache'] / first['cache']:>11.2f}× {r['cache'] * held / (first['cache'] * length):>18.4f}×")
+        lines.append(row((pad(name, 30), f"{r['parameters']:,}", steps, f"{r['final']:.1%}",
+                          f"{r['seconds_per_step'] / first['seconds_per_step']:.2f}×",
+                          f"{r['cache'] / first['cache']:.2f}×",
+                          f"{r['cache'] * held / (first['cache'] * length):.4f}×"), widths))
     return "\n".join(lines)
