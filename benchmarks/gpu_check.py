@@ -124,7 +124,7 @@ def check_paths_10(preset: str, out: Path) -> list[str]:
         build_vocab,
         choose_device,
         fit,
-        generate,
+        greedy_answers,
         lm_batch,
         load_checkpoint,
         load_preset,
@@ -178,14 +178,14 @@ def check_paths_10(preset: str, out: Path) -> list[str]:
     notes.append("F.scaled_dot_product_attention == the manual attention on the device: " + ", ".join(diffs))
 
     prompts = prompt_batch([s for s, _ in load_numerals("valid")[:64]], vocab).to(device)
-    cached = generate(plain, prompts, 17, vocab.eos_id)
+    cached = greedy_answers(plain, prompts, 17, vocab.eos_id)
     tokens, done = prompts, torch.zeros(len(prompts), dtype=torch.bool, device=device)
     with torch.no_grad():
         for _ in range(cached.size(1)):
             nxt = plain(tokens)[:, -1].argmax(-1).masked_fill(done, vocab.pad_id)
             tokens, done = torch.cat([tokens, nxt[:, None]], 1), done | (nxt == vocab.eos_id)
-    assert torch.equal(cached, tokens[:, prompts.size(1):]), "generate (KV cache) differs from the model's forward"
-    notes.append("generate (KV cache) == the model's own forward on the device")
+    assert torch.equal(cached, tokens[:, prompts.size(1):]), "greedy_answers (KV cache) differs from the model's forward"
+    notes.append("greedy_answers (KV cache) == the model's own forward on the device")
 
     path = out / "paths_check_10.pt"
     save_checkpoint(path, model, cfg, vocab, history)

@@ -79,13 +79,19 @@ def test_lms_exports_and_the_gradebook_hold_no_formula(graded: Path, tmp_path: P
     ids = [s for s in HOSTILE if "\r" not in s and "\t" not in s]  # what a roster cell can hold
     moodle = _roster(tmp_path / "moodle.csv", ["First name", "Last name", "Email address"],
                      [["=A1", "@B", s] for s in ids])
-    path, _ = lms.export([graded], moodle, "moodle", key="Email address", out=tmp_path / "m.csv")
-    assert not runnable(cells(path.read_text(encoding="utf-8")))
+    path = lms.export([graded], moodle, "moodle", key="Email address", out=tmp_path / "m.csv").target
+    written = cells(path.read_text(encoding="utf-8"))
+    # the column the LMS matches on is written as the roster gave it (issue 49: the LMS reads
+    # it, and an id with a quote added matches nobody); every other cell is neutralised
+    assert not runnable([row[1:] for row in written])
+    assert sorted(row[0] for row in written[1:]) == sorted(ids)
     canvas = _roster(tmp_path / "canvas.csv", ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"],
                      [[f"=cmd {i}", str(i), "+1", s, "-s"] for i, s in enumerate(ids)])
-    path, _ = lms.export([graded], canvas, "canvas", key="SIS Login ID", out=tmp_path / "c.csv")
+    path = lms.export([graded], canvas, "canvas", key="SIS Login ID", out=tmp_path / "c.csv").target
     written = cells(path.read_text(encoding="utf-8"))
-    assert not runnable(written) and written[2][0].startswith('="=cmd')  # Canvas's own form
+    assert not runnable([[row[0], *row[4:]] for row in written])  # ID, SIS User ID, SIS Login ID: as given
+    assert sorted(row[3] for row in written[2:]) == sorted(ids) and {row[2] for row in written[2:]} == {"+1"}
+    assert written[2][0].startswith('="=cmd')  # Canvas's own form
     book = gradebook.build([graded], _roster(tmp_path / "r.csv", ["name", "login"],
                                             [["-Eve", s] for s in ids]), key="login")
     assert not runnable(cells(book.csv()))

@@ -42,7 +42,7 @@ def test_cpu_rehearsal_runs_the_paths_training_and_throughput_parts(tmp_path) ->
     assert "greedy_decode_cached == greedy_decode" in parts["paths"]["detail"]
     assert "ours / nn.Transformer" in parts["throughput"]["detail"]
     assert [parts[p]["result"] for p in ("l10_paths", "l10_throughput", "l10_train")] == ["ok", "ok", "ok"]
-    assert "generate (KV cache) == the model's own forward" in parts["l10_paths"]["detail"]
+    assert "greedy_answers (KV cache) == the model's own forward" in parts["l10_paths"]["detail"]
     assert "F.scaled_dot_product_attention" in parts["l10_throughput"]["detail"]
     assert "| throughput | ok |" in result.stdout
     assert (tmp_path / "train.pt").exists() and (tmp_path / "throughput.log").exists()

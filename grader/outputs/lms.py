@@ -202,7 +202,14 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
 # --- matching ---------------------------------------------------------------------------
 
 def _norm(value: str) -> str:
-    return ids.key(ids.key(value.strip()).casefold())
+    """A roster cell as compared: surrounding spaces (a spreadsheet's) dropped, then :func:`_id`."""
+    return _id(value.strip())
+
+
+def _id(student_id: str) -> str:
+    """A graded student's id (a folder's name, kept whole: ``"\tx"`` and ``"\rx"`` are two
+    folders) as compared: case and Unicode composition ignored."""
+    return ids.key(ids.key(student_id).casefold())
 
 
 def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = False) -> Match:
@@ -226,9 +233,9 @@ def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = F
         raise LmsError(f"the roster's {key!r} column is not unique: {', '.join(dict.fromkeys(dupes))}")
     graded: dict[str, str] = {}
     for student in student_ids:
-        if graded.setdefault(_norm(student), student) != student:
+        if graded.setdefault(_id(student), student) != student:
             raise LmsError(f"two graded students are one id once case and Unicode composition "
-                           f"are ignored: {ids.shown(graded[_norm(student)])}, {ids.shown(student)}")
+                           f"are ignored: {ids.shown(graded[_id(student)])}, {ids.shown(student)}")
     matched = [(row, graded[k]) for k, row in by_key.items() if k in graded]
     roster_only = [row for k, row in by_key.items() if k not in graded]
     graded_only = sorted(s for k, s in graded.items() if k not in by_key)
