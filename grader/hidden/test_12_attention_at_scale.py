@@ -470,16 +470,22 @@ def test_flash_large_scores(sub):
     close(lse, want_lse, "with large scores lse should still be the log-sum-exp of the scores", atol=1e-3, rtol=1e-5)
 
 
+def bound_case(n, B=2, H=2, d=2):
+    """Blocks drawn from ``n`` and q, k, v of 4-5 blocks plus a ragged end, for the tile-bound
+    checks: ``(bq, bk, Lq, Lk, q, k, v)``."""
+    bq, bk = _blocks(n)
+    Lq, Lk = 4 * bq + _int(n + 2, 1, bq), 5 * bk + _int(n + 3, 1, bk)
+    return (bq, bk, Lq, Lk, *_qkv(n + 4, B, H, Lq, Lk, d))
+
+
 @exercise("flash_attention", points=1)
 def test_flash_tile_bound(sub):
-    bq, bk = _blocks(60)
     B, H, d = 2, 2, 2
-    Lq, Lk = 4 * bq + _int(62, 1, bq), 5 * bk + _int(63, 1, bk)
-    q, k, v = _qkv(64, B, H, Lq, Lk, d)
+    bq, bk, Lq, Lk, q, k, v = bound_case(60, B, H, d)
     key_mask = torch.rand(B, Lk, generator=gen(65)) > 0.2
     key_mask[:, 0] = True
+    bound = max(B * H * Lq * d, B * H * Lk * d, B * Lk, B * H * bq * bk)
     for causal, mask in ((False, None), (True, key_mask)):
-        bound = max(B * H * Lq * d, B * H * Lk * d, B * Lk, B * H * bq * bk)
         check_tile_bound(sub, lambda causal=causal, mask=mask: sub.call(
             "flash_attention", q, k, v, causal=causal, key_mask=mask, block_q=bq, block_k=bk, forbid=SDPA),
             bound, f"flash_attention{' (causal, with a key mask)' if causal else ''}", "flash_full_scores",
@@ -564,10 +570,8 @@ def test_backward_empty_rows(sub):
 
 @exercise("flash_attention_backward", points=1)
 def test_backward_tile_bound(sub):
-    bq, bk = _blocks(100)
     B, H, d = 2, 2, 2
-    Lq, Lk = 4 * bq + _int(102, 1, bq), 5 * bk + _int(103, 1, bk)
-    q, k, v = _qkv(104, B, H, Lq, Lk, d)
+    bq, bk, Lq, Lk, q, k, v = bound_case(100, B, H, d)
     out, lse = (t.float() for t in ref_attention(q, k, v, True))
     dout = randn(107, *out.shape)
     bound = max(B * H * Lq * d, B * H * Lk * d, B * H * Lq, B * H * bq * bk)
