@@ -236,7 +236,7 @@ def _lesson_ids() -> list[str]:
 def cmd_gradescope(args: argparse.Namespace) -> int:
     from grader.integrations.gradescope.package import build, summary
 
-    pkg = build(args.lesson, args.out, timeout_s=args.timeout, memory_gib=args.memory,
+    pkg = build(lesson_id(args.lesson), args.out, timeout_s=args.timeout, memory_gib=args.memory,
                 visibility=args.visibility, stdout_visibility=args.stdout_visibility)
     print(summary(pkg))
     return 0

@@ -124,9 +124,12 @@ def test_setup_script_pins_match_the_project(package) -> None:
 
 
 def test_out_folder_gets_autograder_zip_and_unknown_lesson_is_refused(tmp_path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "grader", "gradescope", LESSON, str(tmp_path / "gs")],
+    number = LESSON[:2]  # "01", as check, grade and release take it
+    proc = subprocess.run([sys.executable, "-m", "grader", "gradescope", number, str(tmp_path / "gs")],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0 and (tmp_path / "gs" / "autograder.zip").is_file()
+    config = json.loads(zipfile.ZipFile(tmp_path / "gs" / "autograder.zip").read("autograder.json"))
+    assert config["lesson"] == LESSON
     proc = subprocess.run([sys.executable, "-m", "grader", "gradescope", "42_nope", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 2 and "no graders for lesson '42_nope'" in proc.stderr
