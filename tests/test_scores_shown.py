@@ -123,3 +123,28 @@ def test_the_class_report_shows_the_recorded_scores(tmp_path: Path) -> None:
     assert "median 6 of 21" in summary  # (11.25 + 0.75) / 2
     why = {row["student"]: " ".join(row["reasons"]) for row in to_look_at(load(folder.path), {})}
     assert why["s2"] == "scored 0.75 of 21"
+
+
+def test_the_course_gradebook_shows_the_recorded_scores(tmp_path: Path) -> None:
+    """Twelve lessons with quarter points add up past 100: ``:g`` showed 139.4625 as 139.463."""
+    from grader.outputs.gradebook import build, lesson_points, summary
+
+    points = lesson_points()
+    folders = []
+    for lesson, top in points.items():
+        folder = tmp_path / lesson
+        folder.mkdir()
+        score = top - 1.5375 if lesson == "01_attention_by_hand" else top
+        (folder / "grades.csv").write_text(
+            "student_id,lesson,score,max_score,status,message\n"
+            f"s1,{lesson},{score},{top},ok,\n", encoding="utf-8")
+        folders.append(folder)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,student_id\nAda,s1\n", encoding="utf-8")
+    book = build(folders, roster, key="student_id")
+    total = sum(points.values()) - 1.5375
+    row = dict(zip(book.header, book.rows[0], strict=True))
+    assert row["01_attention_by_hand (10)"] == "8.4625"
+    assert (row["total"], row["possible"]) == (f"{total:.4f}", f"{sum(points.values()):g}")
+    assert _pairs(f"{row['total']} / {row['possible']}") == [(total, sum(points.values()))]
+    assert f"{sum(points.values()):g}" in summary(book, tmp_path / "book.csv").splitlines()[-1]

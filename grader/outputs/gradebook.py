@@ -37,6 +37,7 @@ from grader.outputs.lms import (
     read_lesson,
     read_roster,
 )
+from grader.templating import points as points_text
 
 
 def lesson_points() -> dict[str, float]:
@@ -51,8 +52,8 @@ def point_table(points: dict[str, float] | None = None) -> str:
     points = points or lesson_points()
     lines = ["| lesson | points |", "| --- | ---: |"]
     # plain ids: the README's lesson table is the one whose ids are in backticks
-    lines += [f"| {lesson} | {value:g} |" for lesson, value in points.items()]
-    lines.append(f"| total | {sum(points.values()):g} |")
+    lines += [f"| {lesson} | {points_text(value)} |" for lesson, value in points.items()]
+    lines.append(f"| total | {points_text(sum(points.values()))} |")
     return "\n".join(lines)
 
 
@@ -107,7 +108,7 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
     by_row = {id(row): student for row, student in paired.matched}
     weight = parse_weights(weights, list(points))
     identity = ["name", column] if column != "name" else [column]
-    header = identity + ["student_id"] + [f"{lesson} ({points[lesson]:g})" for lesson in points]
+    header = identity + ["student_id"] + [f"{lesson} ({points_text(points[lesson])})" for lesson in points]
     header += ["total", "possible", "percent"] + (["weighted_percent"] if weight else [])
     rows = []
     for row in roster.rows:
@@ -122,8 +123,8 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
         total = sum(scores[lesson] or 0.0 for lesson in order)
         possible = sum(points[lesson] for lesson in order)
         who = [roster.name(row), row.get(column, "")] if column != "name" else [row.get(column, "")]
-        line = [*who, student] + ["" if v is None else f"{v:g}" for v in scores.values()]
-        line += [f"{total:g}", f"{possible:g}", f"{100 * total / possible:.1f}" if possible else ""]
+        line = [*who, student] + ["" if v is None else points_text(v) for v in scores.values()]
+        line += [points_text(total), points_text(possible), f"{100 * total / possible:.1f}" if possible else ""]
         if weight:
             share = sum(weight[lesson] for lesson in order)
             value = sum(weight[lesson] * (scores[lesson] or 0.0) / points[lesson] for lesson in order)
@@ -138,8 +139,8 @@ def summary(book: Gradebook, target: Path) -> str:
     width = max(len(lesson) for lesson in book.points)
     lines.append(f"  {'lesson':<{width}}  points  graded")
     for lesson, value in book.points.items():
-        lines.append(f"  {lesson:<{width}}  {value:6g}  {'yes' if lesson in book.graded else 'not yet'}")
-    lines.append(f"  {'total':<{width}}  {sum(book.points.values()):6g}")
+        lines.append(f"  {lesson:<{width}}  {points_text(value):>6}  {'yes' if lesson in book.graded else 'not yet'}")
+    lines.append(f"  {'total':<{width}}  {points_text(sum(book.points.values())):>6}")
     lines += book.paired.unmatched_lines(book.roster, "0 in every graded lesson", "not counted")
     return "\n".join(lines)
 
