@@ -26,7 +26,7 @@ variable             meaning
                      ``check`` and ``grade`` take ``--call-timeout`` instead
 ``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
                      (default), ``zh``, or ``both`` to let students choose
-                     (:func:`edition`; ``grader/integrations/nbgrader/authoring/editions.py``)
+                     (:func:`edition`; ``grader/integrations/nbgrader/editions.py``)
 ``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
                      the language of the notebook graded (:func:`language`)
 ``COURSE_AUTOGRADE``  how ``nbgrader autograde`` runs the submitted notebooks: ``sandbox``
