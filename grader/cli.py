@@ -467,9 +467,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m grader") -> int:
     timeline.mark("main")
     args = build_parser(prog).parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    logs.start(args, f"{prog} {args.command}")
     one_thread_each()
     try:
+        logs.start(args, f"{prog} {args.command}")
         return args.func(args)
     except UserError as exc:  # anything else is a bug: its traceback says where
         print(f"{error_prefix(args.command)}: {exc}", file=sys.stderr)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from coursekit import settings
+from coursekit.errors import UserError
 
 ROOT = "grader"
 #: stderr's lines: ``grader.check.launch DEBUG: ...``
@@ -75,8 +76,12 @@ def start(args: argparse.Namespace, prog: str) -> None:
 
 
 def level(name: str | None = None) -> int:
-    """The level named (a command's option), else the environment's (see the module)."""
-    name = name or settings.log_level() or ("debug" if settings.debug() else "warning")
+    """The level named (a command's option), else the environment's (see the module);
+    UserError for a ``$GRADER_LOG_LEVEL`` that names none."""
+    try:
+        name = name or settings.log_level() or ("debug" if settings.debug() else "warning")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     return logging.getLevelNamesMapping()[name.upper()]
 
 

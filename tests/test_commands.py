@@ -23,6 +23,7 @@ import pytest
 from conftest import ROOT
 
 from coursekit import settings
+from coursekit.errors import UserError
 from grader import cli, logs
 from grader.limits import DEFAULT_LIMITS, Limits
 
@@ -155,8 +156,12 @@ def test_the_level_comes_from_the_options_then_the_environment(
     monkeypatch.setenv(settings.LOG_LEVEL, "error")
     assert logs.level() == logging.ERROR and logs.level("info") == logging.INFO
     monkeypatch.setenv(settings.LOG_LEVEL, "loud")
-    with pytest.raises(ValueError, match="GRADER_LOG_LEVEL must be one of"):
+    with pytest.raises(UserError, match="GRADER_LOG_LEVEL must be one of"):
         logs.level()
+    proc = _grader("report", "nowhere", env=dict(os.environ, GRADER_LOG_LEVEL="loud"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr == ("grader report: GRADER_LOG_LEVEL must be one of debug, info, warning, "
+                           "error, critical, got 'loud'\n")
 
 
 def test_a_hidden_tests_own_error_is_logged_with_its_traceback(
