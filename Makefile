@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lab test lint typecheck lessons smoke
+.PHONY: setup lab test lint typecheck lessons editions translations smoke
 
 setup:
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
@@ -34,7 +34,18 @@ lint:
 typecheck:
 	$(PYTHON) -m mypy
 
-# Regenerate the student notebooks and the reference modules from solutions/ (every lesson
-# of coursekit/catalogue.py).
+# The authors' tools (python -m grader.authoring generate|editions|i18n ...):
+# regenerate the student notebooks and the reference modules from solutions/ (every lesson
+# of coursekit/catalogue.py) ...
 lessons:
-	$(PYTHON) -m grader.authoring.generate --assignments
+	$(PYTHON) -m grader.authoring generate --assignments
+
+# ... what each lesson's second edition needs translating (sync: `python -m grader.authoring
+# editions sync NN`) ...
+editions:
+	$(PYTHON) -m grader.authoring editions status
+
+# ... and the hints' translations: new sentences in, stale ones out, the coverage.
+translations:
+	$(PYTHON) -m grader.authoring i18n sync
+	$(PYTHON) -m grader.authoring i18n status

@@ -3,7 +3,7 @@ notebooks generated into lessons/ (``nbgrader generate_assignment <lesson>``).
 
 Each lesson may have two editions (``NN_name.ipynb``, ``NN_name.zh.ipynb``). A course
 holds one of them, or both for students to choose: ``COURSE_EDITION=en`` (default), ``zh``
-or ``both`` (see grader/integrations/nbgrader/authoring/editions.py and the README's instructors' section)."""
+or ``both`` (see grader/integrations/nbgrader/editions.py and the README's instructors' section)."""
 
 import importlib.util
 import warnings

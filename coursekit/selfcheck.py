@@ -144,7 +144,7 @@ def grader_root() -> Path | None:
 def find_notebook(lesson: str) -> Path | None:
     """The notebook of ``lesson`` this kernel runs: JupyterLab's session, else the working
     folder's ``<lesson>.ipynb`` or another edition of it (the one whose cells the kernel ran)."""
-    session = _user_namespace().get("__session__") or os.environ.get("JPY_SESSION_NAME", "")
+    session = _user_namespace().get("__session__") or settings.jupyter_session()
     candidates: list[Path] = []
     if session:
         named = Path(str(session)).expanduser()

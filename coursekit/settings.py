@@ -26,7 +26,7 @@ variable             meaning
                      ``check`` and ``grade`` take ``--call-timeout`` instead
 ``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
                      (default), ``zh``, or ``both`` to let students choose
-                     (:func:`edition`; ``grader/integrations/nbgrader/authoring/editions.py``)
+                     (:func:`edition`; ``grader/integrations/nbgrader/editions.py``)
 ``COURSE_LANG``      the language of the hidden graders' hints (``en``, ``zh``); default:
                      the language of the notebook graded (:func:`language`)
 ``COURSE_AUTOGRADE``  how ``nbgrader autograde`` runs the submitted notebooks: ``sandbox``
@@ -39,7 +39,23 @@ variable             meaning
                      stops (default 15); ``off`` (or ``0``) checks without a helper, each
                      time in a fresh process (:func:`check_helper_minutes`). Off by
                      default when ``CI=true``
+``GRADER_LOG_LEVEL``  what the grader says about its own work on stderr (``debug``,
+                     ``info``, ``warning``, ``error``, ``critical``; default ``warning``),
+                     where no ``--log-level`` or ``-v`` says (:func:`log_level`); a command
+                     given one sets it for the processes it starts (``grader.logs``)
+``GRADER_DEBUG``     any value but ``0``: the grader's log at ``debug``, and the traceback
+                     of a hidden test's own error (a grader bug, not the student's)
+                     printed even where no log is set up (:func:`debug`)
+``GRADER_SANDBOX_WITHOUT`` a test hook: the sandbox's protections to act as missing
+                     (``bwrap,cgroups,...`` or ``all``; :func:`sandbox_without`)
+``AUTOGRADER_ROOT``  Gradescope's folder (default ``/autograder``), for testing the
+                     autograder package elsewhere (:func:`gradescope_root`)
 ==================== =====================================================================
+
+Other programs' variables read here: ``CI`` (:func:`on_ci`), ``XDG_CACHE_HOME``
+(:func:`cache_home`), ``XDG_RUNTIME_DIR`` (:func:`runtime_dir`), ``MPLCONFIGDIR``
+(:func:`matplotlib_config_dir`) and Jupyter's ``JPY_SESSION_NAME`` (:func:`jupyter_session`).
+``PYTHONPATH`` is only passed on to the processes the grader starts, never read as a setting.
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
 ``COURSE_BROWSER_ARTIFACTS``, ``COURSE_BROWSER_SCREENSHOT``: see ``tests/test_browser.py``).
@@ -71,6 +87,13 @@ LANGUAGES = ("en", "zh")
 CHECK_HELPER = "COURSE_CHECK_HELPER"
 CHECK_HELPER_DEFAULT_MINUTES = 15.0
 
+DEBUG = "GRADER_DEBUG"
+LOG_LEVEL = "GRADER_LOG_LEVEL"
+#: The levels of the grader's log (``logging``'s names, lower case), most said first.
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+SANDBOX_WITHOUT = "GRADER_SANDBOX_WITHOUT"
+GRADESCOPE_ROOT = "AUTOGRADER_ROOT"
+
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
 
@@ -84,8 +107,12 @@ def datasets_root() -> Path | None:
 def grading() -> bool:
     """Whether the notebook runs to be graded or tested rather than read: ``COURSE_GRADING=1``,
     ``CI=true``, or a working folder inside nbgrader's ``autograded/``."""
-    return (os.environ.get(GRADING) == "1" or os.environ.get("CI", "").lower() == "true"
-            or AUTOGRADED_FOLDER in Path.cwd().parts)
+    return os.environ.get(GRADING) == "1" or on_ci() or AUTOGRADED_FOLDER in Path.cwd().parts
+
+
+def on_ci() -> bool:
+    """``CI=true`` (as GitHub Actions, GitLab CI and most others set it)."""
+    return os.environ.get("CI", "").lower() == "true"
 
 
 def preset() -> str | None:
@@ -161,8 +188,7 @@ def check_helper_minutes() -> float | None:
     (``off``, ``no``, ``false``, ``0``; unset on CI)."""
     value = os.environ.get(CHECK_HELPER, "").strip().lower()
     if not value:
-        on_ci = os.environ.get("CI", "").lower() == "true"
-        return None if on_ci else CHECK_HELPER_DEFAULT_MINUTES
+        return None if on_ci() else CHECK_HELPER_DEFAULT_MINUTES
     if value in ("off", "no", "false", "0"):
         return None
     try:
@@ -171,3 +197,48 @@ def check_helper_minutes() -> float | None:
         raise ValueError(f"{CHECK_HELPER} must be a number of minutes or 'off', got {value!r}") from None
     return minutes if minutes > 0 else None
 
+
+
+def debug() -> bool:
+    """``$GRADER_DEBUG`` is set to anything but empty or ``0``."""
+    return os.environ.get(DEBUG, "").strip() not in ("", "0")
+
+
+def log_level() -> str | None:
+    """``$GRADER_LOG_LEVEL`` (one of :data:`LOG_LEVELS`), or None when it is not set."""
+    value = os.environ.get(LOG_LEVEL, "").strip().lower()
+    if not value:
+        return None
+    if value not in LOG_LEVELS:
+        raise ValueError(f"{LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value
+
+
+def sandbox_without() -> set[str]:
+    """``$GRADER_SANDBOX_WITHOUT``: the names in its comma-separated list."""
+    return {n.strip() for n in os.environ.get(SANDBOX_WITHOUT, "").split(",") if n.strip()}
+
+
+def gradescope_root() -> Path:
+    """``$AUTOGRADER_ROOT``, else Gradescope's ``/autograder``."""
+    return Path(os.environ.get(GRADESCOPE_ROOT) or "/autograder")
+
+
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME``, else ``~/.cache``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path("~/.cache").expanduser())
+
+
+def runtime_dir() -> str:
+    """``$XDG_RUNTIME_DIR`` (a folder of this user's, the systemd session's), or ``""``."""
+    return os.environ.get("XDG_RUNTIME_DIR", "")
+
+
+def matplotlib_config_dir() -> str:
+    """``$MPLCONFIGDIR`` (matplotlib's own folder), or ``""``."""
+    return os.environ.get("MPLCONFIGDIR", "")
+
+
+def jupyter_session() -> str:
+    """``$JPY_SESSION_NAME``: the notebook a Jupyter kernel was started for, or ``""``."""
+    return os.environ.get("JPY_SESSION_NAME", "")

@@ -1,18 +1,29 @@
-"""``python -m grader``: grade one notebook (check), a class (grade), build a student bundle."""
+"""``python -m grader`` (or ``grader``): grade one notebook (check), a class (grade), build a
+student bundle. Every command takes ``-v`` / ``--log-level LEVEL`` (``grader.logs``)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coursekit.errors import UserError
+from grader import logs
 from grader.check import command as checking
 from grader.check import timeline
 from grader.check.command import CheckOptions, call_timeout_option, lesson_id
-from grader.limits import DEFAULT_LIMITS
+from grader.helper.client import ANSWER_MARGIN_S
+from grader.limits import DEFAULT_LIMITS, GIB, Limits
 from grader.runtime.wire import one_thread_each
+
+if TYPE_CHECKING:
+    from grader.classgrade.classroom import Options
+    from grader.classgrade.late import Deadlines
+
+_log = logging.getLogger(__name__)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -23,7 +34,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         with timeline.span("helper"):
             answer = None if client.tried else helper.check(  # __main__'s quick_check did
-                args.argv, color=sys.stdout.isatty(), timeout_s=args.timeout + 120)
+                _check_argv(args.argv), color=sys.stdout.isatty(),
+                timeout_s=args.timeout + ANSWER_MARGIN_S)
+        _log.debug("the warm helper %s", "answered" if answer is not None else
+                   "did not answer (none runs, or it cannot): checking in this process")
         if answer is not None:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)
@@ -32,6 +46,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         helper.start()  # none answered: one for the checks after this one, warm by then
         return code
     return checking.main(opts)
+
+
+def _check_argv(argv: list[str]) -> list[str]:
+    """``check ...`` as the helper reads it: the options before the command (the log's,
+    whose values are never ``check``) left out."""
+    return argv[argv.index("check"):]
 
 
 START_WAIT_S = 180.0  # `helper start`: for its zygotes to be warm (a busy machine)
@@ -64,45 +84,14 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
+    """Grade the class (``grade_options`` reads the command line): the run, stopped cleanly
+    by Ctrl-C or SIGTERM, then its summary in the class's language."""
     import signal
-    from pathlib import Path
 
-    from grader.check.lessons import hidden_test_file
-    from grader.classgrade.classroom import Interrupted, Options, grade_class
+    from grader.classgrade.classroom import Interrupted, grade_class
 
-    submitted = Path(args.submitted)
-    if not submitted.is_dir():
-        raise UserError(f"{submitted}: no such folder")
-    args.lesson = lesson_id(args.lesson)  # "04" or "4" as `release` takes them
-    hidden_test_file(args.lesson)
-    problem = _class_layout_problem(submitted, args.lesson)
-    if problem:
-        raise UserError(problem)
+    submitted, opts = grade_options(args)
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
-    limits = DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
-                                  memory_bytes=int(args.memory * (1 << 30)))
-    require = tuple(r.strip() for r in (args.require or "").split(",") if r.strip())
-    from grader.sandbox.probe import PROTECTIONS
-
-    unknown = [r for r in require if r not in PROTECTIONS]
-    if unknown:
-        raise UserError(f"unknown protection(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(PROTECTIONS)}")
-    from grader.classgrade.late import default_locations, find_default, load
-
-    deadlines = None
-    deadlines_file = args.deadlines or find_default(submitted)
-    if deadlines_file is None:
-        print("grader: no deadlines.toml (looked in "
-              f"{', '.join(str(p.parent) for p in default_locations(submitted))}): no late "
-              "penalties this run; --deadlines FILE names one, --deadlines none says so",
-              file=sys.stderr)
-    elif str(deadlines_file) != "none":
-        deadlines = load(deadlines_file, lessons=_lesson_ids())
-    opts = Options(lesson=args.lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
-                   isolation=args.isolation, require=require, limits=limits,
-                   students=tuple(args.student or ()), deadlines=deadlines,
-                   lang=args.lang)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         summary = grade_class(submitted, opts,
@@ -120,6 +109,61 @@ def cmd_grade(args: argparse.Namespace) -> int:
     for line in summary_lines(summary, opts):
         print(t(line))
     return 0
+
+
+def grade_options(args: argparse.Namespace) -> tuple[Path, Options]:
+    """``grade``'s command line as the class grader's options (SUBMITTED, then the rest);
+    UserError for what cannot be graded (no such folder or lesson, a student's folder given
+    for the class, an unknown protection)."""
+    from grader.check.lessons import hidden_test_file
+    from grader.classgrade.classroom import Options
+
+    submitted = Path(args.submitted)
+    if not submitted.is_dir():
+        raise UserError(f"{submitted}: no such folder")
+    lesson = lesson_id(args.lesson)  # "04" or "4" as `release` takes them
+    hidden_test_file(lesson)
+    problem = _class_layout_problem(submitted, lesson)
+    if problem:
+        raise UserError(problem)
+    return submitted, Options(
+        lesson=lesson, out=Path(args.out), jobs=args.jobs, force=args.force,
+        isolation=args.isolation, require=_protections(args.require),
+        limits=_limits(args), students=tuple(args.student or ()),
+        deadlines=_deadlines(args.deadlines, submitted), lang=args.lang)
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    """``--timeout``, ``--memory`` (GiB) and ``--call-timeout`` over the defaults."""
+    return DEFAULT_LIMITS.with_(wall_s=args.timeout, call_s=args.call_timeout,
+                                memory_bytes=int(args.memory * GIB))
+
+
+def _protections(text: str | None) -> tuple[str, ...]:
+    """``--require``'s comma-separated protections; UserError for one the sandbox lacks."""
+    from grader.sandbox.probe import PROTECTIONS
+
+    require = tuple(r.strip() for r in (text or "").split(",") if r.strip())
+    unknown = [r for r in require if r not in PROTECTIONS]
+    if unknown:
+        raise UserError(f"unknown protection(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(PROTECTIONS)}")
+    return require
+
+
+def _deadlines(given: str | None, submitted: Path) -> Deadlines | None:
+    """``--deadlines FILE`` (``none``: no penalties), else the ``deadlines.toml`` found near
+    SUBMITTED; said on stderr when there is none."""
+    from grader.classgrade.late import default_locations, find_default, load
+
+    found = given or find_default(submitted)
+    if found is None:
+        print("grader: no deadlines.toml (looked in "
+              f"{', '.join(str(p.parent) for p in default_locations(submitted))}): no late "
+              "penalties this run; --deadlines FILE names one, --deadlines none says so",
+              file=sys.stderr)
+        return None
+    return None if str(found) == "none" else load(found, lessons=_lesson_ids())
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -257,8 +301,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+def build_parser(prog: str = "python -m grader") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="grade one notebook with the hidden graders")
@@ -295,9 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "memory-cap,no-network (see the README's threat model)")
     grade.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
                        help=f"seconds per notebook (default {DEFAULT_LIMITS.wall_s:g})")
-    grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_bytes / (1 << 30),
-                       help="GiB of memory per notebook (default "
-                            f"{DEFAULT_LIMITS.memory_bytes / (1 << 30):g})")
+    grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_gib,
+                       help=f"GiB of memory per notebook (default {DEFAULT_LIMITS.memory_gib:g})")
     call_timeout_option(grade)
     grade.add_argument("--lang", choices=["en", "zh"], default=None,
                        help="language of the feedback pages (default: each notebook's) and "
@@ -371,11 +414,13 @@ def build_parser() -> argparse.ArgumentParser:
         "gradescope", help="build a Gradescope autograder zip for one lesson")
     gradescope.add_argument("lesson", metavar="LESSON")
     gradescope.add_argument("out", metavar="OUT", help="folder for autograder.zip, or a .zip path")
-    gradescope.add_argument("--timeout", type=float, default=120.0,
-                            help="seconds the notebook may run (default 120)")
-    gradescope.add_argument("--memory", type=float, default=2.0,
-                            help="GiB of memory for the notebook (default 2; capped below "
-                                 "the container's own limit)")
+    gradescope.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.wall_s,
+                            help="seconds the notebook may run (default "
+                                 f"{DEFAULT_LIMITS.wall_s:g})")
+    gradescope.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_gib,
+                            help=f"GiB of memory for the notebook (default "
+                                 f"{DEFAULT_LIMITS.memory_gib:g}; capped below the container's "
+                                 "own limit)")
     gradescope.add_argument("--visibility", default="visible",
                             help="when students see each test: visible (default), "
                                  "after_due_date, after_published or hidden")
@@ -414,15 +459,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "as they read them (default: $COURSE_LANG, else the edition most of "
                              "the class handed in)")
     report.set_defaults(func=cmd_report)
+    logs.add_options(parser)  # on every command
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m grader") -> int:
     timeline.mark("main")
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     one_thread_each()
     try:
+        logs.start(args, f"{prog} {args.command}")
         return args.func(args)
     except UserError as exc:  # anything else is a bug: its traceback says where
         print(f"{error_prefix(args.command)}: {exc}", file=sys.stderr)

@@ -444,11 +444,15 @@ def sync_catalogue(lang: str) -> Coverage:
     return coverage(lang, wanted)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.i18n", description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str = "python -m grader.authoring i18n") -> int:
+    from grader import logs
+
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["status", "sync", "missing"])
     parser.add_argument("--lang", default="zh", choices=[x for x in LANGUAGES if x != "en"])
+    logs.add_options(parser)
     args = parser.parse_args(argv)
+    logs.start(args, prog)
     result = sync_catalogue(args.lang) if args.command == "sync" else coverage(args.lang)
     if args.command == "missing":
         for template in result.missing:

@@ -13,6 +13,8 @@ import socket
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
+GIB = 1 << 30
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -29,6 +31,10 @@ class Limits:
     @property
     def cpu_limit_s(self) -> int:
         return int(self.cpu_s if self.cpu_s is not None else self.wall_s + 10)
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
 
     def with_(self, **changes: Any) -> Limits:
         """A copy with some limits changed (``None`` values are ignored)."""

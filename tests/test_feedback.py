@@ -1,4 +1,4 @@
-"""Feedback back to the students through nbgrader's exchange (grader/integrations/nbgrader/outputs/feedback.py,
+"""Feedback back to the students through nbgrader's exchange (grader/integrations/nbgrader/feedback.py,
 ``return-feedback --nbgrader``, grader/outputs/feedback.py) in a copy of the term's autograded
 nbgrader course. ``return-feedback --to``: tests/test_gradebook.py."""
 

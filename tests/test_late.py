@@ -1,4 +1,4 @@
-"""Late work (grader/classgrade/late.py, grader/integrations/nbgrader/classgrade/late.py) in the term's class: ``grade``'s late
+"""Late work (grader/classgrade/late.py, grader/integrations/nbgrader/late.py) in the term's class: ``grade``'s late
 columns and penalties, ``deadlines.toml`` found beside the class wherever ``grade`` runs,
 and nbgrader's autograde applying the same penalty through the course's plugin."""
 

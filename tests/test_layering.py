@@ -18,7 +18,7 @@ Graph = dict[str, set[str]]
 #: Lowest first: a module may import its own stage and the stages before it.
 STAGES = [
     # what every stage shares; the code that runs beside the student's
-    {"hint", "limits", "csvcells", "ids", "templating", "i18n", "runtime"},
+    {"hint", "limits", "csvcells", "ids", "templating", "i18n", "logs", "runtime"},
     {"sandbox"},  # where a worker runs
     {"check", "results", "hidden"},  # one notebook: its worker, the hidden tests, the result
     {"helper"},  # check's warm per-user helper

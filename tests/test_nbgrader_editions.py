@@ -1,4 +1,4 @@
-"""nbgrader with two editions of a lesson (grader/integrations/nbgrader/authoring/editions.py), end to end in a
+"""nbgrader with two editions of a lesson (grader/integrations/nbgrader/editions.py), end to end in a
 temporary copy of the course: an instructor who teaches in Chinese (COURSE_EDITION=zh)
 gets one notebook per lesson and its true maximum; one who lets students choose
 (COURSE_EDITION=both) gets each student's edition counted once by ``nbgrader export``;

@@ -56,6 +56,7 @@ import nbformat
 
 from coursekit import catalogue
 from coursekit.catalogue import Lesson
+from grader import logs
 
 #: Chinese characters and full-width punctuation: a string holding one is a translation.
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
@@ -499,9 +500,9 @@ def _cli_lessons(spec: str | None, edition: str, course: catalogue.Catalogue) ->
     return chosen
 
 
-def main(argv: list[str] | None = None, course: catalogue.Catalogue = catalogue.COURSE) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.authoring.editions",
-                                     description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, course: catalogue.Catalogue = catalogue.COURSE,
+         prog: str = "python -m grader.authoring editions") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--edition", default="zh", choices=OTHER_EDITIONS)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in [("check", "the drift test: exit 1 if an edition's code departs from the English"),
@@ -514,7 +515,9 @@ def main(argv: list[str] | None = None, course: catalogue.Catalogue = catalogue.
     sub.add_argument("cells", nargs="*", help="cell ids (default: every stale cell)")
     sub = commands.add_parser("new", help="start the edition of a lesson: a copy of the English")
     sub.add_argument("lesson")
+    logs.add_options(parser)
     args = parser.parse_args(argv)
+    logs.start(args, prog)
     edition = args.edition
 
     if args.command == "new":

@@ -30,6 +30,7 @@ from typing import Any
 from coursekit import catalogue
 from coursekit.catalogue import Lesson
 from coursekit.earlier import exported_cells
+from grader import logs
 
 FIRST_PARTY = {"coursekit", "grader"}
 LINE_LENGTH = 100
@@ -146,13 +147,15 @@ def generate_command(lesson: str) -> list[str]:
             "--CourseDirectory.notebook_id=*"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.authoring.generate", description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str = "python -m grader.authoring generate") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--assignments", action="store_true",
                         help="regenerate lessons/ first (nbgrader generate_assignment --force)")
     parser.add_argument("lessons", nargs="?", default=None,
                         help="with --assignments: which lessons (01-04, 01,03, all; default all)")
+    logs.add_options(parser)
     args = parser.parse_args(argv)
+    logs.start(args, prog)
     if args.assignments:
         for lesson in catalogue.select(args.lessons):
             subprocess.run(generate_command(lesson.id), cwd=catalogue.ROOT, check=True)

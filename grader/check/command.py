@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from coursekit.errors import UnknownLesson, UserError
+from grader import logs
 from grader.check import timeline
 from grader.limits import DEFAULT_LIMITS, Limits
 
@@ -70,6 +71,7 @@ def add_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--lang", choices=["en", "zh"], default=None,
                        help="language of the hints (default: $COURSE_LANG, else the notebook's: "
                             "zh for a Chinese edition)")
+    logs.add_options(check, below=True)  # a check the helper answers logs in the helper's log
 
 
 def parse(args: list[str]) -> CheckOptions:

@@ -15,18 +15,20 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
-import os
-import traceback
+import logging
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from coursekit import settings
 from grader.check import messages
 from grader.check.framework import Failed, grading_run
 from grader.check.parts import judged_alone
 from grader.check.submission import Posted, Submission
 from grader.results import ExerciseResult
 from grader.runtime.errors import GradingError
+
+_log = logging.getLogger(__name__)
 
 TestCase = tuple[str, str, float, Callable[..., Any], dict[str, Any]]
 
@@ -78,6 +80,14 @@ def _tests(lesson: str) -> ModuleType:
     return importlib.import_module(f"grader.hidden.test_{lesson}")
 
 
+def _grader_bug(exercise: str, exc: BaseException) -> None:
+    """A hidden test's own error (not the student's), with its traceback: in the log at
+    ``debug``; under ``$GRADER_DEBUG`` as a warning, which stderr shows even where no log
+    is set up (an nbgrader kernel, a Gradescope run)."""
+    _log.log(logging.WARNING if settings.debug() else logging.DEBUG,
+             "%s: the hidden test's own error (a grader bug?)", exercise, exc_info=exc)
+
+
 def run(sub: Submission, lesson: str, only: set[str] | None = None,
         seed: int | None = None) -> list[ExerciseResult]:
     """Grade ``sub``: one grading run, its hidden inputs drawn from ``seed`` (fresh when
@@ -94,8 +104,8 @@ def run(sub: Submission, lesson: str, only: set[str] | None = None,
                     fn(sub=sub, **params)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, in words
                 result.failures.append(messages.explain(exc, exercise))
-                if os.environ.get("GRADER_DEBUG") and not isinstance(exc, (Failed, GradingError, Posted)):
-                    traceback.print_exc()  # a grader bug, not the student's: show it to the author
+                if not isinstance(exc, (Failed, GradingError, Posted)):  # a grader bug
+                    _grader_bug(exercise, exc)
             else:
                 result.points += points
     return list(results.values())

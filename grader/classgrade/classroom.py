@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import statistics
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -37,7 +37,7 @@ from typing import Any
 from coursekit import catalogue
 from coursekit.errors import UserError
 from coursekit.settings import edition as course_edition
-from grader import i18n, ids, results
+from grader import i18n, ids, logs, results
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
 from grader.check.launch import course_files
@@ -469,14 +469,14 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     return summary
 
 
-_LOG_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
 
 
 def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> None:
-    """The instructor's record of what went wrong in the grader itself (trusted code only)."""
-    text = "".join(traceback.format_exception(exc))
-    with _LOG_LOCK, open(out / "errors.log", "a", encoding="utf-8") as log:
-        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {student} (attempt {attempt + 1})\n{text}")
+    """The instructor's record of what went wrong in the grader itself (trusted code only):
+    ``errors.log``, and the log at ``info``."""
+    logs.append(out / "errors.log", logs.ERRORS, _log, logging.INFO, "%s (attempt %d)",
+                student, attempt + 1, exc=exc)
 
 
 def _untouched(handed: HandedIn, lesson: str) -> bool:

@@ -330,4 +330,7 @@ def _die_with_parent() -> None:
 
 
 if __name__ == "__main__":
+    from grader import logs
+
+    logs.configure()  # the level of the grade that started it ($GRADER_LOG_LEVEL)
     serve(int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]) if len(sys.argv) > 3 else [])

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     import subprocess
 
 MAX_LINE = 64 << 20
+#: A check's time limit when its command line gives none: ``Limits().wall_s``, not imported
+#: (``grader.limits`` imports dataclasses and inspect, which a warm check's client otherwise
+#: never loads); tests/test_commands.py checks that they agree.
+DEFAULT_TIMEOUT_S = 120.0
+#: How much longer than the notebook's time limit a client waits for the helper's answer.
+ANSWER_MARGIN_S = 120.0
 
 
 class Answer(NamedTuple):
@@ -73,7 +79,7 @@ def quick_check(argv: list[str]) -> int | None:
     tried = True
     with timeline.span("helper"):
         answer = check(argv, color=sys.stdout.isatty(),
-                       timeout_s=float(options.get("--timeout", 120)) + 120)
+                       timeout_s=float(options.get("--timeout", DEFAULT_TIMEOUT_S)) + ANSWER_MARGIN_S)
     if answer is None:
         return None
     if "--profile" in options:
@@ -191,10 +197,15 @@ def request(op: str) -> dict[str, Any] | None:
 
 
 def _note(text: str) -> None:
-    """A line in the helper's log (never on the check's own output)."""
+    """A line in the helper's log (never on the check's own output; on stderr too at
+    ``--log-level info`` and below)."""
+    import logging  # here: a warm check imports no more than asking needs
+
+    from grader import logs
+
     with contextlib.suppress(OSError, HelperUnavailable):
-        with open(paths().log, "a", encoding="utf-8") as log:
-            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [client {os.getpid()}] {text}\n")
+        logs.append(paths().log, logs.CLIENT, logging.getLogger(__name__), logging.INFO, "%s",
+                    text)
 
 
 def connect(path: Path) -> socket.socket | None:

@@ -9,6 +9,7 @@ kills and finishes them for it, handing over each worker's socket (``grader.runt
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 from typing import TYPE_CHECKING, Any
@@ -125,7 +126,7 @@ def lend_workers(rpc: Channel, source: WorkerSource) -> None:
                 message, fds = rpc.recv(timeout=idle_s)
             except TimeoutError:
                 log(f"a check's trusted process sent nothing for {idle_s:g} s: its workers "
-                     "are stopped")
+                    "are stopped", logging.WARNING)
                 return
             for fd in fds:
                 os.close(fd)

@@ -9,10 +9,11 @@ import os
 import stat
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+from coursekit import settings
 
 GRADER_DIR = Path(__file__).resolve().parents[1]
 PACKAGE_PARENT = GRADER_DIR.parent
@@ -28,7 +29,7 @@ def private_dir() -> Path:
     ``/tmp/attention-course-<uid>`` where the temporary folder's path is too long for a
     socket): made 0700 here, and refused unless it is a real folder of this user that no
     one else may enter."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    runtime = settings.runtime_dir()
     candidates = [Path(runtime) / "attention-course"] if (
         runtime and os.path.isdir(runtime) and _private(runtime)) else []
     candidates += [Path(tempfile.gettempdir()) / f"attention-course-{os.getuid()}",
@@ -95,8 +96,10 @@ def course_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("COURSE_")}
 
 
-def log(text: str) -> None:
-    """A line of the helper's log: its stderr, which the client that started it sends to
-    ``Paths.log``."""
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [helper {os.getpid()}] {text}", file=sys.stderr,
-          flush=True)
+def log(text: str, at: int = 20) -> None:
+    """A line of the helper's log (``grader.helper``'s records, at ``logging.INFO`` unless
+    ``at`` says): the helper's stderr, which the client that started it sends to
+    ``Paths.log`` (``grader.logs.HELPER``)."""
+    import logging  # here: a warm check's client imports no more than asking needs
+
+    logging.getLogger("grader.helper").log(at, "%s", text)

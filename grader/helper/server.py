@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import logging
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import settings
+from grader import logs
 from grader.helper.client import connect, read_line, write_line
 from grader.helper.lend import lend_workers
 from grader.helper.private import HelperUnavailable, Paths, fingerprint, log, paths
@@ -263,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run a helper (a check starts one when needed)")
     run.add_argument("--idle-minutes", type=float, default=settings.CHECK_HELPER_DEFAULT_MINUTES)
+    logs.add_options(run)
     args = parser.parse_args(argv)
+    chosen = logs.configure(args.log_level, fmt=logs.HELPER)  # its stderr is its log file
+    logging.getLogger("grader.helper").setLevel(min(chosen, logging.INFO))  # its own lines
     return serve(args.idle_minutes)
 
 

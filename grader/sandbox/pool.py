@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from coursekit import settings
 from coursekit.errors import UserError
 
 from ..limits import DEFAULT_LIMITS, Limits
@@ -137,8 +138,7 @@ def bytecode_cache() -> Path | None:
     """This user's folder of the code folder's compiled files (``$XDG_CACHE_HOME`` or
     ``~/.cache``, then ``attention-course/sandbox-bytecode``), None where none can be made.
     Only this user writes there, and only the sandbox's Python reads what it holds."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = Path(base) / "attention-course" / "sandbox-bytecode"
+    folder = settings.cache_home() / "attention-course" / "sandbox-bytecode"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
@@ -190,9 +190,8 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
 def _seed_matplotlib_cache(dest: Path) -> None:
     """Copy the host's matplotlib font list (if any) so zygotes need not rebuild it (~1 s
     each). Only ``fontlist-*.json`` is copied, never anything else of the user's home."""
-    candidates = [os.environ.get("MPLCONFIGDIR", "")]
-    candidates.append(os.path.join(os.environ.get("XDG_CACHE_HOME", ""), "matplotlib"))
-    candidates.append(os.path.expanduser("~/.cache/matplotlib"))
+    candidates = [settings.matplotlib_config_dir(), str(settings.cache_home() / "matplotlib"),
+                  os.path.expanduser("~/.cache/matplotlib")]
     for folder in filter(None, candidates):
         with contextlib.suppress(OSError):
             for src in Path(folder).glob("fontlist-v*.json"):

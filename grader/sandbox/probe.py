@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit import settings
 from coursekit.errors import UserError
 
 from . import bwrap as bw
@@ -56,7 +57,7 @@ PROTECTIONS: dict[str, str] = {
     "time-limit": "it is killed at --timeout (wall clock) and at its CPU-time rlimit",
 }
 MECHANISMS = ("bwrap", "namespaces", "uid-drop", "seccomp", "subreaper", "cgroups")
-TEST_HOOK = "GRADER_SANDBOX_WITHOUT"
+TEST_HOOK = settings.SANDBOX_WITHOUT
 LEVELS = ("auto", "strict", "none")
 
 
@@ -103,7 +104,7 @@ class SandboxPlan:
 
 
 def _without() -> set[str]:
-    names = {n.strip() for n in os.environ.get(TEST_HOOK, "").split(",") if n.strip()}
+    names = settings.sandbox_without()
     return set(MECHANISMS) if "all" in names else names
 
 

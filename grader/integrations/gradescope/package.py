@@ -25,6 +25,7 @@ from coursekit.errors import UserError
 from grader import COURSE_ROOT
 from grader.check.parts import packaged_file, packaged_source
 from grader.integrations.gradescope.run import Config
+from grader.limits import DEFAULT_LIMITS
 from grader.templating import render
 
 ROOT = COURSE_ROOT
@@ -94,7 +95,8 @@ def course_files(lesson: str) -> dict[str, Path]:
     return {f"course/{rel}": path for rel, path in files.items()}
 
 
-def build(lesson: str, out: str | Path, *, timeout_s: float = 120.0, memory_gib: float = 2.0,
+def build(lesson: str, out: str | Path, *, timeout_s: float = DEFAULT_LIMITS.wall_s,
+          memory_gib: float = DEFAULT_LIMITS.memory_gib,
           isolation: str = "auto", visibility: str = "visible",
           stdout_visibility: str = "hidden") -> Package:
     """Write the autograder zip for ``lesson`` to ``OUT/autograder.zip`` (or ``OUT`` if it

@@ -26,10 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from coursekit import catalogue
+from coursekit import catalogue, settings
+from grader.limits import DEFAULT_LIMITS
 from grader.templating import points
 
-ROOT_ENV = "AUTOGRADER_ROOT"
+ROOT_ENV = settings.GRADESCOPE_ROOT
 CONFIG_NAME = "autograder.json"
 # What grading takes beside the notebook's own work: the trusted grader and the sandbox's
 # warm zygote with torch loaded (measured: 0.40 GiB PSS for a blank lesson 08 notebook,
@@ -47,8 +48,8 @@ class Config:
     """``autograder.json``, written into the zip by the package builder."""
 
     lesson: str
-    timeout_s: float = 120.0
-    memory_gib: float = 2.0
+    timeout_s: float = DEFAULT_LIMITS.wall_s
+    memory_gib: float = DEFAULT_LIMITS.memory_gib
     isolation: str = "auto"
     visibility: str = "visible"
     stdout_visibility: str = "hidden"
@@ -70,7 +71,7 @@ class Layout:
 
     @classmethod
     def from_env(cls) -> Layout:
-        return cls(Path(os.environ.get(ROOT_ENV) or "/autograder"))
+        return cls(settings.gradescope_root())
 
     @property
     def source(self) -> Path:
