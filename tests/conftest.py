@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import support
 from support import ROOT, autograde_term, built_once, grade_term, helper_env, rows
 
 
@@ -21,6 +22,48 @@ def pytest_configure(config: pytest.Config) -> None:
     # `grader check` in a test runs cold, never leaving a warm helper behind (tests/test_helper.py
     # starts its own, in a private folder).
     os.environ.setdefault("COURSE_CHECK_HELPER", "off")
+
+
+# --- markers that say the truth: an unmarked file that takes longer than `slow`'s bound fails the
+# full run (make test). A file's time is its tests' setup, call and teardown, less the time spent
+# building or awaiting a folder shared by the run (built_once), which no one file owns.
+_FILE_SECONDS: dict[str, float] = {}
+_SLOW_FILES: set[str] = set()
+_UNMARKED_SLOW: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    report = yield
+    if support.shared_setup_s:
+        report.user_properties.append(("shared_setup_s", support.shared_setup_s))
+        support.shared_setup_s = 0.0
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::")[0]
+    shared = sum(v for k, v in report.user_properties if k == "shared_setup_s")
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + max(0.0, report.duration - shared)
+    if "slow" in report.keywords:
+        _SLOW_FILES.add(path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if support.full_run(session.config):
+        _UNMARKED_SLOW[:] = support.unmarked_slow_files(_FILE_SECONDS, _SLOW_FILES)
+        if _UNMARKED_SLOW and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _UNMARKED_SLOW:
+        terminalreporter.section("slow files without the slow marker", red=True)
+        terminalreporter.line(f"over {support.SLOW_FILE_S:g} s in this run; mark them "
+                              "`pytestmark = pytest.mark.slow` (CONTRIBUTING.md, Testing):")
+        for line in _UNMARKED_SLOW:
+            terminalreporter.line(f"  {line}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-random-order's shuffle, when asked for

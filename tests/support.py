@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,13 @@ import pytest
 from coursekit import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The ``slow`` marker's bound: a test file that takes longer in the full run must carry it
+#: (pyproject's marker says the same; tests/conftest.py checks it at the end of the run).
+SLOW_FILE_S = float(os.environ.get("COURSE_SLOW_FILE_S", "30"))  # tests/test_markers.py: less
+#: Seconds this process spent in :func:`built_once` (building a shared folder, or waiting
+#: for another worker to build it) since conftest last read it: charged to no file.
+shared_setup_s = 0.0
 
 # CI sets it: a sandbox test that cannot run fails instead of skipping.
 SANDBOX_REQUIRED = bool(os.environ.get("COURSE_REQUIRE_SANDBOX"))
@@ -80,6 +88,19 @@ def run_checkpoints(nb: dict, through_last: bool = False) -> list[tuple[int, str
     return results
 
 
+def full_run(config: pytest.Config) -> bool:
+    """`make test`: every file of testpaths, no -k or -m selection, not a worker of it."""
+    return (config.args_source is pytest.Config.ArgsSource.TESTPATHS
+            and not config.option.keyword and not config.option.markexpr
+            and not hasattr(config, "workerinput"))
+
+
+def unmarked_slow_files(seconds: dict[str, float], slow: set[str]) -> list[str]:
+    """The files over the `slow` bound that do not carry the marker, slowest first."""
+    over = [(s, path) for path, s in seconds.items() if s > SLOW_FILE_S and path not in slow]
+    return [f"{path} took {s:.0f} s" for s, path in sorted(over, reverse=True)]
+
+
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
                build: Callable[[Path], None]) -> Path:
     """The folder ``name``, made by ``build`` once for the whole run, then only read.
@@ -88,6 +109,17 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
     first worker to ask builds it under a lock, the others wait and read it, so a costly
     fixture shared by several files costs once, whichever workers run them.
     """
+
+    global shared_setup_s
+    start = time.perf_counter()
+    try:
+        return _built_once(tmp_path_factory, name, build)
+    finally:
+        shared_setup_s += time.perf_counter() - start
+
+
+def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+                build: Callable[[Path], None]) -> Path:
     from filelock import FileLock
 
     base = tmp_path_factory.getbasetemp()
