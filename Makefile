@@ -1,9 +1,10 @@
 # Quick start:  make lab   (set up, then open the course in JupyterLab)
 #               make test  (set up, then run the whole test suite)
+#               make check (lint, types and the fast tests, nothing installed)
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: setup lab test lint typecheck lessons editions translations smoke
+.PHONY: setup lab test check lint typecheck lessons editions translations smoke
 
 setup:
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
@@ -20,6 +21,11 @@ lab: setup
 # same tests serially.
 test: setup
 	$(PYTHON) -m pytest -n auto --dist loadfile --no-loadscope-reorder
+
+# The inner loop while you change the code: lint, types and the fast tests (no pip install;
+# run `make setup` once). `make test` runs everything.
+check: lint
+	$(PYTHON) -m pytest -n auto --dist loadfile --no-loadscope-reorder -q -m "not slow and not e2e and not browser"
 
 # A minute's check that this machine grades: every lesson's reference notebook full marks,
 # its student notebook zero, in the sandbox (python -m grader selftest).

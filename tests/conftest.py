@@ -1,32 +1,69 @@
-"""Shared fixtures of the course's own test suite."""
+"""Shared fixtures and hooks of the course's own test suite; the helpers the tests import are
+in tests/support.py."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import os
-import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import support
+from support import ROOT, autograde_term, built_once, grade_term, helper_env, rows
 
-from coursekit import catalogue
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "docs" / "examples"))
+def pytest_configure(config: pytest.Config) -> None:
+    """The environment of every test and of what they start, set once before collection."""
+    # Kernels started by the tests (nbclient, nbgrader) must import this checkout's packages.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    # `grader check` in a test runs cold, never leaving a warm helper behind (tests/test_helper.py
+    # starts its own, in a private folder).
+    os.environ.setdefault("COURSE_CHECK_HELPER", "off")
 
-# Kernels started by the tests (nbclient, nbgrader) must import this checkout's packages.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-os.environ.setdefault("MPLBACKEND", "Agg")
-# `grader check` in a test runs cold, never leaving a warm helper behind (tests/test_helper.py
-# starts its own, in a private folder).
-os.environ.setdefault("COURSE_CHECK_HELPER", "off")
+
+# --- markers that say the truth: an unmarked file that takes longer than `slow`'s bound fails the
+# full run (make test). A file's time is its tests' setup, call and teardown, less the time spent
+# building or awaiting a folder shared by the run (built_once), which no one file owns.
+_FILE_SECONDS: dict[str, float] = {}
+_SLOW_FILES: set[str] = set()
+_UNMARKED_SLOW: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    report = yield
+    if support.shared_setup_s:
+        report.user_properties.append(("shared_setup_s", support.shared_setup_s))
+        support.shared_setup_s = 0.0
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::")[0]
+    shared = sum(v for k, v in report.user_properties if k == "shared_setup_s")
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + max(0.0, report.duration - shared)
+    if "slow" in report.keywords:
+        _SLOW_FILES.add(path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if support.full_run(session.config):
+        _UNMARKED_SLOW[:] = support.unmarked_slow_files(_FILE_SECONDS, _SLOW_FILES)
+        if _UNMARKED_SLOW and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _UNMARKED_SLOW:
+        terminalreporter.section("slow files without the slow marker", red=True)
+        terminalreporter.line(f"over {support.SLOW_FILE_S:g} s in this run; mark them "
+                              "`pytestmark = pytest.mark.slow` (CONTRIBUTING.md, Testing):")
+        for line in _UNMARKED_SLOW:
+            terminalreporter.line(f"  {line}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-random-order's shuffle, when asked for
@@ -37,27 +74,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     idles (xdist's own order, most tests first, left the few-test end-to-end files last)."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
-
-
-# CI sets it: a sandbox test that cannot run fails instead of skipping.
-SANDBOX_REQUIRED = bool(os.environ.get("COURSE_REQUIRE_SANDBOX"))
-
-
-def needs_bubblewrap(reason: str = "bubblewrap cannot hide the course's files here") -> pytest.MarkDecorator:
-    """Skip where bubblewrap cannot run, unless SANDBOX_REQUIRED: then the test runs, and fails."""
-    from grader.sandbox import available_protections
-
-    lacking = "files-hidden" not in available_protections()
-    return pytest.mark.skipif(lacking and not SANDBOX_REQUIRED, reason=reason)
-
-
-def helper_env(tmp: Path, minutes: str) -> dict[str, str]:
-    """The environment of a ``grader check`` whose warm helper lives in ``tmp`` (its private
-    folder) and stops after ``minutes`` idle (``off``: a cold check)."""
-    env = dict(os.environ, TMPDIR=str(tmp), COURSE_CHECK_HELPER=minutes)
-    for unset in ("XDG_RUNTIME_DIR", "CI", "COURSE_LANG"):
-        env.pop(unset, None)
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -96,134 +112,9 @@ def no_course_env(monkeypatch):
     return monkeypatch
 
 
-def lessons() -> list[str]:
-    """The ids of the course's lessons (coursekit.catalogue)."""
-    return catalogue.COURSE.ids()
-
-
-def solution_path(lesson: str) -> Path:
-    return catalogue.get(lesson).solution()
-
-
-def lesson_path(lesson: str) -> Path:
-    return catalogue.get(lesson).student()
-
-
-_CHECKPOINT = re.compile(r'"Checkpoint (\d)')
-
-
-def run_checkpoints(nb: dict, through_last: bool = False) -> list[tuple[int, str | None]]:
-    """Run what grading runs (grader.runtime's loop over the cells the catalogue's roles
-    choose) and the demos tagged ``checkpoint``, in notebook order, in a quiet namespace of
-    their own, up to the last checkpoint when ``through_last``; return (checkpoint, failure
-    message or None) for each checkpoint. Any other cell must not fail."""
-    from grader.runtime.execute import prepare_namespace, run_cells
-
-    cells = [(i, cell["source"]) for i, cell in enumerate(nb["cells"])
-             if catalogue.cell_role(cell) in catalogue.RUN_WHEN_GRADING
-             or "checkpoint" in catalogue.tags(cell) and catalogue.cell_role(cell) is catalogue.Role.DEMO]
-    if through_last:
-        last = max(n for n, (_, source) in enumerate(cells) if _CHECKPOINT.search(source))
-        cells = cells[:last + 1]
-    with contextlib.redirect_stdout(io.StringIO()):
-        errors = {e.cell: e.error for e in run_cells(cells, prepare_namespace({"__name__": "__checkpoints__"})).errors}
-    results = [(int(found.group(1)), errors.pop(i, None)) for i, source in cells
-               if (found := _CHECKPOINT.search(source))]
-    assert not errors, f"cells that are not checkpoints failed: {errors}"
-    return results
-
-
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
-
-
-def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
-               build: Callable[[Path], None]) -> Path:
-    """The folder ``name``, made by ``build`` once for the whole run, then only read.
-
-    pytest-xdist's workers (``make test``) share the parent of their temporary folders: the
-    first worker to ask builds it under a lock, the others wait and read it, so a costly
-    fixture shared by several files costs once, whichever workers run them.
-    """
-    from filelock import FileLock
-
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    folder, done = base / name, base / f"{name}.built"
-    with FileLock(str(base / f"{name}.lock")):
-        if not done.is_file():
-            shutil.rmtree(folder, ignore_errors=True)
-            build(folder)
-            done.touch()
-    return folder
-
-
-# --- the reference notebooks, executed once a run ---------------------------------------------
-
-def executed_solution(tmp_path_factory: pytest.TempPathFactory, lesson: str, edition: str) -> Path:
-    """The reference notebook of ``lesson`` in ``edition``, run top to bottom in a real kernel with
-    the ``smoke`` preset (errors kept as outputs), written once a run and shared by every test
-    that reads its outputs (``tests/test_solutions_execute.py``, ``tests/test_zh_tables.py``)."""
-
-    def build(folder: Path) -> None:
-        import nbformat
-        from nbclient import NotebookClient
-
-        folder.mkdir(parents=True)
-        nb = nbformat.read(catalogue.get(lesson).solution(edition), as_version=4)
-        os.environ["COURSE_PRESET"] = "smoke"
-        NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(folder)}}).execute()
-        nbformat.write(nb, folder / "executed.ipynb")
-
-    return built_once(tmp_path_factory, f"executed-{lesson}-{edition}", build) / "executed.ipynb"
-
-
-def hoarding(path: Path, chunk: str = "np.ones((8192, 8192))") -> dict:
-    """Lesson 01's notebook at ``path`` whose ``softmax`` keeps ``chunk`` (an expression,
-    512 MiB by default) more at every call: a memory hog that reaches its limit during some
-    check, not while its cells run."""
-    nb = catalogue.read_json(path)
-    cell = next(c for c in nb["cells"] if catalogue.grade_id(c) == "softmax")
-    source = catalogue.cell_source(cell)
-    cell["source"] = "_hoard = []\n\n" + source.replace(
-        "    x = np.asarray(x, dtype=np.float64)\n",
-        f"    _hoard.append({chunk})\n    x = np.asarray(x, dtype=np.float64)\n")
-    assert "_hoard.append" in cell["source"], "lesson 01's softmax changed: update hoarding()"
-    return nb
-
-
-# --- a graded term (docs/examples/term_class.py): one class of lesson 01 with every case ------
-
-TERM_LESSON = "01_attention_by_hand"
-DEADLINES = (ROOT / "docs" / "examples" / "deadlines.toml").read_text(encoding="utf-8")
-
-
-def grade(submitted: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    """``python -m grader grade`` of the term's lesson, which must succeed."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "grader", "grade", str(submitted), "--lesson", TERM_LESSON, "--out",
-         str(out), "--jobs", "2", "--call-timeout", "3", "--deadlines", "none", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
-
-
-def rows(out: Path) -> dict[str, dict[str, str]]:
-    """grades.csv of ``grade --out out``, by student."""
-    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
-        return {row["student_id"]: row for row in csv.DictReader(f)}
-
-
-def _grade_term(root: Path) -> None:
-    from term_class import build_class
-
-    build_class(root / "submitted")
-    (root / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
-    first = grade(root / "submitted", root / "out", "--deadlines", str(root / "deadlines.toml"))
-    (root / "grade.stdout").write_text(first.stdout, encoding="utf-8")
 
 
 @pytest.fixture(scope="session")
@@ -231,39 +122,9 @@ def term(tmp_path_factory) -> dict:
     """The term's class graded by ``grade`` with the example deadlines, once for the run:
     ``root`` (``submitted/``, ``deadlines.toml``), ``out``, grade's ``stdout``, ``rows``.
     Read it only; a test that regrades or adds to it works on a copy in its ``tmp_path``."""
-    root = built_once(tmp_path_factory, "term", _grade_term)
+    root = built_once(tmp_path_factory, "term", grade_term)
     return {"root": root, "out": root / "out", "rows": rows(root / "out"),
             "stdout": (root / "grade.stdout").read_text(encoding="utf-8")}
-
-
-def nbgrader(args: list[str], course: Path, ok: bool = True, **env: str) -> subprocess.CompletedProcess:
-    """An nbgrader command run in ``course``; it must succeed unless ``ok`` is false."""
-    proc = subprocess.run(["nbgrader", *args], cwd=course, capture_output=True, text=True,
-                          timeout=900, env=dict(os.environ, **env))
-    if ok:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def _autograde_term(folder: Path) -> None:
-    from term_class import build_class
-
-    course = folder / "course"
-    shutil.copytree(ROOT / "solutions" / TERM_LESSON, course / "solutions" / TERM_LESSON)
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    (course / "deadlines.toml").write_text(DEADLINES, encoding="utf-8")
-    # the term's order: every due date and extension written first, each lesson generated
-    # at its release (issue 49: alice's extension then cost her everything)
-    proc = subprocess.run([sys.executable, "-m", "grader", "deadlines"], cwd=course,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "alice: 01_attention_by_hand extended by 2 days" in proc.stdout
-    nbgrader(["generate_assignment", TERM_LESSON, "--force"], course)
-    build_class(folder / "class")
-    for student in ("alice", "bob", "carol", "gina", "hank", "mallory"):
-        shutil.copytree(folder / "class" / student, course / "submitted" / student)
-    log = nbgrader(["autograde", TERM_LESSON], course, ok=False, COURSE_CALL_TIMEOUT="3")
-    (folder / "autograde.log").write_text(log.stdout + log.stderr, encoding="utf-8")
-    nbgrader(["export", "--to", "export.csv"], course)
 
 
 @pytest.fixture(scope="session")
@@ -271,15 +132,9 @@ def term_nbgrader(tmp_path_factory) -> dict:
     """Six students of the term in an nbgrader course, autograded once for the run (the
     course's sandbox, its late penalties): the ``course``, autograde's ``log``, nbgrader's
     ``export`` by student. Read it only; ``copy_of`` gives a test its own course."""
-    folder = built_once(tmp_path_factory, "term-nbgrader", _autograde_term)
+    folder = built_once(tmp_path_factory, "term-nbgrader", autograde_term)
     course = folder / "course"
     with open(course / "export.csv", newline="", encoding="utf-8") as f:
         exported = {row["student_id"]: row for row in csv.DictReader(f)}
     return {"course": course, "log": (folder / "autograde.log").read_text(encoding="utf-8"),
             "export": exported}
-
-
-def copy_of(course: Path, tmp_path: Path) -> Path:
-    """A copy of an nbgrader course, for a test that adds students or grades to it."""
-    shutil.copytree(course, tmp_path / "course", symlinks=True)
-    return tmp_path / "course"

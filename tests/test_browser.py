@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 LESSON = "01_attention_by_hand"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, lesson_path, lessons, solution_path
+from support import ROOT, lesson_path, lessons, solution_path
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.e2e, pytest.mark.slow]
 

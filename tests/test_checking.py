@@ -4,7 +4,7 @@ arguments where its workers come from and whether to colour (no module global is
 from __future__ import annotations
 
 import pytest
-from conftest import solution_path
+from support import solution_path
 
 from grader.check import command as checking
 from grader.check.launch import LocalSource

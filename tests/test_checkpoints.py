@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_checkpoints, solution_path
 from planted import Variant, l08
+from support import run_checkpoints, solution_path
 
 LESSON = "08_transformer"
 PARTS = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "greedy_decode"]

@@ -5,9 +5,9 @@ all five, and a planted bug never fails a checkpoint before its own exercise's."
 
 from __future__ import annotations
 
-import conftest
 import matplotlib.pyplot as plt
 import pytest
+import support
 from planted import Variant, l10
 
 from coursekit import catalogue
@@ -22,7 +22,7 @@ def run_checkpoints(nb: dict) -> list[tuple[int, str | None]]:
     """Each checkpoint's failure or None, run up to the last one (the training code after
     it is not needed)."""
     try:
-        return conftest.run_checkpoints(nb, through_last=True)
+        return support.run_checkpoints(nb, through_last=True)
     finally:
         plt.close("all")                               # checkpoint 2 draws its scores
 

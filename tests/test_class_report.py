@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, lesson_path, solution_path
+from support import ROOT, lesson_path, solution_path
 from test_browser import _missing, browser_page
 
 pytestmark = pytest.mark.e2e

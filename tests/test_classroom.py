@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, grade, rows
+from support import ROOT, grade, rows
 from term_class import LESSON, SOLUTION, put
 
 from coursekit import catalogue

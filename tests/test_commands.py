@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from coursekit import settings
 from coursekit.errors import UserError

@@ -17,7 +17,7 @@ import re
 import tokenize
 from pathlib import Path
 
-from conftest import ROOT
+from support import ROOT
 
 SKIPPED_FOLDERS = {"lessons", "solutions"}  # notebooks, generated or the lessons' own
 PLACEHOLDER = re.compile(r"[<>*{}]|NN|_X\b|foo|\.\.\.")

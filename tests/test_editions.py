@@ -9,7 +9,7 @@ import copy
 import re
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from coursekit import catalogue
 from grader.authoring import editions

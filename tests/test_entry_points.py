@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SANDBOX_REQUIRED, solution_path
+from support import ROOT, SANDBOX_REQUIRED, solution_path
 from test_gradescope import PYTHON, unpack
 
 from grader.integrations.gradescope.run import PRIVATE

@@ -3,7 +3,7 @@
 import re
 import tomllib
 
-from conftest import ROOT
+from support import ROOT
 
 
 def _pins(lines: list[str]) -> dict[str, str]:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, copy_of, grade, nbgrader
+from support import ROOT, copy_of, grade, nbgrader
 from term_class import LESSON, SOLUTION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -10,8 +10,8 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT, lessons
 from matplotlib.testing.compare import compare_images
+from support import ROOT, lessons
 
 from coursekit import catalogue
 

@@ -10,7 +10,7 @@ import warnings
 
 import matplotlib
 import pytest
-from conftest import ROOT, lessons, solution_path
+from support import ROOT, lessons, solution_path
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import lessons, solution_path
 from planted import Variant
+from support import lessons, solution_path
 
 from grader.check.engine import in_process_submission, run_hidden_tests
 from grader.check.framework import SEED_VARIABLE

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from support import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 pytestmark = [pytest.mark.e2e,

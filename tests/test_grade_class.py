@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, lesson_path, solution_path
+from support import ROOT, lesson_path, solution_path
 
 from grader.check.engine import exercise_points
 
@@ -177,7 +177,7 @@ def test_one_notebook_is_graded_by_its_path_with_the_class_protections(tmp_path)
     assert report.status == Status.UNREADABLE and "larger than" in report.message
 
 
-@pytest.mark.parametrize("lesson", __import__("conftest").lessons())
+@pytest.mark.parametrize("lesson", __import__("support").lessons())
 def test_sandboxed_grade_agrees_with_check_on_every_lesson(tmp_path, lesson: str) -> None:
     """Every lesson's reference solution gets full marks and its blank notebook zero under
     the default isolation (modules imported lazily inside the sandbox must work too, and

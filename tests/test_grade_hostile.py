@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, lesson_path, solution_path
+from support import ROOT, lesson_path, solution_path
 
 from grader.sandbox import missing_protections
 

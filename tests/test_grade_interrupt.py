@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, lesson_path, solution_path
+from support import ROOT, lesson_path, solution_path
 
 pytestmark = pytest.mark.sandbox
 

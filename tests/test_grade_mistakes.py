@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, solution_path
+from support import ROOT, solution_path
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, lesson_path, solution_path
+from support import ROOT, lesson_path, solution_path
 
 from coursekit import catalogue
 from grader.check.parts import builds_on

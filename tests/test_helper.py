@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, helper_env, lesson_path, solution_path
+from support import ROOT, helper_env, lesson_path, solution_path
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.e2e, pytest.mark.slow]
 

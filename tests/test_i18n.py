@@ -12,7 +12,7 @@ import sys
 from datetime import UTC
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from coursekit import catalogue
 from grader import i18n

@@ -22,7 +22,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from coursekit import catalogue
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEADLINES, ROOT, rows
+from support import DEADLINES, ROOT, rows
 from term_class import LESSON
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 Graph = dict[str, set[str]]
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, lessons, solution_path
+from support import ROOT, lessons, solution_path
 
 from coursekit import catalogue
 from grader.authoring import generate as authoring

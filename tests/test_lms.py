@@ -13,7 +13,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from grader.outputs import gradebook
 from grader.outputs.lms import LmsError, export, match, read_roster

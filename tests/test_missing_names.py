@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import solution_path
+from support import solution_path
 
 from grader.check.engine import grade_in_process, grade_with_worker
 from grader.check.launch import LocalSource

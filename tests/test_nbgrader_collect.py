@@ -4,7 +4,7 @@ into a copy of the term's nbgrader course."""
 from __future__ import annotations
 
 import pytest
-from conftest import copy_of, nbgrader
+from support import copy_of, nbgrader
 from term_class import LESSON, canvas_zip
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, lessons
+from support import ROOT, lessons
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from coursekit import catalogue
 from grader.integrations.nbgrader import editions as nbgrader_editions

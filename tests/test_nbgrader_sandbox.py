@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, lesson_path, solution_path
 from planted import l01
+from support import ROOT, lesson_path, solution_path
 
 from grader.sandbox import missing_protections
 

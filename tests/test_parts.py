@@ -8,8 +8,8 @@ import ast
 import json
 
 import pytest
-from conftest import solution_path
 from planted import modules
+from support import solution_path
 
 from grader.check import parts
 from grader.check.engine import grade_in_process

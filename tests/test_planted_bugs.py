@@ -17,8 +17,8 @@ from functools import cache
 
 import pytest
 import torch
-from conftest import ROOT, solution_path
 from planted import Variant, modules
+from support import ROOT, solution_path
 
 from grader.check.engine import grade_in_process, in_process_submission, run_hidden_tests
 from grader.check.messages import SHARED_MISTAKES

@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 NEWER = ("3.12", "3.13", "3.14")
 FOLDERS = ("coursekit", "grader", "tests", "benchmarks", "datasets", "docs")

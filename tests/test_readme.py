@@ -37,7 +37,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

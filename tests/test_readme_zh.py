@@ -14,7 +14,7 @@ import sys
 import tomllib
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 from test_readme import SHELL_LANGS, match_output
 from test_readme import blocks as readme_blocks
 

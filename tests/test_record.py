@@ -172,7 +172,7 @@ def test_grade_refuses_to_write_into_a_folder_of_a_newer_schema(tmp_path: Path) 
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from support import ROOT
 
     submitted = tmp_path / "submitted"
     (submitted / "ann" / LESSON).mkdir(parents=True)

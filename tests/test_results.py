@@ -8,7 +8,7 @@ import io
 import json
 import re
 
-from conftest import ROOT
+from support import ROOT
 
 from grader.results import (
     STOPPED,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import lesson_path, lessons, solution_path
 from planted import modules
+from support import lesson_path, lessons, solution_path
 
 from grader.check.engine import in_process_submission, run_hidden_tests
 from grader.check.notebook import read_notebook

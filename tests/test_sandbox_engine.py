@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import hoarding, needs_bubblewrap
+from support import hoarding, needs_bubblewrap
 
 from grader.sandbox import Limits, SandboxPool
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_REQUIRED, needs_bubblewrap
+from support import SANDBOX_REQUIRED, needs_bubblewrap
 
 from grader.sandbox import available_protections
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, lesson_path, lessons, solution_path
 from nbclient import NotebookClient
+from support import ROOT, lesson_path, lessons, solution_path
 
 from coursekit import catalogue, selfcheck
 from grader.check.notebook import cells_to_run, read_notebook

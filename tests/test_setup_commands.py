@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from grader.templating import TEMPLATES
 

@@ -115,7 +115,7 @@ def test_short_exercises_are_never_compared(cases) -> None:
 
 
 def test_reference_and_blank_submissions_give_no_units(context) -> None:
-    from conftest import lesson_path, solution_path
+    from support import lesson_path, solution_path
 
     from grader.check.notebook import parse_notebook
 
@@ -139,7 +139,7 @@ def test_identical_long_answers_are_flagged_even_when_they_are_the_reference(con
     """Nine students hand in the same MultiHeadAttention, character for character: the
     reference answer itself (issue 24: none was flagged). Eight flags, one per student
     after the first; a student with the same code reformatted gets none of those."""
-    from conftest import solution_path
+    from support import solution_path
 
     from grader.check.notebook import parse_notebook
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from conftest import executed_solution, lessons
+from support import executed_solution, lessons
 
 from coursekit import catalogue
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEADLINES, ROOT, hoarding, nbgrader, rows
+from support import DEADLINES, ROOT, hoarding, nbgrader, rows
 
 from coursekit import catalogue
 

@@ -12,7 +12,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import DEADLINES, ROOT, grade, rows
+from support import DEADLINES, ROOT, grade, rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

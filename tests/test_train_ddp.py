@@ -25,7 +25,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from support import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -161,7 +161,7 @@ def test_checkpoint_round_trip_rebuilds_preset_vocabularies_and_model(tmp_path) 
 def test_lesson_runs_in_the_other_direction_from_papermill_parameters(tmp_path, monkeypatch) -> None:
     """The notebook top to bottom with `-p PRESET smoke -p DIRECTION zh2digits -p CHANGES ...`."""
     import papermill
-    from conftest import solution_path
+    from support import solution_path
 
     monkeypatch.setenv("COURSE_RUN_DIR", str(tmp_path / "runs"))
     monkeypatch.delenv("COURSE_PRESET", raising=False)

@@ -18,8 +18,8 @@ import sys
 import types
 
 import pytest
-from conftest import solution_path
 from planted import Variant, modules
+from support import solution_path
 
 from coursekit import catalogue
 from grader.check.notebook import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS

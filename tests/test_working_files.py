@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 READMES = [ROOT / "README.md", ROOT / "README.zh.md"]
 SHELL = re.compile(r"^```(?:sh|bash|console)[ \t]*\n(.*?)^```", re.M | re.S)
@@ -132,5 +132,5 @@ def test_every_grade_a_test_runs_names_its_deadlines() -> None:
     file (a penalty, or an error while it is half-edited)."""
     unnamed = [f"{path.name}:{line}" for path in sorted((ROOT / "tests").glob("*.py"))
                for line, text in _grade_commands(path) if "--deadlines" not in text]
-    assert _grade_commands(ROOT / "tests" / "conftest.py"), "the scan finds no grade command"
+    assert _grade_commands(ROOT / "tests" / "support.py"), "the scan finds no grade command"
     assert not unnamed, f"runs `grade` without --deadlines: {unnamed}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from conftest import executed_solution, lessons
+from support import executed_solution, lessons
 from zh_tables import cells_of, english, misaligned, tables
 
 from coursekit import catalogue

@@ -32,7 +32,7 @@ def dump(seed: int) -> list[dict]:
     import torch
 
     torch.set_num_threads(1)
-    from conftest import solution_path
+    from support import solution_path
 
     from grader.check.engine import grade_in_process
     from planted import modules
