@@ -62,11 +62,11 @@ def _send(ctrl: socket.socket, **msg: Any) -> None:
     ctrl.sendall(_wire().encode(msg))
 
 
-def _import_preloads(cfg: dict[str, Any]) -> None:
+def _import_preloads(cfg: dict[str, Any], key: str = "preload") -> None:
     """Import what every worker needs once, here, so each fork starts warm (``module:function``:
     then call the function). A module that is not installed is skipped (the worker imports
     it itself if it must), and so is a function that fails."""
-    for name in cfg["preload"]:
+    for name in cfg.get(key, ()):
         module, _, function = name.partition(":")
         try:
             loaded = importlib.import_module(module)
@@ -75,6 +75,8 @@ def _import_preloads(cfg: dict[str, Any]) -> None:
         if function:
             with contextlib.suppress(Exception):
                 getattr(loaded, function)()
+    if key != "preload":
+        return
     module = cfg["entry"].partition(":")[0]
     try:
         importlib.import_module(module)
@@ -339,7 +341,7 @@ def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]])
                 os.killpg(pid, signal.SIGKILL)
 
 
-def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
+def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any, first: bool = False) -> None:
     channel = _wire().Channel(ctrl)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -350,6 +352,8 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
     children: dict[int, tuple[int, str | None, int]] = {}
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     _send(ctrl, op="ready", pid=os.getpid(), threads=threads)
+    if first:  # the pool's first request waits on these, not its ``ready`` (see _import_preloads)
+        _import_preloads(cfg, "preload_late")
     while True:
         watched: list[socket.socket | int] = [ctrl, wake_r]
         readable, _, _ = select.select(watched, [], [])
@@ -473,7 +477,7 @@ def main() -> None:
     _settle(_confine, cfg, network=cfg["own_namespaces"])
     _import_preloads(cfg)
     flt = _confine.build_seccomp_filter() if cfg["seccomp"] else None
-    _serve(ctrl, cfg, flt)
+    _serve(ctrl, cfg, flt, first=True)
 
 
 if __name__ == "__main__":

@@ -548,6 +548,7 @@ class SandboxPool:
         require: tuple[str, ...] = (),
         answer_timeout: float = 30.0,
         spares: int = 0,
+        preload_late: tuple[str, ...] = (),
     ) -> None:
         self.jobs = max(1, jobs)
         self.spares = max(0, spares)
@@ -558,6 +559,7 @@ class SandboxPool:
         self.entry = entry
         self._cfg = {
             "preload": list(preload),
+            "preload_late": list(preload_late),  # imported after ``ready``: see its docstring
             "entry": entry,
             "mode": "ns" if self.plan.namespaces else "plain",
             "seccomp": self.plan.seccomp,
