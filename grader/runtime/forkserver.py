@@ -213,13 +213,19 @@ class Child:
         return True
 
     def kill(self) -> None:
-        """SIGKILL it (its process group, for a group leader); it is not waited for."""
+        """SIGKILL it (its process group, for a group leader), unless it has ended (and
+        a process known by no pidfd: nothing could say it is still the same); it is not
+        waited for."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            elif self.status is None and (self.popen is None or self.popen.poll() is None):
-                os.killpg(self.pid, signal.SIGKILL) if self.group else os.kill(
-                    self.pid, signal.SIGKILL)
+                return
+            if self.popen is not None:
+                running = self.popen.poll() is None
+            else:
+                running = self.ours and self.status is None
+            if running:
+                (os.killpg if self.group else os.kill)(self.pid, signal.SIGKILL)
 
     def close(self, grace_s: float = 5.0, killed_s: float | None = 10.0) -> bool:
         """Wait ``grace_s`` s for it to end, then kill it and wait ``killed_s`` s more (None:
