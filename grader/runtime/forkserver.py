@@ -113,7 +113,9 @@ def _become_child(parent: int, close: list[int | socket.socket], new: str,
         os.setpgid(0, 0)
     if dies_with_parent:
         die_with_parent()
-        if os.getppid() != parent:  # it died before the line above
+        # it died before the line above (0: the parent is outside the child's pid
+        # namespace, where an orphan's parent would read as that namespace's process 1)
+        if os.getppid() not in (parent, 0):
             os._exit(FORK_FAILED_EXIT)
 
 
