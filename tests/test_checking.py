@@ -185,3 +185,23 @@ def test_background_imports_wait_for_their_release_before_the_second_part() -> N
     assert imports.thread is not None
     imports.thread.join(30)
     assert "wave" in sys.modules and not imports.thread.is_alive()
+
+
+def test_a_cold_checks_zygote_preloads_what_the_notebooks_worker_imports(tmp_path) -> None:
+    """Issue 52 item 4: a cold check's zygote imports torch and what the first backward
+    imports (and torch._dynamo, the first optimizer's, for a lesson that trains) once it
+    is ready, so its worker inherits them; nothing for a numpy lesson or an unreadable
+    notebook."""
+    from grader.check.launch import TORCH_PRELOAD, cold_preload
+
+    assert "torch.fx.experimental.symbolic_shapes" in TORCH_PRELOAD
+    assert cold_preload(str(solution_path("01_attention_by_hand")), None) == ()
+    assert cold_preload(str(solution_path("04_multi_head_attention")), None) == TORCH_PRELOAD
+    assert cold_preload(str(solution_path("09_training")), None) == (
+        *TORCH_PRELOAD, "torch._dynamo")
+    renamed = tmp_path / "submission.ipynb"  # found by its cells: torch, not the lesson's
+    renamed.write_bytes(solution_path("09_training").read_bytes())
+    assert cold_preload(str(renamed), None) == TORCH_PRELOAD
+    broken = tmp_path / "04_multi_head_attention.ipynb"
+    broken.write_text("{not json")
+    assert cold_preload(str(broken), None) == ()

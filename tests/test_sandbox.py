@@ -794,6 +794,22 @@ def test_the_other_zygotes_are_clones_of_the_first_and_confine_alike(
     assert all(gone(w) for w in held)
 
 
+def test_late_preloads_reach_the_workers_of_the_zygote_and_of_its_clones() -> None:
+    """``preload_late`` (a cold check's torch, issue 52 item 4): the first zygote imports
+    it once it has said it is ready, so the pool opens without waiting for it, and before
+    it forks anything: its workers, and its clones', find it loaded."""
+    with SandboxPool(jobs=2, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=(),
+                     preload_late=("colorsys",)) as p:
+        held = [p.start(), p.start()]
+        assert len({w._zygote for w in held}) == 2
+        seen = [run(w, "import sys\nresult = 'colorsys' in sys.modules")["result"]
+                for w in held]
+        for w in held:
+            w.sock.close()
+            assert w.finish() == "ok"
+    assert seen == [True, True]
+
+
 def test_where_no_clone_can_be_made_the_pool_starts_a_zygote_itself(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from grader.sandbox import pool as pool_module

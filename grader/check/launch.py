@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -180,7 +181,8 @@ class SandboxSource:
         from grader.sandbox import SandboxPool, default_worker_files
 
         with timeline.span("sandbox"):
-            self.pool = SandboxPool(jobs=1, limits=limits, isolation="auto", preload=preload,
+            self.pool = SandboxPool(jobs=1, limits=limits, isolation="auto",
+                                    preload=(), preload_late=preload,
                                     worker_files={**default_worker_files(), **course_files()})
             self.pool.open(while_booting)
         self.description = "sandboxed: " + ", ".join(self.pool.protections)
@@ -195,13 +197,14 @@ class SandboxSource:
         self.pool.close()
 
 
-def default_source(limits: Limits, while_booting: Callable[[], None] | None = None
-                   ) -> WorkerSource:
+def default_source(limits: Limits, while_booting: Callable[[], None] | None = None,
+                   preload: tuple[str, ...] = ()) -> WorkerSource:
     """The sandbox; plain processes, with a word on stderr, where it cannot start.
     ``while_booting()`` runs once the sandbox's own set-up is done, while its first
-    process starts (where it cannot start: not at all)."""
+    process starts (where it cannot start: not at all). ``preload``: what its zygote
+    imports once it is ready (:func:`cold_preload`), before it forks the worker."""
     try:
-        return SandboxSource(limits, while_booting=while_booting)
+        return SandboxSource(limits, preload=preload, while_booting=while_booting)
     except Exception as exc:  # noqa: BLE001 - a check still runs, and says how
         return LocalSource((str(exc).splitlines() or [type(exc).__name__])[0])
 
@@ -261,6 +264,31 @@ def _imported(modules: list[str]) -> bool:
     return True
 
 
+#: What a cold check's zygote imports for a notebook that imports torch: the worker would
+#: import each itself, the last in its first backward (``DEFAULT_PRELOAD`` says why).
+TORCH_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes")
+_IMPORTS_TORCH = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
+
+
+def cold_preload(notebook: str, lesson: str | None) -> tuple[str, ...]:
+    """What the zygote of a cold check's one-check sandbox imports, once it has said it is
+    ready (so that the sandbox's start waits for none of it) and before it forks the
+    worker: torch and what its first backward imports for a notebook that imports torch,
+    and ``torch._dynamo`` (the first optimizer's) for a lesson that trains. Nothing for a
+    numpy lesson, or a notebook that cannot be read (the check says why)."""
+    from grader.check.notebook import NotebookError, cells_to_run, read_notebook
+
+    try:
+        cells = cells_to_run(read_notebook(notebook))
+    except NotebookError:
+        return ()
+    if not any(_IMPORTS_TORCH.search(source) for _, source in cells):
+        return ()
+    found = _lesson_named(notebook, lesson)
+    trains = found in catalogue.COURSE.ids() and catalogue.get(found).trains
+    return (*TORCH_PRELOAD, "torch._dynamo") if trains else TORCH_PRELOAD
+
+
 #: The longest :class:`BackgroundImports` waits for :meth:`~BackgroundImports.release`.
 RELEASE_WAIT_S = 10.0
 
@@ -289,11 +317,14 @@ def prepare_check(notebook: str, lesson: str | None, limits: Limits,
     found = _lesson_named(notebook, lesson)
     imports = BackgroundImports(["grader.check.engine"],
                                 then=[f"grader.hidden.test_{found}"] if found else [])
+    preload = cold_preload(notebook, lesson) if source is None else ()
     if source is None:
-        workers = default_source(limits, while_booting=imports.start)
+        workers = default_source(limits, while_booting=imports.start, preload=preload)
     else:
         workers = source(limits)
     imports.start()  # where no sandbox started it
+    if preload:  # the worker's start waits for its zygote's imports, not for this process
+        imports.release()
     try:
         try:
             started = start_early(notebook, lesson, limits, workers)

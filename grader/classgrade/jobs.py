@@ -16,9 +16,9 @@ one core's worth of it. So the class grader starts N trusted processes::
 
 On Linux the first trusted process, once warm, forks the other N - 1 (each with its own
 stdin, answers and socket, passed to it when it started), so torch and the hidden tests are
-imported once, not once per job, and their memory is shared. A fork is the leader of a
-process group of its own and dies with the process it came from, as that one does with
-``grade``.
+imported once, not once per job, and their memory is shared: a fork server, built as the
+grader's others are (``grader.runtime.forkserver``). A fork is the leader of a process
+group of its own and dies with the process it came from, as that one does with ``grade``.
 
 A trusted process that dies mid-submission is replaced and the submission graded once more
 by the new one (a failure of the machinery is retried once, as in-process); a second death
@@ -34,8 +34,6 @@ import contextlib
 import json
 import os
 import pickle
-import select
-import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +43,7 @@ from functools import partial
 from typing import IO, Any, NoReturn
 
 from grader import COURSE_ROOT
+from grader.runtime import forkserver
 
 
 def cores() -> int:
@@ -102,7 +101,8 @@ class TrustedProcess:
 
         self.proc = proc
         self.pid = proc.pid if proc is not None else None  # a fork's: when it has said it
-        self._pidfd: int | None = None
+        # ``grade`` started it (a group of its own), or the first one forked it (a pidfd)
+        self._child = forkserver.Child.started(proc, group=True) if proc is not None else None
         self.stdin: IO[bytes] = os.fdopen(ends.stdin, "wb")
         self.answers: IO[str] = os.fdopen(ends.answers, "r", encoding="utf-8")
         self.points: dict[str, float] | None = None  # the lesson's, once the process has said
@@ -147,29 +147,13 @@ class TrustedProcess:
             if "points" not in answer:
                 return None if answer["seconds"] is None else float(answer["seconds"])
             self.points = {str(k): float(v) for k, v in answer["points"].items()}
-            if self.proc is None and self.pid is None:  # a fork: it says which process it is
+            if self._child is None and self.pid is None:  # a fork: it says which process it is
                 self.pid = int(answer["pid"])
-                with contextlib.suppress(OSError):
-                    self._pidfd = os.pidfd_open(self.pid)
-
-    def _wait(self, timeout: float | None) -> None:
-        """Until the process has ended (or ``timeout`` s)."""
-        if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=timeout)
-        elif self._pidfd is not None:  # readable once it has ended
-            select.select([self._pidfd], [], [], timeout)
+                self._child = forkserver.Child(self.pid)  # never another that took its pid since
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if self.proc is not None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            elif self._pidfd is not None:  # never another process that took its pid since
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        self._wait(None)
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        if self._child is not None:
+            self._child.close(grace_s=0, killed_s=None)
         for stream in (self.answers, self.stdin):
             with contextlib.suppress(OSError):
                 stream.close()
@@ -183,7 +167,8 @@ class TrustedProcess:
     def close(self) -> None:
         """End of the run: wait for the process to exit (its input ended), then clean up."""
         self.end_input()
-        self._wait(30)
+        if self._child is not None:
+            self._child.wait(30)
         self.kill()
 
 
@@ -269,7 +254,8 @@ def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
     from grader.helper.lend import HelperSource
     from grader.runtime.wire import Channel, exit_now
 
-    _die_with_parent()
+    with contextlib.suppress(OSError):  # killed with ``grade``: a killed run writes nothing more
+        forkserver.die_with_parent()
     os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own pipe
     job = pickle.loads(base64.b64decode(sys.stdin.readline()))
     opts, submitted, settings = job["opts"], job["submitted"], job["settings"]
@@ -297,36 +283,18 @@ def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
 
 def _fork_into(ends: list[int], theirs: list[int]) -> bool:
     """Fork a process for another job: True in it (``theirs``, the fds it must not keep,
-    closed), False here (``ends`` closed; also where no fork could be made: a process with
-    a thread besides this one must not fork)."""
-    parent = os.getpid()
+    closed; killed alone, as the leader of a process group of its own, and with the process
+    it is forked from, as that one with ``grade``), False here (``ends`` closed; also where
+    no fork could be made: a process with a thread besides this one must not fork)."""
     pid = -1
-    if threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1:
-        sys.stdout.flush()
-        sys.stderr.flush()
+    if forkserver.may_fork():
         with contextlib.suppress(OSError):
-            pid = os.fork()
+            pid = forkserver.fork_child(theirs, new="group", dies_with_parent=True)
     if pid == 0:
-        for fd in theirs:
-            os.close(fd)
-        os.setpgid(0, 0)  # killed alone, as the leader of a process group of its own
-        _die_with_parent()  # ...and with the process it is forked from, as that one with ``grade``
-        if os.getppid() != parent:
-            os._exit(1)
         return True
     for fd in ends:
         os.close(fd)
     return False
-
-
-def _die_with_parent() -> None:
-    """Linux: killed with ``grade`` (a killed run must not write results afterwards), or a
-    fork with the process it was forked from."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The helper's trusted zygote: a process with the graders imported (torch, the hidden
 tests' modules) that never grades anything, and forks one trusted process per check. That
 process runs ``grader.check.command.main`` with the client's command line, its workers lent by
-the helper (``lend.HelperSource``), and writes the answer to the client itself."""
+the helper (``lend.HelperSource``), and writes the answer to the client itself. A fork server
+built as the grader's others are (``grader.runtime.forkserver``)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from typing import Any
 
 from grader.helper.lend import HelperSource
 from grader.helper.private import HelperUnavailable
+from grader.runtime import forkserver
 from grader.runtime.wire import Channel, one_thread_each, pair
 
 
@@ -27,16 +28,15 @@ class TrustedZygote:
 
     def __init__(self, close_in_child: list[socket.socket]):
         ours, theirs = pair()
-        pid = os.fork()
+        pid = forkserver.fork_child([ours, *close_in_child])
         if pid == 0:
-            for sock in [ours, *close_in_child]:
-                sock.close()
             try:
                 _trusted_zygote(Channel(theirs))
             finally:
                 os._exit(0)
         theirs.close()
         self.pid = pid
+        self.process = forkserver.Child(pid, ours=True)
         self.ctrl = Channel(ours)
         self._ready = False
         self._lock = threading.Lock()
@@ -44,31 +44,25 @@ class TrustedZygote:
     def fork(self, req: dict[str, Any], fds: list[int], timeout: float) -> int:
         """A trusted process for ``req``, handed ``fds`` (the client, its worker channel)."""
         with self._lock:
-            if not self._ready:
-                message, _ = self.ctrl.recv(timeout=timeout)
-                if message is None or message.get("op") != "ready":
-                    raise HelperUnavailable("the trusted zygote did not start")
-                self._ready = True
+            try:
+                if not self._ready:
+                    forkserver.expect(self.ctrl, "ready", timeout)
+                    self._ready = True
+            except forkserver.NoAnswer:
+                raise HelperUnavailable("the trusted zygote did not start") from None
             self.ctrl.send({"op": "fork", "request": req}, fds)
-            message, _ = self.ctrl.recv(timeout=30.0)
-        if message is None or message.get("op") != "forked":
-            raise HelperUnavailable("the trusted zygote did not fork")
+            try:
+                message = forkserver.expect(self.ctrl, "forked", 30.0)
+            except forkserver.NoAnswer:
+                raise HelperUnavailable("the trusted zygote did not fork") from None
         return int(message["pid"])
 
     def alive(self) -> bool:
-        try:
-            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
-        except ChildProcessError:
-            return False
+        return self.process.alive()
 
     def close(self) -> None:
         self.ctrl.close()
-        deadline = time.monotonic() + 5
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+        self.process.close(grace_s=5, killed_s=None)
 
 
 def _warm_up() -> None:
@@ -129,10 +123,8 @@ def _fork_ahead(ctrl: Channel) -> tuple[int, Channel]:
     """A trusted process that waits for its request (and the client's descriptors) on a
     channel of its own, and exits unchecked when that channel closes first."""
     ours, theirs = pair()
-    pid = os.fork()
+    pid = forkserver.fork_child([ctrl.sock, ours])
     if pid == 0:
-        ctrl.sock.close()
-        ours.close()
         waiting = Channel(theirs)
         try:
             message, fds = waiting.recv()
@@ -163,12 +155,7 @@ def _hand_over(ctrl: Channel, spare: tuple[int, Channel] | None, req: dict[str, 
 
 
 def _reap(running: set[int]) -> None:
-    with contextlib.suppress(ChildProcessError):
-        while True:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-            if pid <= 0:
-                return
-            running.discard(pid)
+    running.difference_update(pid for pid, _ in forkserver.reaped())
 
 
 def _trusted_process(req: dict[str, Any], fds: list[int]) -> None:

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
@@ -193,10 +192,6 @@ def unshare_network() -> None:
 def set_child_subreaper() -> None:
     """Orphans of our descendants become our children (so we can kill every last one)."""
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
-
-
-def set_parent_death_signal() -> None:
-    _check(_libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "PR_SET_PDEATHSIG")
 
 
 def set_not_dumpable() -> None:

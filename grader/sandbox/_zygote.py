@@ -5,7 +5,9 @@ preloaded modules (numpy, torch) without running any multithreaded operation, th
 waits on its control socket (``wire``: JSON lines, file descriptors passed
 with SCM_RIGHTS) and forks one confined worker per submission. Standard library only
 (plus ``pyseccomp``): nothing from ``grader`` is importable here but the worker code, and
-the pool's copies of ``_confine.py`` and ``grader/runtime/wire.py`` beside this file.
+the pool's copies of ``_confine.py``, ``grader/runtime/wire.py`` and
+``grader/runtime/forkserver.py`` beside this file: a fork server built as the grader's others
+are (its forks, their parent-death signal, the reaping of its children).
 
 A zygote serves one submission at a time. More zygotes of a pool are *clones* of the first
 (``{"op": "clone"}``): a fork that serves a control socket of its own, sharing the first
@@ -58,15 +60,20 @@ def _wire() -> Any:
     return importlib.import_module("wire")
 
 
+def _forks() -> Any:
+    """The pool's copy of ``grader/runtime/forkserver.py`` beside this file."""
+    return importlib.import_module("forkserver")
+
+
 def _send(ctrl: socket.socket, **msg: Any) -> None:
     ctrl.sendall(_wire().encode(msg))
 
 
-def _import_preloads(cfg: dict[str, Any]) -> None:
+def _import_preloads(cfg: dict[str, Any], key: str = "preload") -> None:
     """Import what every worker needs once, here, so each fork starts warm (``module:function``:
     then call the function). A module that is not installed is skipped (the worker imports
     it itself if it must), and so is a function that fails."""
-    for name in cfg["preload"]:
+    for name in cfg.get(key, ()):
         module, _, function = name.partition(":")
         try:
             loaded = importlib.import_module(module)
@@ -75,6 +82,8 @@ def _import_preloads(cfg: dict[str, Any]) -> None:
         if function:
             with contextlib.suppress(Exception):
                 getattr(loaded, function)()
+    if key != "preload":
+        return
     module = cfg["entry"].partition(":")[0]
     try:
         importlib.import_module(module)
@@ -199,20 +208,11 @@ def _report_failure(sock: socket.socket, exc: BaseException) -> None:
         sock.sendall(b"e" + f"{type(exc).__name__}: {exc}".encode()[:4000])
 
 
-def _child(
-    ctrl: socket.socket, req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any
-) -> None:
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
-    os.close(ctrl.detach())
-    for fd in _WAKE_FDS:
-        os.close(fd)
-    if cfg["parent_death"]:
-        import _confine as cf
-
-        cf.set_parent_death_signal()
-    _worker(req, fds, cfg, flt)
+def _fork(ctrl: socket.socket, cfg: dict[str, Any], **how: Any) -> int:
+    """A child that holds neither our control socket nor our signal wake-up pipe, with
+    SIGCHLD's default handler (``forkserver.fork_child``)."""
+    return int(_forks().fork_child([ctrl, *_WAKE_FDS], default_signals=[signal.SIGCHLD],
+                                   **how))
 
 
 def _spawn(
@@ -233,7 +233,7 @@ def _spawn(
         cf.unshare_pid()  # our next children are born in a new pid namespace...
         try:
             init = _spawn_init([*fds, ctrl.fileno(), *_WAKE_FDS])  # ...its process 1, then W
-            pid = os.fork()
+            pid = _fork(ctrl, cfg, new="session", dies_with_parent=cfg["parent_death"])
         except BaseException:
             if init:
                 os.kill(init, signal.SIGKILL)
@@ -242,10 +242,10 @@ def _spawn(
             if os.getpid() == _ZYGOTE_PID[0]:
                 cf.enter_pid_namespace(_OWN_PID_NS[0])  # the next submission's will be fresh
     else:
-        pid = os.fork()
+        pid = _fork(ctrl, cfg, new="session", dies_with_parent=cfg["parent_death"])
     if pid == 0:
         try:
-            _child(ctrl, req, fds, cfg, flt)
+            _worker(req, fds, cfg, flt)
         finally:
             os._exit(70)
     for fd in fds:
@@ -264,13 +264,11 @@ def _spawn_init(close: list[int]) -> int:
     if _SLEEP:
         return os.posix_spawn(_SLEEP, [_SLEEP, "infinity"], {}, file_actions=actions,
                               setsid=True)
-    pid = os.fork()
+    pid = _forks().fork_child(close)
     if pid == 0:
-        for fd in close:
-            os.close(fd)
         while True:
             signal.pause()
-    return pid
+    return int(pid)
 
 
 def _children() -> list[int]:
@@ -300,13 +298,7 @@ def _kill_orphans(timeout_s: float = 5.0) -> None:
 
 def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
           cfg: dict[str, Any]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, status in _forks().reaped():
         _CLONES.pop(pid, None)
         if pid in children:
             sub, leftover, init = children.pop(pid)
@@ -339,7 +331,7 @@ def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]])
                 os.killpg(pid, signal.SIGKILL)
 
 
-def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
+def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any, first: bool = False) -> None:
     channel = _wire().Channel(ctrl)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -350,6 +342,8 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any) -> None:
     children: dict[int, tuple[int, str | None, int]] = {}
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     _send(ctrl, op="ready", pid=os.getpid(), threads=threads)
+    if first:  # the pool's first request waits on these, not its ``ready`` (see _import_preloads)
+        _import_preloads(cfg, "preload_late")
     while True:
         watched: list[socket.socket | int] = [ctrl, wake_r]
         readable, _, _ = select.select(watched, [], [])
@@ -399,11 +393,8 @@ def _clone(ctrl: socket.socket, req: dict[str, Any], fd: int, cfg: dict[str, Any
     (shared, copy-on-write) without importing it again. It dies with us; in "ns" mode it
     is process 1 of a pid namespace of its own, below ours, as we are below the one we
     were started in."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    parent = os.getpid()
     try:
-        pid = os.fork()
+        pid = _fork(ctrl, cfg, dies_with_parent=True)
     except OSError:  # the pool hears nothing on fd, and starts a zygote itself
         os.close(fd)
         return
@@ -412,18 +403,9 @@ def _clone(ctrl: socket.socket, req: dict[str, Any], fd: int, cfg: dict[str, Any
         _CLONES[pid] = req.get("id", -1)
         return
     try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.close(ctrl.detach())
-        for wake in _WAKE_FDS:
-            os.close(wake)
         _CLONES.clear()
         import _confine as cf
 
-        if sys.platform.startswith("linux"):
-            cf.set_parent_death_signal()
-        if os.getppid() != parent:  # it died before the line above
-            os._exit(70)
         _settle(cf, cfg, network=False)  # the network namespace is ours already
         _serve(socket.socket(fileno=fd), cfg, flt)
     except BaseException:  # noqa: BLE001 - the pool sees the socket close, and boots one
@@ -451,10 +433,9 @@ def _own_namespaces(cf: Any, network: bool) -> None:
     if network:
         cf.unshare_network()
     cf.unshare_pid()
-    pid = os.fork()
+    pid = _forks().fork_child(dies_with_parent=True)
     if pid != 0:
         os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) & 0xFF)
-    cf.set_parent_death_signal()
     _OWN_PID_NS[0] = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     _ZYGOTE_PID[0] = os.getpid()
     global _SLEEP
@@ -469,11 +450,11 @@ def main() -> None:
     import _confine
 
     if cfg["parent_death"]:
-        _confine.set_parent_death_signal()
+        _forks().die_with_parent()
     _settle(_confine, cfg, network=cfg["own_namespaces"])
     _import_preloads(cfg)
     flt = _confine.build_seccomp_filter() if cfg["seccomp"] else None
-    _serve(ctrl, cfg, flt)
+    _serve(ctrl, cfg, flt, first=True)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from coursekit import settings
 from coursekit.errors import UserError
 
 from ..limits import DEFAULT_LIMITS, Limits
-from ..runtime import wire
+from ..runtime import forkserver, wire
 from ..runtime.errors import MEMORY_EXIT
 from . import bwrap, probe
 from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
@@ -67,7 +67,8 @@ def _build_code_dir(state: Path, worker_files: Mapping[str, Path | bytes]) -> Pa
     nothing else."""
     root = state / "sbx"
     (root / "_sbx").mkdir(parents=True)
-    for code in (_HERE / "_zygote.py", _HERE / "_confine.py", _REPO_GRADER / "runtime" / "wire.py"):
+    for code in (_HERE / "_zygote.py", _HERE / "_confine.py", _REPO_GRADER / "runtime" / "wire.py",
+                 _REPO_GRADER / "runtime" / "forkserver.py"):
         shutil.copy2(code, root / "_sbx" / code.name)
     for rel, src in worker_files.items():
         dest = root / "code" / rel
@@ -264,11 +265,12 @@ class _Zygote:
         return theirs
 
     def _await_ready(self, timeout: float, failed: str) -> None:
-        ready = self.recv(timeout)
-        if ready is None or ready.get("op") != "ready":
+        try:
+            ready = forkserver.expect(self.channel, "ready", timeout)
+        except forkserver.NoAnswer as exc:
             self.broken = self.parent is not None  # a clone may still be starting: killed
             self.close()
-            raise SandboxError(f"{failed} (got {ready!r}); see its traceback on stderr")
+            raise SandboxError(f"{failed} (got {exc.got!r}); see its traceback on stderr") from None
         self.threads = ready.get("threads")
 
     @classmethod
@@ -315,14 +317,9 @@ class _Zygote:
                 with contextlib.suppress(OSError):
                     self.parent.send({"op": "kill", "id": self.clone_id})
             return
-        assert self.proc is not None
-        try:
-            self.proc.wait(timeout=0.5 if self.broken else 5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)  # SIGKILLed: only a process stuck in the kernel stays
+        assert self.proc is not None  # SIGKILLed after its grace: only a process stuck in
+        forkserver.Child.started(self.proc, group=True).close(  # the kernel stays 10 s
+            grace_s=0.5 if self.broken else 5, killed_s=10)
 
 
 class SandboxWorker:
@@ -547,6 +544,7 @@ class SandboxPool:
         require: tuple[str, ...] = (),
         answer_timeout: float = 30.0,
         spares: int = 0,
+        preload_late: tuple[str, ...] = (),
     ) -> None:
         self.jobs = max(1, jobs)
         self.spares = max(0, spares)
@@ -557,6 +555,7 @@ class SandboxPool:
         self.entry = entry
         self._cfg = {
             "preload": list(preload),
+            "preload_late": list(preload_late),  # imported after ``ready``: see its docstring
             "entry": entry,
             "mode": "ns" if self.plan.namespaces else "plain",
             "seccomp": self.plan.seccomp,
