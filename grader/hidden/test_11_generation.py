@@ -53,6 +53,7 @@ from grader.check.framework import (
     first_failure,
     gen,
     matches,
+    run_seed,
     suspect,
 )
 from grader.runtime.errors import SubmissionError
@@ -236,6 +237,17 @@ ATOL = 1e-4  # float32 against float64; every mistake is off by far more
 
 def _int(n, low, high):
     return int(torch.randint(low, high, (1,), generator=gen(n)))
+
+
+def per_run(fn):
+    """``fn(n, ...)``, a case drawn from generator ``n``, computed once per grading run: the tests
+    that draw the same case share it (they only read it; a submission is given copies)."""
+    cached = functools.lru_cache(maxsize=32)(lambda run, *args, **kwargs: fn(*args, **kwargs))
+
+    @functools.wraps(fn)
+    def shared(*args, **kwargs):
+        return cached(run_seed(), *args, **kwargs)
+    return shared
 
 
 def _attempt(n, i):
@@ -780,9 +792,16 @@ def _lm_fixture(sub, state, pad_id):
     return sub.fixture("decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
 
 
-def _lm(sub, n):
+@per_run
+def lm_case(n):
     pad_id = _int(n, 1, V_LM)  # token 0 is a real token: a pad taken as 0 shows
-    state, m64 = lm_model(gen(n + 1), pad_id)
+    return (pad_id, *lm_model(gen(n + 1), pad_id))
+
+
+def _lm(sub, n=200):
+    """The decoder_step tests' model (drawn once per run: each test draws its own ids) as a
+    fixture, in float64, and its pad_id."""
+    pad_id, state, m64 = lm_case(n)
     return _lm_fixture(sub, state, pad_id), m64, pad_id
 
 
@@ -974,7 +993,7 @@ def _diagnose_shared_cache(sub, model, ids, pad_id):
 
 @exercise("decoder_step", points=1.25)
 def test_step_prefill(sub):
-    model, m64, pad_id = _lm(sub, 200)
+    model, m64, pad_id = _lm(sub)
     ids = lm_prompts(203, pad_id)
     out = _step(sub, model, ids, _cache(sub, model), pad_id)
     real = ids != pad_id
@@ -985,7 +1004,7 @@ def test_step_prefill(sub):
 
 @exercise("decoder_step", points=1.25)
 def test_step_token_by_token(sub):
-    model, m64, pad_id = _lm(sub, 210)
+    model, m64, pad_id = _lm(sub)
     ids = lm_prompts(213, pad_id)
     B = ids.shape[0]
     cache = _cache(sub, model)
@@ -1020,7 +1039,7 @@ def test_step_token_by_token(sub):
 
 @exercise("decoder_step", points=1)
 def test_step_chunk(sub):
-    model, m64, pad_id = _lm(sub, 220)
+    model, m64, pad_id = _lm(sub)
     ids = lm_prompts(223, pad_id)
     B = ids.shape[0]
     cache = _cache(sub, model)
@@ -1040,7 +1059,7 @@ def test_step_chunk(sub):
 
 @exercise("decoder_step", points=0.5)
 def test_step_runs_on_the_model_device(sub):
-    model, _, pad_id = _lm(sub, 230)
+    model, _, pad_id = _lm(sub)
     ids = lm_prompts(233, pad_id)
     cache = _cache(sub, model)
     try:
@@ -1087,6 +1106,7 @@ def left_pad(rows, pad_id):
     return torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows])
 
 
+@per_run
 def generate_case(n, T, ending):
     """A model, left-padded prompts [3, P] and an eos id, greedy decoding clear of ties and never
     predicting the pad. ``ending``: the rows are one prompt and two longer ones that follow its
@@ -1246,8 +1266,8 @@ def test_generate_stops_and_pads(sub):
 
 @exercise("generate", points=0.75)
 def test_generate_uses_the_cache(sub):
-    T = _int(312, 5, 8)
-    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 313, T)
+    T = _int(300, 5, 8)  # test_generate_greedy's case (no row meets eos), drawn once
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
     P = prompt.shape[1]
     counts = []
     for use_cache in (True, False):
@@ -1391,6 +1411,7 @@ def greedy_of(paths, eos, max_len):
     return torch.tensor(rows)
 
 
+@per_run
 def transformer_case(n, max_len):
     """A Transformer, right-padded sources [3, 6] whose greedy decoding is clear of ties, and an
     eos that at least one row meets before max_len where there is one."""
@@ -1530,8 +1551,8 @@ def test_beam_output_form(sub):
                  "ones are returned (stopping early, return the best finished one)")
     check(EOS_T in got or len(got) == 7, "with beam_size=2 and max_len=7, beam_search returned a hypothesis "
           "that neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
-    max_len = _int(404, 6, 9)
-    state, src, eos, _ = transformer_case(405, max_len)
+    max_len = _int(401, 6, 10)  # test_beam_one_is_greedy's Transformer, drawn once
+    state, src, eos, _ = transformer_case(402, max_len)
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
     for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos, tails=False)):
