@@ -5,10 +5,12 @@ boundaries where the contract could be read two ways (a running total within 0.0
 and top-p pair whose two readings disagree), plus a boundary case whose probabilities are exact
 (equal logits: 1/4, 1/8) where the contract is clear, and top_p=1 on 32,000 tokens (every one
 kept; a float32 running total reaches 1 thousands of tokens early). ``sample`` is exact where it
-can be (temperature 0 and top_k=1 are the argmax) and otherwise judged on 20,000 draws from a seeded
-generator, with bounds of six binomial standard deviations (never flaky) that every mistake
-misses by far more; any sampler whose draws have the right distribution and follow the given
-generator keeps full marks.
+can be (temperature 0 and top_k=1 are the argmax); its draws are compared one by one with
+torch.multinomial's from a generator seeded alike (1,000 rows, all equal: a mistaken distribution
+agrees on every row with probability below 1e-26), and draws that differ (another way to draw) are
+judged on 20,000 draws from a seeded generator, with bounds of six binomial standard deviations
+(never flaky) that every mistake misses by far more; any sampler whose draws have the right
+distribution and follow the given generator keeps full marks.
 
 ``filter_logits`` and ``sample`` also meet top_k > V and rows shifted to ±1000 (the same
 distributions, on which a softmax written as exp(x) / exp(x).sum() overflows). ``filter_logits``'s
@@ -34,7 +36,6 @@ judged on the copy model, whose outcome does not (padded with model.pad_id: a co
 is a word's id).
 """
 
-import copy
 import functools
 import math
 import re
@@ -52,6 +53,7 @@ from grader.check.framework import (
     first_failure,
     gen,
     matches,
+    run_seed,
     suspect,
 )
 from grader.runtime.errors import SubmissionError
@@ -235,6 +237,17 @@ ATOL = 1e-4  # float32 against float64; every mistake is off by far more
 
 def _int(n, low, high):
     return int(torch.randint(low, high, (1,), generator=gen(n)))
+
+
+def per_run(fn):
+    """``fn(n, ...)``, a case drawn from generator ``n``, computed once per grading run: the tests
+    that draw the same case share it (they only read it; a submission is given copies)."""
+    cached = functools.lru_cache(maxsize=32)(lambda run, *args, **kwargs: fn(*args, **kwargs))
+
+    @functools.wraps(fn)
+    def shared(*args, **kwargs):
+        return cached(run_seed(), *args, **kwargs)
+    return shared
 
 
 def _attempt(n, i):
@@ -563,6 +576,7 @@ def test_filter_top_k_and_top_p(sub):
 # --- sample -----------------------------------------------------------------------------------
 
 N_DRAWS = 20_000
+N_SEEDED = 1000  # draws compared one by one with torch.multinomial's (_drawn_as_torch)
 Z_BOUND = 6.0  # standard deviations: a correct sampler fails a bound with probability ~2e-9
 
 SAMPLE_HINTS = {
@@ -671,6 +685,25 @@ def _draws(sub, x, n, T, k, p, N=N_DRAWS):
     return torch.bincount(out, minlength=V).double()
 
 
+def _drawn_as_torch(sub, x, n, T, k, p, N=N_SEEDED):
+    """Whether sample's N draws from the row x are, row for row, those of torch.multinomial on
+    softmax(filter_logits(x, T, k, p)) in float32 with a generator seeded alike (the lesson's
+    way). torch.multinomial draws one token per row as the argmax of probs / q, q exponential
+    noise from the generator: draws from probabilities that differ by a total variation δ differ
+    on a row with probability at least δ, so a mistake (δ ≥ 0.06 here, distribution_case) agrees
+    on all N rows with probability below 0.94^N. False (another way to draw, or an error): the
+    caller judges the draws' distribution instead."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen(n + 2)))
+    rows = x.expand(N, -1).contiguous()
+    try:
+        out = sub.call("sample", rows, temperature=T, top_k=k, top_p=p, generator=sub.fixture("generator", seed))
+    except (Failed, SubmissionError):
+        return False
+    probs = (rows / T).masked_fill(torch.isinf(ref_filter(x, T, k, p)), NEG_INF).softmax(-1)
+    want = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(seed)).squeeze(-1)
+    return isinstance(out, torch.Tensor) and out.dtype == torch.long and torch.equal(out, want)
+
+
 OVERFLOW_HINT = ("in float32 exp(x) is inf above about 88 and 0 below about -103, so exp(logits) or exp(x) / "
                  "exp(x).sum() gives inf or NaN: use torch.softmax, which subtracts the max")
 
@@ -678,10 +711,13 @@ OVERFLOW_HINT = ("in float32 exp(x) is inf above about 88 and 0 below about -103
 @exercise("sample", points=1)
 def test_sample_distribution(sub):
     """The second and third rows are shifted by -1000 and +1000 (the same distributions): a softmax
-    written as exp(x) / exp(x).sum(), or torch.multinomial on exp(x), overflows there."""
+    written as exp(x) / exp(x).sum(), or torch.multinomial on exp(x), overflows there. Draws equal
+    to torch.multinomial's pass at once (_drawn_as_torch); any others are judged on N_DRAWS."""
     for n, (T, k, p), shift in ((110, (0.6, 4, None), 0.0), (120, (1.6, None, 0.7), -1000.0),
                                 (130, (1.3, 5, 0.8), 1000.0)):
         x = distribution_case(n, T, k, p)
+        if _drawn_as_torch(sub, x + shift, n, T, k, p):
+            continue
         settings = f"temperature={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
         right = ref_filter(x, T, k, p).softmax(-1)[0]
         try:
@@ -721,11 +757,20 @@ def _lesson(number):
     return lesson_code(number)
 
 
-def lm_model(g, pad_id):
-    """Lesson 10's DecoderLM with weights drawn from ``g`` (the pad's embedding zero, so that
-    the pad is seldom predicted): its state, the float32 model and a float64 copy (no grads)."""
+def decoder_lm(pad_id, state=None):
+    """Lesson 10's DecoderLM of the tests' size (float32, in eval mode, no grads), holding ``state``."""
     m = _lesson("10").DecoderLM(V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
                                 dropout=0.0, pad_id=pad_id)
+    if state is not None:
+        m.load_state_dict(state)
+    return m.eval().requires_grad_(False)
+
+
+def lm_model(g, pad_id):
+    """Lesson 10's DecoderLM with weights drawn from ``g`` (the pad's embedding zero, so that
+    the pad is seldom predicted): its state (float32) and the model in float64 (float32 weights,
+    converted: one model built, none copied)."""
+    m = decoder_lm(pad_id)
     with torch.no_grad():
         for name, p in sorted(m.named_parameters()):
             if name.endswith("norm.weight"):
@@ -740,17 +785,23 @@ def lm_model(g, pad_id):
         angles = (2 * torch.rand(m.cos.shape, generator=g, dtype=torch.float64) - 1) * math.pi
         m.cos.copy_(angles.cos())
         m.sin.copy_(angles.sin())
-    m.eval().requires_grad_(False)
-    return {k: v.clone() for k, v in m.state_dict().items()}, m, copy.deepcopy(m).double()
+    return {k: v.clone() for k, v in m.state_dict().items()}, m.double()
 
 
 def _lm_fixture(sub, state, pad_id):
     return sub.fixture("decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
 
 
-def _lm(sub, n):
+@per_run
+def lm_case(n):
     pad_id = _int(n, 1, V_LM)  # token 0 is a real token: a pad taken as 0 shows
-    state, _, m64 = lm_model(gen(n + 1), pad_id)
+    return (pad_id, *lm_model(gen(n + 1), pad_id))
+
+
+def _lm(sub, n=200):
+    """The decoder_step tests' model (drawn once per run: each test draws its own ids) as a
+    fixture, in float64, and its pad_id."""
+    pad_id, state, m64 = lm_case(n)
     return _lm_fixture(sub, state, pad_id), m64, pad_id
 
 
@@ -942,7 +993,7 @@ def _diagnose_shared_cache(sub, model, ids, pad_id):
 
 @exercise("decoder_step", points=1.25)
 def test_step_prefill(sub):
-    model, m64, pad_id = _lm(sub, 200)
+    model, m64, pad_id = _lm(sub)
     ids = lm_prompts(203, pad_id)
     out = _step(sub, model, ids, _cache(sub, model), pad_id)
     real = ids != pad_id
@@ -953,7 +1004,7 @@ def test_step_prefill(sub):
 
 @exercise("decoder_step", points=1.25)
 def test_step_token_by_token(sub):
-    model, m64, pad_id = _lm(sub, 210)
+    model, m64, pad_id = _lm(sub)
     ids = lm_prompts(213, pad_id)
     B = ids.shape[0]
     cache = _cache(sub, model)
@@ -988,7 +1039,7 @@ def test_step_token_by_token(sub):
 
 @exercise("decoder_step", points=1)
 def test_step_chunk(sub):
-    model, m64, pad_id = _lm(sub, 220)
+    model, m64, pad_id = _lm(sub)
     ids = lm_prompts(223, pad_id)
     B = ids.shape[0]
     cache = _cache(sub, model)
@@ -1008,7 +1059,7 @@ def test_step_chunk(sub):
 
 @exercise("decoder_step", points=0.5)
 def test_step_runs_on_the_model_device(sub):
-    model, _, pad_id = _lm(sub, 230)
+    model, _, pad_id = _lm(sub)
     ids = lm_prompts(233, pad_id)
     cache = _cache(sub, model)
     try:
@@ -1055,6 +1106,7 @@ def left_pad(rows, pad_id):
     return torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows])
 
 
+@per_run
 def generate_case(n, T, ending):
     """A model, left-padded prompts [3, P] and an eos id, greedy decoding clear of ties and never
     predicting the pad. ``ending``: the rows are one prompt and two longer ones that follow its
@@ -1064,7 +1116,7 @@ def generate_case(n, T, ending):
     for i in range(100):
         g = _attempt(n, i)
         pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
-        state, m32, m64 = lm_model(g, pad_id)
+        state, m64 = lm_model(g, pad_id)
         tokens = [t for t in range(V_LM) if t != pad_id]
         if ending:
             base = real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)
@@ -1082,7 +1134,7 @@ def generate_case(n, T, ending):
         if gap < 1e-3 or any(pad_id in c for c in conts) or not eos:
             continue
         eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
-        return state, m32, m64, pad_id, left_pad(rows, pad_id), conts, eos_id
+        return state, m64, pad_id, left_pad(rows, pad_id), conts, eos_id
     raise RuntimeError("no clear generation case found")
 
 
@@ -1123,14 +1175,14 @@ def _generate(sub, model, prompt, *args, **kwargs):
 
 
 def _greedy_case(sub, n, T):
-    state, m32, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
-    return _lm_fixture(sub, state, pad_id), m32, m64, pad_id, prompt, conts, eos
+    state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
+    return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
 
 
 @exercise("generate", points=1)
 def test_generate_greedy(sub):
     T = _int(300, 5, 8)
-    model, _, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
     want = torch.cat([prompt, torch.tensor(conts)], 1)
     out = _generate(sub, model, prompt, T, eos)
     P = prompt.shape[1]
@@ -1143,10 +1195,11 @@ def test_generate_greedy(sub):
     close(out, want, f"generate(model, prompt, max_new_tokens={T}, eos_id) on left-padded prompts whose "
           f"continuations never meet eos should return the prompts followed by {T} greedy tokens "
           f"(the argmax of the last position's logits, fed back)")
-    for b in range(prompt.shape[0]):
-        row = prompt[b:b + 1, int((prompt[b] == pad_id).sum()):]
-        close(_generate(sub, model, row, T, eos), torch.cat([row, torch.tensor([conts[b]])], 1),
-              f"prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch")
+    pads = (prompt == pad_id).sum(-1)
+    b = int(pads.argmax())  # the row with the most left pads: alone, its positions start elsewhere
+    row = prompt[b:b + 1, int(pads[b]):]
+    close(_generate(sub, model, row, T, eos), torch.cat([row, torch.tensor([conts[b]])], 1),
+          f"prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch")
 
 
 def dropped_out(m64, prompt, T, eos):
@@ -1172,7 +1225,7 @@ def test_generate_without_cache(sub):
     drops every block's output (so generating in training mode gives other tokens, whatever the draw)."""
     T = _int(304, 5, 8)
     for i in range(20):  # a case whose first token differs in training mode
-        state, _, m64, pad_id, prompt, conts, eos = generate_case(305 + 100 * i, T, ending=False)
+        state, m64, pad_id, prompt, conts, eos = generate_case(305 + 100 * i, T, ending=False)
         want = torch.cat([prompt, torch.tensor(conts)], 1)
         if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
             break
@@ -1201,7 +1254,7 @@ def test_generate_without_cache(sub):
 @exercise("generate", points=0.75)
 def test_generate_stops_and_pads(sub):
     T = _int(308, 7, 10)
-    state, _, _, pad_id, prompt, conts, eos = generate_case(309, T, ending=True)
+    state, _, pad_id, prompt, conts, eos = generate_case(309, T, ending=True)
     model = _lm_fixture(sub, state, pad_id)
     out = _generate(sub, model, prompt, T, eos)
     ends = ends_of(conts, eos)
@@ -1214,8 +1267,8 @@ def test_generate_stops_and_pads(sub):
 
 @exercise("generate", points=0.75)
 def test_generate_uses_the_cache(sub):
-    T = _int(312, 5, 8)
-    model, _, _, pad_id, prompt, conts, eos = _greedy_case(sub, 313, T)
+    T = _int(300, 5, 8)  # test_generate_greedy's case (no row meets eos), drawn once
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
     P = prompt.shape[1]
     counts = []
     for use_cache in (True, False):
@@ -1277,7 +1330,7 @@ def chances(m64, prompt, conts):
 def test_generate_passes_sampling_on(sub):
     T = 6
     for i in range(20):  # inputs on which the mistakes show all but surely
-        state, m32, m64, pad_id, prompt, conts, eos = generate_case(316 + 100 * i, T, ending=False)
+        state, m64, pad_id, prompt, conts, eos = generate_case(316 + 100 * i, T, ending=False)
         greedy_chance, agree_chance = chances(m64, prompt, conts)
         if greedy_chance < 1e-6 and agree_chance < 1e-4:
             break
@@ -1293,6 +1346,7 @@ def test_generate_passes_sampling_on(sub):
                      "to sample(logits, temperature, top_k, top_p, generator)")
         check(False, "generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)")
     settings = SAMPLING
+    m32 = decoder_lm(pad_id, state)
     wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
     drawn = torch.cat([w[:, prompt.shape[1]:] for w in wants], 1)
     eos = next((t for t in range(V_LM) if t != pad_id and t not in drawn), eos)
@@ -1319,7 +1373,7 @@ SRC_V, TGT_V, D_T, H_T, FF_T = 12, 12, 16, 2, 32
 
 def transformer_model(g):
     """Lesson 08's Transformer (one layer each side) with weights drawn from ``g``; pad and bos
-    are never predicted (their output bias is -30). Its state and a float64 copy."""
+    are never predicted (their output bias is -30). Its state (float32) and the model in float64."""
     m = _lesson("08").Transformer(SRC_V, TGT_V, d_model=D_T, n_head=H_T, num_encoder_layers=1,
                                   num_decoder_layers=1, d_ff=FF_T, dropout=0.0, max_len=MAX_LEN, pad_id=PAD)
     with torch.no_grad():
@@ -1330,7 +1384,7 @@ def transformer_model(g):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g) + float("norm" in name and name.endswith("weight")))
         m.generator.bias[PAD] = m.generator.bias[BOS] = -30.0
     m.eval().requires_grad_(False)
-    return {k: v.clone() for k, v in m.state_dict().items()}, copy.deepcopy(m).double()
+    return {k: v.clone() for k, v in m.state_dict().items()}, m.double()
 
 
 def free_paths(m64, src, steps):
@@ -1358,6 +1412,7 @@ def greedy_of(paths, eos, max_len):
     return torch.tensor(rows)
 
 
+@per_run
 def transformer_case(n, max_len):
     """A Transformer, right-padded sources [3, 6] whose greedy decoding is clear of ties, and an
     eos that at least one row meets before max_len where there is one."""
@@ -1497,8 +1552,8 @@ def test_beam_output_form(sub):
                  "ones are returned (stopping early, return the best finished one)")
     check(EOS_T in got or len(got) == 7, "with beam_size=2 and max_len=7, beam_search returned a hypothesis "
           "that neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
-    max_len = _int(404, 6, 9)
-    state, src, eos, _ = transformer_case(405, max_len)
+    max_len = _int(401, 6, 10)  # test_beam_one_is_greedy's Transformer, drawn once
+    state, src, eos, _ = transformer_case(402, max_len)
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
     for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos, tails=False)):

@@ -1,0 +1,82 @@
+"""Lesson 11's hidden tests answer a warm check quickly (issue 52): what they cost, in counts.
+
+``sample``'s distribution is judged on 1,000 draws per setting compared one by one with
+torch.multinomial's (20,000 only for a sampler that draws otherwise), and the cases several
+tests share are drawn once per grading run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nbformat
+import pytest
+import torch
+from conftest import solution_path
+
+from grader.check.engine import in_process_submission, run_hidden_tests
+from grader.check.framework import gen, grading_run
+from grader.hidden import test_11_generation as hidden
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def sub() -> Any:
+    return in_process_submission(nbformat.read(solution_path("11_generation"), as_version=4))
+
+
+def test_sample_is_judged_on_a_thousand_draws_per_setting(sub, monkeypatch) -> None:
+    rows: list[int] = []
+    call = sub.call
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "sample":
+            rows.append(int(args[0].shape[0]))
+        return call(name, *args, **kwargs)
+
+    monkeypatch.setattr(sub, "call", counted)
+    results = run_hidden_tests(sub, "11_generation", only={"sample"}, seed=52)
+    assert all(r.points == r.max_points for r in results)
+    assert sorted(rows)[-4:] == [500, *[hidden.N_SEEDED] * 3], \
+        f"the reference's draws match torch.multinomial's: three settings, no {hidden.N_DRAWS:,}-draw check ({rows})"
+    assert sum(rows) < 5000, rows  # 64,806 before (three settings of 20,000)
+
+
+def test_a_sampler_that_draws_otherwise_is_not_taken_for_torchs() -> None:
+    """_drawn_as_torch is True for torch.multinomial's draws only: the same distribution drawn
+    by inverse CDF from the same generator is left to the statistical check."""
+    class Sampler:
+        def __init__(self, inverse_cdf: bool) -> None:
+            self.inverse_cdf = inverse_cdf
+
+        def fixture(self, name: str, seed: int) -> torch.Generator:
+            return torch.Generator().manual_seed(seed)
+
+        def call(self, name: str, x: torch.Tensor, temperature: float, top_k: Any, top_p: Any,
+                 generator: torch.Generator) -> torch.Tensor:
+            probs = hidden.ref_filter(x, temperature, top_k, top_p).float().softmax(-1)
+            if not self.inverse_cdf:
+                return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            u = torch.rand(x.shape[0], 1, generator=generator)
+            return torch.searchsorted(probs.cumsum(-1), u).squeeze(-1).clamp(max=x.shape[-1] - 1)
+
+    with grading_run(52):
+        x = hidden.distribution_case(110, 0.6, 4, None)
+        assert hidden._drawn_as_torch(Sampler(inverse_cdf=False), x, 110, 0.6, 4, None)
+        assert not hidden._drawn_as_torch(Sampler(inverse_cdf=True), x, 110, 0.6, 4, None)
+
+
+def test_a_case_is_drawn_once_per_grading_run() -> None:
+    drawn: list[int] = []
+
+    @hidden.per_run
+    def case(n: int) -> torch.Tensor:
+        drawn.append(n)
+        return torch.randn(3, generator=gen(n))
+
+    with grading_run(1):
+        first = case(7)
+        assert case(7) is first and drawn == [7]
+    with grading_run(2):
+        assert not torch.equal(case(7), first) and drawn == [7, 7]
