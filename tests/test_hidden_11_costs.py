@@ -12,7 +12,7 @@ from typing import Any
 import nbformat
 import pytest
 import torch
-from conftest import solution_path
+from support import solution_path
 
 from grader.check.engine import in_process_submission, run_hidden_tests
 from grader.check.framework import gen, grading_run
