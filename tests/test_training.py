@@ -22,7 +22,10 @@ from coursekit.reference.lesson09 import (
     load_checkpoint,
     load_preset,
     make_optimizer,
+    noam_lr,
     save_checkpoint,
+    schedule_lr,
+    screened_exact_match,
     training_set,
     translate,
 )
@@ -63,6 +66,50 @@ def test_load_preset_from_arguments_environment_and_grading(no_course_env, tmp_p
 def test_load_preset_refuses_what_does_not_exist(no_course_env, bad) -> None:
     with pytest.raises((ValueError, TypeError)):
         load_preset(bad.get("name", "cpu"), bad.get("direction"), **bad.get("changes", {}))
+
+
+def test_schedule_lr_warms_up_as_noam_then_falls_in_a_straight_line_to_its_floor() -> None:
+    cfg = load_preset("cpu", lr_factor=0.5, warmup=20, decay_steps=120, min_lr_ratio=0.1)
+    peak = 0.5 * noam_lr(20, cfg.d_model, 20)
+    assert [schedule_lr(s, cfg) for s in (1, 10, 20)] == [0.5 * noam_lr(s, cfg.d_model, 20) for s in (1, 10, 20)]
+    assert schedule_lr(70, cfg) == pytest.approx(peak / 2)    # half-way down the line
+    assert schedule_lr(110, cfg) == pytest.approx(peak / 10)  # the line meets the floor here
+    assert schedule_lr(120, cfg) == schedule_lr(5000, cfg) == pytest.approx(peak / 10)
+    paper = dataclasses.replace(cfg, decay_steps=None)
+    assert [schedule_lr(s, paper) for s in (1, 20, 70, 5000)] == [
+        0.5 * noam_lr(s, cfg.d_model, 20) for s in (1, 20, 70, 5000)]
+    model = torch.nn.Linear(2, 2)
+    optimizer, scheduler = make_optimizer(model, cfg)
+    rates = []
+    for _ in range(130):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert rates == pytest.approx([schedule_lr(s, cfg) for s in range(1, 131)])  # LambdaLR counts from 0
+    with pytest.raises(ValueError, match="decay_steps"):
+        load_preset("cpu", warmup=50, decay_steps=50)
+
+
+@pytest.mark.parametrize(("sample", "calls"), [(0.5, [256]), (0.974, [256]), (0.976, [256, 2099]),
+                                                (1.0, [256, 2099])])
+def test_validation_scores_a_sample_until_it_comes_close_to_the_target(monkeypatch, sample, calls) -> None:
+    import coursekit.reference.lesson09 as lesson09
+
+    seen = []
+
+    def scored(model, pairs, src_vocab, tgt_vocab):
+        seen.append(len(pairs))
+        return (sample if len(pairs) == 256 else 0.9), []
+
+    monkeypatch.setattr(lesson09, "exact_match", scored)
+    cfg = load_preset("cpu", target=0.995, screen_examples=256, screen_margin=0.02)
+    valid = load_numerals("valid")
+    assert screened_exact_match(None, valid, None, None, cfg) == (sample if calls == [256] else 0.9)
+    assert seen == calls
+    seen.clear()
+    assert screened_exact_match(None, valid, None, None, dataclasses.replace(cfg, screen_examples=None)) == 0.9
+    assert screened_exact_match(None, valid[:100], None, None, cfg) == 0.9  # fewer pairs than the sample
+    assert seen == [2099, 100]
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -144,6 +191,18 @@ def test_fit_step_hook_replaces_the_training_step() -> None:
     seen = []
     history, model, *_ = _tiny_run(max_steps=5, step=lambda batch: seen.append(batch[0].shape[0]) or 1.0)
     assert len(seen) == 5 and history.loss == [1.0] * 5
+
+
+def test_a_checkpoint_saved_before_the_schedule_fields_loads_with_the_papers_decay(tmp_path) -> None:
+    _, model, cfg, src_vocab, tgt_vocab, _ = _tiny_run(max_steps=1)
+    cfg = dataclasses.replace(cfg, warmup=1000)  # beyond the cpu preset's decay_steps, as gpu's
+    save_checkpoint(tmp_path / "old.pt", model, cfg, src_vocab, tgt_vocab, 1)
+    saved = torch.load(tmp_path / "old.pt")
+    for name in ("decay_steps", "min_lr_ratio", "screen_examples", "screen_margin"):
+        del saved["config"][name]
+    torch.save(saved, tmp_path / "old.pt")
+    _, loaded, *_ = load_checkpoint(tmp_path / "old.pt")
+    assert loaded == dataclasses.replace(cfg, decay_steps=None)
 
 
 def test_checkpoint_round_trip_rebuilds_preset_vocabularies_and_model(tmp_path) -> None:
