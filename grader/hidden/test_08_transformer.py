@@ -578,21 +578,39 @@ def _student_encoder(sub, norm_first, layer, dropout=0.0, refuse=True):
     return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
-def _check_encoder(sub, norm_first, n, masks=((None, None, ""),), refuse=True):
-    """Check one layer (weights drawn from ``n``) under each of ``masks``, ``(mask, torch's
-    mask arguments, what)``, each on its own input. ``refuse``: run the layer once with
-    torch's attention refused first (``_reveal``); a test that checks several layers does it
-    for its first only."""
-    layer = _torch_encoder(norm_first, n)
-    x = _x(n + 1)
-    ours = _student_encoder(sub, norm_first, layer, refuse=refuse)
+def _layers(sub, name, norm_first, n, refuse):
+    """torch's layer with the weights drawn from ``n`` and the student's ``name`` holding
+    them: built once in a grading run, shared by the tests of the layer (they only run it).
+    ``refuse``: run the student's layer once with torch's attention refused (``_reveal``)."""
+    key = ("layers", id(sub), name, norm_first, n)
+    memo = run_memo()
+    encoder = name == "EncoderLayer"
+    if key not in memo:
+        layer = (_torch_encoder if encoder else _torch_decoder)(norm_first, n)
+        ours = (_student_encoder if encoder else _student_decoder)(sub, norm_first, layer, refuse=refuse)
+        memo[key] = layer, ours, refuse
+    layer, ours, refused = memo[key]
+    if refuse and not refused:
+        _reveal(ours, *((torch.zeros(1, 3, D),) if encoder else (torch.zeros(1, 3, D), torch.zeros(1, 2, D))))
+        memo[key] = layer, ours, True
+    return layer, ours
+
+
+def _check_encoder(sub, norm_first, n, masks=((None, None, ""),), refuse=True, inputs=None):
+    """Check the layer with weights drawn from ``n`` under each of ``masks``, ``(mask,
+    torch's mask arguments, what)``, each on its own input (drawn from ``inputs``, by default
+    ``n``). ``refuse``: run the layer once with torch's attention refused first (``_reveal``);
+    a test that checks several layers does it for its first only."""
+    inputs = n if inputs is None else inputs
+    x = _x(inputs + 1)
+    layer, ours = _layers(sub, "EncoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
     placement = ("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then "
                  "x = x + ff(norm2(x))" if norm_first else
                  "post-LN (norm_first=False, the paper): x = norm1(x + self_attn(x, x, x)), then "
                  "x = norm2(x + ff(x))")
     for i, (mask, torch_mask, what) in enumerate(masks):
-        x = x if i == 0 else _x(n + 1 + i)
+        x = x if i == 0 else _x(inputs + 1 + i)
         out = ours(x, mask) if mask is not None else ours(x)
         want = layer(x, **(torch_mask or {}))
         close(out, want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
@@ -621,9 +639,9 @@ def test_encoder_masks(sub):
             "pre-LN with an [L, L] src_mask (True = may attend): ") if norm_first else (
             "post-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ",
             "post-LN with an [L, L] src_mask (True = may attend): "))
-        _check_encoder(sub, norm_first, 25 + 3 * norm_first, ((_pad_mask(keep), {"src_key_padding_mask": ~keep}, padded),
-                                                               (_causal(7), {"src_mask": ~_causal(7)}, causal)),
-                       refuse=False)  # one layer, both masks
+        _check_encoder(sub, norm_first, 20 + 2 * norm_first, ((_pad_mask(keep), {"src_key_padding_mask": ~keep}, padded),
+                                                              (_causal(7), {"src_mask": ~_causal(7)}, causal)),
+                       refuse=False, inputs=25 + 3 * norm_first)  # the branch's layer, both masks
 
 
 MASKS_UNJUDGED = ("the layer is wrong without masks in both branches (post-LN and pre-LN), so its "
@@ -768,11 +786,13 @@ def _student_decoder(sub, norm_first, layer, refuse=True):
     return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
-def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", refuse=True):
-    layer = _torch_decoder(norm_first, n)
+def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", refuse=True, inputs=None):
+    """Check the layer with weights drawn from ``n`` on inputs drawn from ``inputs`` (by
+    default ``n``), as ``_check_encoder``."""
+    inputs = n if inputs is None else inputs
+    x, mem = randn(inputs + 1, 3, 6, D), randn(inputs + 2, 3, 5, D)
+    layer, ours = _layers(sub, "DecoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
-    x, mem = randn(n + 1, 3, 6, D), randn(n + 2, 3, 5, D)
-    ours = _student_decoder(sub, norm_first, layer, refuse)
     kwargs = {k: v for k, v in (("tgt_mask", tgt_mask), ("memory_mask", mem_mask)) if v is not None}
     placement = ("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), "
                  "memory, memory), x = x + ff(norm3(x))" if norm_first else
@@ -819,7 +839,7 @@ def test_decoder_pre_ln(sub):
 
 @exercise("DecoderLayer", points=0.75)
 def test_decoder_target_mask(sub):
-    ours, x, mem, out = _check_decoder(sub, False, 46, tgt_mask=_causal(6),
+    ours, x, mem, out = _check_decoder(sub, False, 40, tgt_mask=_causal(6), inputs=46,
                                        what="with a causal tgt_mask [Lt, Lt]: ")
     changed = x.clone()
     changed[:, 3:] = randn(49, 3, 3, D)
@@ -834,7 +854,8 @@ def test_decoder_masks_in_both_branches(sub):
     judged = [nf for nf in (True, False) if _passes(_check_decoder, sub, nf, 40 + 3 * nf, refuse=nf)]
     check(judged, MASKS_UNJUDGED)  # a branch wrong without masks is charged by its own check
     for norm_first in judged:  # every mask in both branches: each has its own calls
-        _check_decoder(sub, norm_first, 51 + norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep), refuse=False,
+        _check_decoder(sub, norm_first, 40 + 3 * norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
+                       refuse=False, inputs=51 + 3 * norm_first,
                        what="pre-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
                        "cross-attention must not look at the source's padding: " if norm_first else
                        "post-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
