@@ -10,7 +10,7 @@ from planted import Variant
 from support import lessons, solution_path
 
 from grader.check.engine import in_process_submission, run_hidden_tests
-from grader.check.framework import SEED_VARIABLE
+from grader.check.framework import SEED_VARIABLE, grading_run, run_memo
 from grader.check.notebook import read_notebook
 
 torch.set_num_threads(1)
@@ -43,6 +43,21 @@ def test_the_same_seed_reproduces_a_grading_run(monkeypatch) -> None:
     secret = _inputs_seen()
     assert all(np.array_equal(a, b) for a, b in zip(secret, _inputs_seen(), strict=True))
     assert not any(np.array_equal(a, b) for a, b in zip(secret, _inputs_seen(7), strict=True))
+
+
+def test_a_run_memo_lives_as_long_as_its_grading_run() -> None:
+    """What a hidden test keeps for a later test of its run (lesson 08's models) is gone
+    when the run ends: the next run, even with the same seed, starts empty."""
+    with grading_run(7):
+        run_memo()["model"] = "built"
+        assert run_memo()["model"] == "built"
+        with grading_run(7):
+            assert "model" not in run_memo()
+        assert run_memo()["model"] == "built"
+    with grading_run(7):
+        assert "model" not in run_memo()
+    run_memo()["model"] = "built"  # outside a grading run nothing is kept
+    assert "model" not in run_memo()
 
 
 @pytest.mark.parametrize("lesson", lessons())

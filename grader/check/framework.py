@@ -75,6 +75,7 @@ def diagnose(mistake: str, message: str) -> NoReturn:
 # --- hidden inputs ------------------------------------------------------------------------
 
 _RUN_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("grader_run_seed", default=None)
+_RUN_MEMO: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("grader_run_memo", default=None)
 
 
 def fresh_seed() -> int:
@@ -96,11 +97,20 @@ def secret_to_seed(secret: str | int) -> int:
 def grading_run(seed: int | None = None) -> Iterator[int]:
     """Run the hidden tests inside with ``seed`` (a fresh one when ``None``)."""
     seed = fresh_seed() if seed is None else int(seed)
-    token = _RUN_SEED.set(seed)
+    token, memo = _RUN_SEED.set(seed), _RUN_MEMO.set({})
     try:
         yield seed
     finally:
+        _RUN_MEMO.reset(memo)
         _RUN_SEED.reset(token)
+
+
+def run_memo() -> dict[Any, Any]:
+    """A dict that lives as long as this grading run (one submission, one seed), where a
+    hidden test keeps what a later test of the run would compute again (a check's
+    outcome); outside a grading run, an empty one each time (nothing is kept)."""
+    memo = _RUN_MEMO.get()
+    return {} if memo is None else memo
 
 
 def run_seed() -> int:

@@ -33,6 +33,7 @@ from grader.check.framework import (
     gen,
     identify,
     matches,
+    run_memo,
     suspect,
 )
 from grader.runtime.errors import SubmissionError
@@ -198,46 +199,58 @@ def randn(n, *shape, scale=1.0):
     return torch.randn(*shape, generator=gen(n)) * scale
 
 
-def _randomize(module, n):
-    """Random weights (LayerNorm scales around 1) so that every parameter matters."""
+def _random_values(n, named_shapes):
+    """``{name: tensor}``: random weights (LayerNorm scales around 1) so that every
+    parameter matters, drawn from ``n`` in the order of ``named_shapes``."""
     g = gen(n)
+    values = {}
+    for name, shape in named_shapes:
+        if "norm" in name and name.endswith("weight"):
+            values[name] = 1.0 + 0.3 * torch.randn(shape, generator=g)
+        elif name.endswith("bias"):
+            values[name] = 0.2 * torch.randn(shape, generator=g)
+        else:
+            values[name] = torch.randn(shape, generator=g) / math.sqrt(shape[-1] if len(shape) > 1 else 1)
+    return values
+
+
+def _randomize(module, n):
+    """``module`` with :func:`_random_values` for weights."""
+    values = _random_values(n, [(name, p.shape) for name, p in module.named_parameters()])
     with torch.no_grad():
         for name, p in module.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.2 * torch.randn(p.shape, generator=g))
-            else:
-                fan_in = p.shape[-1] if p.dim() > 1 else 1
-                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
+            p.copy_(values[name])
     return module
 
 
-def _mha_params(prefix, mha):
-    w, b = mha.in_proj_weight.detach(), mha.in_proj_bias.detach()
+def _mha_params(prefix, t, torch_prefix):
+    w, b = t[f"{torch_prefix}.in_proj_weight"], t[f"{torch_prefix}.in_proj_bias"]
     out = {}
     for i, name in enumerate(("q_proj", "k_proj", "v_proj")):
         out[f"{prefix}.{name}.weight"] = w[i * D:(i + 1) * D].clone()
         out[f"{prefix}.{name}.bias"] = b[i * D:(i + 1) * D].clone()
-    out[f"{prefix}.out_proj.weight"] = mha.out_proj.weight.detach().clone()
-    out[f"{prefix}.out_proj.bias"] = mha.out_proj.bias.detach().clone()
+    for kind in ("weight", "bias"):
+        out[f"{prefix}.out_proj.{kind}"] = t[f"{torch_prefix}.out_proj.{kind}"].clone()
     return out
+
+
+def _contract_params(t, prefix=""):
+    """The weights ``t`` of a torch layer (``{torch's name: tensor}``) under the contract's names."""
+    p = _mha_params(f"{prefix}self_attn", t, "self_attn")
+    if "multihead_attn.in_proj_weight" in t:
+        p.update(_mha_params(f"{prefix}cross_attn", t, "multihead_attn"))
+    for name in ("linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"):
+        p[f"{prefix}ff.{name}"] = t[name].clone()
+    for norm in ("norm1", "norm2", "norm3"):
+        for kind in ("weight", "bias"):
+            if f"{norm}.{kind}" in t:
+                p[f"{prefix}{norm}.{kind}"] = t[f"{norm}.{kind}"].clone()
+    return p
 
 
 def _layer_params(layer, prefix=""):
     """The torch layer's weights under the contract's names."""
-    p = {}
-    p.update(_mha_params(f"{prefix}self_attn", layer.self_attn))
-    if hasattr(layer, "multihead_attn"):
-        p.update(_mha_params(f"{prefix}cross_attn", layer.multihead_attn))
-    for lin in ("linear1", "linear2"):
-        p[f"{prefix}ff.{lin}.weight"] = getattr(layer, lin).weight.detach().clone()
-        p[f"{prefix}ff.{lin}.bias"] = getattr(layer, lin).bias.detach().clone()
-    for norm in ("norm1", "norm2", "norm3"):
-        if hasattr(layer, norm):
-            p[f"{prefix}{norm}.weight"] = getattr(layer, norm).weight.detach().clone()
-            p[f"{prefix}{norm}.bias"] = getattr(layer, norm).bias.detach().clone()
-    return p
+    return _contract_params({k: v.detach() for k, v in layer.named_parameters()}, prefix)
 
 
 def _inject(handle, params, what, hint, names=None, sizes=None):
@@ -565,31 +578,54 @@ def _student_encoder(sub, norm_first, layer, dropout=0.0, refuse=True):
     return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
-def _check_encoder(sub, norm_first, n, mask=None, torch_mask=None, what="", refuse=True):
-    """``refuse``: run the layer once with torch's attention refused first (``_reveal``);
+def _layers(sub, name, norm_first, n, refuse):
+    """torch's layer with the weights drawn from ``n`` and the student's ``name`` holding
+    them: built once in a grading run, shared by the tests of the layer (they only run it).
+    ``refuse``: run the student's layer once with torch's attention refused (``_reveal``)."""
+    key = ("layers", id(sub), name, norm_first, n)
+    memo = run_memo()
+    encoder = name == "EncoderLayer"
+    if key not in memo:
+        layer = (_torch_encoder if encoder else _torch_decoder)(norm_first, n)
+        ours = (_student_encoder if encoder else _student_decoder)(sub, norm_first, layer, refuse=refuse)
+        memo[key] = layer, ours, refuse
+    layer, ours, refused = memo[key]
+    if refuse and not refused:
+        _reveal(ours, *((torch.zeros(1, 3, D),) if encoder else (torch.zeros(1, 3, D), torch.zeros(1, 2, D))))
+        memo[key] = layer, ours, True
+    return layer, ours
+
+
+def _check_encoder(sub, norm_first, n, masks=((None, None, ""),), refuse=True, inputs=None):
+    """Check the layer with weights drawn from ``n`` under each of ``masks``, ``(mask,
+    torch's mask arguments, what)``, each on its own input (drawn from ``inputs``, by default
+    ``n``). ``refuse``: run the layer once with torch's attention refused first (``_reveal``);
     a test that checks several layers does it for its first only."""
-    layer = _torch_encoder(norm_first, n)
-    x = _x(n + 1)
-    ours = _student_encoder(sub, norm_first, layer, refuse=refuse)
-    out = ours(x, mask) if mask is not None else ours(x)
-    want = layer(x, **(torch_mask or {}))
+    inputs = n if inputs is None else inputs
+    x = _x(inputs + 1)
+    layer, ours = _layers(sub, "EncoderLayer", norm_first, n, refuse)
+    p = _layer_params(layer)
     placement = ("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then "
                  "x = x + ff(norm2(x))" if norm_first else
                  "post-LN (norm_first=False, the paper): x = norm1(x + self_attn(x, x, x)), then "
                  "x = norm2(x + ff(x))")
-    close(out, want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
-          f"does with the same weights", atol=ATOL,
-          suspects=layer_suspects(encoder_ref, ENC_MISTAKES, _layer_params(layer), x, mask, norm_first))
+    for i, (mask, torch_mask, what) in enumerate(masks):
+        x = x if i == 0 else _x(inputs + 1 + i)
+        out = ours(x, mask) if mask is not None else ours(x)
+        want = layer(x, **(torch_mask or {}))
+        close(out, want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
+              f"does with the same weights", atol=ATOL,
+              suspects=layer_suspects(encoder_ref, ENC_MISTAKES, p, x, mask, norm_first))
 
 
 @exercise("EncoderLayer", points=1)
 def test_encoder_post_ln(sub):
-    _check_encoder(sub, False, 20)
+    branch(_check_encoder, sub, False, 20)
 
 
 @exercise("EncoderLayer", points=1)
 def test_encoder_pre_ln(sub):
-    _check_encoder(sub, True, 22)
+    branch(_check_encoder, sub, True, 22)
 
 
 @exercise("EncoderLayer", points=1)
@@ -597,16 +633,15 @@ def test_encoder_masks(sub):
     keep = _keep(24, 3, 7)
     judged = [nf for nf in (False, True) if _passes(_check_encoder, sub, nf, 20 + 2 * nf, refuse=not nf)]
     check(judged, MASKS_UNJUDGED)  # a branch wrong without masks is charged by its own check
-    for norm_first in judged:  # every mask in both branches: each has its own call
+    for norm_first in judged:  # every mask in both branches: each has its own calls
         padded, causal = ((
             "pre-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ",
             "pre-LN with an [L, L] src_mask (True = may attend): ") if norm_first else (
             "post-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ",
             "post-LN with an [L, L] src_mask (True = may attend): "))
-        _check_encoder(sub, norm_first, 25 + norm_first, _pad_mask(keep), {"src_key_padding_mask": ~keep}, padded,
-                       refuse=False)
-        _check_encoder(sub, norm_first, 27 + norm_first, _causal(7), {"src_mask": ~_causal(7)}, causal,
-                       refuse=False)
+        _check_encoder(sub, norm_first, 20 + 2 * norm_first, ((_pad_mask(keep), {"src_key_padding_mask": ~keep}, padded),
+                                                              (_causal(7), {"src_mask": ~_causal(7)}, causal)),
+                       refuse=False, inputs=25 + 3 * norm_first)  # the branch's layer, both masks
 
 
 MASKS_UNJUDGED = ("the layer is wrong without masks in both branches (post-LN and pre-LN), so its "
@@ -616,9 +651,13 @@ MASKS_UNJUDGED = ("the layer is wrong without masks in both branches (post-LN an
 def _passes(check_layer, sub, norm_first, n, refuse=False):
     """Whether the layer's branch passes its own unmasked check (``_check_encoder`` or
     ``_check_decoder``), so that a mask check judges the mask alone; a layer built on
-    torch's attention (``refuse``) is charged at once."""
+    torch's attention (``refuse``) is charged at once. The outcome of the branch's own
+    test in this grading run (:func:`branch`) is taken as it is: the same check."""
+    known = run_memo().get((check_layer.__name__, id(sub), norm_first, n))
+    if known is not None:
+        return known
     try:
-        check_layer(sub, norm_first, n, refuse=refuse)
+        branch(check_layer, sub, norm_first, n, refuse=refuse)
     except SubmissionError as exc:
         if exc.exc_type == "ForbiddenCall":
             raise
@@ -628,6 +667,25 @@ def _passes(check_layer, sub, norm_first, n, refuse=False):
             raise
         return False
     return True
+
+
+def branch(check_layer, sub, norm_first, n, refuse=True):
+    """``check_layer(sub, norm_first, n)``, its outcome kept for :func:`_passes` in this
+    grading run: passed or failed, but not refused as built on torch's attention (that is
+    charged where it is found). Without torch's attention ``refuse`` changes nothing."""
+    key = (check_layer.__name__, id(sub), norm_first, n)
+    try:
+        out = check_layer(sub, norm_first, n, refuse=refuse)
+    except SubmissionError as exc:
+        if exc.exc_type != "ForbiddenCall":
+            run_memo()[key] = False
+        raise
+    except Failed as exc:
+        if exc.mistake != "library_call":
+            run_memo()[key] = False
+        raise
+    run_memo()[key] = True
+    return out
 
 
 def check_layer_dropout(sub, name, n, sublayers):
@@ -728,11 +786,13 @@ def _student_decoder(sub, norm_first, layer, refuse=True):
     return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
-def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", refuse=True):
-    layer = _torch_decoder(norm_first, n)
+def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", refuse=True, inputs=None):
+    """Check the layer with weights drawn from ``n`` on inputs drawn from ``inputs`` (by
+    default ``n``), as ``_check_encoder``."""
+    inputs = n if inputs is None else inputs
+    x, mem = randn(inputs + 1, 3, 6, D), randn(inputs + 2, 3, 5, D)
+    layer, ours = _layers(sub, "DecoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
-    x, mem = randn(n + 1, 3, 6, D), randn(n + 2, 3, 5, D)
-    ours = _student_decoder(sub, norm_first, layer, refuse)
     kwargs = {k: v for k, v in (("tgt_mask", tgt_mask), ("memory_mask", mem_mask)) if v is not None}
     placement = ("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), "
                  "memory, memory), x = x + ff(norm3(x))" if norm_first else
@@ -764,26 +824,26 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
         torch_kwargs["memory_key_padding_mask"] = ~mem_mask[:, 0, 0, :]
     close(out, layer(x, mem, **torch_kwargs), message, atol=ATOL, suspects=layer_suspects(
         decoder_ref, DEC_MISTAKES, p, x, mem, tgt_mask, mem_mask, norm_first))
-    return ours, x, mem
+    return ours, x, mem, out
 
 
 @exercise("DecoderLayer", points=1)
 def test_decoder_post_ln(sub):
-    _check_decoder(sub, False, 40)
+    branch(_check_decoder, sub, False, 40)
 
 
 @exercise("DecoderLayer", points=1)
 def test_decoder_pre_ln(sub):
-    _check_decoder(sub, True, 43)
+    branch(_check_decoder, sub, True, 43)
 
 
 @exercise("DecoderLayer", points=0.75)
 def test_decoder_target_mask(sub):
-    ours, x, mem = _check_decoder(sub, False, 46, tgt_mask=_causal(6),
-                                  what="with a causal tgt_mask [Lt, Lt]: ")
+    ours, x, mem, out = _check_decoder(sub, False, 40, tgt_mask=_causal(6), inputs=46,
+                                       what="with a causal tgt_mask [Lt, Lt]: ")
     changed = x.clone()
     changed[:, 3:] = randn(49, 3, 3, D)
-    close(ours(changed, mem, tgt_mask=_causal(6))[:, :3], ours(x, mem, tgt_mask=_causal(6))[:, :3],
+    close(ours(changed, mem, tgt_mask=_causal(6))[:, :3], out[:, :3],
           "with the causal tgt_mask, changing later target positions must not change earlier "
           "outputs", atol=ATOL)
 
@@ -794,7 +854,8 @@ def test_decoder_masks_in_both_branches(sub):
     judged = [nf for nf in (True, False) if _passes(_check_decoder, sub, nf, 40 + 3 * nf, refuse=nf)]
     check(judged, MASKS_UNJUDGED)  # a branch wrong without masks is charged by its own check
     for norm_first in judged:  # every mask in both branches: each has its own calls
-        _check_decoder(sub, norm_first, 51 + norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep), refuse=False,
+        _check_decoder(sub, norm_first, 40 + 3 * norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
+                       refuse=False, inputs=51 + 3 * norm_first,
                        what="pre-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
                        "cross-attention must not look at the source's padding: " if norm_first else
                        "post-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
@@ -821,13 +882,21 @@ def _pe(n, d, first=0):
     return pe
 
 
+@functools.cache
+def _torch_shapes(kind):
+    """``(name, shape)`` of the parameters of torch's encoder or decoder layer, in its order."""
+    layer = (_torch_encoder if kind == "encoder" else _torch_decoder)(False, 0)
+    return tuple((name, p.shape) for name, p in layer.named_parameters())
+
+
 def transformer_params(n, norm_first, n_enc=2, n_dec=2):
-    """Random weights under the contract's names (taken from torch's layers)."""
+    """Random weights under the contract's names: those of torch's layers randomised
+    (:func:`_randomize`), drawn without building them."""
     p = {}
     for i in range(n_enc):
-        p.update(_layer_params(_torch_encoder(norm_first, n + i), f"encoder_layers.{i}."))
+        p.update(_contract_params(_random_values(n + i, _torch_shapes("encoder")), f"encoder_layers.{i}."))
     for i in range(n_dec):
-        p.update(_layer_params(_torch_decoder(norm_first, n + 10 + i), f"decoder_layers.{i}."))
+        p.update(_contract_params(_random_values(n + 10 + i, _torch_shapes("decoder")), f"decoder_layers.{i}."))
     g = gen(n + 99)
     p["src_embed.embedding.weight"] = torch.randn(SV, D, generator=g) / math.sqrt(D)
     p["tgt_embed.embedding.weight"] = torch.randn(TV, D, generator=g) / math.sqrt(D)
@@ -982,6 +1051,17 @@ TRANSFORMER_HINT = ("use the submodule names src_embed, tgt_embed (TokenEmbeddin
 
 
 def _model(sub, n, norm_first, pad_id=0, n_enc=2, n_dec=2, dropout=0.0, max_len=64):
+    """The student's Transformer with the weights ``transformer_params(n, ...)`` injected, and
+    those weights: built once in a grading run, shared by the tests that ask for the same
+    (they only run it: one that changes its own weights or mode fails its first test)."""
+    key = ("model", id(sub), n, norm_first, pad_id, n_enc, n_dec, dropout, max_len)
+    memo = run_memo()
+    if key not in memo:
+        memo[key] = _build_model(sub, n, norm_first, pad_id, n_enc, n_dec, dropout, max_len)
+    return memo[key]
+
+
+def _build_model(sub, n, norm_first, pad_id, n_enc, n_dec, dropout, max_len):
     p = transformer_params(n, norm_first, n_enc, n_dec)
     m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
                         num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
@@ -1048,7 +1128,7 @@ def test_transformer_structure(sub):
 
 @exercise("Transformer", points=0.5)
 def test_transformer_encode(sub):
-    m, p = _model(sub, 62, False)
+    m, p = _model(sub, 64, False)
     src, _ = batch(63)
     close_judged(sub, p, m.method("encode", src), src, src, False, 0,
                  "encode(src) should return the encoder output [B, Ls, d_model]: embed (× √d_model), "
@@ -1087,14 +1167,19 @@ def test_transformer_pre_ln_logits(sub):
 
 @exercise("Transformer", points=0.5)
 def test_transformer_causality(sub):
-    m, p = _model(sub, 68, False)
+    m, p = _model(sub, 64, False)
     src, tgt = batch(69)
-    base = _logits(m, src, tgt)
-    own = own_base = None
-    for k in (1, 3, 5):
+    ks, variants = (1, 3, 5), [tgt]
+    for k in ks:
         changed = tgt.clone()
         changed[:, k:] = torch.randint(3, TV, changed[:, k:].shape, generator=gen(70 + k))
-        got = _logits(m, src, changed)[:, :k]
+        variants.append(changed)
+    # one forward for the target and its three changed copies: each row is its own sentence
+    outs = _logits(m, src.repeat(len(variants), 1), torch.cat(variants)).split(len(tgt))
+    base = outs[0]
+    own = own_base = None
+    for k, changed, out in zip(ks, variants[1:], outs[1:], strict=True):
+        got = out[:, :k]
         if matches(got, base[:, :k], atol=ATOL):
             continue
         if own is None:  # the student's own layers, built only to tell whose fault a leak is
@@ -1117,17 +1202,19 @@ def test_transformer_causality(sub):
 @exercise("Transformer", points=0.75)
 def test_transformer_padding(sub):
     m, p = _model(sub, 74, True, pad_id=3)
-    for left in (False, True):
-        src, tgt = batch(75 + left, pad_id=3, left=left)
+    sides = [batch(75 + left, pad_id=3, left=left) for left in (False, True)]
+    # both paddings in one forward: each row is its own sentence
+    both = _logits(m, torch.cat([s for s, _ in sides]), torch.cat([t for _, t in sides])).split(len(sides[0][1]))
+    for left, (src, tgt), got in zip((False, True), sides, both, strict=True):
         keep = tgt != 3
         side = "left" if left else "right"
-        close_judged(sub, p, _logits(m, src, tgt), src, tgt, True, 3,
+        close_judged(sub, p, got, src, tgt, True, 3,
                      f"with source and target padded on the {side} (pad_id=3) the logits of the real "
                      f"tokens are wrong: every mask comes from the model's pad_id, the target's from "
                      f"causal_mask(Lt) & padding_mask(tgt, pad_id)", select=lambda t, k=keep: t[k])
-    src, tgt = batch(77, pad_id=3)
+    (src, tgt), padded = sides[0], both[0]  # row 1 is padded on the right (row 0 never is)
     alone = _logits(m, src[1:2, :int((src[1] != 3).sum())], tgt[1:2, :int((tgt[1] != 3).sum())])
-    close(_logits(m, src, tgt)[1:2, :alone.shape[1]], alone, "the logits of a sentence changed when "
+    close(padded[1:2, :alone.shape[1]], alone, "the logits of a sentence changed when "
           "the batch padded it", atol=ATOL)
 
 
@@ -1165,7 +1252,7 @@ def test_transformer_dropout_and_initialisation(sub):
 
 @exercise("Transformer", points=0.5)
 def test_transformer_runs_on_the_model_device(sub):
-    m, _ = _model(sub, 82, True, pad_id=3)
+    m, _ = _model(sub, 74, True, pad_id=3)
     src, tgt = batch(83, pad_id=3, left=True)
     try:
         _logits(m, src, tgt, forbid=(ON_DEVICE,))

@@ -1,0 +1,73 @@
+"""What a lesson's hidden tests cost, in machine-independent counts (issue 52: a warm check
+answers at once, and its time is the hidden tests' own work): the objects they build in the
+submission, the forwards they run, the tiles a watched call walks through."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from conftest import solution_path
+
+from grader.check.engine import quiet, run_hidden_tests
+from grader.check.framework import grading_run
+from grader.check.notebook import cells_to_run, read_notebook
+from grader.check.submission import InProcessSubmission
+from grader.hidden import test_12_attention_at_scale as l12
+
+torch.set_num_threads(1)
+
+
+class CountingSubmission(InProcessSubmission):
+    """An in-process submission that counts what the hidden tests ask of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def _request(self, op: str, header: dict[str, Any], value: Any = None) -> Any:
+        target, method = header.get("target"), header.get("method")
+        self.counts["requests"] += 1
+        if op == "call" and method is None and isinstance(target, str) and target[:1].isupper():
+            self.counts["built"] += 1  # a class of the notebook (or the course's version of it)
+        if op == "call" and method in ("__call__", "encode", "decode"):
+            self.counts["forwards"] += 1
+        return super()._request(op, header, value)
+
+
+def _counts(lesson: str, seed: int) -> Counter[str]:
+    sub = CountingSubmission()
+    with quiet():
+        sub.load(cells_to_run(read_notebook(solution_path(lesson))))
+        results = run_hidden_tests(sub, lesson, seed=seed)
+    assert all(r.points == r.max_points for r in results)
+    return sub.counts
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lesson_08_builds_each_model_once_and_batches_its_variants(seed: int) -> None:
+    """One Transformer per configuration and one layer per branch in a grading run, the
+    causality and padding variants in one forward each (before: 31 objects, 63 forwards,
+    299 requests)."""
+    counts = _counts("08_transformer", seed)
+    assert counts["built"] <= 17, counts
+    assert counts["forwards"] <= 50, counts
+    assert counts["requests"] <= 215, counts
+
+
+def test_lesson_12_tile_bound_walks_few_tiles_and_keeps_its_power() -> None:
+    """Every tile of a watched call costs the watch of its operations: the bound checks draw
+    at most 3 × 3 tiles (before: up to 6 × 7), and an [Lq, Lk] mask, the smallest whole-matrix
+    mistake, is still larger than everything a tiled call may make."""
+    B, H, d = 1, 2, 2
+    for seed in range(200):
+        with grading_run(seed):
+            for n in (60, 100):  # the forward's and the backward's cases
+                bq, bk, Lq, Lk, q, _, _ = l12.bound_case(n, B, H, d)
+                assert tuple(q.shape) == (B, H, Lq, d)
+                assert math.ceil(Lq / bq) * math.ceil(Lk / bk) <= 9
+                bound = max(B * H * Lq * d, B * H * Lk * d, B * Lk, B * H * Lq, B * H * bq * bk)
+                assert Lq * Lk > bound, (seed, n, bq, bk, Lq, Lk)
