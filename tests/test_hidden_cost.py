@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import solution_path
+from support import solution_path
 
 from grader.check.engine import quiet, run_hidden_tests
 from grader.check.framework import grading_run
