@@ -71,3 +71,30 @@ def test_lesson_12_tile_bound_walks_few_tiles_and_keeps_its_power() -> None:
                 assert math.ceil(Lq / bq) * math.ceil(Lk / bk) <= 9
                 bound = max(B * H * Lq * d, B * H * Lk * d, B * Lk, B * H * Lq, B * H * bq * bk)
                 assert Lq * Lk > bound, (seed, n, bq, bk, Lq, Lk)
+
+
+def _module_level_calls(source: str) -> set[str]:
+    """The names called by a cell's own statements (not inside the functions it defines)."""
+    import ast
+
+    calls: set[str] = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython magics: the check's own transformer runs those cells
+        return calls
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        calls |= {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                  for node in ast.walk(stmt) if isinstance(node, ast.Call)}
+    return calls
+
+
+@pytest.mark.parametrize("lesson", ["09_training", "10_decoder_only", "11_generation", "12_attention_at_scale"])
+def test_grading_reads_no_dataset(lesson: str) -> None:
+    """The cells a check runs build no data for the demos: lesson 12's cell that read the
+    numerals' train and valid splits for its training demo cost a quarter of a second of
+    every warm check (it is a demo cell now)."""
+    cells = cells_to_run(read_notebook(str(solution_path(lesson))))
+    loading = [i for i, source in cells if _module_level_calls(source) & {"load_numerals", "build_vocab"}]
+    assert not loading, f"cells {loading} read the dataset while grading: tag them demo"
