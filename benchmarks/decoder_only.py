@@ -89,7 +89,8 @@ def run_10(cfg, seed: int, data: dict, device: torch.device, curve: bool) -> dic
     def score(pairs):
         return lesson10.exact_match(model, pairs, vocab)
 
-    validate, excluded = _validator(lambda: score(valid[:cfg.eval_examples])[0], lambda: score(test)[0], curve)
+    validate, excluded = _validator(lambda: lesson10.validate(model, cfg, valid[:cfg.eval_examples], vocab),
+                                    lambda: score(test)[0], curve)
     history = lesson10.fit(model, cfg, train, valid[:cfg.eval_examples], vocab, optimizer, scheduler,
                            seed=seed, step=step, evaluate=validate, progress=False)
     return _result("10", model, cfg, seed, history, counts, excluded, lambda: score(test[:cfg.test_examples]),
@@ -167,6 +168,27 @@ def print_tables(results: list[dict], target: float, threads: str) -> None:
         print(f"{NAMES[lesson]}: {sum(r['test'] >= target for r in mine)} of {len(mine)} runs >= {target:.0%} test "
               f"exact match ({threads}); steps median {statistics.median(r['steps'] for r in mine):.0f}; "
               f"time to stop median {statistics.median(totals):.1f} s (min {min(totals):.1f}, max {max(totals):.1f})")
+    print()
+    for line in machine_independent(results):
+        print(line)
+
+
+def cpu_per_step(runs: list[dict]) -> float:
+    """Training CPU seconds per step over the runs (all of their steps together)."""
+    return sum(r["cpu_s"] for r in runs) / max(1, sum(r["steps"] for r in runs))
+
+
+def machine_independent(results: list[dict]) -> list[str]:
+    """The figures another machine reproduces: each lesson's steps to stop, seed by seed, and the
+    ratio of lesson 10's CPU time per training step to lesson 09's, both measured in this run."""
+    by_lesson = {lesson: [r for r in results if r["lesson"] == lesson] for lesson in NAMES}
+    lines = [f"steps to stop, lesson {lesson}: " + ", ".join(f"{r['steps']} (seed {r['seed']})" for r in runs)
+             for lesson, runs in by_lesson.items() if runs]
+    if by_lesson["09"] and by_lesson["10"]:
+        per_step = {lesson: cpu_per_step(runs) for lesson, runs in by_lesson.items()}
+        lines.append(f"CPU time per training step, lesson 10 / lesson 09: {per_step['10'] / per_step['09']:.2f} "
+                     f"({1000 * per_step['10']:.0f} ms / {1000 * per_step['09']:.0f} ms, measured in this run)")
+    return lines
 
 
 def _flag(text: str) -> bool:
