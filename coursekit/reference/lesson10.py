@@ -159,7 +159,7 @@ class Preset:
     lr: float = 6e-3
     warmup: int = 50
     decay_steps: int = 300
-    min_lr_ratio: float = 0.0
+    min_lr_ratio: float = 0.1
     weight_decay: float = 0.1         # on the matrices only
     betas: tuple[float, float] = (0.9, 0.95)
     clip: float = 1.0                 # the gradients' largest norm
