@@ -152,13 +152,13 @@ class Preset:
     d_ff: int | None = None           # None: the multiple of 8 nearest 8/3·d_model
     dropout: float = 0.0
     init_std: float = 0.02            # weights N(0, init_std²) (section 8.5)
-    zero_init: bool = True            # out_proj and ffn.w2 start at 0: each block starts as the identity
-    rope_base: float = 100.0          # RoPE's base (section 8.5; LLaMA's is 10000, for long texts)
+    zero_init: bool = False           # True: out_proj and ffn.w2 start at 0 (section 8.5)
+    rope_base: float = 10000.0        # RoPE's base (section 8.5)
     # AdamW, learning rate: linear warm-up to lr, then a cosine down to min_lr_ratio·lr at decay_steps
     batch_size: int = 128
-    lr: float = 6e-3
-    warmup: int = 50
-    decay_steps: int = 300
+    lr: float = 3e-3
+    warmup: int = 100
+    decay_steps: int = 600
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.1         # on the matrices only
     betas: tuple[float, float] = (0.9, 0.95)
