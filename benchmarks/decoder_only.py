@@ -2,11 +2,13 @@
 
 Trains both, one after the other in one process, with their own `cpu` presets (or the preset
 named by --preset) and their own training loops (`fit` of lessons 09 and 10: validation every
-`eval_every` steps on the whole valid split, stop at the preset's target, 99.5%), once per
+`eval_every` steps, lesson 10's on a sample until it nears the target (`lesson10.validate`),
+stop at the preset's target, 99.5% of the whole valid split), once per
 seed, then scores the test split. Prints, per run: the parameters, the steps and seconds to
 stop (training, validation, both; and the training's CPU time), tokens per second (tokens the
 model reads, and tokens the loss scores), the test exact match and the accuracy per digit
-count; then two tables.
+count; then two tables, and the figures another machine reproduces: each seed's steps to stop
+and the CPU time per training step of lesson 10 over lesson 09's, both measured in this run.
 
     python benchmarks/decoder_only.py --threads 2                          # digits -> Chinese, seed 0
     python benchmarks/decoder_only.py --threads 2 --seeds 0 1 2 --direction zh2digits
@@ -89,7 +91,8 @@ def run_10(cfg, seed: int, data: dict, device: torch.device, curve: bool) -> dic
     def score(pairs):
         return lesson10.exact_match(model, pairs, vocab)
 
-    validate, excluded = _validator(lambda: score(valid[:cfg.eval_examples])[0], lambda: score(test)[0], curve)
+    validate, excluded = _validator(lambda: lesson10.validate(model, cfg, valid[:cfg.eval_examples], vocab),
+                                    lambda: score(test)[0], curve)
     history = lesson10.fit(model, cfg, train, valid[:cfg.eval_examples], vocab, optimizer, scheduler,
                            seed=seed, step=step, evaluate=validate, progress=False)
     return _result("10", model, cfg, seed, history, counts, excluded, lambda: score(test[:cfg.test_examples]),
@@ -167,6 +170,27 @@ def print_tables(results: list[dict], target: float, threads: str) -> None:
         print(f"{NAMES[lesson]}: {sum(r['test'] >= target for r in mine)} of {len(mine)} runs >= {target:.0%} test "
               f"exact match ({threads}); steps median {statistics.median(r['steps'] for r in mine):.0f}; "
               f"time to stop median {statistics.median(totals):.1f} s (min {min(totals):.1f}, max {max(totals):.1f})")
+    print()
+    for line in machine_independent(results):
+        print(line)
+
+
+def cpu_per_step(runs: list[dict]) -> float:
+    """Training CPU seconds per step over the runs (all of their steps together)."""
+    return sum(r["cpu_s"] for r in runs) / max(1, sum(r["steps"] for r in runs))
+
+
+def machine_independent(results: list[dict]) -> list[str]:
+    """The figures another machine reproduces: each lesson's steps to stop, seed by seed, and the
+    ratio of lesson 10's CPU time per training step to lesson 09's, both measured in this run."""
+    by_lesson = {lesson: [r for r in results if r["lesson"] == lesson] for lesson in NAMES}
+    lines = [f"steps to stop, lesson {lesson}: " + ", ".join(f"{r['steps']} (seed {r['seed']})" for r in runs)
+             for lesson, runs in by_lesson.items() if runs]
+    if by_lesson["09"] and by_lesson["10"]:
+        per_step = {lesson: cpu_per_step(runs) for lesson, runs in by_lesson.items()}
+        lines.append(f"CPU time per training step, lesson 10 / lesson 09: {per_step['10'] / per_step['09']:.2f} "
+                     f"({1000 * per_step['10']:.0f} ms / {1000 * per_step['09']:.0f} ms, measured in this run)")
+    return lines
 
 
 def _flag(text: str) -> bool:

@@ -159,8 +159,12 @@ def test_the_sdpa_switch_trains_like_the_manual_path(vocab) -> None:
 
 
 def test_initialisation_optimiser_groups_and_schedule(vocab) -> None:
-    cfg = dataclasses.replace(PRESETS["cpu"], warmup=10, decay_steps=110)
+    cfg = dataclasses.replace(PRESETS["cpu"], warmup=10, decay_steps=110, min_lr_ratio=0.1, zero_init=False)
     model = DecoderLM(len(vocab), d_model=64, n_head=4, n_layer=4, max_len=64, pad_id=vocab.pad_id)
+    init_weights(model, dataclasses.replace(cfg, zero_init=True))
+    assert all(
+        torch.equal(p.detach(), torch.zeros_like(p)) for block in model.blocks
+        for p in (block.out_proj.weight, block.ffn.w2.weight)), "zero_init: the residual branches' last maps start at 0"
     init_weights(model, cfg)
     assert model.lm_head.weight is model.embed.weight, "initialising keeps the tied table tied"
     assert abs(model.blocks[0].q_proj.weight.std().item() - 0.02) < 0.003
@@ -182,6 +186,16 @@ def test_initialisation_optimiser_groups_and_schedule(vocab) -> None:
     assert rates[110] == rates[149] == pytest.approx(cfg.lr * cfg.min_lr_ratio)
 
 
+def test_build_model_turns_rope_by_the_presets_base(vocab) -> None:
+    from coursekit.reference.lesson10 import rope_angles
+
+    for base in (100.0, 10000.0):
+        model = build_model(replace_preset(PRESETS["smoke"], rope_base=base), vocab)
+        cos, sin = rope_angles(model.cos.size(0), 32 // 2, base)
+        assert torch.equal(model.cos, cos) and torch.equal(model.sin, sin), f"base {base}"
+        assert "cos" in dict(model.named_buffers()), "still a buffer: saved and moved with the model"
+
+
 def test_fit_stops_on_its_budget_and_the_checkpoint_reloads(vocab, tmp_path) -> None:
     cfg = dataclasses.replace(PRESETS["smoke"], max_steps=6, eval_every=3, eval_examples=20)
     torch.manual_seed(0)
@@ -198,3 +212,44 @@ def test_fit_stops_on_its_budget_and_the_checkpoint_reloads(vocab, tmp_path) -> 
     assert cfg2 == cfg and vocab2.itos == vocab.itos and history2.loss == history.loss
     assert translate(reloaded, [s for s, _ in valid], vocab2) == translate(model, [s for s, _ in valid], vocab)
     assert exact_match(model, valid, vocab)[0] == exact_match(reloaded, valid, vocab2)[0]
+
+
+def test_validation_scores_a_sample_until_it_nears_the_target(monkeypatch) -> None:
+    import coursekit.reference.lesson10 as lesson10
+
+    cfg = replace_preset(PRESETS["cpu"], eval_sample=500)
+    valid = load_numerals("valid")
+    scored = []
+
+    def exact_match_of(accuracy: float):
+        def fake(model, pairs, vocab):
+            scored.append(len(pairs))
+            return accuracy, []
+        return fake
+
+    monkeypatch.setattr(lesson10, "exact_match", exact_match_of(0.98))
+    assert lesson10.validate(None, cfg, valid, None) == 0.98 and scored == [500], "below target - 1 point: the sample"
+    scored.clear()
+    monkeypatch.setattr(lesson10, "exact_match", exact_match_of(0.99))
+    assert lesson10.validate(None, cfg, valid, None) == 0.99 and scored == [500, len(valid)], \
+        "near the target, the whole split decides"
+    scored.clear()
+    assert lesson10.validate(None, replace_preset(cfg, eval_sample=None), valid, None) == 0.99
+    assert scored == [len(valid)]
+
+
+def test_benchmark_prints_the_machine_independent_figures() -> None:
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("decoder_only_benchmark", ROOT / "benchmarks" / "decoder_only.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    runs = [{"lesson": "09", "seed": 0, "steps": 200, "cpu_s": 16.0}, {"lesson": "10", "seed": 0, "steps": 300, "cpu_s": 36.0},
+            {"lesson": "09", "seed": 1, "steps": 200, "cpu_s": 16.0}, {"lesson": "10", "seed": 1, "steps": 250, "cpu_s": 30.0}]
+    lines = benchmark.machine_independent(runs)
+    assert lines[0] == "steps to stop, lesson 09: 200 (seed 0), 200 (seed 1)"
+    assert lines[1] == "steps to stop, lesson 10: 300 (seed 0), 250 (seed 1)"
+    assert lines[2].startswith("CPU time per training step, lesson 10 / lesson 09: 1.50 (120 ms / 80 ms")
+    assert benchmark.machine_independent(runs[1::2]) == ["steps to stop, lesson 10: 300 (seed 0), 250 (seed 1)"]
