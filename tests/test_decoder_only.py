@@ -241,7 +241,7 @@ def test_validation_scores_a_sample_until_it_nears_the_target(monkeypatch) -> No
 def test_benchmark_prints_the_machine_independent_figures() -> None:
     import importlib.util
 
-    from conftest import ROOT
+    from support import ROOT
 
     spec = importlib.util.spec_from_file_location("decoder_only_benchmark", ROOT / "benchmarks" / "decoder_only.py")
     benchmark = importlib.util.module_from_spec(spec)
