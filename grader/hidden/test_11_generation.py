@@ -536,6 +536,30 @@ COMBINED_CLEAR = ("filter_topk_plus_one", "filter_topk_minus_one", "filter_tempe
                   "filter_topp_excludes_crossing", "filter_topp_drops_top", "filter_topp_unsorted")
 
 
+def _enough(rows, k_binds, p_binds):
+    """At least four rows, top-k binding in one of them and top-p in another."""
+    return int(rows.sum()) >= 4 and bool((k_binds & rows).any()) and bool((p_binds & rows).any())
+
+
+def _told_apart(x, T, k, p, rows):
+    """On ``rows``, each mistake of COMBINED_CLEAR changes the reference's choice, and applying
+    one filter only changes it otherwise (each outcome computed only when it is needed)."""
+    def outcome(mistake):
+        return torch.isinf(ref_filter(x, T, k, p, mistake))[rows]
+
+    right = outcome(None)
+    others = []
+    for m in COMBINED_CLEAR:
+        others.append(outcome(m))
+        if torch.equal(right, others[-1]):
+            return False
+    for m in ("filter_topk_only", "filter_topp_only"):
+        one = outcome(m)
+        if any(torch.equal(one, b) for b in [right, *others]):
+            return False
+    return True
+
+
 def combined_case(n):
     """Logits [8, V], temperature, k and p, and the rows (at least four) on which both readings of
     top_k with top_p agree, clear of boundaries, top-k binding in some and top-p in others, and
@@ -548,18 +572,13 @@ def combined_case(n):
         T = (0.4, 2.0)[int(torch.randint(0, 2, (1,), generator=g))] * (0.9 + 0.2 * float(torch.rand(1, generator=g)))
         k = int(torch.randint(2, 4, (1,), generator=g))
         p = 0.6 + 0.35 * float(torch.rand(1, generator=g))
-        kept = (x / T).masked_fill(~torch.isfinite(ref_filter(x, T, k)), NEG_INF)
-        clear = torch.tensor([_gaps_ok(r) and _totals_clear(r, T, p) and _totals_clear(c, 1.0, p)
-                              for r, c in zip(x, kept, strict=True)])
         agree, k_binds, p_binds = _readings(x, T, k, p)
-        rows = agree & clear
-        if int(rows.sum()) < 4 or not (k_binds & rows).any() or not (p_binds & rows).any():
+        if not _enough(agree, k_binds, p_binds):  # rows <= agree: the cheaper test first
             continue
-        outcomes = [torch.isinf(ref_filter(x, T, k, p, m))[rows]
-                    for m in (None, "filter_topk_only", "filter_topp_only", *COMBINED_CLEAR)]
-        right, one, others = outcomes[0], outcomes[1:3], outcomes[3:]
-        if all(not torch.equal(a, b) for a in one for b in [right, *others]) and \
-                all(not torch.equal(right, b) for b in others):
+        kept = (x / T).masked_fill(~torch.isfinite(ref_filter(x, T, k)), NEG_INF)
+        rows = torch.tensor([bool(a) and _gaps_ok(r) and _totals_clear(r, T, p) and _totals_clear(c, 1.0, p)
+                             for a, r, c in zip(agree, x, kept, strict=True)])
+        if _enough(rows, k_binds, p_binds) and _told_apart(x, T, k, p, rows):
             return x, T, k, p, rows
     raise RuntimeError("no clear top_k + top_p input found")
 
