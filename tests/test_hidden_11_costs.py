@@ -1,8 +1,10 @@
 """Lesson 11's hidden tests answer a warm check quickly (issue 52): what they cost, in counts.
 
 ``sample``'s distribution is judged on 1,000 draws per setting compared one by one with
-torch.multinomial's (20,000 only for a sampler that draws otherwise), and the cases several
-tests share are drawn once per grading run.
+torch.multinomial's (20,000 only for a sampler that draws otherwise), the cases several
+tests share are drawn once per grading run, the top_k + top_p case computes a mistake's
+outcome only while its draw can still serve, and an ending generation case continues several
+prompts on one drawn model.
 """
 
 from __future__ import annotations
@@ -80,3 +82,32 @@ def test_a_case_is_drawn_once_per_grading_run() -> None:
         assert case(7) is first and drawn == [7]
     with grading_run(2):
         assert not torch.equal(case(7), first) and drawn == [7, 7]
+
+
+def _counted(monkeypatch, name: str) -> list[int]:
+    """Calls of the hidden module's function ``name`` from now on, counted."""
+    calls: list[int] = []
+    fn = getattr(hidden, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    monkeypatch.setattr(hidden, name, counted)
+    return calls
+
+
+def test_the_combined_case_filters_only_while_a_draw_can_still_serve(monkeypatch) -> None:
+    calls = _counted(monkeypatch, "ref_filter")
+    for seed in range(10):
+        with grading_run(seed):
+            hidden.combined_case(16)
+    assert len(calls) < 760, len(calls)  # 675 now, 941 before: every outcome of every draw
+
+
+def test_an_ending_generation_case_mostly_draws_one_model(monkeypatch) -> None:
+    models = _counted(monkeypatch, "lm_model")
+    for seed in range(10):
+        with grading_run(seed):
+            hidden.generate_case(309, 8, ending=True)
+    assert len(models) <= 12, len(models)  # 10 now; 20 before: one prompt continued per model

@@ -1092,10 +1092,10 @@ def test_step_runs_on_the_model_device(sub):
 
 # --- generate ---------------------------------------------------------------------------------
 
-def greedy_from(m64, rows, T):
+def greedy_from(m64, rows, T, per_row=False):
     """Each row of real tokens continued greedily for T tokens in float64, without stopping;
     and the smallest gap between the two largest logits on the way (a near tie would let
-    float32 noise decide). The rows run as one batch, right-filled with a real token: the
+    float32 noise decide; ``per_row``: each row's). The rows run as one batch, right-filled with a real token: the
     model is causal, so what follows a row's last token never reaches its logits, and its
     positions count from its first token as they would alone."""
     lengths = [len(r) for r in rows]
@@ -1103,16 +1103,16 @@ def greedy_from(m64, rows, T):
     ids = torch.full((len(rows), max(lengths) + T), fill, dtype=torch.long)
     for b, row in enumerate(rows):
         ids[b, :len(row)] = torch.tensor(row)
-    conts, gap = [[] for _ in rows], math.inf
+    conts, gaps = [[] for _ in rows], torch.full((len(rows),), math.inf, dtype=F64)
     for step in range(T):
         ends = torch.tensor(lengths) + step  # where each row's next token goes
         z = m64(ids[:, :int(ends.max())])[torch.arange(len(rows)), ends - 1]  # [B, V]
         top = z.topk(2, dim=-1).values
-        gap = min(gap, float((top[:, 0] - top[:, 1]).min()))
+        gaps = gaps.minimum(top[:, 0] - top[:, 1])
         for b, token in enumerate(z.argmax(-1).tolist()):
             conts[b].append(token)
             ids[b, lengths[b] + step] = token
-    return conts, gap
+    return conts, (gaps.tolist() if per_row else float(gaps.min()))
 
 
 def ends_of(conts, eos):
@@ -1123,6 +1123,28 @@ def ends_of(conts, eos):
 def left_pad(rows, pad_id):
     width = max(len(r) for r in rows)
     return torch.tensor([[pad_id] * (width - len(r)) + list(r) for r in rows])
+
+
+ENDING_BASES = 6  # prompts continued at once for an ending case: one of them almost always serves
+
+
+def _ending_rows(g, m64, pad_id, T):
+    """Three rows that follow one greedy path, a prompt and two longer ones (so that they meet eos
+    at different steps, all before the last), their continuations (T tokens) and the tokens that
+    can be eos; of ENDING_BASES prompts continued as one batch, the first whose path is clear of
+    ties and never predicts the pad. None where none serves."""
+    bases = [real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)[0].tolist()
+             for _ in range(ENDING_BASES)]
+    paths, gaps = greedy_from(m64, bases, T + 3, per_row=True)
+    shifts = sorted(torch.randperm(4, generator=g)[:3].tolist())
+    for base, path, gap in zip(bases, paths, gaps, strict=True):
+        rows = [base + path[:s] for s in shifts]
+        conts = [path[s:s + T] for s in shifts]
+        firsts = {t: path.index(t) for t in range(V_LM) if t != pad_id and t in path and t not in rows[0]}
+        eos = [t for t, j in firsts.items() if shifts[-1] < j < T - 1 + shifts[0]]
+        if gap >= 1e-3 and not any(pad_id in c for c in conts) and eos:
+            return rows, conts, eos
+    return None
 
 
 @per_run
@@ -1138,13 +1160,11 @@ def generate_case(n, T, ending):
         state, m64 = lm_model(g, pad_id)
         tokens = [t for t in range(V_LM) if t != pad_id]
         if ending:
-            base = real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)
-            (path,), gap = greedy_from(m64, base.tolist(), T + 3)
-            shifts = sorted(torch.randperm(4, generator=g)[:3].tolist())
-            rows = [base[0].tolist() + path[:s] for s in shifts]
-            conts = [path[s:s + T] for s in shifts]
-            firsts = {t: path.index(t) for t in tokens if t in path and t not in rows[0]}
-            eos = [t for t, j in firsts.items() if shifts[-1] < j < T - 1 + shifts[0]]
+            found = _ending_rows(g, m64, pad_id, T)
+            if found is None:
+                continue
+            rows, conts, eos = found
+            gap = math.inf  # _ending_rows kept a path clear of ties
         else:
             rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
                     for _ in range(3)]
