@@ -1,12 +1,17 @@
 """Lesson 11's hidden tests answer a warm check quickly (issue 52): what they cost, in counts.
 
 ``sample``'s distribution is judged on 1,000 draws per setting compared one by one with
-torch.multinomial's (20,000 only for a sampler that draws otherwise), and the cases several
-tests share are drawn once per grading run.
+torch.multinomial's (20,000 only for a sampler that draws otherwise), the cases several
+tests share are drawn once per grading run, the top_k + top_p case computes a mistake's
+outcome only while its draw can still serve, and an ending generation case continues several
+prompts on one drawn model; lessons 08 and 10 are loaded with the module where their reference
+modules are installed.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any
 
 import nbformat
@@ -14,6 +19,7 @@ import pytest
 import torch
 from support import solution_path
 
+from coursekit import earlier
 from grader.check.engine import in_process_submission, run_hidden_tests
 from grader.check.framework import gen, grading_run
 from grader.hidden import test_11_generation as hidden
@@ -80,3 +86,54 @@ def test_a_case_is_drawn_once_per_grading_run() -> None:
         assert case(7) is first and drawn == [7]
     with grading_run(2):
         assert not torch.equal(case(7), first) and drawn == [7, 7]
+
+
+def _counted(monkeypatch, name: str) -> list[int]:
+    """Calls of the hidden module's function ``name`` from now on, counted."""
+    calls: list[int] = []
+    fn = getattr(hidden, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    monkeypatch.setattr(hidden, name, counted)
+    return calls
+
+
+def test_the_combined_case_filters_only_while_a_draw_can_still_serve(monkeypatch) -> None:
+    calls = _counted(monkeypatch, "ref_filter")
+    for seed in range(10):
+        with grading_run(seed):
+            hidden.combined_case(16)
+    assert len(calls) < 760, len(calls)  # 675 now, 941 before: every outcome of every draw
+
+
+def test_an_ending_generation_case_mostly_draws_one_model(monkeypatch) -> None:
+    models = _counted(monkeypatch, "lm_model")
+    for seed in range(10):
+        with grading_run(seed):
+            hidden.generate_case(309, 8, ending=True)
+    assert len(models) <= 12, len(models)  # 10 now; 20 before: one prompt continued per model
+
+
+def test_the_reference_lessons_are_loaded_with_the_module() -> None:
+    """The check helper's zygote imports the hidden module once: lessons 08 and 10 come with it."""
+    importlib.reload(hidden)
+    assert hidden._lesson.cache_info().currsize == 2
+
+
+def test_a_students_notebook_is_never_loaded_at_import(monkeypatch) -> None:
+    """Where the reference modules are not installed, lesson_code would load the student's
+    notebook: the preload leaves that to the test that needs it."""
+    def no_notebook(lesson: str) -> None:
+        raise AssertionError(f"lesson {lesson}'s notebook loaded at import")
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
+    monkeypatch.setattr(earlier, "load_my_code", no_notebook)
+    hidden._lesson.cache_clear()
+    try:
+        hidden._preload_references()
+        assert hidden._lesson.cache_info().currsize == 0
+    finally:
+        hidden._lesson.cache_clear()
