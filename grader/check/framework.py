@@ -35,13 +35,15 @@ import inspect
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 import pytest
 
 from coursekit import settings
 from grader.runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
+
+T = TypeVar("T")
 
 SEED_VARIABLE = settings.GRADER_SEED
 
@@ -111,6 +113,21 @@ def run_memo() -> dict[Any, Any]:
     outcome); outside a grading run, an empty one each time (nothing is kept)."""
     memo = _RUN_MEMO.get()
     return {} if memo is None else memo
+
+
+def per_run(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn(*args)``, a hidden input drawn from the run's generators, computed once per grading
+    run (kept in :func:`run_memo`): the tests that draw the same case share it. They only read
+    it; a submission is always given copies. Outside a grading run, computed at every call."""
+
+    @functools.wraps(fn)
+    def shared(*args: Any, **kwargs: Any) -> T:
+        memo = run_memo()
+        key = (per_run, fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
+        if key not in memo:
+            memo[key] = fn(*args, **kwargs)
+        return memo[key]
+    return shared
 
 
 def run_seed() -> int:

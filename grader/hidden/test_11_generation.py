@@ -54,7 +54,7 @@ from grader.check.framework import (
     first_failure,
     gen,
     matches,
-    run_seed,
+    per_run,
     suspect,
 )
 from grader.runtime.errors import SubmissionError
@@ -238,17 +238,6 @@ ATOL = 1e-4  # float32 against float64; every mistake is off by far more
 
 def _int(n, low, high):
     return int(torch.randint(low, high, (1,), generator=gen(n)))
-
-
-def per_run(fn):
-    """``fn(n, ...)``, a case drawn from generator ``n``, computed once per grading run: the tests
-    that draw the same case share it (they only read it; a submission is given copies)."""
-    cached = functools.lru_cache(maxsize=32)(lambda run, *args, **kwargs: fn(*args, **kwargs))
-
-    @functools.wraps(fn)
-    def shared(*args, **kwargs):
-        return cached(run_seed(), *args, **kwargs)
-    return shared
 
 
 def _attempt(n, i):
