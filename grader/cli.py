@@ -6,6 +6,7 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coursekit.errors import UserError
 from grader.check import command as checking
@@ -13,6 +14,9 @@ from grader.check import timeline
 from grader.check.command import CheckOptions, call_timeout_option, lesson_id
 from grader.limits import DEFAULT_LIMITS
 from grader.runtime.wire import one_thread_each
+
+if TYPE_CHECKING:
+    from grader.classgrade.classroom import Interrupted
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -63,6 +67,15 @@ def _raise_interrupted(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
+def _interrupted(exc: Interrupted) -> int:
+    """``grade`` stopped by Ctrl-C or SIGTERM: what it had done, and its exit status."""
+    done = exc.summary
+    left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
+    print(f"grader: interrupted ({left}); every result written is complete: run the "
+          "same command again to grade the rest", file=sys.stderr)
+    return 128 + exc.signum
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     import signal
     from pathlib import Path
@@ -107,12 +120,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
     try:
         summary = grade_class(submitted, opts,
                               on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
-    except (KeyboardInterrupt, Interrupted) as exc:
-        done = getattr(exc, "summary", None)
-        left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
-        print(f"grader: interrupted ({left}); every result written is complete: run the "
-              "same command again to grade the rest", file=sys.stderr)
-        return 128 + getattr(exc, "signum", signal.SIGINT)
+    except KeyboardInterrupt:  # before grading began (then grade_class raises Interrupted)
+        return _interrupted(Interrupted(signal.SIGINT))
+    except Interrupted as exc:
+        return _interrupted(exc)
     from grader.classgrade.classroom import editions_handed_in, summary_lines
     from grader.i18n import class_language, words
 
