@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from coursekit import catalogue
 from coursekit.errors import UserError
 from coursekit.settings import edition as course_edition
-from grader import i18n, ids, results
+from grader import i18n, ids
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
 from grader.check.launch import course_files
@@ -48,7 +48,8 @@ from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.record import Folder
-from grader.results import Report, Status, not_graded
+from grader.results import Provenance, Report, Status, not_graded
+from grader.results.render import csv_row, csv_table, feedback_html
 
 if TYPE_CHECKING:
     from grader.sandbox.pool import SandboxPool
@@ -220,23 +221,20 @@ def write_csv(out: Path, students: list[str], exercises: list[str],
     folder = Folder(out)
     rows, statuses = [], {}
     for student in students:
-        result = folder.result_data(student)
-        if result is None:
+        report = folder.read_result(student)
+        if report is None:
             raise FileNotFoundError(folder.result_path(student))
-        record = folder.read_record(student) or {}
-        report = Report.from_record(result, record.get("notes"))
-        late = _late_columns(record, report, student, deadlines) if deadlines is not None else None
-        rows.append(results.csv_row(student, report, exercises, late))
+        late = _late_columns(report, student, deadlines) if deadlines is not None else None
+        rows.append(csv_row(student, report, exercises, late))
         statuses[student] = str(report.status)
-    folder.write_grades(results.csv_table(rows, exercises, late=late_columns))
+    folder.write_grades(csv_table(rows, exercises, late=late_columns))
     return statuses
 
 
-def _late_columns(record: dict[str, Any], report: Report, student: str,
-                  deadlines: Deadlines) -> dict[str, Any]:
+def _late_columns(report: Report, student: str, deadlines: Deadlines) -> dict[str, Any]:
     from grader.classgrade.late import parse_timestamp
 
-    stamp = (record.get("submission") or {}).get("timestamp")
+    stamp = (_made(report).submission or {}).get("timestamp")
     lateness = deadlines.lateness(report.lesson, student, parse_timestamp(stamp) if stamp else None)
     penalty = lateness.penalty(report.score)
     note = lateness.describe() if lateness.late.total_seconds() > 0 else ""
@@ -297,8 +295,8 @@ def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
 def editions_handed_in(out: Path, students: Iterable[str]) -> list[str]:
     """The edition of each student's notebook, as its result names it."""
     folder = Folder(out)
-    results = (folder.read_result(student) for student in students)
-    return [i18n.notebook_edition(None, r.notebook) for r in results if r is not None and r.notebook]
+    reports = (folder.read_result(student) for student in students)
+    return [i18n.notebook_edition(None, r.notebook) for r in reports if r is not None and r.notebook]
 
 
 def student_folders(submitted: Path) -> list[str]:
@@ -332,10 +330,10 @@ class UnknownStudent(UserError, ValueError):
     """``--student`` names a folder that is not in SUBMITTED."""
 
 
-def _record(out: Path, student: str) -> dict[str, Any] | None:
-    """``records/<student>.json``: what the student's result was made from and with (None
-    when there is no result, {} when it predates records): ``grader.record``."""
-    return Folder(out).read_record(student)
+def _made(report: Report | None) -> Provenance:
+    """What ``report`` was made from and with (nothing known for a result written before
+    results recorded it, or for no result)."""
+    return report.made if report is not None and report.made is not None else Provenance()
 
 
 @dataclass
@@ -362,11 +360,12 @@ def plan_run(submitted: Path, opts: Options) -> Plan:
     students = student_folders(submitted)
     handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
     stale, changed = [], []
+    folder = Folder(opts.out)
     for student in students:
-        record = _record(opts.out, student)
-        if record is None:
+        kept = folder.read_result(student)
+        if kept is None:
             stale.append(student)
-        elif record.get("submission") != handed[student].key():
+        elif _made(kept).submission != handed[student].key():
             stale.append(student)
             changed.append(student)
     if not opts.students:
@@ -458,12 +457,13 @@ class _ClassRun:
         :class:`Interrupted` with what was done."""
         from tqdm import tqdm
 
+        opts = self.opts
         if self.warming.is_alive():
             self.warming.join()  # the first submission's seconds are its own
-        executor = ThreadPoolExecutor(max(1, self.opts.jobs))
+        executor = ThreadPoolExecutor(max(1, opts.jobs))
         futures = self._submit(executor, pool)
         try:
-            with tqdm(total=len(futures), desc=f"grading {self.opts.lesson}", unit="nb",
+            with tqdm(total=len(futures), desc=f"grading {opts.lesson}", unit="nb",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
                     took = future.result()
@@ -504,8 +504,9 @@ class _ClassRun:
     def other_settings(self) -> dict[str, str]:
         """The kept results made under other settings than this run's: how."""
         other = {}
+        folder = Folder(self.opts.out)
         for student in self.plan.kept:
-            made = (_record(self.opts.out, student) or {}).get("graded_with")
+            made = _made(folder.read_result(student)).graded_with
             if not provenance.same_settings(made, self.job.settings):
                 other[student] = (f"isolation {made.get('isolation')}, grader {made.get('grader')}"
                                   if made else "made before results recorded their settings")
@@ -627,7 +628,7 @@ def _save_failure(student: str, opts: Options, submitted: Path, settings: dict[s
 
 def _save(student: str, opts: Options, report: Report, handed: HandedIn,
           settings: dict[str, Any] | None) -> None:
-    """The student's feedback page, record and result."""
+    """The student's feedback page, then their result with what it was made from and with."""
     shown, penalty = report, 0.0
     if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
         lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
@@ -636,12 +637,11 @@ def _save(student: str, opts: Options, report: Report, handed: HandedIn,
     lang = i18n.choose(opts.lang, report.edition)
     folder = Folder(opts.out)
     folder.write_feedback(student, opts.lesson,
-                          results.feedback_html(i18n.localize(shown, lang), student, penalty))
-    record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
-                  graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  untouched=_untouched(handed, opts.lesson))
-    folder.write_record(student, record)
-    folder.write_result(student, report)
+                          feedback_html(i18n.localize(shown, lang), student, penalty))
+    made = Provenance(handed.key(), settings or {},
+                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      _untouched(handed, opts.lesson))
+    folder.write_result(student, dataclasses.replace(report, made=made))
 
 
 def warm_up(lesson: str) -> None:
