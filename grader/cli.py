@@ -20,7 +20,7 @@ from grader.limits import DEFAULT_LIMITS, GIB, Limits
 from grader.runtime.wire import one_thread_each
 
 if TYPE_CHECKING:
-    from grader.classgrade.classroom import Options
+    from grader.classgrade.classroom import Interrupted, Options
     from grader.classgrade.late import Deadlines
 
 _log = logging.getLogger(__name__)
@@ -83,6 +83,15 @@ def _raise_interrupted(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
+def _interrupted(exc: Interrupted) -> int:
+    """``grade`` stopped by Ctrl-C or SIGTERM: what it had done, and its exit status."""
+    done = exc.summary
+    left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
+    print(f"grader: interrupted ({left}); every result written is complete: run the "
+          "same command again to grade the rest", file=sys.stderr)
+    return 128 + exc.signum
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade the class (``grade_options`` reads the command line): the run, stopped cleanly
     by Ctrl-C or SIGTERM, then its summary in the class's language."""
@@ -96,12 +105,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
     try:
         summary = grade_class(submitted, opts,
                               on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
-    except (KeyboardInterrupt, Interrupted) as exc:
-        done = getattr(exc, "summary", None)
-        left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
-        print(f"grader: interrupted ({left}); every result written is complete: run the "
-              "same command again to grade the rest", file=sys.stderr)
-        return 128 + getattr(exc, "signum", signal.SIGINT)
+    except KeyboardInterrupt:  # before grading began (then grade_class raises Interrupted)
+        return _interrupted(Interrupted(signal.SIGINT))
+    except Interrupted as exc:
+        return _interrupted(exc)
     from grader.classgrade.classroom import editions_handed_in, summary_lines
     from grader.i18n import class_language, words
 

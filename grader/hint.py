@@ -1,25 +1,46 @@
 """One hint of a graded exercise: its sentence, the mistake it names and its kind.
 
 The lowest of the grader's modules (standard library only): the hints are made in
-``grader.check.messages``, kept by ``grader.results`` and ``grader.record``, translated by
-``grader.i18n``.
+``grader.check.messages``, kept by ``grader.results`` (and with it in the graded folder,
+``grader.record``), translated by ``grader.i18n``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
 
-class Hint(str):
+#: What a hint is: it names a mistake (``diagnosis``), the notebook raised or is broken
+#: (``error``), or it says what is wrong without knowing why (``symptom``).
+KINDS = ("diagnosis", "error", "symptom")
+
+
+@dataclass(frozen=True)
+class Hint:
     """A sentence for the student; ``mistake`` is the id of the mistake it diagnoses (a key
-    of the lesson's ``MISTAKES``), ``None`` for a symptom or an error."""
+    of the lesson's ``MISTAKES``), ``None`` for a symptom or an error; ``kind`` defaults
+    to ``diagnosis`` with a mistake, else ``symptom``."""
 
+    text: str
     mistake: str | None = None
-    kind: str = "symptom"  # "diagnosis", "error" (the notebook raised, or is broken) or "symptom"
+    kind: str = field(default="")
 
-    def __new__(cls, text: str, mistake: str | None = None, kind: str | None = None) -> Hint:
-        hint = super().__new__(cls, text)
-        hint.mistake = mistake
-        hint.kind = kind or ("diagnosis" if mistake else "symptom")
-        return hint
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", "diagnosis" if self.mistake else "symptom")
 
-    def __reduce__(self) -> tuple:
-        return (Hint, (str(self), self.mistake, self.kind))
+    def __str__(self) -> str:
+        return self.text
+
+    def with_text(self, text: str) -> Hint:
+        """The same hint (mistake, kind) told in other words: translated, or with a note."""
+        return Hint(text, self.mistake, self.kind)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "mistake": self.mistake, "kind": self.kind}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hint:
+        mistake = data.get("mistake")
+        return cls(str(data.get("text", "")), str(mistake) if mistake else None,
+                   str(data.get("kind") or "symptom"))

@@ -40,13 +40,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from grader.hint import Hint
+
 PACKAGE = Path(__file__).resolve().parent
 LOCALE_DIR = PACKAGE / "locale"
 LANGUAGES = ("en", "zh")
 
 #: The modules whose strings students read (paths relative to the grader package).
 SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "check/engine.py",
-           "check/lessons.py", "check/calls.py", "results.py", "classgrade/classroom.py",
+           "check/lessons.py", "check/calls.py", "results/*.py", "classgrade/classroom.py",
            "classgrade/find.py", "classgrade/late.py", "kernel.py", "runtime/errors.py",
            "outputs/class_report.py", "templates/*.j2")
 #: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions, the
@@ -278,13 +280,10 @@ def words(lang: str) -> Any:
     return lambda text: translate(text, lang)
 
 
-def _translated_hint(failure: str, lang: str) -> str:
-    """A failed check's message in ``lang``, still the same kind of hint (a diagnosis stays
+def _translated_hint(failure: Hint, lang: str) -> Hint:
+    """A failed check's hint in ``lang``, still the same kind of hint (a diagnosis stays
     one, so the hints are chosen and folded as in English)."""
-    from grader.hint import Hint
-
-    text = translate(failure, lang)
-    return Hint(text, failure.mistake, failure.kind) if isinstance(failure, Hint) else text
+    return failure.with_text(translate(failure.text, lang))
 
 
 def localize(report: Any, lang: str) -> Any:

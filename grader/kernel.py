@@ -71,5 +71,5 @@ def exercise_text(exercise: str, results: list[ExerciseResult], t: Any) -> tuple
     lines = [t(f"{exercise}: {shown(points)} / {shown(max_points)} points")]
     label = t("hint:")
     gap = "" if label.endswith("：") else " "
-    lines += [f"  {label}{gap}{t(hint)}" for result in results for hint in result.hints]
+    lines += [f"  {label}{gap}{t(hint.text)}" for result in results for hint in result.hints]
     return "\n".join(lines) + "\n", points

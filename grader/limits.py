@@ -76,3 +76,10 @@ class WorkerHandle(Protocol):
         ...
 
     def output_excerpt(self, max_chars: int = 2000) -> str: ...
+
+
+class WorkerStarter(Protocol):
+    """What starts workers: a sandbox pool, or a check's worker source
+    (``grader.check.launch.WorkerSource``); ``grader.helper.lend`` lends theirs."""
+
+    def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle: ...

@@ -12,6 +12,11 @@ keep the spec's formats; this module only adds to them:
   ``message`` (the hints joined by ``"; "``): ``"hints": [{"text", "mistake", "kind"}]``,
   so that readers group by mistake id and kind instead of parsing the English back.
 
+A student's two files hold one :class:`~grader.results.Report`: :meth:`Folder.write_result`
+splits :meth:`Report.to_dict <grader.results.Report.to_dict>`'s object into them (the spec
+fixes ``results/<id>.json``'s keys: the ``check`` object plus ``status``), and
+:meth:`Folder.read_result` reads them back into one, whichever grader wrote them.
+
 Every file is written atomically (a temporary file, then ``os.replace``): a reader, or an
 interrupted run, never sees half a file.
 """
@@ -23,16 +28,17 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from coursekit.errors import UserError
 from grader import csvcells
-from grader.results import CSV_HEADER, LATE_COLUMNS, Report, Status
+from grader.results import Report, Status
+from grader.results.render import CSV_HEADER, LATE_COLUMNS
 
-__all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "Folder", "Grades", "HintData",
-           "RecordError", "Result", "ExerciseRecord", "Status", "write_atomic"]
+__all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "Folder", "Grades", "RecordError", "Status",
+           "result_object", "write_atomic"]
 
 #: The version of the folder's layout that this grader writes and the newest it reads.
 #: 0: before hints were kept as data (no ``schema`` anywhere); 1: ``hints`` per exercise.
@@ -63,81 +69,25 @@ def check_schema(data: Any, where: Path) -> int:
     return schema
 
 
-# --- typed contents ---------------------------------------------------------------------
+# --- what a student's two files hold ------------------------------------------------------
 
-@dataclass(frozen=True)
-class HintData:
-    """One hint a student reads: its text, the mistake id it diagnoses (a key of the
-    lesson's ``MISTAKES``, None for a symptom or an error) and its kind (``diagnosis``,
-    ``error`` or ``symptom``: ``grader.hint.Hint``)."""
-
-    text: str
-    mistake: str | None = None
-    kind: str = "symptom"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "mistake": self.mistake, "kind": self.kind}
-
-    @classmethod
-    def of(cls, hint: Any) -> HintData:
-        """From a ``grader.hint.Hint`` (or a plain string: a symptom)."""
-        return cls(str(hint), getattr(hint, "mistake", None), getattr(hint, "kind", "symptom"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HintData:
-        mistake = data.get("mistake")
-        return cls(str(data.get("text", "")), str(mistake) if mistake else None,
-                   str(data.get("kind") or "symptom"))
+#: The keys of :meth:`Report.to_dict <grader.results.Report.to_dict>` that go to
+#: ``results/<id>.json`` (the spec's object); the others go to ``records/<id>.json``.
+RESULT_KEYS = ("notebook", "lesson", "score", "max_score", "exercises", "status")
 
 
-@dataclass
-class ExerciseRecord:
-    """One exercise of ``results/<id>.json``. ``hints`` is None in a folder written before
-    hints were kept as data: only ``message`` (the hints joined by ``"; "``) is known."""
-
-    name: str
-    points: float
-    max_points: float
-    passed: bool
-    message: str
-    hints: list[HintData] | None = None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExerciseRecord:
-        hints = data.get("hints")
-        return cls(str(data["name"]), float(data.get("points", 0)),
-                   float(data.get("max_points", 0)), bool(data.get("passed", False)),
-                   str(data.get("message") or ""),
-                   [HintData.from_dict(h) for h in hints] if isinstance(hints, list) else None)
-
-
-@dataclass
-class Result:
-    """``results/<id>.json``, typed; ``data`` is the object as read."""
-
-    notebook: str
-    lesson: str
-    score: float
-    max_score: float
-    status: str
-    exercises: list[ExerciseRecord]
-    data: dict[str, Any] = field(repr=False, default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Result:
-        return cls(str(data.get("notebook", "")), str(data.get("lesson", "")),
-                   float(data.get("score", 0)), float(data.get("max_score", 0)),
-                   str(data.get("status", "")),
-                   [ExerciseRecord.from_dict(x) for x in data.get("exercises", [])], data)
+def split(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``results/<id>.json`` and ``records/<id>.json`` of ``report``: the contract's object
+    plus ``status``, each exercise's hints kept as data beside its ``message``; then the
+    rest (its notes, seed and provenance) and the folder's schema."""
+    record = report.to_dict()
+    result = {key: record.pop(key) for key in RESULT_KEYS}
+    return result, record | {"schema": SCHEMA}
 
 
 def result_object(report: Report) -> dict[str, Any]:
-    """``results/<id>.json`` of ``report``: the contract's object (``Report.as_record``),
-    each exercise's hints kept as data beside its ``message``."""
-    data = report.as_record()
-    for exercise, shown in zip(data["exercises"], report.exercises, strict=True):
-        exercise["hints"] = [HintData.of(h).as_dict() for h in shown.hints]
-    return data
+    """``results/<id>.json`` of ``report`` (:func:`split`)."""
+    return split(report)[0]
 
 
 @dataclass
@@ -194,11 +144,10 @@ class Folder:
             write_atomic(ignore, "# written by `python -m grader grade`: grades stay out of git\n*\n")
 
     def write_result(self, student: str, report: Report) -> None:
-        write_atomic(self.result_path(student), json.dumps(result_object(report), ensure_ascii=False))
-
-    def write_record(self, student: str, record: dict[str, Any]) -> None:
-        write_atomic(self.record_path(student),
-                     json.dumps(dict(record, schema=SCHEMA), ensure_ascii=False))
+        """The student's record, then their result (a result is never without its record)."""
+        result, record = split(report)
+        write_atomic(self.record_path(student), json.dumps(record, ensure_ascii=False))
+        write_atomic(self.result_path(student), json.dumps(result, ensure_ascii=False))
 
     def write_feedback(self, student: str, lesson: str, html: str) -> None:
         write_atomic(self.feedback_path(student, lesson), html)
@@ -241,36 +190,31 @@ class Folder:
                               "(a folder `grade --out` wrote?)") from None
         return Grades(path, header, rows)
 
-    def result_data(self, student: str) -> dict[str, Any] | None:
-        """``results/<student>.json`` as read (None when absent or unreadable)."""
-        try:
-            data = json.loads(self.result_path(student).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    def read_result(self, student: str) -> Report | None:
+        """The student's report, from ``results/<student>.json`` and its record (None when
+        the result is absent or unreadable; a result written before records, or before hints
+        were kept as data, is read as it was written). Raises :class:`RecordError` for a
+        record of a newer schema."""
+        data = _json_object(self.result_path(student))
+        if data is None:
             return None
-        return data if isinstance(data, dict) else None
-
-    def read_result(self, student: str) -> Result | None:
-        data = self.result_data(student)
-        return Result.from_dict(data) if data is not None else None
-
-    def read_record(self, student: str) -> dict[str, Any] | None:
-        """``records/<student>.json``: None when the student has no result; {} when the
-        result has no readable record (made before records). Raises :class:`RecordError`
-        for a record of a newer schema."""
-        if not self.result_path(student).is_file():
-            return None
-        path = self.record_path(student)
+        record = _json_object(self.record_path(student)) or {}
+        check_schema(record, self.record_path(student))
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(record, dict):
-            return {}
-        check_schema(record, path)
-        return record
+            return Report.from_dict(dict(record, **{k: data[k] for k in RESULT_KEYS if k in data}))
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def feedback_pages(self) -> Iterator[tuple[str, str, Path]]:
         """``(student, lesson, page)`` of every feedback page, in order."""
         for page in sorted((self.path / "feedback").glob("*/*.html")):
             yield page.parent.name, page.stem, page
 
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (None when absent, unreadable or not an object)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

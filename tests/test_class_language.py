@@ -14,7 +14,9 @@ import pytest
 from grader import i18n
 from grader.classgrade.classroom import Options, RunSummary, editions_handed_in, summary_lines
 from grader.classgrade.late import parse
-from grader.results import ExerciseResult, Report, Status, csv_row, csv_table, not_graded
+from grader.hint import Hint
+from grader.results import ExerciseResult, Report, Status, not_graded
+from grader.results.render import csv_row, csv_table
 
 LESSON = "10_decoder_only"
 HINT = "rope_angles should return two tensors, (cos, sin)"  # a hint of the course's catalogue
@@ -29,13 +31,12 @@ def _class(tmp_path: Path, edition: str) -> Path:
     folder = Folder(tmp_path / "out")
     folder.prepare()
     wrong = Report(f"s1/{LESSON}/{LESSON}{suffix}.ipynb", LESSON,
-                   [ExerciseResult("rope_angles", 0.25, 2.0, [HINT]), ExerciseResult("lm_loss", 2.0, 2.0)])
+                   [ExerciseResult("rope_angles", 0.25, 2.0, [Hint(HINT)]), ExerciseResult("lm_loss", 2.0, 2.0)])
     gone = not_graded(f"s2/{LESSON}/{LESSON}{suffix}.ipynb", LESSON, EXERCISES, Status.MISSING,
                       f"No submission: no notebook of {LESSON} in s2/ (nbgrader's layout: "
                       f"s2/{LESSON}/{LESSON}{suffix}.ipynb).")
     for student, report in (("s1", wrong), ("s2", gone)):
         folder.write_result(student, report)
-        folder.write_record(student, report.provenance())
     folder.write_grades(csv_table([csv_row("s1", wrong, list(EXERCISES)), csv_row("s2", gone, list(EXERCISES))],
                                   list(EXERCISES)))
     return folder.path

@@ -17,7 +17,8 @@ import pytest
 from grader import csvcells
 from grader.outputs import gradebook, lms
 from grader.outputs.class_report import load
-from grader.results import Report, Status, csv_row, csv_table
+from grader.results import Report, Status
+from grader.results.render import csv_row, csv_table
 
 LESSON = "01_attention_by_hand"
 HOSTILE = ['=HYPERLINK("http://evil.example","x")', "@SUM(1+1)", "+1+cmd", "-2+3", "\tx", "\rx",

@@ -11,7 +11,9 @@ import pytest
 
 from grader import i18n
 from grader.classgrade.late import parse
-from grader.results import ExerciseResult, Report, feedback_html, to_html
+from grader.hint import Hint
+from grader.results import ExerciseResult, Report
+from grader.results.render import feedback_html, to_html
 
 LESSON = "10_decoder_only"
 BEIJING = """timezone = "Asia/Shanghai"
@@ -58,7 +60,7 @@ def test_the_score_column_never_wraps(lang: str) -> None:
     """「分/数」, 「1 /」「2」: the points header, each exercise's points and the total stay on
     one line, on the feedback page and in the notebook's check table."""
     report = i18n.localize(Report(f"s1/{LESSON}/{LESSON}.zh.ipynb", LESSON, [
-        ExerciseResult("rms_norm", 1.0, 2.0, ["a hint"]), ExerciseResult("lm_loss", 2.0, 2.0)]), lang)
+        ExerciseResult("rms_norm", 1.0, 2.0, [Hint("a hint")]), ExerciseResult("lm_loss", 2.0, 2.0)]), lang)
     for page in (feedback_html(report, "s1"), to_html(report)):
         header = re.search(r"<th[^>]*>" + re.escape(i18n.translate("points", lang)) + "</th>", page)
         assert header and "white-space:nowrap" in header.group(0), page

@@ -17,6 +17,7 @@ from support import ROOT
 from coursekit import catalogue
 from grader import i18n
 from grader.check.engine import grade_in_process
+from grader.hint import Hint
 from grader.results import ExerciseResult, Report
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
@@ -128,11 +129,11 @@ def test_a_notebook_tells_its_edition_by_name_or_by_its_title() -> None:
 
 def test_localize_translates_a_copy_the_gradebook_keeps_english(fake_zh) -> None:
     report = Report("n.ipynb", "01_attention_by_hand", [ExerciseResult(
-        "softmax", 0.0, 4.0, ["softmax(x, axis=1) normalises over axis 0: use the `axis` argument"])])
+        "softmax", 0.0, 4.0, [Hint("softmax(x, axis=1) normalises over axis 0: use the `axis` argument")])])
     shown = i18n.localize(report, "zh")
-    assert shown.exercises[0].failures == ["softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`"]
+    assert shown.exercises[0].failures == [Hint("softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`")]
     assert shown.lang == "zh" and report.lang == "en"
-    assert report.exercises[0].failures[0].startswith("softmax(x, axis=1) normalises")
+    assert report.exercises[0].failures[0].text.startswith("softmax(x, axis=1) normalises")
 
 
 
@@ -245,7 +246,7 @@ def test_the_same_in_chinese_is_a_mark_not_a_copy(monkeypatch) -> None:
 def _hints_of(nb: dict, lesson: str) -> list[str]:
     from grader.check.engine import grade_in_process
 
-    return [h for e in grade_in_process(nb, lesson, seed=20260101).exercises for h in e.hints]
+    return [h.text for e in grade_in_process(nb, lesson, seed=20260101).exercises for h in e.hints]
 
 
 def _untranslated(hints: list[str]) -> dict[str, list[str]]:
@@ -284,7 +285,8 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
     from datetime import datetime, timedelta
 
     from grader.classgrade.late import Lateness
-    from grader.results import ExerciseResult, Report, feedback_html
+    from grader.results import ExerciseResult, Report
+    from grader.results.render import feedback_html
 
     due = datetime(2026, 3, 2, 22, 59, tzinfo=UTC)
     for late in (timedelta(0), timedelta(days=1, hours=11)):
@@ -304,7 +306,6 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
 def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     """localize keeps each hint's kind (a diagnosis first, as in English), and the count of
     folded checks is Chinese too."""
-    from grader.hint import Hint
     from grader.results import ExerciseResult, Report
 
     failures = [Hint("the weights are wrong (largest difference 0.5 at index [1, 1])"),
@@ -314,6 +315,6 @@ def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     report = Report("a.zh.ipynb", "01_attention_by_hand", [ExerciseResult("attention", 1.5, 4.0, failures)])
     english = report.exercises[0].hints
     chinese = i18n.localize(report, "zh").exercises[0].hints
-    assert english[0].startswith("the scores are K·Qᵀ") and english[0].endswith("(+2 related checks failed)")
-    assert chinese[0].mistake == "scores_transposed" and chinese[0].endswith("（另有 2 项相关检查未通过）")
-    assert "related" not in chinese[0] and i18n.CJK_RE.search(chinese[0])
+    assert english[0].text.startswith("the scores are K·Qᵀ") and english[0].text.endswith("(+2 related checks failed)")
+    assert chinese[0].mistake == "scores_transposed" and chinese[0].text.endswith("（另有 2 项相关检查未通过）")
+    assert "related" not in chinese[0].text and i18n.CJK_RE.search(chinese[0].text)

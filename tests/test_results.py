@@ -10,18 +10,16 @@ import re
 
 from support import ROOT
 
+from grader.hint import Hint
+from grader.record import result_object
 from grader.results import (
     STOPPED,
     ExerciseResult,
     Report,
     Status,
-    csv_row,
-    csv_table,
-    feedback_html,
     not_graded,
-    record_json,
-    to_text,
 )
+from grader.results.render import csv_row, csv_table, feedback_html, to_text
 
 EXERCISES = {"dot_scores": 2.0, "softmax": 4.0}
 
@@ -29,7 +27,7 @@ EXERCISES = {"dot_scores": 2.0, "softmax": 4.0}
 def _report(status: Status = Status.OK) -> Report:
     return Report("alice/01/01.ipynb", "01_attention_by_hand",
                   [ExerciseResult("dot_scores", 2.0, 2.0),
-                   ExerciseResult("softmax", 0.0, 4.0, ["rows should sum to 1 <b>", "rows should sum to 1 <b>"])],
+                   ExerciseResult("softmax", 0.0, 4.0, [Hint("rows should sum to 1 <b>"), Hint("rows should sum to 1 <b>")])],
                   status=status)
 
 
@@ -39,15 +37,15 @@ def test_every_status_has_its_sentence() -> None:
         assert _report(status).message == sentence
     missing = not_graded("x", "01_attention_by_hand", EXERCISES, Status.MISSING, "No submission: x.")
     assert missing.message == "No submission: x." and missing.score == 0 and missing.max_score == 6
-    assert all(e.hints == ["No submission: x."] for e in missing.exercises)
+    assert all([h.text for h in e.hints] == ["No submission: x."] for e in missing.exercises)
 
 
 def test_a_record_read_back_gives_the_same_row_and_sentence() -> None:
     for report in (_report(), _report(Status.TIMEOUT),
                    not_graded("x", "01_attention_by_hand", EXERCISES, Status.UNREADABLE, "Broken JSON.")):
-        record = json.loads(record_json(report))
+        record = json.loads(json.dumps(result_object(report)))
         assert set(record) == {"notebook", "lesson", "score", "max_score", "exercises", "status"}
-        again = Report.from_record(record)
+        again = Report.from_dict(record)
         assert again.message == report.message
         assert csv_row("alice", again, list(EXERCISES)) == csv_row("alice", report, list(EXERCISES))
 

@@ -13,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.results import (
-    ExerciseResult,
-    Report,
-    csv_row,
-    csv_table,
-    feedback_html,
-    record_json,
-    to_html,
-    to_json,
-    to_text,
-)
+from grader.hint import Hint
+from grader.record import result_object
+from grader.results import ExerciseResult, Report
+from grader.results.render import csv_row, csv_table, feedback_html, to_html, to_json, to_text
 
 LESSON = "10_decoder_only"
 #: What grading recorded: (exercise, points, max_points); the total is 11.25 of 21.
@@ -36,7 +29,7 @@ PAIR = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) ?(?:/|of) ?(\d+(?:\.\d+)?)(?![\w.]
 def _report(lang: str = "en") -> Report:
     from grader.i18n import localize
 
-    exercises = [ExerciseResult(name, points, top, [] if points == top else ["a hint"])
+    exercises = [ExerciseResult(name, points, top, [] if points == top else [Hint("a hint")])
                  for name, points, top in RECORDED]
     return localize(Report(f"s1/{LESSON}/{LESSON}.ipynb", LESSON, exercises), lang)
 
@@ -57,7 +50,7 @@ def _shown_as_recorded(text: str, where: str) -> None:
 
 
 def test_the_record_holds_quarter_points() -> None:
-    record = json.loads(record_json(_report()))
+    record = json.loads(json.dumps(result_object(_report())))
     assert (record["score"], record["max_score"]) == TOTAL
     assert [(x["name"], x["points"], x["max_points"]) for x in record["exercises"]] == RECORDED
     assert json.loads(to_json(_report()))["score"] == 11.25
@@ -111,7 +104,7 @@ def test_the_class_report_shows_the_recorded_scores(tmp_path: Path) -> None:
     folder = Folder(tmp_path / "out")
     folder.prepare()
     names = [n for n, _, _ in RECORDED]
-    low = Report("s2", LESSON, [ExerciseResult(n, 0.25, m, ["a hint"]) for n, _, m in RECORDED])
+    low = Report("s2", LESSON, [ExerciseResult(n, 0.25, m, [Hint("a hint")]) for n, _, m in RECORDED])
     folder.write_result("s1", _report())
     folder.write_result("s2", low)
     folder.write_grades(csv_table([csv_row("s1", _report(), names), csv_row("s2", low, names)], names))

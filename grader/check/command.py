@@ -119,9 +119,9 @@ def run_check(opts: CheckOptions, source: SourceFactory | None = None,
     """Grade ``opts.notebook`` with workers from ``source`` (default: the sandbox, else plain
     processes) and write the report on stdout, the sandbox's notes on stderr. ``color``:
     colours in the text report (None: when stdout is a terminal). Raises UserError."""
-    from grader import results as fmt
     from grader.check import launch
     from grader.i18n import choose, localize
+    from grader.results import render as fmt
 
     out = _private_stdout() if opts.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=opts.timeout, call_s=opts.call_timeout)

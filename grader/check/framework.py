@@ -35,7 +35,7 @@ import inspect
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypedDict, TypeVar
 
 import numpy as np
 import pytest
@@ -250,6 +250,13 @@ def identify(actual: Any, expected: Any, suspects: Sequence[Suspect], *, atol: f
     return found[0] if len({s.mistake for s in found}) == 1 else None
 
 
+class Tolerance(TypedDict, total=False):
+    """:func:`close`'s tolerances, named once in a lesson's tests and passed as ``**TOL``."""
+
+    atol: float
+    rtol: float
+
+
 def close(actual: Any, expected: Any, message: str, *, atol: float = 1e-6, rtol: float = 1e-5,
           check_dtype: bool = False, suspects: Sequence[Suspect] = (), mistake: str | None = None) -> None:
     """Fail unless ``actual`` matches ``expected``: with the diagnosis of the one suspect
@@ -320,7 +327,7 @@ def python_lines_start():  # the course's code, run next to the submission
     roots += list(getattr(sys.modules.get("grader"), "__path__", []))
     skip = tuple(r for r in roots if r and len(r) > 1)
     here = python_lines_start.__code__.co_filename
-    state = python_lines_start.state = {"count": 0, "previous": sys.gettrace()}
+    state = python_lines_start.__dict__["state"] = {"count": 0, "previous": sys.gettrace()}
 
     def local(frame, event, arg):
         if event == "line":
@@ -339,7 +346,7 @@ def python_lines_start():  # the course's code, run next to the submission
 def python_lines_stop():
     import sys
 
-    state = python_lines_start.state
+    state = python_lines_start.__dict__["state"]
     sys.settrace(state["previous"])
     return state["count"]
 

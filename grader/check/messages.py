@@ -45,8 +45,8 @@ FORBIDDEN_HINT = {
 }
 
 
-def fold(failures: list[str], lang: str = "en") -> list[str]:
-    """The hints a student reads for one exercise, from every failed check's message.
+def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:
+    """The hints a student reads for one exercise, from every failed check's hint.
 
     Each diagnosed mistake is shown once, first (in the order the checks found them); the
     other failed checks are folded into a count after the first hint ("+5 related checks
@@ -56,28 +56,27 @@ def fold(failures: list[str], lang: str = "en") -> list[str]:
     """
     if not failures:
         return []
-    hints = [f if isinstance(f, Hint) else Hint(f) for f in failures]
     diagnoses: dict[str | None, Hint] = {}
-    for h in hints:
+    for h in failures:
         if h.kind == "diagnosis":
             diagnoses.setdefault(h.mistake, h)
     if diagnoses:
         shown = list(diagnoses.values())
-        folded = sum(1 for h in hints if not (h.kind == "diagnosis" and h.mistake in diagnoses))
+        folded = sum(1 for h in failures if not (h.kind == "diagnosis" and h.mistake in diagnoses))
     else:
-        errors = [h for h in hints if h.kind == "error"]
-        shown = [errors[0] if errors else hints[0]]
-        folded = sum(1 for h in hints if str(h) != str(shown[0]))
+        errors = [h for h in failures if h.kind == "error"]
+        shown = [errors[0] if errors else failures[0]]
+        folded = sum(1 for h in failures if h.text != shown[0].text)
     if folded:
         first = shown[0]
         note = f"+{folded} related check{'s' if folded > 1 else ''} failed"
-        text = f"{first} ({note})"
+        text = f"{first.text} ({note})"
         if lang != "en":  # the failures are translated already (i18n.localize): so is the count
             from grader.i18n import translate, with_detail
 
-            text = with_detail(str(first), translate(note, lang), lang)
-        shown[0] = Hint(text, first.mistake, first.kind)
-    return list(shown)
+            text = with_detail(first.text, translate(note, lang), lang)
+        shown[0] = first.with_text(text)
+    return shown
 
 
 def explain(exc: BaseException | None, exercise: str) -> Hint:

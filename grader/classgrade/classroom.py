@@ -24,20 +24,21 @@ import contextlib
 import dataclasses
 import logging
 import os
+import signal
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coursekit import catalogue
 from coursekit.errors import UserError
 from coursekit.settings import edition as course_edition
-from grader import i18n, ids, logs, results
+from grader import i18n, ids, logs
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
 from grader.check.launch import course_files
@@ -47,7 +48,12 @@ from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.record import Folder
-from grader.results import Report, Status, not_graded
+from grader.results import Provenance, Report, Status, not_graded
+from grader.results.render import csv_row, csv_table, feedback_html
+
+if TYPE_CHECKING:
+    from grader.sandbox.pool import SandboxPool
+    from grader.sandbox.probe import SandboxPlan
 
 
 @dataclass
@@ -65,11 +71,14 @@ class Options:
 
 
 class Interrupted(Exception):
-    """``grade`` was stopped by a signal (SIGTERM; Ctrl-C raises KeyboardInterrupt)."""
+    """``grade`` was stopped by a signal (SIGTERM; Ctrl-C raises KeyboardInterrupt, which
+    :func:`grade_class` turns into this once it grades). ``summary``: what the run had done
+    by then (None when it was stopped before grading began)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, summary: RunSummary | None = None):
         super().__init__(f"stopped by signal {signum}")
         self.signum = signum
+        self.summary = summary
 
 
 # --- workers ----------------------------------------------------------------------------
@@ -100,8 +109,8 @@ def spares(jobs: int) -> int:
 
 
 @contextlib.contextmanager
-def workers(opts: Options, while_booting: Callable[[Any], None] | None = None,
-            ahead: bool = False) -> Iterator[Any]:
+def workers(opts: Options, while_booting: Callable[[SandboxPool], None] | None = None,
+            ahead: bool = False) -> Iterator[SandboxPool]:
     """The sandbox pool that grades this class (``pool.start()`` gives a fresh worker,
     ``pool.plan`` says which protections are active and which are missing). A pool that
     lacks a protection ``opts`` requires is refused before anything starts; then
@@ -212,23 +221,20 @@ def write_csv(out: Path, students: list[str], exercises: list[str],
     folder = Folder(out)
     rows, statuses = [], {}
     for student in students:
-        result = folder.result_data(student)
-        if result is None:
+        report = folder.read_result(student)
+        if report is None:
             raise FileNotFoundError(folder.result_path(student))
-        record = folder.read_record(student) or {}
-        report = Report.from_record(result, record.get("notes"))
-        late = _late_columns(record, report, student, deadlines) if deadlines is not None else None
-        rows.append(results.csv_row(student, report, exercises, late))
+        late = _late_columns(report, student, deadlines) if deadlines is not None else None
+        rows.append(csv_row(student, report, exercises, late))
         statuses[student] = str(report.status)
-    folder.write_grades(results.csv_table(rows, exercises, late=late_columns))
+    folder.write_grades(csv_table(rows, exercises, late=late_columns))
     return statuses
 
 
-def _late_columns(record: dict[str, Any], report: Report, student: str,
-                  deadlines: Deadlines) -> dict[str, Any]:
+def _late_columns(report: Report, student: str, deadlines: Deadlines) -> dict[str, Any]:
     from grader.classgrade.late import parse_timestamp
 
-    stamp = (record.get("submission") or {}).get("timestamp")
+    stamp = (_made(report).submission or {}).get("timestamp")
     lateness = deadlines.lateness(report.lesson, student, parse_timestamp(stamp) if stamp else None)
     penalty = lateness.penalty(report.score)
     note = lateness.describe() if lateness.late.total_seconds() > 0 else ""
@@ -289,8 +295,8 @@ def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
 def editions_handed_in(out: Path, students: Iterable[str]) -> list[str]:
     """The edition of each student's notebook, as its result names it."""
     folder = Folder(out)
-    results = (folder.read_result(student) for student in students)
-    return [i18n.notebook_edition(None, r.notebook) for r in results if r is not None and r.notebook]
+    reports = (folder.read_result(student) for student in students)
+    return [i18n.notebook_edition(None, r.notebook) for r in reports if r is not None and r.notebook]
 
 
 def student_folders(submitted: Path) -> list[str]:
@@ -324,149 +330,232 @@ class UnknownStudent(UserError, ValueError):
     """``--student`` names a folder that is not in SUBMITTED."""
 
 
-def _record(out: Path, student: str) -> dict[str, Any] | None:
-    """``records/<student>.json``: what the student's result was made from and with (None
-    when there is no result, {} when it predates records): ``grader.record``."""
-    return Folder(out).read_record(student)
+def _made(report: Report | None) -> Provenance:
+    """What ``report`` was made from and with (nothing known for a result written before
+    results recorded it, or for no result)."""
+    return report.made if report is not None and report.made is not None else Provenance()
 
 
-def plan_run(students: list[str], handed: dict[str, HandedIn], opts: Options,
-             summary: RunSummary) -> list[str]:
+@dataclass
+class Plan:
+    """Who a run grades (:func:`plan_run`), and why."""
+
+    students: list[str]  # every student folder, in order (grades.csv has a row for each)
+    handed: dict[str, HandedIn]  # what each handed in
+    todo: list[str]  # graded by this run
+    changed: list[str] = field(default_factory=list)  # regraded: their submission changed
+    waiting: list[str] = field(default_factory=list)  # new or changed, left out by --student
+
+    @property
+    def kept(self) -> list[str]:
+        """The students whose earlier results this run keeps."""
+        todo = set(self.todo)
+        return [s for s in self.students if s not in todo]
+
+
+def plan_run(submitted: Path, opts: Options) -> Plan:
     """The students this run grades: everyone (``force``); those without a result and the
     chosen ones (``students``); or those without a result and those whose submission
     changed since their result."""
-    stale = []
+    students = student_folders(submitted)
+    handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
+    stale, changed = [], []
+    folder = Folder(opts.out)
     for student in students:
-        record = _record(opts.out, student)
-        if record is None:
+        kept = folder.read_result(student)
+        if kept is None:
             stale.append(student)
-        elif record.get("submission") != handed[student].key():
+        elif _made(kept).submission != handed[student].key():
             stale.append(student)
-            summary.changed.append(student)
-    if opts.students:
-        chosen = {ids.spelled_as(s, handed) for s in opts.students}  # as the folder spells it
-        unknown = [ids.shown(s) for s in chosen if s not in handed]
-        if unknown:
-            raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
-        # the chosen students, and those without any result (grades.csv has a row for each)
-        fresh = [s for s in stale if s not in summary.changed]
-        summary.waiting = [s for s in summary.changed if s not in chosen]
-        summary.changed = [s for s in summary.changed if s in chosen]
-        return [s for s in students if s in chosen or s in fresh]
-    return list(students) if opts.force else stale
+            changed.append(student)
+    if not opts.students:
+        return Plan(students, handed, list(students) if opts.force else stale, changed)
+    chosen = {ids.spelled_as(s, handed) for s in opts.students}  # as the folder spells it
+    unknown = [ids.shown(s) for s in chosen if s not in handed]
+    if unknown:
+        raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
+    # the chosen students, and those without any result (grades.csv has a row for each)
+    fresh = [s for s in stale if s not in changed]
+    return Plan(students, handed, [s for s in students if s in chosen or s in fresh],
+                changed=[s for s in changed if s in chosen],
+                waiting=[s for s in changed if s not in chosen])
+
+
+@dataclass(frozen=True)
+class ClassJob:
+    """What grades a student of this run, in ``grade`` or in a trusted process of
+    ``--jobs N`` (``grader.classgrade.jobs``, which receives it pickled: trusted to
+    trusted, its class by name): the options, the submissions, and the settings every
+    record is stamped with (``grader.check.provenance``)."""
+
+    opts: Options
+    submitted: Path
+    settings: dict[str, Any]
+
+    @property
+    def lesson(self) -> str:
+        return self.opts.lesson
+
+    @property
+    def limits(self) -> Limits:
+        return self.opts.limits
+
+    def warm_up(self) -> None:
+        warm_up(self.opts.lesson)
+
+    def grade(self, student: str, start: Callable[[], WorkerHandle], stop: threading.Event,
+              handed: HandedIn | None = None) -> float | None:
+        """Grade ``student`` and write their files: the seconds it took (None: stopped)."""
+        return _grade_and_save(student, self.opts, self.submitted, start, stop, handed,
+                               self.settings)
+
+    def failed(self, student: str, exc: BaseException) -> float:
+        """Record ``student`` as ``error``: their trusted grading process died twice."""
+        return _save_failure(student, self.opts, self.submitted, self.settings, exc)
+
+
+class _ClassRun:
+    """One :func:`grade_class` run: its plan, the trusted processes of ``--jobs N`` (None
+    for one job: the submissions are graded by threads of this process) and what it timed."""
+
+    def __init__(self, submitted: Path, opts: Options, plan: Plan):
+        self.submitted, self.opts, self.plan = submitted, opts, plan
+        self.stop = threading.Event()
+        self.seconds: list[float] = []
+        self.job = ClassJob(opts, submitted, {})
+        self.jobs: class_jobs.Jobs | None = None
+        # the graders' side warms up (torch, the hidden tests) while the sandbox's zygotes
+        # boot: in this process for one job, in the N trusted processes for N jobs (where
+        # the cores allow: else each starts with its first submission)
+        self.warming = threading.Thread(target=warm_up, args=(opts.lesson,), daemon=True)
+
+    def while_booting(self, pool: SandboxPool) -> None:
+        self.job.settings.update(provenance.settings_record(
+            pool.plan.isolation, pool.protections, list(pool.plan.missing), self.opts.limits.as_dict()))
+        if not self.plan.todo:
+            return
+        if self.opts.jobs == 1:
+            self.warming.start()
+            return
+        # a trusted process per job: N cores for N submissions' graders
+        self.jobs = class_jobs.Jobs(pool, self.job, self.stop)
+        # ahead where the N are one process and its forks (one import of torch beside the
+        # zygote's, as with one job), or where the cores allow N imports at once: else the
+        # zygote's and the trusted processes' imports only slow one another down
+        if class_jobs.forks() or class_jobs.cores() >= 2 * self.opts.jobs:
+            self.jobs.start(self.opts.jobs)
+
+    def _submit(self, executor: ThreadPoolExecutor, pool: SandboxPool) -> list[Future[float | None]]:
+        jobs, job = self.jobs, self.job
+        if jobs is not None:
+            return [executor.submit(jobs.grade, s, partial(job.failed, s)) for s in self.plan.todo]
+        return [executor.submit(job.grade, s, pool.start, self.stop, self.plan.handed[s])
+                for s in self.plan.todo]
+
+    def grade_all(self, pool: SandboxPool, progress: bool) -> None:
+        """Grade the plan's students; on Ctrl-C or SIGTERM, stop everything and raise
+        :class:`Interrupted` with what was done."""
+        from tqdm import tqdm
+
+        opts = self.opts
+        if self.warming.is_alive():
+            self.warming.join()  # the first submission's seconds are its own
+        executor = ThreadPoolExecutor(max(1, opts.jobs))
+        futures = self._submit(executor, pool)
+        try:
+            with tqdm(total=len(futures), desc=f"grading {opts.lesson}", unit="nb",
+                      disable=not progress) as bar:
+                for future in as_completed(futures):
+                    took = future.result()
+                    if took is not None:  # None only for a run stopped (then it raised here)
+                        self.seconds.append(took)
+                    bar.update(1)
+        except BaseException as exc:
+            self._halt(futures, pool, executor)
+            if isinstance(exc, KeyboardInterrupt | Interrupted):
+                graded = sum(1 for f in futures if not f.cancelled()
+                             and f.exception() is None and f.result() is not None)
+                signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+                raise Interrupted(signum, self.summary(pool, graded)) from exc
+            raise
+        executor.shutdown(wait=True)
+        if self.jobs is not None:
+            self.jobs.close()
+
+    def _halt(self, futures: list[Future[float | None]], pool: SandboxPool,
+              executor: ThreadPoolExecutor) -> None:
+        self.stop.set()  # results finished from now on are dropped: our kill may have hurt them
+        for future in futures:
+            future.cancel()
+        self.close_jobs()  # before their workers: nothing hurt is written
+        pool.close()
+        executor.shutdown(wait=True)
+
+    def close_jobs(self) -> None:
+        """Kill the trusted processes left (none after a run that ended well)."""
+        if self.jobs is not None:
+            self.jobs.close(kill=True)
+
+    def summary(self, pool: SandboxPool, graded: int) -> RunSummary:
+        return RunSummary(graded, len(self.plan.kept), 0.0, self.seconds, pool.protections,
+                          missing=dict(pool.plan.missing), left=len(self.plan.todo) - graded,
+                          changed=self.plan.changed, waiting=self.plan.waiting)
+
+    def other_settings(self) -> dict[str, str]:
+        """The kept results made under other settings than this run's: how."""
+        other = {}
+        folder = Folder(self.opts.out)
+        for student in self.plan.kept:
+            made = _made(folder.read_result(student)).graded_with
+            if not provenance.same_settings(made, self.job.settings):
+                other[student] = (f"isolation {made.get('isolation')}, grader {made.get('grader')}"
+                                  if made else "made before results recorded their settings")
+        return other
+
+    def finish(self, pool: SandboxPool, started: float) -> RunSummary:
+        """``grades.csv`` and ``run.json``, once every student of the plan is graded."""
+        opts, plan = self.opts, self.plan
+        summary = self.summary(pool, len(plan.todo))
+        summary.other_settings = self.other_settings()
+        jobs = self.jobs
+        points = jobs.points if jobs is not None and jobs.points else exercise_points(opts.lesson)
+        summary.statuses = write_csv(opts.out, plan.students, list(points), opts.deadlines)
+        summary.seconds = time.perf_counter() - started
+        Folder(opts.out).write_run({
+            "lesson": opts.lesson, "submitted": str(self.submitted.resolve()),
+            "students": len(plan.students), "graded": summary.graded,
+            "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
+            "protections": pool.protections, "sandbox": pool.plan.report(),
+            "limits": opts.limits.as_dict(), "grader": self.job.settings["grader"],
+            "seconds": round(summary.seconds, 3),
+            "median_seconds_per_submission": round(summary.median_s, 4),
+            # this run vouches for the results it made, under the settings above, only
+            "results_of_this_run": plan.todo, "regraded_changed": summary.changed,
+            "kept_results": plan.kept, "kept_results_made_otherwise": summary.other_settings,
+            "deadlines": opts.deadlines.source if opts.deadlines else None})
+        return summary
 
 
 def grade_class(submitted: Path, opts: Options, progress: bool = True,
-                on_plan: Callable[[Any], None] | None = None) -> RunSummary:
-    """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM (``Interrupted``)
-    the workers are killed, the results being computed are dropped, and the exception
-    propagates with ``.summary`` attached: the files already written stay. An ``OUT`` that
-    a newer grader wrote (``grader.record``) is refused before anything is written."""
-    from tqdm import tqdm
-
-    students = student_folders(submitted)
-    out = opts.out
-    Folder(out).schema()  # a folder of a newer grader is refused (RecordError), never mixed
-    handed = {s: handed_in(submitted, s, opts.lesson) for s in students}
+                on_plan: Callable[[SandboxPlan], None] | None = None) -> RunSummary:
+    """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM the workers are
+    killed, the results being computed are dropped, and :class:`Interrupted` is raised with
+    the run's summary: the files already written stay. An ``OUT`` that a newer grader
+    wrote (``grader.record``) is refused before anything is written."""
+    Folder(opts.out).schema()  # a folder of a newer grader is refused (RecordError), never mixed
+    plan = plan_run(submitted, opts)
     started = time.perf_counter()
-    seconds: list[float] = []
-    stop = threading.Event()
-    summary = RunSummary(0, 0, 0.0, seconds, [])
-    todo = plan_run(students, handed, opts, summary)
-    # the graders' side warms up (torch, the hidden tests) while the sandbox's zygotes boot:
-    # in this process for one job, in the N trusted processes for N jobs (where the cores
-    # allow: else each starts with its first submission)
-    warming = threading.Thread(target=warm_up, args=(opts.lesson,), daemon=True)
-    jobs: class_jobs.Jobs | None = None
-    settings: dict[str, Any] = {}
-
-    def while_booting(pool: Any) -> None:
-        nonlocal jobs
-        settings.update(provenance.settings_record(pool.plan.isolation, pool.protections,
-                                                   list(pool.plan.missing), opts.limits.as_dict()))
-        if not todo:
-            return
-        if opts.jobs > 1:  # a trusted process per job: N cores for N submissions' graders
-            jobs = class_jobs.Jobs(pool, {"opts": opts, "submitted": submitted,
-                                          "settings": settings, "grade": _grade_and_save,
-                                          "warm_up": warm_up}, stop)
-            # ahead where the N are one process and its forks (one import of torch beside
-            # the zygote's, as with one job), or where the cores allow N imports at once:
-            # else the zygote's and the trusted processes' imports only slow one another down
-            if class_jobs.forks() or class_jobs.cores() >= 2 * opts.jobs:
-                jobs.start(opts.jobs)
-        else:
-            warming.start()
-
+    run = _ClassRun(submitted, opts, plan)
     try:
-        ahead = len(todo) > opts.jobs
-        with workers(opts, while_booting, ahead) as pool, only_writer(out):  # refuses (strict,
-            Folder(out).prepare()  # require) before anything is written
+        with workers(opts, run.while_booting, len(plan.todo) > opts.jobs) as pool, \
+                only_writer(opts.out):  # refuses (strict, require) before anything is written
+            Folder(opts.out).prepare()
             if on_plan is not None:
                 on_plan(pool.plan)
-            summary.reused, summary.protections = len(students) - len(todo), pool.protections
-            summary.missing = dict(pool.plan.missing)
-            if warming.is_alive():
-                warming.join()  # the first submission's seconds are its own
-            executor = ThreadPoolExecutor(max(1, opts.jobs))
-            if jobs is not None:
-                futures = [executor.submit(jobs.grade, s, partial(_save_failure, s, opts,
-                                                                  submitted, settings))
-                           for s in todo]
-            else:
-                futures = [executor.submit(_grade_and_save, s, opts, submitted, pool.start, stop,
-                                           handed[s], settings) for s in todo]
-            try:
-                with tqdm(total=len(todo), desc=f"grading {opts.lesson}", unit="nb",
-                          disable=not progress) as bar:
-                    for future in as_completed(futures):
-                        took = future.result()
-                        if took is not None:  # None only for a run stopped (then it raised here)
-                            seconds.append(took)
-                        bar.update(1)
-            except BaseException as exc:
-                stop.set()  # results finished from now on are dropped: our kill may have hurt them
-                for future in futures:
-                    future.cancel()
-                if jobs is not None:
-                    jobs.close(kill=True)  # before their workers: nothing hurt is written
-                pool.close()
-                executor.shutdown(wait=True)
-                summary.graded = sum(1 for f in futures if not f.cancelled()
-                                     and f.exception() is None and f.result() is not None)
-                summary.left = len(todo) - summary.graded
-                exc.summary = summary  # type: ignore[attr-defined]
-                raise
-            executor.shutdown(wait=True)
-            if jobs is not None:
-                jobs.close()
+            run.grade_all(pool, progress)
     finally:
-        if jobs is not None:
-            jobs.close(kill=True)  # started, but the pool or the folder was refused: none left
-    kept = [s for s in students if s not in todo]
-    for student in kept:
-        made = (_record(out, student) or {}).get("graded_with")
-        if not provenance.same_settings(made, settings):
-            summary.other_settings[student] = (
-                f"isolation {made.get('isolation')}, grader {made.get('grader')}" if made
-                else "made before results recorded their settings")
-    points = jobs.points if jobs is not None and jobs.points else exercise_points(opts.lesson)
-    summary.statuses = write_csv(out, students, list(points),
-                                 opts.deadlines)
-    summary.graded, summary.seconds = len(todo), time.perf_counter() - started
-    Folder(out).write_run({
-        "lesson": opts.lesson, "submitted": str(submitted.resolve()), "students": len(students),
-        "graded": summary.graded,
-        "reused": summary.reused, "jobs": opts.jobs, "isolation": pool.plan.isolation,
-        "protections": pool.protections, "sandbox": pool.plan.report(),
-        "limits": opts.limits.as_dict(), "grader": settings["grader"],
-        "seconds": round(summary.seconds, 3),
-        "median_seconds_per_submission": round(summary.median_s, 4),
-        # this run vouches for the results it made, under the settings above, only
-        "results_of_this_run": todo, "regraded_changed": summary.changed,
-        "kept_results": kept, "kept_results_made_otherwise": summary.other_settings,
-        "deadlines": opts.deadlines.source if opts.deadlines else None})
-    return summary
+        run.close_jobs()  # started, but the pool or the folder was refused: none left
+    return run.finish(pool, started)
 
 
 _log = logging.getLogger(__name__)
@@ -539,7 +628,7 @@ def _save_failure(student: str, opts: Options, submitted: Path, settings: dict[s
 
 def _save(student: str, opts: Options, report: Report, handed: HandedIn,
           settings: dict[str, Any] | None) -> None:
-    """The student's feedback page, record and result."""
+    """The student's feedback page, then their result with what it was made from and with."""
     shown, penalty = report, 0.0
     if opts.deadlines is not None and opts.deadlines.due_for(opts.lesson, student) is not None:
         lateness = opts.deadlines.lateness(opts.lesson, student, handed.timestamp)
@@ -548,12 +637,11 @@ def _save(student: str, opts: Options, report: Report, handed: HandedIn,
     lang = i18n.choose(opts.lang, report.edition)
     folder = Folder(opts.out)
     folder.write_feedback(student, opts.lesson,
-                          results.feedback_html(i18n.localize(shown, lang), student, penalty))
-    record = dict(report.provenance(), submission=handed.key(), graded_with=settings or {},
-                  graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  untouched=_untouched(handed, opts.lesson))
-    folder.write_record(student, record)
-    folder.write_result(student, report)
+                          feedback_html(i18n.localize(shown, lang), student, penalty))
+    made = Provenance(handed.key(), settings or {},
+                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      _untouched(handed, opts.lesson))
+    folder.write_result(student, dataclasses.replace(report, made=made))
 
 
 def warm_up(lesson: str) -> None:

@@ -11,7 +11,7 @@ one core's worth of it. So the class grader starts N trusted processes::
     python -m grader.classgrade.jobs     says the lesson's points per exercise once warm (so
                                     ``grade`` never imports torch to write grades.csv), grades
                                     the students it is sent, exactly as a thread of ``grade``
-                                    would (classroom._grade_and_save), and answers each with
+                                    would (classroom.ClassJob.grade), and answers each with
                                     the seconds it took
 
 On Linux the first trusted process, once warm, forks the other N - 1 (each with its own
@@ -24,7 +24,8 @@ A trusted process that dies mid-submission is replaced and the submission graded
 by the new one (a failure of the machinery is retried once, as in-process); a second death
 records the submission as ``error``. Student code never runs in these processes: it runs in
 the sandboxed workers, exactly as with one job. Options cross as a pickle from this process
-to its own child (both trusted); nothing of a student's is pickled.
+to its own child (both trusted): a ``Job`` (``classroom.ClassJob``); nothing of a
+student's is pickled.
 """
 
 from __future__ import annotations
@@ -40,10 +41,30 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn, Protocol
 
 from grader import COURSE_ROOT
 from grader.runtime import forkserver
+
+if TYPE_CHECKING:
+    from grader.limits import Limits, WorkerHandle, WorkerStarter
+
+
+class Job(Protocol):
+    """What a trusted process grades with (``classroom.ClassJob``), sent to it pickled."""
+
+    @property
+    def lesson(self) -> str: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def warm_up(self) -> None: ...
+
+    def grade(self, student: str, start: Callable[[], WorkerHandle],
+              stop: threading.Event) -> float | None:
+        """Grade ``student`` and write their files: the seconds it took (None: stopped)."""
+        ...
 
 
 def cores() -> int:
@@ -95,7 +116,8 @@ class TrustedProcess:
     """One trusted grading process (``python -m grader.classgrade.jobs``, or a fork of one
     once it is warm: see ``spawn``) and the thread that lends it workers."""
 
-    def __init__(self, pool: Any, ends: _Ends, proc: subprocess.Popen[bytes] | None = None):
+    def __init__(self, pool: WorkerStarter, ends: _Ends,
+                 proc: subprocess.Popen[bytes] | None = None):
         from grader.helper.lend import lend_workers
         from grader.runtime.wire import Channel
 
@@ -112,7 +134,7 @@ class TrustedProcess:
         self.lender.start()
 
     @classmethod
-    def spawn(cls, pool: Any, job: dict[str, Any], forks: int = 0) -> list[TrustedProcess]:
+    def spawn(cls, pool: WorkerStarter, job: Job, forks: int = 0) -> list[TrustedProcess]:
         """A new trusted process, and ``forks`` more that it forks once it is warm: torch and
         the hidden tests are imported (and their memory held) once, not once per job. A
         process that dies before it has read its job, or a fork that cannot be made, is
@@ -177,7 +199,7 @@ class Jobs:
     them ahead (they import torch and the hidden tests while the sandbox boots); a thread
     without one takes a started one, or starts its own (a replacement)."""
 
-    def __init__(self, pool: Any, job: dict[str, Any], stop: threading.Event):
+    def __init__(self, pool: WorkerStarter, job: Job, stop: threading.Event):
         self.pool, self.job, self.stop = pool, job, stop
         self._local = threading.local()
         #: the lesson's ``{exercise: points}``, as the first trusted process to start read
@@ -247,9 +269,9 @@ class Jobs:
 # --- the trusted process -----------------------------------------------------------------
 
 def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
-    """Read the job (its options and the functions that grade and warm up, pickled by name),
-    warm up, fork a process for each of ``forks`` (the ends of another job: its stdin,
-    answers and socket); then grade one student per line of stdin until it ends, and exit."""
+    """Read the job (a :class:`Job`, pickled), warm up, fork a process for each of
+    ``forks`` (the ends of another job: its stdin, answers and socket); then grade one
+    student per line of stdin until it ends, and exit."""
     from grader.check.engine import exercise_points
     from grader.helper.lend import HelperSource
     from grader.runtime.wire import Channel, exit_now
@@ -257,9 +279,8 @@ def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
     with contextlib.suppress(OSError):  # killed with ``grade``: a killed run writes nothing more
         forkserver.die_with_parent()
     os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own pipe
-    job = pickle.loads(base64.b64decode(sys.stdin.readline()))
-    opts, submitted, settings = job["opts"], job["submitted"], job["settings"]
-    job["warm_up"](opts.lesson)
+    job: Job = pickle.loads(base64.b64decode(sys.stdin.readline()))
+    job.warm_up()
     students: IO[str] = sys.stdin
     for i, ends in enumerate(forks):
         if _fork_into(ends, [rpc_fd, answers_fd, *(fd for e in forks[i + 1:] for fd in e)]):
@@ -268,13 +289,13 @@ def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
             break
     answers = os.fdopen(answers_fd, "w", encoding="utf-8")
     source = HelperSource(Channel(socket.socket(fileno=rpc_fd)))
-    start = partial(source.start, opts.limits)
+    start = partial(source.start, job.limits)
     stop = threading.Event()
-    answers.write(json.dumps({"points": exercise_points(opts.lesson), "pid": os.getpid()}) + "\n")
+    answers.write(json.dumps({"points": exercise_points(job.lesson), "pid": os.getpid()}) + "\n")
     answers.flush()
     for line in students:
         student = json.loads(line)["student"]
-        seconds = job["grade"](student, opts, submitted, start, stop, None, settings)
+        seconds = job.grade(student, start, stop)
         answers.write(json.dumps({"student": student, "seconds": seconds}) + "\n")
         answers.flush()
     answers.close()

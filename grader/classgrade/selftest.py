@@ -45,7 +45,7 @@ def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
     good, blank = reports["solution"], reports["blank"]
     problems = []
     if good.status != "ok" or good.score != good.max_score:
-        lost = [f"{x.name} ({'; '.join(x.hints)[:120]})" for x in good.exercises if not x.passed]
+        lost = [f"{x.name} ({x.message[:120]})" for x in good.exercises if not x.passed]
         problems.append(f"the reference notebook scored {good.score:g}/{good.max_score:g} "
                         f"[{good.status}]: {', '.join(lost) or good.message}")
     if blank.status != "ok" or blank.score != 0:

@@ -18,8 +18,7 @@ from grader.helper.private import HelperUnavailable, log
 from grader.runtime.wire import Channel
 
 if TYPE_CHECKING:
-    from grader.check.launch import WorkerSource
-    from grader.limits import Limits, WorkerHandle
+    from grader.limits import Limits, WorkerHandle, WorkerStarter
 
 RPC_WAIT_S = 90.0  # for the helper to answer a trusted process (start it, finish it ...)
 
@@ -110,7 +109,7 @@ class HelperWorker:
                                      "max_chars": int(max_chars)})[0]["text"])
 
 
-def lend_workers(rpc: Channel, source: WorkerSource) -> None:
+def lend_workers(rpc: Channel, source: WorkerStarter) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
     from grader.limits import DEFAULT_LIMITS, Limits
@@ -150,7 +149,7 @@ def lend_workers(rpc: Channel, source: WorkerSource) -> None:
 
 
 def _worker_op(op: Any, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
-               finished: dict[int, str], source: WorkerSource, limits_type: type[Limits],
+               finished: dict[int, str], source: WorkerStarter, limits_type: type[Limits],
                rpc: Channel) -> dict[str, Any] | None:
     if op == "start":
         fields = {k: v for k, v in dict(message["limits"]).items()

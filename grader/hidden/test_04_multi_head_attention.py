@@ -25,6 +25,7 @@ import torch.nn as nn
 from grader.check.framework import (
     ON_DEVICE,
     Failed,
+    Tolerance,
     check,
     close,
     diagnose,
@@ -92,7 +93,7 @@ FORBID = ("torch.nn.functional.multi_head_attention_forward",
 PROJ = ("q_proj", "k_proj", "v_proj", "out_proj")
 EX = "MultiHeadAttention"
 D, H = 32, 4
-TOL = {"atol": 1e-4, "rtol": 1e-4}  # float32 against float64; every mistake is off by far more
+TOL: Tolerance = {"atol": 1e-4, "rtol": 1e-4}  # float32 against float64; every mistake is off by far more
 
 
 def randn(n, *shape, scale=1.0):
@@ -513,7 +514,7 @@ def reference_grads(w, q, k, v, g, options):
     """``mha_ref``'s gradients under ``options``: (inputs q, k, v; weights by name), float64."""
     xs = [t.double().clone().requires_grad_(True) for t in (q, k, v)]
     ws = {name: t.double().clone().requires_grad_(True) for name, t in w.items()}
-    mha_ref(ws, *xs, H, **options)[0].backward(g.double())
+    mha_ref(ws, xs[0], xs[1], xs[2], H, **options)[0].backward(g.double())
     return [t.grad for t in xs], {name: t.grad for name, t in ws.items()}
 
 

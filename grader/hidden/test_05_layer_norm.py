@@ -19,6 +19,7 @@ import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
 from grader.check.framework import (
+    Tolerance,
     check,
     close,
     exercise,
@@ -119,9 +120,9 @@ GIVEN_ANSWERS = {
     "LayerNorm": ("LayerNormFunction", "FastLayerNorm"),
 }
 
-TIGHT = {"atol": 1e-9, "rtol": 1e-7}                   # numpy exercises: float64
-LOOSE = {"atol": 1e-3, "rtol": 1e-3}                   # where eps's placement must not count
-F32 = {"atol": 2e-5, "rtol": 1e-4}
+TIGHT: Tolerance = {"atol": 1e-9, "rtol": 1e-7}                   # numpy exercises: float64
+LOOSE: Tolerance = {"atol": 1e-3, "rtol": 1e-3}                   # where eps's placement must not count
+F32: Tolerance = {"atol": 2e-5, "rtol": 1e-4}
 
 # torch's normalisations, refused in the numpy exercises (each can compute the other's axes)
 NUMPY_FORBID = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
@@ -315,7 +316,7 @@ def test_batch_norm_matches_torch(sub):
 
 # --- layer_norm_backward ----------------------------------------------------------------
 
-def backward_parts(dout, x, gamma, eps=1e-5, mistake=None):
+def backward_parts(dout, x, gamma, eps=1e-5, *, mistake=None):
     """(dx, dgamma, dbeta), with one of the common mistakes."""
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).sum(-1, keepdims=True) / (x.shape[-1] - (mistake == "ln_unbiased_var"))
@@ -377,6 +378,7 @@ def autograd_backward(dout, x, gamma, eps):
     gt = torch.tensor(gamma, requires_grad=True)
     bt = torch.zeros(x.shape[-1], dtype=torch.float64, requires_grad=True)
     F.layer_norm(xt, (x.shape[-1],), gt, bt, eps).backward(torch.from_numpy(dout))
+    assert xt.grad is not None and gt.grad is not None and bt.grad is not None
     return xt.grad.numpy(), gt.grad.numpy(), bt.grad.numpy()
 
 
@@ -387,7 +389,7 @@ def _check_part(sub, i, name, text):
         got = parts[i]
         close(got, autograd_backward(dout, x, gamma, eps)[i], f"{name}{where} should be {text} "
               f"(as autograd through F.layer_norm gives)", **TIGHT,
-              suspects=[suspect(m, (lambda m=m, case=(dout, x, gamma, eps): backward_parts(*case, m)[i]),
+              suspects=[suspect(m, (lambda m=m, case=(dout, x, gamma, eps): backward_parts(*case, mistake=m)[i]),
                                 BACKWARD_HINTS[m]) for m in BACKWARD_HINTS]
               + [suspect("ln_eps_ignored", backward_parts(dout, x, gamma)[i] if eps != 1e-5 else None,
                          f"with eps={eps} the result is that of eps = 1e-5: use the eps argument")])

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.check.framework import check, close, diagnose, exercise, gen, suspect
+from grader.check.framework import Tolerance, check, close, diagnose, exercise, gen, suspect
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -64,7 +64,7 @@ REQUIREMENTS = {
 }
 
 FORBID = ("torch.nn.functional.gelu",)
-TIGHT = {"atol": 1e-6, "rtol": 1e-6}  # float64 in; far below every mistake's difference
+TIGHT: Tolerance = {"atol": 1e-6, "rtol": 1e-6}  # float64 in; far below every mistake's difference
 K = math.sqrt(2.0 / math.pi)
 
 

@@ -13,6 +13,7 @@ import torch
 
 from grader.check.framework import (
     ON_DEVICE,
+    Tolerance,
     check,
     close,
     diagnose,
@@ -112,7 +113,7 @@ def ref_pe(max_len, d_model, first=0, exponent="2i", multiply=False, layout="int
 
 
 def pe_suspects(max_len, d_model, transform=lambda t: t):
-    options = [
+    options: list[tuple[str, dict, str]] = [
         ("pe_concatenated", {"layout": "concatenated"}, "the columns should interleave sin, cos, "
          "sin, cos, … (PE[:, 0::2] = sin, PE[:, 1::2] = cos), not all sines then all cosines"),
         ("pe_sin_cos_swapped", {"swap": True}, "the sines belong in the even columns 2i and the "
@@ -129,7 +130,7 @@ def pe_suspects(max_len, d_model, transform=lambda t: t):
     return [suspect(m, transform(ref_pe(max_len, d_model, **kw)), msg) for m, kw, msg in options]
 
 
-PE_TOL = {"atol": 1e-4, "rtol": 0}  # float32 angles: pos · ω carries ~1e-5 error at pos ≈ 100
+PE_TOL: Tolerance = {"atol": 1e-4, "rtol": 0}  # float32 angles: pos · ω carries ~1e-5 error at pos ≈ 100
 
 
 def _table(sub, max_len, d_model):

@@ -1177,7 +1177,8 @@ def test_transformer_causality(sub):
     # one forward for the target and its three changed copies: each row is its own sentence
     outs = _logits(m, src.repeat(len(variants), 1), torch.cat(variants)).split(len(tgt))
     base = outs[0]
-    own = own_base = None
+    own: OwnLayers | bool | None = None  # False: the student's layers could not be built
+    own_base: torch.Tensor | None = None
     for k, changed, out in zip(ks, variants[1:], outs[1:], strict=True):
         got = out[:, :k]
         if matches(got, base[:, :k], atol=ATOL):
@@ -1188,7 +1189,8 @@ def test_transformer_causality(sub):
                 own_base = transformer_ref(p, src, tgt, False, 0, layers=own)
             except (Failed, SubmissionError):
                 own = False
-        if own and not matches(transformer_ref(p, src, changed, False, 0, layers=own)[:, :k],
+        if own and own_base is not None and not matches(
+                transformer_ref(p, src, changed, False, 0, layers=own)[:, :k],
                                own_base[:, :k], atol=ATOL):
             return  # the decoder layer itself lets the future in: DecoderLayer's checks charge it
         close(got, base[:, :k],

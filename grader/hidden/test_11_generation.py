@@ -932,7 +932,7 @@ STEP_HINTS = {
 
 def step_suspects(m64, chunks, select, mistakes=tuple(STEP_HINTS)):
     def run(mistake):
-        cache = {}
+        cache: dict = {}
         return select([ref_step(m64, ids, cache, mistake) for ids in chunks])
 
     return [suspect(m, (lambda m=m: run(m)), STEP_HINTS[m]) for m in mistakes]
@@ -1108,7 +1108,8 @@ def greedy_from(m64, rows, T, per_row=False):
     ids = torch.full((len(rows), max(lengths) + T), fill, dtype=torch.long)
     for b, row in enumerate(rows):
         ids[b, :len(row)] = torch.tensor(row)
-    conts, gaps = [[] for _ in rows], torch.full((len(rows),), math.inf, dtype=F64)
+    conts: list[list[int]] = [[] for _ in rows]
+    gaps = torch.full((len(rows),), math.inf, dtype=F64)
     for step in range(T):
         ends = torch.tensor(lengths) + step  # where each row's next token goes
         z = m64(ids[:, :int(ends.max())])[torch.arange(len(rows)), ends - 1]  # [B, V]
@@ -1697,7 +1698,7 @@ def penalty(n, alpha):
 def best_hypothesis(next_logits, max_len, alpha):
     """The hypothesis with the best log p / ((5 + |Y|) / 6)^α, exactly (depth first, cut where
     even the longest continuation cannot catch up)."""
-    best = [-math.inf, None]
+    best: list = [-math.inf, None]  # [value, hypothesis]
     largest = penalty(max_len - 1, alpha)
 
     def walk(prefix, score):
@@ -1738,7 +1739,8 @@ def beam_with(next_logits, k, max_len, alpha, mistake=None):
             total = math.log(total) if total > 0 else -math.inf
         return total * lp if mistake == "beam_penalty_multiplied" else total / lp
 
-    alive, finished = [((BOS,), 1.0 if product else 0.0)], []
+    alive: list[tuple[tuple[int, ...], float]] = [((BOS,), 1.0 if product else 0.0)]
+    finished = []
     while alive and len(alive[0][0]) < max_len:
         candidates = []
         for tokens, score in alive:
@@ -1746,7 +1748,7 @@ def beam_with(next_logits, k, max_len, alpha, mistake=None):
             logp = list(z) if mistake == "beam_no_log_softmax" else _log_softmax(z)
             probs = _probs32(z) if product else None
             for t in range(len(z)):
-                if product:
+                if probs is not None:  # product
                     total = float(np.float32(score) * np.float32(probs[t]))
                 elif mistake == "beam_score_last_token":
                     total = logp[t]
@@ -1941,7 +1943,7 @@ def test_beam_beats_greedy(sub):
 
 @exercise("beam_search", points=1)
 def test_beam_length_penalty(sub):
-    mixed = [(long_or_short(1.257), {}), (long_or_short(1.1), {}), (long_or_short(1.5), {}), (TRAP, {}),
+    mixed: list[tuple] = [(long_or_short(1.257), {}), (long_or_short(1.1), {}), (long_or_short(1.5), {}), (TRAP, {}),
              (long_or_short(0.9, short=0.3, opening=0.6), {})]
     first_failure(
         lambda: _beam_fake(sub, 420, mixed, 2, 7, None, "with the default length_penalty=0.6, sentences of "

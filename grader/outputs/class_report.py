@@ -27,7 +27,8 @@ from typing import Any
 
 from coursekit.errors import UserError
 from grader import i18n, templating
-from grader.record import Folder, HintData, RecordError, Status
+from grader.hint import Hint
+from grader.record import Folder, RecordError, Status
 from grader.results import Report
 from grader.templating import points
 
@@ -47,7 +48,7 @@ class Student:
     points: dict[str, float]
     hints: dict[str, str] = field(default_factory=dict)  # exercise -> its message
     # exercise -> its hints as data; absent for a folder written before (grader.record)
-    hint_data: dict[str, list[HintData]] = field(default_factory=dict)
+    hint_data: dict[str, list[Hint]] = field(default_factory=dict)
     untouched: bool = False  # every answer cell still as handed out (records/<id>.json)
     report: Report | None = None  # its result and notes, to say `message` in another language
     edition: str = "en"  # of the notebook handed in (results/<id>.json's ``notebook``)
@@ -92,32 +93,26 @@ def load(folder: str | Path) -> ClassData:
                         r["message"], {x: float(r[x] or 0) for x in exercises}) for r in rows]
     max_points: dict[str, float] = {}
     for student in students:
-        result = graded.read_result(student.student_id)
-        if result is None:
-            continue
-        student.edition = i18n.notebook_edition(None, result.notebook) if result.notebook else "en"
-        for x in result.exercises:
-            student.hints[x.name] = x.message
-            if x.hints is not None:
-                student.hint_data[x.name] = x.hints
-            max_points.setdefault(x.name, x.max_points)
-    for student in students:
         try:
-            record = graded.read_record(student.student_id)
+            report = graded.read_result(student.student_id)
         except RecordError as exc:
             raise ReportError(str(exc)) from None
-        student.untouched = isinstance(record, dict) and record.get("untouched") is True
-        student.report = _report_of(graded.result_data(student.student_id), record)
+        if report is not None:
+            _read_back(student, report, max_points)
     return ClassData(graded.path, rows[0]["lesson"], exercises, max_points, students, run)
 
 
-def _report_of(result: dict[str, Any] | None, record: dict[str, Any] | None) -> Report | None:
-    """The student's report as recorded (None for a result this grader cannot read back)."""
-    notes = (record or {}).get("notes") if isinstance(record, dict) else None
-    try:
-        return Report.from_record(result, notes if isinstance(notes, list) else None) if result else None
-    except (KeyError, TypeError, ValueError):
-        return None
+def _read_back(student: Student, report: Report, max_points: dict[str, float]) -> None:
+    """What the page shows of the student's kept report (``max_points``: each exercise's,
+    as the first result that has it says)."""
+    student.report = report
+    student.edition = i18n.notebook_edition(None, report.notebook) if report.notebook else "en"
+    student.untouched = report.made is not None and report.made.untouched
+    for x in report.exercises:
+        student.hints[x.name] = x.message
+        if report.hints_recorded:
+            student.hint_data[x.name] = x.hints
+        max_points.setdefault(x.name, x.max_points)
 
 
 def said(student: Student, lang: str) -> str:

@@ -64,10 +64,11 @@ def to_nbgrader(outs: list[str | Path], course: str | Path) -> Returned:
         out = Path(out)
         for student, lesson, page in _pages(out):
             try:
-                record = Folder(out).read_record(student) or {}
+                report = Folder(out).read_result(student)
             except RecordError as exc:
                 raise FeedbackError(str(exc)) from None
-            file = (record.get("submission") or {}).get("file")
+            made = report.made if report is not None else None
+            file = ((made.submission if made is not None else None) or {}).get("file")
             submitted = course / "submitted" / student / lesson
             secret = submitted / "submission_secret.txt"
             if not secret.is_file():

@@ -181,7 +181,7 @@ def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
     number = int(catalogue.get(cfg.lesson).number)
     entries = []
     for i, x in enumerate(exercises, 1):
-        message = "\n".join(str(h) for h in x.hints)  # the hints a student reads, one per line
+        message = "\n".join(h.text for h in x.hints)  # the hints a student reads, one per line
         entries.append({
             "name": x.name,
             "number": f"{number}.{i}",
