@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from support import ROOT
 
+pytestmark = pytest.mark.slow  # five pytest runs of their own
+
 SLEEPY = "import time\n\n{mark}\n\ndef test_sleeps():\n    time.sleep(0.8)\n"
 
 
