@@ -95,9 +95,17 @@ def full_run(config: pytest.Config) -> bool:
             and not hasattr(config, "workerinput"))
 
 
-def unmarked_slow_files(seconds: dict[str, float], slow: set[str]) -> list[str]:
-    """The files over the `slow` bound that do not carry the marker, slowest first."""
-    over = [(s, path) for path, s in seconds.items() if s > SLOW_FILE_S and path not in slow]
+#: How far over the bound an unmarked file may go in one run before the run fails: a file's
+#: time varies from run to run (the other worker's load), and a file near the bound must not
+#: make CI fail one run in two. Over the bound but within it, the file is named, not failed.
+SLOW_FILE_NOISE = 1.5
+
+
+def unmarked_slow_files(seconds: dict[str, float], slow: set[str],
+                        factor: float = 1.0) -> list[str]:
+    """The files over ``factor`` times the `slow` bound that do not carry the marker, slowest
+    first."""
+    over = [(s, path) for path, s in seconds.items() if s > factor * SLOW_FILE_S and path not in slow]
     return [f"{path} took {s:.0f} s" for s, path in sorted(over, reverse=True)]
 
 

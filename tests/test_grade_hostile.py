@@ -37,7 +37,7 @@ IN_REPO = ROOT / f"{MARK}-in-repo.txt"
 CONTAINING = ("files-hidden", "read-only", "no-network", "processes-unreachable",
               "nothing-outlives", "syscall-filter")
 LACKING = {p: why for p, why in missing_protections().items() if p in CONTAINING}
-pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.skipif(
     bool(LACKING) and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
     reason=f"this machine cannot contain the attacks: {LACKING}")]
 

@@ -25,7 +25,7 @@ from grader.check.parts import builds_on
 from grader.integrations.gradescope import SCHEMA_PATH
 from grader.integrations.gradescope.run import PRIVATE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.root]  # Gradescope runs run_autograder as root
+pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]  # Gradescope runs run_autograder as root
 
 LESSON = "01_attention_by_hand"
 EXERCISES = ["dot_scores", "softmax", "attention"]

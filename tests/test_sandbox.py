@@ -36,7 +36,7 @@ from grader.sandbox import (
 )
 from grader.sandbox.bwrap import python_dirs
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,6 +18,8 @@ from support import ROOT, lesson_path, lessons, solution_path
 from coursekit import catalogue, selfcheck
 from grader.check.notebook import cells_to_run, read_notebook
 
+pytestmark = pytest.mark.slow  # every lesson's check cell run in a kernel
+
 LESSON = "01_attention_by_hand"
 
 
