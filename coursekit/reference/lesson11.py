@@ -183,7 +183,7 @@ class Preset:
     direction: str = "digits2zh"                                   # "digits2zh" or "zh2digits"
     speed_lengths: tuple[int, ...] = (32, 128, 512)                  # (a) new tokens, with and without the cache
     beam_sizes: tuple[int, ...] = (1, 2, 4, 8)                       # (b)
-    beam_examples: int | None = 300                                  # (b) the first test numbers (None: all)
+    beam_examples: int | None = 100                                  # (b) the first test numbers (None: all)
     beam_mistakes: int | None = 200                                  # (b) and at most this many of greedy's mistakes
     temperatures: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5)           # (c)
     sample_examples: int | None = 1000                               # (c) the first test numbers (None: all)
