@@ -68,7 +68,6 @@ Standard library only; :func:`load_preset` and :func:`choose_device` import torc
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -162,6 +161,8 @@ def load_preset(presets: Mapping[str, PresetT], name: str | None = None, directi
         name = "smoke" if grading() else "gpu" if _cuda() else "cpu"
     if name not in presets:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(presets)}")
+    import dataclasses  # here: a warm check's client imports this module, and not dataclasses
+
     chosen = direction or _direction() or DEFAULT_DIRECTION
     return dataclasses.replace(presets[name], direction=chosen, **changes)
 
