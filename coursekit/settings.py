@@ -9,11 +9,12 @@ variable             meaning
                      smallest size (lesson 09 trains its ``smoke`` preset). Also true when
                      ``CI=true``, or when the kernel runs in nbgrader's ``autograded/``
                      folder (:func:`grading`); ``nbgrader_config.py`` sets it for nbgrader
-``COURSE_PRESET``    lesson 09's training preset (``smoke``, ``cpu``, ``gpu``), chosen from
-                     outside the notebook (:func:`preset`)
-``COURSE_DIRECTION`` lesson 09's translation direction (``digits2zh``, ``zh2digits``),
-                     chosen from outside the notebook (:func:`direction`)
+``COURSE_PRESET``    the preset of lessons 09-11 (``smoke``, ``cpu``, ``gpu``), chosen from
+                     outside the notebook (:func:`preset`; :func:`load_preset`)
+``COURSE_DIRECTION`` their translation direction (``digits2zh``, ``zh2digits``), chosen
+                     from outside the notebook (:func:`direction`; :func:`load_preset`)
 ``COURSE_THREADS``   CPU threads for training (:func:`threads`); default: the free cores
+                     (:func:`choose_threads`)
 ``COURSE_RUN_DIR``   where lesson 09 keeps checkpoints and outputs (:func:`run_dir`);
                      default ``runs`` beside the notebook
 ``COURSE_GRADER_SEED`` the seed of the hidden graders' inputs (:func:`grader_seed`), an
@@ -60,13 +61,21 @@ Other programs' variables read here: ``CI`` (:func:`on_ci`), ``XDG_CACHE_HOME``
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
 ``COURSE_BROWSER_ARTIFACTS``, ``COURSE_BROWSER_SCREENSHOT``: see ``tests/test_browser.py``).
 The grader's time and memory limits are command-line options, not environment variables.
-Standard library only.
+Standard library only; :func:`load_preset` and :func:`choose_device` import torch when called
+(the lessons' presets, device and threads: one helper each, each lesson passing its own
+``PRESETS``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+    from _typeshed import DataclassInstance
 
 DATASETS = "COURSE_DATASETS"
 GRADING = "COURSE_GRADING"
@@ -93,6 +102,11 @@ LOG_LEVEL = "GRADER_LOG_LEVEL"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 SANDBOX_WITHOUT = "GRADER_SANDBOX_WITHOUT"
 GRADESCOPE_ROOT = "AUTOGRADER_ROOT"
+
+#: A lesson's preset: a frozen dataclass with ``name`` and ``direction`` fields.
+PresetT = TypeVar("PresetT", bound="DataclassInstance")
+#: The direction of the numerals task when neither an argument nor ``$COURSE_DIRECTION`` says.
+DEFAULT_DIRECTION = "digits2zh"
 
 #: The folder in which nbgrader runs the notebooks it autogrades (``autograded/<student>/<lesson>/``).
 AUTOGRADED_FOLDER = "autograded"
@@ -134,6 +148,55 @@ def threads() -> int | None:
         return max(1, int(value))
     except ValueError:
         raise ValueError(f"{THREADS} must be a whole number of threads, got {value!r}") from None
+
+
+def load_preset(presets: Mapping[str, PresetT], name: str | None = None, direction: str | None = None,
+                **changes: Any) -> PresetT:
+    """The preset ``name`` of a lesson's ``presets`` (else ``$COURSE_PRESET``, else ``smoke``
+    when grading or in CI, else ``gpu`` with CUDA, else ``cpu``) for ``direction`` (else
+    ``$COURSE_DIRECTION``, else ``digits2zh``), with any field changed by keyword:
+    ``load_preset(PRESETS, "cpu", batch_size=64)``; a misspelt field is a ``TypeError``."""
+    name = name or preset()
+    if name is None:
+        name = "smoke" if grading() else "gpu" if _cuda() else "cpu"
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(presets)}")
+    import dataclasses  # here: a warm check's client imports this module, and not dataclasses
+
+    chosen = direction or _direction() or DEFAULT_DIRECTION
+    return dataclasses.replace(presets[name], direction=chosen, **changes)
+
+
+_direction = direction  # load_preset's argument of that name hides the function
+
+
+def choose_device() -> torch.device:
+    """A CUDA GPU if there is one, else the CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def choose_threads() -> int:
+    """CPU threads for training: ``$COURSE_THREADS``, else the cores that are free now (CPU
+    count minus the 1-minute load average, at least 1). Threads on idle cores speed training
+    up; more threads than free cores can make it many times SLOWER, because OpenMP threads
+    that wait for a busy core spin (lesson 09 §0; ``benchmarks/throughput.py --threads N``)."""
+    chosen = threads()
+    if chosen is not None:
+        return chosen
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not available on Windows
+        return 1
+    return max(1, min(cores, round(cores - load)))
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def run_dir() -> Path:

@@ -202,14 +202,9 @@ PRESETS = {
 def load_preset(name: str | None = None, direction: str | None = None, **changes) -> Preset:
     """The preset `name` (else $COURSE_PRESET, else smoke when grading or in CI, else gpu
     with CUDA, else cpu) for `direction` (else $COURSE_DIRECTION, else digits2zh), with
-    any field changed by keyword."""
-    name = name or settings.preset()  # $COURSE_PRESET
-    if name is None:
-        name = "smoke" if settings.grading() else "gpu" if torch.cuda.is_available() else "cpu"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    direction = direction or settings.direction() or "digits2zh"  # $COURSE_DIRECTION
-    return replace(PRESETS[name], direction=direction, **changes)
+    any field changed by keyword. The course's helper (coursekit.settings, lessons 09-11's
+    one), given this lesson's PRESETS."""
+    return settings.load_preset(PRESETS, name, direction, **changes)
 
 
 def find_checkpoint(file_name: str, lesson: str, preset: str) -> Path | None:

@@ -1,0 +1,100 @@
+"""``coursekit.settings``' helpers for the lessons' runs (issue 53, item 9): ``load_preset``,
+``choose_device`` and ``choose_threads``, written once there (they were written in lessons 09,
+10 and 11), each lesson passing its own ``PRESETS``. Their environment variables:
+``COURSE_PRESET``, ``COURSE_DIRECTION``, ``COURSE_GRADING``/``CI``, ``COURSE_THREADS``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from coursekit import settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Toy:
+    name: str
+    direction: str = "digits2zh"
+    width: int = 8
+
+
+PRESETS = {"smoke": Toy("smoke", width=2), "cpu": Toy("cpu"), "gpu": Toy("gpu", width=64)}
+
+
+def test_load_preset_by_argument_with_changes(no_course_env) -> None:
+    assert settings.load_preset(PRESETS, "cpu") == Toy("cpu")
+    assert settings.load_preset(PRESETS, "gpu", "zh2digits") == Toy("gpu", "zh2digits", 64)
+    assert settings.load_preset(PRESETS, "cpu", width=3) == Toy("cpu", width=3)
+    assert PRESETS["cpu"] == Toy("cpu"), "the lesson's preset itself is left as it was"
+
+
+def test_load_preset_from_the_environment(no_course_env) -> None:
+    no_course_env.setenv(settings.PRESET, "gpu")
+    no_course_env.setenv(settings.DIRECTION, "zh2digits")
+    assert settings.load_preset(PRESETS) == Toy("gpu", "zh2digits", 64)
+    assert settings.load_preset(PRESETS, "smoke", "digits2zh") == Toy("smoke", width=2), \
+        "arguments beat the environment"
+
+
+def test_load_preset_default_smoke_when_grading_else_by_device(no_course_env, tmp_path) -> None:
+    no_course_env.chdir(tmp_path)
+    assert settings.load_preset(PRESETS).name == ("gpu" if torch.cuda.is_available() else "cpu")
+    no_course_env.setattr(torch.cuda, "is_available", lambda: True)
+    assert settings.load_preset(PRESETS).name == "gpu"
+    no_course_env.setattr(torch.cuda, "is_available", lambda: False)
+    assert settings.load_preset(PRESETS) == Toy("cpu")
+    for name, value in ((settings.GRADING, "1"), ("CI", "true")):
+        no_course_env.setenv(name, value)
+        assert settings.load_preset(PRESETS).name == "smoke", f"{name}={value}: the smallest preset"
+        no_course_env.delenv(name)
+    (tmp_path / "autograded" / "alice" / "10_decoder_only").mkdir(parents=True)
+    no_course_env.chdir(tmp_path / "autograded" / "alice" / "10_decoder_only")
+    assert settings.load_preset(PRESETS).name == "smoke", "nbgrader's autograded/ folder is grading"
+
+
+def test_load_preset_refuses_an_unknown_preset_or_field(no_course_env) -> None:
+    with pytest.raises(ValueError, match="unknown preset 'large'; choose one of smoke, cpu, gpu"):
+        settings.load_preset(PRESETS, "large")
+    no_course_env.setenv(settings.PRESET, "huge")
+    with pytest.raises(ValueError, match="'huge'"):
+        settings.load_preset(PRESETS)
+    with pytest.raises(TypeError):
+        settings.load_preset(PRESETS, "cpu", not_a_field=1)
+
+
+def test_choose_device(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert settings.choose_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert settings.choose_device() == torch.device("cuda")
+
+
+def test_choose_threads_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv(settings.THREADS, "3")
+    assert settings.choose_threads() == 3
+    monkeypatch.setenv(settings.THREADS, "0")
+    assert settings.choose_threads() == 1, "at least one thread"
+    monkeypatch.setenv(settings.THREADS, "many")
+    with pytest.raises(ValueError, match="COURSE_THREADS"):
+        settings.choose_threads()
+
+
+@pytest.mark.parametrize(("cores", "load", "want"), [(8, 2.4, 6), (8, 0.0, 8), (4, 7.0, 1), (None, 0.0, 1)])
+def test_choose_threads_takes_the_free_cores(monkeypatch, cores, load, want) -> None:
+    monkeypatch.delenv(settings.THREADS, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert settings.choose_threads() == want
+
+
+def test_choose_threads_without_a_load_average(monkeypatch) -> None:
+    monkeypatch.delenv(settings.THREADS, raising=False)
+
+    def missing() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", missing)
+    assert settings.choose_threads() == 1
