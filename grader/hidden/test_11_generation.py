@@ -1212,7 +1212,11 @@ GEN_HINTS = {
 
 
 def _generate(sub, model, prompt, *args, **kwargs):
-    out = sub.call("generate", model, prompt, *args, **kwargs)
+    return _generated(sub.call("generate", model, prompt, *args, **kwargs), prompt)
+
+
+def _generated(out, prompt):
+    """generate's output ``out``, once it is checked to be a tensor [B, L_prompt + T]."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == prompt.shape[0],
           f"generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt "
           f"({prompt.shape[0]}), got {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
@@ -1382,7 +1386,13 @@ def test_generate_passes_sampling_on(sub):
     model = _lm_fixture(sub, state, pad_id)
     greedy = torch.cat([prompt, torch.tensor(conts)], 1)
     seed = int(torch.randint(0, 2**62, (1,), generator=gen(317)))
-    out = _generate(sub, model, prompt, T, eos, temperature=1.5, top_k=1, generator=sub.fixture("generator", seed))
+    with sub.batch(lazy=True) as b:  # the samples expected below are drawn while the worker generates
+        first = b.call("generate", model, prompt, T, eos, temperature=1.5, top_k=1,
+                       generator=sub.fixture("generator", seed))
+    settings = SAMPLING
+    m32 = decoder_lm(pad_id, state)
+    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
+    out = _generated(first.value, prompt)
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
         if matches(plain, greedy):
@@ -1390,9 +1400,6 @@ def test_generate_passes_sampling_on(sub):
                      "(top-k keeps one token), and it is not: pass temperature, top_k, top_p and generator on "
                      "to sample(logits, temperature, top_k, top_p, generator)")
         check(False, "generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)")
-    settings = SAMPLING
-    m32 = decoder_lm(pad_id, state)
-    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
     drawn = torch.cat([w[:, prompt.shape[1]:] for w in wants], 1)
     eos = next((t for t in range(V_LM) if t != pad_id and t not in drawn), eos)
     out = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
@@ -1543,8 +1550,13 @@ def as_rows(hypotheses, width):
 def test_beam_one_is_greedy(sub):
     src = copy_sources(400)
     model = sub.fixture("copy_model", vocab=COPY_V, pad_id=PAD, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
-    for max_len in (src.shape[1] + 2, 4):
-        out = sub.call("beam_search", model, src, 1, max_len, BOS, COPY_EOS)
+    lengths = (src.shape[1] + 2, 4)
+    with sub.batch(lazy=True) as b:  # the Transformer's case below is drawn while the worker searches
+        searched = [b.call("beam_search", model, src, 1, max_len, BOS, COPY_EOS) for max_len in lengths]
+    t_len = _int(401, 6, 10)
+    state, t_src, eos, paths = transformer_case(402, t_len)
+    for max_len, out in zip(lengths, searched, strict=True):
+        out = out.value
         _hypotheses(out, src.shape[0], max_len, COPY_EOS)
         want = greedy_of(copy_paths(src), COPY_EOS, max_len)
         while out.shape[1] > want.shape[1] and bool((out[:, -1] == PAD).all()):
@@ -1554,8 +1566,7 @@ def test_beam_one_is_greedy(sub):
               suspects=[suspect("beam_no_memory_mask", greedy_of(copy_paths(src, masked=False), COPY_EOS, max_len),
                                 "the padded sources decode differently: pass the source padding mask to the "
                                 "decoder, model.decode(ys, memory, memory_mask=src_mask)")])
-    max_len = _int(401, 6, 10)
-    state, src, eos, paths = transformer_case(402, max_len)
+    max_len, src = t_len, t_src
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
     got = as_rows(_hypotheses(out, src.shape[0], max_len, eos, tails=False), max_len)  # tails: the copy model's
@@ -1589,7 +1600,7 @@ def test_beam_output_form(sub):
     _beam_fake(sub, 407, [(ALIVE_AT_MAX, {})], 2, 3, None,
                "with max_len=3, bos a a (probability 0.81), still in the beam at max_len, counts as finished and "
                "beats bos eos (0.09): beam search should return it")
-    (got,), _, (ids,) = _beam_tables(sub, 406, [(STOPPED_EARLY, {})], 2, 7, None, raw=True)
+    (got,), _, (ids,), _ = _beam_tables(sub, 406, [(STOPPED_EARLY, {})], 2, 7, None, raw=True)
     if got == (BOS, ids["a"], ids["x"]):
         diagnose("beam_unfinished_returned", "with beam_size=2 beam search returned bos a x, a hypothesis still "
                  "in the beam (no eos, 3 of max_len=7 tokens), because it scored best when two others had "
@@ -1831,10 +1842,11 @@ def long_or_short(ratio, short=0.46, opening=0.44):
     return {(): {"EOS": short, "a": opening}, ("a",): {"b": q}, ("a", "b"): {"c": q}, ("a", "b", "c"): {"EOS": q}}
 
 
-def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False):
+def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False, meanwhile=lambda fns: None):
     """beam_search on the table model, one scenario (spec, offsets) per source row: the hypotheses
     returned (``raw``: the rows as returned, without their trailing pads), the tables' logits
-    functions and their word ids."""
+    functions, their word ids, and ``meanwhile(fns)``: the check's own work, done while the
+    worker searches (the call is sent without waiting)."""
     g = gen(n)
     tables, words = [], []
     for spec, offsets in rows:
@@ -1848,24 +1860,28 @@ def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False):
     src = src.where(src.cumprod(1) != 0, PAD)                # right-padded
     model = _table_model(sub, [tables[0], *tables], V_T)
     kwargs = {} if alpha is None else {"length_penalty": alpha}
-    out = sub.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
+    with sub.batch(lazy=True) as b:
+        searched = b.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
     fns = [logits_fn(t) for t in tables]
+    expected = meanwhile(fns)
+    out = searched.value
     if raw:
         check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, f"beam_search should return "
               f"a tensor [B, <= max_len] of token ids, one row per source ({B})")
         returned = [row.tolist() for row in out]
         return [tuple(row[:len(row) - next((i for i, t in enumerate(reversed(row)) if t != PAD), len(row))])
-                for row in returned], fns, words
-    return _hypotheses(out, B, max_len, EOS_T), fns, words
+                for row in returned], fns, words, expected
+    return _hypotheses(out, B, max_len, EOS_T), fns, words, expected
 
 
 def _beam_fake(sub, n, rows, k, max_len, alpha, message, mistakes=tuple(BEAM_HINTS)):
     """beam_search on the table model, one scenario (spec, offsets) per source row, judged
     against the best hypothesis of each and the searches with each mistake."""
-    hypotheses, fns, _ = _beam_tables(sub, n, rows, k, max_len, alpha)
-    got = as_rows(hypotheses, max_len)
     a = 0.6 if alpha is None else alpha
-    want = as_rows([best_hypothesis(f, max_len, a) for f in fns], max_len)
+    hypotheses, fns, _, want = _beam_tables(
+        sub, n, rows, k, max_len, alpha, meanwhile=lambda fns: as_rows([best_hypothesis(f, max_len, a) for f in fns],
+                                                                       max_len))
+    got = as_rows(hypotheses, max_len)
     close(got, want, message, suspects=[
         suspect(m, (lambda m=m: as_rows([beam_with(f, k, max_len, a, m) for f in fns], max_len)), BEAM_HINTS[m])
         for m in mistakes if m != "beam_finished_expanded"])
