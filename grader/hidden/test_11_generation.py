@@ -951,8 +951,13 @@ def _cache(sub, model):
                  "builds an empty cache with KVCache(), without arguments")
 
 
-def _step(sub, model, ids, cache, pad_id):
-    out = sub.call("decoder_step", model, ids, cache, changes=(2, "cache"))  # the cache it extends
+def _step(sub, model, ids, cache, pad_id, expect=None):
+    """decoder_step's logits of ``ids``, checked for their form; with ``expect``, also
+    ``expect()``, computed while the worker steps (the call is sent without waiting)."""
+    with sub.batch(lazy=True) as b:
+        stepped = b.call("decoder_step", model, ids, cache, changes=(2, "cache"))  # the cache it extends
+    expected = expect() if expect is not None else None
+    out = stepped.value
     want = [*ids.shape, V_LM]
     if isinstance(out, torch.Tensor) and list(out.shape) == [ids.shape[0], V_LM]:
         diagnose("step_last_position_only", f"decoder_step(model, ids, cache) with ids {list(ids.shape)} returned "
@@ -967,18 +972,19 @@ def _step(sub, model, ids, cache, pad_id):
                  "values carry to every token; fill the hidden scores with torch.finfo(scores.dtype).min")
     check(bool(torch.isfinite(out[ids != pad_id]).all()),
           "decoder_step returned NaN or inf at real tokens")
-    return out
+    return out if expect is None else (out, expected)
 
 
 ROTATED_TOO_LATE = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
                               r"non-singleton dimension 2")
 
 
-def _later_step(sub, model, ids, cache, pad_id, T0):
-    """decoder_step on new tokens after T0 cached positions; an error that only keys cached
-    before RoPE (all T0 + L of them rotated by the L new angles) raise is named."""
+def _later_step(sub, model, ids, cache, pad_id, T0, expect):
+    """decoder_step on new tokens after T0 cached positions, and ``expect()`` (see :func:`_step`);
+    an error that only keys cached before RoPE (all T0 + L of them rotated by the L new angles)
+    raise is named."""
     try:
-        return _step(sub, model, ids, cache, pad_id)
+        return _step(sub, model, ids, cache, pad_id, expect)
     except SubmissionError as exc:
         L = ids.shape[1]
         found = ROTATED_TOO_LATE.search(exc.message)
@@ -1019,9 +1025,9 @@ def _diagnose_shared_cache(sub, model, ids, pad_id):
 def test_step_prefill(sub):
     model, m64, pad_id = _lm(sub)
     ids = lm_prompts(203, pad_id)
-    out = _step(sub, model, ids, _cache(sub, model), pad_id)
+    out, want = _step(sub, model, ids, _cache(sub, model), pad_id, expect=lambda: m64(ids))
     real = ids != pad_id
-    close(out[real], m64(ids)[real], "on a left-padded prompt and an empty KVCache(), decoder_step should "
+    close(out[real], want[real], "on a left-padded prompt and an empty KVCache(), decoder_step should "
           "give the model's own logits, model(ids), at every real token", atol=ATOL,
           suspects=step_suspects(m64, [ids], lambda outs: outs[0][real]))
 
@@ -1042,12 +1048,12 @@ def test_step_token_by_token(sub):
             if t >= 2:
                 new[ended] = pad_id
             chunks.append(new)
-            out = _later_step(sub, model, new, cache, pad_id, full.shape[1])
             full = torch.cat([full, new], 1)
+            out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda f=full: m64(f))
             live = torch.tensor([t < 2 or b != ended for b in range(B)])
             at_step = (f"step {t + 1} after the prompt" if t < 2 else f"step {t + 1} after the prompt, row {ended} "
                        f"having ended (it is fed pad_id now), in the other rows")
-            close(out[live, 0], m64(full)[live, -1], f"fed one token at a time after a left-padded prompt, "
+            close(out[live, 0], want[live, -1], f"fed one token at a time after a left-padded prompt, "
                   f"decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", atol=ATOL,
                   suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
     except (Failed, SubmissionError) as exc:
@@ -1073,9 +1079,9 @@ def test_step_chunk(sub):
     for L in (_int(226, 2, 4), 1):
         new = real_tokens(g, (B, L), pad_id)
         chunks.append(new)
-        out = _later_step(sub, model, new, cache, pad_id, full.shape[1])
         full = torch.cat([full, new], 1)
-        close(out, m64(full)[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
+        out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda f=full: m64(f))
+        close(out, want[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
               f"decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache "
               f"and to the new tokens up to itself)", atol=ATOL,
               suspects=step_suspects(m64, list(chunks), lambda outs: outs[-1]))
