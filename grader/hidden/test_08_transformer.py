@@ -703,7 +703,7 @@ def check_layer_dropout(sub, name, n, sublayers):
     x = _x(n + 3, 4, 12)
     args = (x,) if len(sublayers) == 2 else (x, _x(n + 4, 4, 5))
     m.eval()
-    check(torch.equal(m(*args), m(*args)), f"{name}(dropout={p}) in eval mode gives a different output "
+    check(torch.equal(*twice(sub, m, *args)), f"{name}(dropout={p}) in eval mode gives a different output "
           f"at every call: nothing may be dropped after model.eval(); use nn.Dropout modules, which "
           f"follow the mode (F.dropout drops unless given training=self.training)",
           mistake="dropout_in_eval_mode")
@@ -728,7 +728,7 @@ def check_layer_dropout(sub, name, n, sublayers):
     ff = m.get("ff")
     ff.train()
     x = _x(n + 5, 4, 12)
-    check(not torch.equal(ff(x), ff(x)), f"{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no "
+    check(not torch.equal(*twice(sub, ff, x)), f"{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no "
           f"dropout in training mode: build it with the layer's dropout, "
           f"PositionwiseFeedForward(d_model, d_ff, dropout)", mistake="ff_no_dropout")
     # 2. residual dropout on each sub-layer's output
@@ -761,6 +761,13 @@ def check_layer_dropout(sub, name, n, sublayers):
           f"{name}(dropout={p}) in training mode should drop each sub-layer's output with "
           f"probability {p} (and scale the rest by 1/(1 - p)) before adding it to x",
           mistake="residual_no_dropout")
+
+
+def twice(sub, module, *args):
+    """Two calls ``module(*args)``, sent together (one round trip)."""
+    with sub.batch() as b:
+        calls = [b.method(module, "__call__", *args) for _ in range(2)]
+    return [call.value for call in calls]
 
 
 def _bit_patterns(k):
