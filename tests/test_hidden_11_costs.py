@@ -137,3 +137,28 @@ def test_a_students_notebook_is_never_loaded_at_import(monkeypatch) -> None:
         assert hidden._lesson.cache_info().currsize == 0
     finally:
         hidden._lesson.cache_clear()
+
+
+def test_the_table_model_looks_each_prefix_up_once() -> None:
+    """The table model's decode returns the logits of every position, but a search asks for each
+    prefix's one token more: the rows it built before are reused. On the underflow scenario (a
+    beam of 3 over 35 steps) the reference's search asks for 1,878 positions and 101 are looked up
+    (every one of the 1,878 before)."""
+    from coursekit.reference.lesson11 import beam_search
+    from grader.runtime.fixtures import table_model
+
+    with grading_run(52):
+        table, best = hidden.underflow_case(gen(423))
+    model = table_model([table], hidden.V_U, hidden.PAD)
+    asked: list[int] = []
+    decode = model.decode
+
+    def counted(tgt: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        asked.append(tgt.numel())
+        return decode(tgt, *args, **kwargs)
+
+    model.decode = counted
+    out = beam_search(model, torch.tensor([[3, 4, 5, hidden.PAD]]), hidden.UNDERFLOW_BEAM, hidden.UNDERFLOW_LEN,
+                      hidden.BOS, hidden.EOS_T, length_penalty=hidden.UNDERFLOW_ALPHA)
+    assert tuple(out[0].tolist()) == best
+    assert sum(asked) > 1500 and getattr(model, "looked_up", sum(asked)) <= 120, (sum(asked), getattr(model, "looked_up", None))

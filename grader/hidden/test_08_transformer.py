@@ -611,9 +611,9 @@ def _check_encoder(sub, norm_first, n, masks=((None, None, ""),), refuse=True, i
                  "x = norm2(x + ff(x))")
     for i, (mask, torch_mask, what) in enumerate(masks):
         x = x if i == 0 else _x(inputs + 1 + i)
-        out = ours(x, mask) if mask is not None else ours(x)
-        want = layer(x, **(torch_mask or {}))
-        close(out, want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
+        out = posted(sub, ours, "__call__", *((x, mask) if mask is not None else (x,)))
+        want = layer(x, **(torch_mask or {}))  # while the worker runs the student's layer
+        close(out(), want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
               f"does with the same weights", atol=ATOL,
               suspects=layer_suspects(encoder_ref, ENC_MISTAKES, p, x, mask, norm_first))
 
@@ -703,7 +703,7 @@ def check_layer_dropout(sub, name, n, sublayers):
     x = _x(n + 3, 4, 12)
     args = (x,) if len(sublayers) == 2 else (x, _x(n + 4, 4, 5))
     m.eval()
-    check(torch.equal(m(*args), m(*args)), f"{name}(dropout={p}) in eval mode gives a different output "
+    check(torch.equal(*twice(sub, m, *args)), f"{name}(dropout={p}) in eval mode gives a different output "
           f"at every call: nothing may be dropped after model.eval(); use nn.Dropout modules, which "
           f"follow the mode (F.dropout drops unless given training=self.training)",
           mistake="dropout_in_eval_mode")
@@ -728,7 +728,7 @@ def check_layer_dropout(sub, name, n, sublayers):
     ff = m.get("ff")
     ff.train()
     x = _x(n + 5, 4, 12)
-    check(not torch.equal(ff(x), ff(x)), f"{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no "
+    check(not torch.equal(*twice(sub, ff, x)), f"{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no "
           f"dropout in training mode: build it with the layer's dropout, "
           f"PositionwiseFeedForward(d_model, d_ff, dropout)", mistake="ff_no_dropout")
     # 2. residual dropout on each sub-layer's output
@@ -761,6 +761,13 @@ def check_layer_dropout(sub, name, n, sublayers):
           f"{name}(dropout={p}) in training mode should drop each sub-layer's output with "
           f"probability {p} (and scale the rest by 1/(1 - p)) before adding it to x",
           mistake="residual_no_dropout")
+
+
+def twice(sub, module, *args):
+    """Two calls ``module(*args)``, sent together (one round trip)."""
+    with sub.batch() as b:
+        calls = [b.method(module, "__call__", *args) for _ in range(2)]
+    return [call.value for call in calls]
 
 
 def _bit_patterns(k):
@@ -800,8 +807,15 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
                  "memory)), x = norm3(x + ff(x))")
     message = (f"{what}the decoder layer should compute {placement} (queries from the decoder, keys "
                f"and values from memory), as nn.TransformerDecoderLayer does with the same weights")
+    torch_kwargs = {}
+    if tgt_mask is not None:
+        torch_kwargs["tgt_mask"] = ~tgt_mask
+    if mem_mask is not None:
+        torch_kwargs["memory_key_padding_mask"] = ~mem_mask[:, 0, 0, :]
+    forward = posted(sub, ours, "__call__", x, mem, **kwargs)
+    want = layer(x, mem, **torch_kwargs)  # while the worker runs the student's layer
     try:
-        out = ours(x, mem, **kwargs)
+        out = forward()
     except SubmissionError:
         # a target of 6 and a memory of 5 positions made it fail: with equal lengths the
         # same mistake runs, and the output tells which one it is
@@ -817,12 +831,7 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
             diagnose(found.mistake, f"{found.message} (with a target of 6 and a memory of 5 "
                      f"positions the layer fails)")
         raise
-    torch_kwargs = {}
-    if tgt_mask is not None:
-        torch_kwargs["tgt_mask"] = ~tgt_mask
-    if mem_mask is not None:
-        torch_kwargs["memory_key_padding_mask"] = ~mem_mask[:, 0, 0, :]
-    close(out, layer(x, mem, **torch_kwargs), message, atol=ATOL, suspects=layer_suspects(
+    close(out, want, message, atol=ATOL, suspects=layer_suspects(
         decoder_ref, DEC_MISTAKES, p, x, mem, tgt_mask, mem_mask, norm_first))
     return ours, x, mem, out
 
@@ -998,8 +1007,12 @@ def judged(sub, p, src, tgt, norm_first, pad_id, part="logits"):
 def close_judged(sub, p, got, src, tgt, norm_first, pad_id, message, part="logits", select=lambda t: t):
     """``close(select(got), select(expected), message)``, ``expected`` as :func:`judged` has
     it. An output that matches the right model passes without building the student's own
-    layers: they only decide whether a wrong output is the Transformer's fault."""
-    if matches(select(got), select(transformer_ref(p, src, tgt, norm_first, pad_id, part=part)), atol=ATOL):
+    layers: they only decide whether a wrong output is the Transformer's fault. ``got`` may be
+    a function that reads a call sent without waiting (:func:`posted`): the right model runs
+    here meanwhile."""
+    right = transformer_ref(p, src, tgt, norm_first, pad_id, part=part)
+    got = got() if callable(got) else got
+    if matches(select(got), select(right), atol=ATOL):
         return
     want, own = judged(sub, p, src, tgt, norm_first, pad_id, part=part)
     close(select(got), select(want), message, atol=ATOL,
@@ -1073,8 +1086,20 @@ def _build_model(sub, n, norm_first, pad_id, n_enc, n_dec, dropout, max_len):
     return _inject(m, p, "Transformer", TRANSFORMER_HINT, "model_submodule_names"), p
 
 
+def posted(sub, model, name, *args, **kwargs):
+    """``model.method(name, ...)`` sent without waiting: a function that reads its result (the
+    check computes what it expects while the worker runs the call)."""
+    with sub.batch(lazy=True) as b:
+        later = b.method(model, name, *args, **kwargs)
+    return lambda: later.value
+
+
 def _logits(model, src, tgt, **kwargs):
-    out = model(src, tgt, **kwargs)
+    return _logits_of(model(src, tgt, **kwargs), src, tgt)
+
+
+def _logits_of(out, src, tgt):
+    """The forward's output ``out``, once it is checked to be logits [B, Lt, tgt_vocab]."""
     check(tuple(getattr(out, "shape", ())) == (src.shape[0], tgt.shape[1], TV),
           f"forward(src, tgt) should return logits [B, Lt, tgt_vocab] = "
           f"{[src.shape[0], tgt.shape[1], TV]}, got {list(getattr(out, 'shape', []))}")
@@ -1130,7 +1155,7 @@ def test_transformer_structure(sub):
 def test_transformer_encode(sub):
     m, p = _model(sub, 64, False)
     src, _ = batch(63)
-    close_judged(sub, p, m.method("encode", src), src, src, False, 0,
+    close_judged(sub, p, posted(sub, m, "encode", src), src, src, False, 0,
                  "encode(src) should return the encoder output [B, Ls, d_model]: embed (× √d_model), "
                  "add the positional encoding, run the encoder layers with the source padding mask",
                  part="memory")
@@ -1141,16 +1166,19 @@ def test_transformer_post_ln_logits(sub):
     m, p = _model(sub, 64, False)
     src, tgt = batch(65)
     keep = tgt != 0
-    try:
-        got = _logits(m, src, tgt)
-    except SubmissionError as exc:
-        if exc.exc_type == "IndexError":  # target ids beyond the source vocabulary?
-            small = tgt.clamp(max=SV - 1)
-            _, own = judged(sub, p, src, small, False, 0)
-            if matches(_logits(m, src, small), transformer_ref(p, src, small, False, 0, "decoder_uses_src_embed",
-                                                               layers=own), atol=ATOL):
-                diagnose("decoder_uses_src_embed", TRANSFORMER_HINTS["decoder_uses_src_embed"])
-        raise
+    forward = posted(sub, m, "__call__", src, tgt)
+
+    def got():
+        try:
+            return _logits_of(forward(), src, tgt)
+        except SubmissionError as exc:
+            if exc.exc_type == "IndexError":  # target ids beyond the source vocabulary?
+                small = tgt.clamp(max=SV - 1)
+                _, own = judged(sub, p, src, small, False, 0)
+                if matches(_logits(m, src, small), transformer_ref(p, src, small, False, 0, "decoder_uses_src_embed",
+                                                                   layers=own), atol=ATOL):
+                    diagnose("decoder_uses_src_embed", TRANSFORMER_HINTS["decoder_uses_src_embed"])
+            raise
     close_judged(sub, p, got, src, tgt, False, 0, "with injected weights the logits differ from the "
                  "paper's model (post-LN, no final norms)", select=lambda t: t[keep])
 
@@ -1160,7 +1188,8 @@ def test_transformer_pre_ln_logits(sub):
     m, p = _model(sub, 66, True)
     src, tgt = batch(67)
     keep = tgt != 0
-    close_judged(sub, p, _logits(m, src, tgt), src, tgt, True, 0, "with norm_first=True the logits "
+    forward = posted(sub, m, "__call__", src, tgt)
+    close_judged(sub, p, lambda: _logits_of(forward(), src, tgt), src, tgt, True, 0, "with norm_first=True the logits "
                  "differ from the pre-LN model (pre-LN layers, then encoder_norm and decoder_norm)",
                  select=lambda t: t[keep])
 
@@ -1206,15 +1235,17 @@ def test_transformer_padding(sub):
     m, p = _model(sub, 74, True, pad_id=3)
     sides = [batch(75 + left, pad_id=3, left=left) for left in (False, True)]
     # both paddings in one forward: each row is its own sentence
-    both = _logits(m, torch.cat([s for s, _ in sides]), torch.cat([t for _, t in sides])).split(len(sides[0][1]))
-    for left, (src, tgt), got in zip((False, True), sides, both, strict=True):
+    srcs, tgts = torch.cat([s for s, _ in sides]), torch.cat([t for _, t in sides])
+    forward = posted(sub, m, "__call__", srcs, tgts)
+    split = functools.cache(lambda: _logits_of(forward(), srcs, tgts).split(len(sides[0][1])))  # read once
+    for i, (left, (src, tgt)) in enumerate(zip((False, True), sides, strict=True)):
         keep = tgt != 3
         side = "left" if left else "right"
-        close_judged(sub, p, got, src, tgt, True, 3,
+        close_judged(sub, p, lambda i=i: split()[i], src, tgt, True, 3,
                      f"with source and target padded on the {side} (pad_id=3) the logits of the real "
                      f"tokens are wrong: every mask comes from the model's pad_id, the target's from "
                      f"causal_mask(Lt) & padding_mask(tgt, pad_id)", select=lambda t, k=keep: t[k])
-    (src, tgt), padded = sides[0], both[0]  # row 1 is padded on the right (row 0 never is)
+    (src, tgt), padded = sides[0], split()[0]  # row 1 is padded on the right (row 0 never is)
     alone = _logits(m, src[1:2, :int((src[1] != 3).sum())], tgt[1:2, :int((tgt[1] != 3).sum())])
     close(padded[1:2, :alone.shape[1]], alone, "the logits of a sentence changed when "
           "the batch padded it", atol=ATOL)

@@ -951,8 +951,13 @@ def _cache(sub, model):
                  "builds an empty cache with KVCache(), without arguments")
 
 
-def _step(sub, model, ids, cache, pad_id):
-    out = sub.call("decoder_step", model, ids, cache, changes=(2, "cache"))  # the cache it extends
+def _step(sub, model, ids, cache, pad_id, expect=None):
+    """decoder_step's logits of ``ids``, checked for their form; with ``expect``, also
+    ``expect()``, computed while the worker steps (the call is sent without waiting)."""
+    with sub.batch(lazy=True) as b:
+        stepped = b.call("decoder_step", model, ids, cache, changes=(2, "cache"))  # the cache it extends
+    expected = expect() if expect is not None else None
+    out = stepped.value
     want = [*ids.shape, V_LM]
     if isinstance(out, torch.Tensor) and list(out.shape) == [ids.shape[0], V_LM]:
         diagnose("step_last_position_only", f"decoder_step(model, ids, cache) with ids {list(ids.shape)} returned "
@@ -967,18 +972,19 @@ def _step(sub, model, ids, cache, pad_id):
                  "values carry to every token; fill the hidden scores with torch.finfo(scores.dtype).min")
     check(bool(torch.isfinite(out[ids != pad_id]).all()),
           "decoder_step returned NaN or inf at real tokens")
-    return out
+    return out if expect is None else (out, expected)
 
 
 ROTATED_TOO_LATE = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
                               r"non-singleton dimension 2")
 
 
-def _later_step(sub, model, ids, cache, pad_id, T0):
-    """decoder_step on new tokens after T0 cached positions; an error that only keys cached
-    before RoPE (all T0 + L of them rotated by the L new angles) raise is named."""
+def _later_step(sub, model, ids, cache, pad_id, T0, expect):
+    """decoder_step on new tokens after T0 cached positions, and ``expect()`` (see :func:`_step`);
+    an error that only keys cached before RoPE (all T0 + L of them rotated by the L new angles)
+    raise is named."""
     try:
-        return _step(sub, model, ids, cache, pad_id)
+        return _step(sub, model, ids, cache, pad_id, expect)
     except SubmissionError as exc:
         L = ids.shape[1]
         found = ROTATED_TOO_LATE.search(exc.message)
@@ -1019,9 +1025,9 @@ def _diagnose_shared_cache(sub, model, ids, pad_id):
 def test_step_prefill(sub):
     model, m64, pad_id = _lm(sub)
     ids = lm_prompts(203, pad_id)
-    out = _step(sub, model, ids, _cache(sub, model), pad_id)
+    out, want = _step(sub, model, ids, _cache(sub, model), pad_id, expect=lambda: m64(ids))
     real = ids != pad_id
-    close(out[real], m64(ids)[real], "on a left-padded prompt and an empty KVCache(), decoder_step should "
+    close(out[real], want[real], "on a left-padded prompt and an empty KVCache(), decoder_step should "
           "give the model's own logits, model(ids), at every real token", atol=ATOL,
           suspects=step_suspects(m64, [ids], lambda outs: outs[0][real]))
 
@@ -1042,12 +1048,12 @@ def test_step_token_by_token(sub):
             if t >= 2:
                 new[ended] = pad_id
             chunks.append(new)
-            out = _later_step(sub, model, new, cache, pad_id, full.shape[1])
             full = torch.cat([full, new], 1)
+            out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda f=full: m64(f))
             live = torch.tensor([t < 2 or b != ended for b in range(B)])
             at_step = (f"step {t + 1} after the prompt" if t < 2 else f"step {t + 1} after the prompt, row {ended} "
                        f"having ended (it is fed pad_id now), in the other rows")
-            close(out[live, 0], m64(full)[live, -1], f"fed one token at a time after a left-padded prompt, "
+            close(out[live, 0], want[live, -1], f"fed one token at a time after a left-padded prompt, "
                   f"decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", atol=ATOL,
                   suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
     except (Failed, SubmissionError) as exc:
@@ -1073,9 +1079,9 @@ def test_step_chunk(sub):
     for L in (_int(226, 2, 4), 1):
         new = real_tokens(g, (B, L), pad_id)
         chunks.append(new)
-        out = _later_step(sub, model, new, cache, pad_id, full.shape[1])
         full = torch.cat([full, new], 1)
-        close(out, m64(full)[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
+        out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda f=full: m64(f))
+        close(out, want[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
               f"decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache "
               f"and to the new tokens up to itself)", atol=ATOL,
               suspects=step_suspects(m64, list(chunks), lambda outs: outs[-1]))
@@ -1212,7 +1218,11 @@ GEN_HINTS = {
 
 
 def _generate(sub, model, prompt, *args, **kwargs):
-    out = sub.call("generate", model, prompt, *args, **kwargs)
+    return _generated(sub.call("generate", model, prompt, *args, **kwargs), prompt)
+
+
+def _generated(out, prompt):
+    """generate's output ``out``, once it is checked to be a tensor [B, L_prompt + T]."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == prompt.shape[0],
           f"generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt "
           f"({prompt.shape[0]}), got {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
@@ -1382,7 +1392,13 @@ def test_generate_passes_sampling_on(sub):
     model = _lm_fixture(sub, state, pad_id)
     greedy = torch.cat([prompt, torch.tensor(conts)], 1)
     seed = int(torch.randint(0, 2**62, (1,), generator=gen(317)))
-    out = _generate(sub, model, prompt, T, eos, temperature=1.5, top_k=1, generator=sub.fixture("generator", seed))
+    with sub.batch(lazy=True) as b:  # the samples expected below are drawn while the worker generates
+        first = b.call("generate", model, prompt, T, eos, temperature=1.5, top_k=1,
+                       generator=sub.fixture("generator", seed))
+    settings = SAMPLING
+    m32 = decoder_lm(pad_id, state)
+    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
+    out = _generated(first.value, prompt)
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
         if matches(plain, greedy):
@@ -1390,9 +1406,6 @@ def test_generate_passes_sampling_on(sub):
                      "(top-k keeps one token), and it is not: pass temperature, top_k, top_p and generator on "
                      "to sample(logits, temperature, top_k, top_p, generator)")
         check(False, "generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)")
-    settings = SAMPLING
-    m32 = decoder_lm(pad_id, state)
-    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
     drawn = torch.cat([w[:, prompt.shape[1]:] for w in wants], 1)
     eos = next((t for t in range(V_LM) if t != pad_id and t not in drawn), eos)
     out = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
@@ -1543,8 +1556,13 @@ def as_rows(hypotheses, width):
 def test_beam_one_is_greedy(sub):
     src = copy_sources(400)
     model = sub.fixture("copy_model", vocab=COPY_V, pad_id=PAD, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
-    for max_len in (src.shape[1] + 2, 4):
-        out = sub.call("beam_search", model, src, 1, max_len, BOS, COPY_EOS)
+    lengths = (src.shape[1] + 2, 4)
+    with sub.batch(lazy=True) as b:  # the Transformer's case below is drawn while the worker searches
+        searched = [b.call("beam_search", model, src, 1, max_len, BOS, COPY_EOS) for max_len in lengths]
+    t_len = _int(401, 6, 10)
+    state, t_src, eos, paths = transformer_case(402, t_len)
+    for max_len, out in zip(lengths, searched, strict=True):
+        out = out.value
         _hypotheses(out, src.shape[0], max_len, COPY_EOS)
         want = greedy_of(copy_paths(src), COPY_EOS, max_len)
         while out.shape[1] > want.shape[1] and bool((out[:, -1] == PAD).all()):
@@ -1554,8 +1572,7 @@ def test_beam_one_is_greedy(sub):
               suspects=[suspect("beam_no_memory_mask", greedy_of(copy_paths(src, masked=False), COPY_EOS, max_len),
                                 "the padded sources decode differently: pass the source padding mask to the "
                                 "decoder, model.decode(ys, memory, memory_mask=src_mask)")])
-    max_len = _int(401, 6, 10)
-    state, src, eos, paths = transformer_case(402, max_len)
+    max_len, src = t_len, t_src
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
     got = as_rows(_hypotheses(out, src.shape[0], max_len, eos, tails=False), max_len)  # tails: the copy model's
@@ -1589,7 +1606,7 @@ def test_beam_output_form(sub):
     _beam_fake(sub, 407, [(ALIVE_AT_MAX, {})], 2, 3, None,
                "with max_len=3, bos a a (probability 0.81), still in the beam at max_len, counts as finished and "
                "beats bos eos (0.09): beam search should return it")
-    (got,), _, (ids,) = _beam_tables(sub, 406, [(STOPPED_EARLY, {})], 2, 7, None, raw=True)
+    (got,), _, (ids,), _ = _beam_tables(sub, 406, [(STOPPED_EARLY, {})], 2, 7, None, raw=True)
     if got == (BOS, ids["a"], ids["x"]):
         diagnose("beam_unfinished_returned", "with beam_size=2 beam search returned bos a x, a hypothesis still "
                  "in the beam (no eos, 3 of max_len=7 tokens), because it scored best when two others had "
@@ -1831,10 +1848,11 @@ def long_or_short(ratio, short=0.46, opening=0.44):
     return {(): {"EOS": short, "a": opening}, ("a",): {"b": q}, ("a", "b"): {"c": q}, ("a", "b", "c"): {"EOS": q}}
 
 
-def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False):
+def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False, meanwhile=lambda fns: None):
     """beam_search on the table model, one scenario (spec, offsets) per source row: the hypotheses
     returned (``raw``: the rows as returned, without their trailing pads), the tables' logits
-    functions and their word ids."""
+    functions, their word ids, and ``meanwhile(fns)``: the check's own work, done while the
+    worker searches (the call is sent without waiting)."""
     g = gen(n)
     tables, words = [], []
     for spec, offsets in rows:
@@ -1848,24 +1866,28 @@ def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False):
     src = src.where(src.cumprod(1) != 0, PAD)                # right-padded
     model = _table_model(sub, [tables[0], *tables], V_T)
     kwargs = {} if alpha is None else {"length_penalty": alpha}
-    out = sub.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
+    with sub.batch(lazy=True) as b:
+        searched = b.call("beam_search", model, src, k, max_len, BOS, EOS_T, **kwargs)
     fns = [logits_fn(t) for t in tables]
+    expected = meanwhile(fns)
+    out = searched.value
     if raw:
         check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, f"beam_search should return "
               f"a tensor [B, <= max_len] of token ids, one row per source ({B})")
         returned = [row.tolist() for row in out]
         return [tuple(row[:len(row) - next((i for i, t in enumerate(reversed(row)) if t != PAD), len(row))])
-                for row in returned], fns, words
-    return _hypotheses(out, B, max_len, EOS_T), fns, words
+                for row in returned], fns, words, expected
+    return _hypotheses(out, B, max_len, EOS_T), fns, words, expected
 
 
 def _beam_fake(sub, n, rows, k, max_len, alpha, message, mistakes=tuple(BEAM_HINTS)):
     """beam_search on the table model, one scenario (spec, offsets) per source row, judged
     against the best hypothesis of each and the searches with each mistake."""
-    hypotheses, fns, _ = _beam_tables(sub, n, rows, k, max_len, alpha)
-    got = as_rows(hypotheses, max_len)
     a = 0.6 if alpha is None else alpha
-    want = as_rows([best_hypothesis(f, max_len, a) for f in fns], max_len)
+    hypotheses, fns, _, want = _beam_tables(
+        sub, n, rows, k, max_len, alpha, meanwhile=lambda fns: as_rows([best_hypothesis(f, max_len, a) for f in fns],
+                                                                       max_len))
+    got = as_rows(hypotheses, max_len)
     close(got, want, message, suspects=[
         suspect(m, (lambda m=m: as_rows([beam_with(f, k, max_len, a, m) for f in fns], max_len)), BEAM_HINTS[m])
         for m in mistakes if m != "beam_finished_expanded"])

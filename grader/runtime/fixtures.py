@@ -213,22 +213,31 @@ def table_model(tables: list[dict[str, Any]], vocab: int, pad_id: int = 0) -> An
             self.generator = nn.Linear(vocab, vocab, bias=False)  # the identity, with out_features
             self.generator.weight.data.copy_(torch.eye(vocab))
             self.dummy = nn.Parameter(torch.zeros(1))  # so that next(model.parameters()) works
+            self._seen: dict[tuple[int, tuple[int, ...]], Any] = {}  # (table, prefix) -> its logits
+            self.looked_up = 0  # the prefixes whose last logits were looked up (a test counts them)
 
         def encode(self, src: Any, src_mask: Any = None) -> Any:
             return nn.functional.one_hot(src.long().clamp(0, n_src - 1), n_src).float() + 0.0 * self.dummy
 
         def decode(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
             which = memory[:, 0].argmax(-1).tolist()                     # the source's first token
-            out = []
-            for b, row in enumerate(tgt.tolist()):
-                by_prefix, default, after_eos = table_rows[which[b]]
-                eos, key, ended, logits = tables[which[b]]["eos"], "", False, []
-                for i, token in enumerate(row):
-                    key = f"{key},{token}" if i else str(token)          # the prefix up to position i
-                    ended = ended or (i > 0 and token == eos)
-                    logits.append(after_eos if ended else by_prefix.get(key, default))
-                out.append(torch.stack(logits) if logits else torch.zeros(0, vocab))
+            out = [self._rows(which[b], tuple(row)) for b, row in enumerate(tgt.tolist())]
             return torch.stack(out).to(tgt.device) + 0.0 * self.dummy
+
+        def _rows(self, table: int, row: tuple[int, ...]) -> Any:
+            """The logits [len(row), V] of every position of ``row``, remembered per prefix: a
+            search asks for each prefix's one token more, so each call builds one row."""
+            if (table, row) in self._seen:
+                return self._seen[table, row]
+            if not row:
+                return torch.zeros(0, vocab)
+            by_prefix, default, after_eos = table_rows[table]
+            before = self._rows(table, row[:-1])
+            self.looked_up += 1
+            ended = any(t == tables[table]["eos"] for t in row[1:])
+            last = after_eos if ended else by_prefix.get(",".join(map(str, row)), default)
+            self._seen[table, row] = rows = torch.cat([before, last[None]])
+            return rows
 
         def forward(self, src: Any, tgt: Any) -> Any:
             mask = (src != pad_id)[:, None, None, :]
