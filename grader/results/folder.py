@@ -40,7 +40,7 @@ from grader import csvcells
 from grader.results import Report, Status
 
 __all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "SPEC_KEYS", "Folder", "Grades", "RecordError",
-           "Status", "grades_row", "result_object", "write_atomic"]
+           "Status", "grades_row", "grades_table", "result_object", "write_atomic"]
 
 #: The version of the folder's layout that this grader writes and the newest it reads.
 #: 0: before hints were kept as data (no ``schema`` anywhere); 1: ``hints`` per exercise,
