@@ -2,7 +2,8 @@
 
     python benchmarks/class_report.py [--students 50 100 200]
 
-Builds (untimed) a graded folder as ``grade`` writes it (grades.csv, results/, feedback-less) with
+Builds (untimed) a graded folder as ``grade`` writes it (``grader.results.folder``: grades.csv,
+results/, feedback-less) with
 made-up scores and hints, and a ``submitted/`` folder of real notebooks: the reference,
 planted bugs, independent correct solutions and disguised copies (tests/similarity_cases.py),
 cycled. Prints, per class size, the seconds to write the report without similarity (no
@@ -12,7 +13,6 @@ notebooks at hand) and with it, side by side (after one untimed run for the impo
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import random
 import sys
@@ -27,7 +27,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from similarity_cases import copied_cases, independent_cases, reference_notebook  # noqa: E402
 
 from grader.check.engine import exercise_points  # noqa: E402
+from grader.hint import Hint  # noqa: E402
 from grader.outputs.class_report import write_report  # noqa: E402
+from grader.results import ExerciseResult, Report, Status  # noqa: E402
+from grader.results.folder import Folder, grades_row  # noqa: E402
 
 LESSON = "08_transformer"
 HINTS = ["with norm_first=False (post-LN) the layer should compute x = norm1(x + self_attn(x)) (largest difference {d})",
@@ -44,7 +47,8 @@ def build(folder: Path, students: int, seed: int = 0) -> tuple[Path, Path]:
     notebooks = [c.notebook for c in cases] + [b.notebook for _, b in copied_cases(cases)]
     notebooks += [bug.apply(reference_notebook(LESSON)) for bug in l08.BUGS]
     submitted, out = folder / "submitted", folder / "out"
-    (out / "results").mkdir(parents=True)
+    graded = Folder(out)
+    graded.prepare()
     rows = []
     for i in range(students):
         sid = f"s{i:04d}"
@@ -52,19 +56,14 @@ def build(folder: Path, students: int, seed: int = 0) -> tuple[Path, Path]:
         nb_dir.mkdir(parents=True)
         (nb_dir / f"{LESSON}.ipynb").write_text(json.dumps(notebooks[i % len(notebooks)]))
         got = {x: rng.choice([0.0, p / 2, p, p, p]) for x, p in points.items()}
-        status = rng.choices(["ok", "timeout", "crashed"], [0.94, 0.04, 0.02])[0]
-        exercises = [{"name": x, "points": got[x], "max_points": p, "passed": got[x] >= p,
-                      "message": "" if got[x] >= p else rng.choice(HINTS).format(d=round(rng.random(), 3), x=x)}
+        status = rng.choices([Status.OK, Status.TIMEOUT, Status.CRASHED], [0.94, 0.04, 0.02])[0]
+        exercises = [ExerciseResult(x, got[x], p, [] if got[x] >= p else [
+                         Hint(rng.choice(HINTS).format(d=round(rng.random(), 3), x=x))])
                      for x, p in points.items()]
-        score = sum(got.values())
-        (out / "results" / f"{sid}.json").write_text(json.dumps({
-            "notebook": "x", "lesson": LESSON, "score": score, "max_score": sum(points.values()),
-            "status": status, "exercises": exercises}))
-        rows.append([sid, LESSON, score, sum(points.values()), status, "Graded.", *got.values()])
-    with (out / "grades.csv").open("w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["student_id", "lesson", "score", "max_score", "status", "message", *points])
-        writer.writerows(rows)
+        report = Report("x", LESSON, exercises, status)
+        graded.write_result(sid, report)
+        rows.append(grades_row(sid, report, list(points)))
+    graded.write_grades(rows, list(points))
     return submitted, out
 
 

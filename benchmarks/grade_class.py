@@ -12,7 +12,7 @@ a temporary course, and prints seconds per submission side by side with their ra
 A class of 100 still feels the run's fixed cost (torch and the hidden tests imported in the
 sandbox's first zygote and the first trusted process; the others are forks of them), so
 the run also prints the throughput once each job has graded its first submission (from
-when the records are written), which is what a larger class tends to.
+when the results are written), which is what a larger class tends to.
 nbgrader autograde runs twice, through this interpreter: as the course configures it (each
 notebook in the course's sandbox) and in nbgrader's own kernels (``COURSE_AUTOGRADE=kernel``,
 a kernel per notebook, slow), so ``--nbgrader-students K`` grades only the first K
@@ -130,8 +130,8 @@ def run_course_grader(submitted: Path, lesson: str, jobs: int, isolation: str, o
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = machine_cpu_since(machine_before)
     run = json.loads((out / "run.json").read_text())
-    # when each record was written: the first ``jobs`` end the run's fixed cost
-    written = sorted(p.stat().st_mtime for p in (out / "records").glob("*.json"))
+    # when each result was written: the first ``jobs`` end the run's fixed cost
+    written = sorted(p.stat().st_mtime for p in (out / "results").glob("*.json"))
     first = steady = None
     if len(written) > jobs and written[-1] > written[jobs - 1] and written[0] >= started_at:
         # (files carry the wall clock's times: where it was set back during the run, none)

@@ -6,8 +6,9 @@ Layout:
 - ``grader.hidden``: the hidden pytest graders, one module per lesson.
 - everything else: the trusted side, in the order a notebook goes through it: ``check``
   (one notebook: its worker, the hidden tests, the result), ``sandbox`` (where the worker
-  runs), ``classgrade`` (a whole class), ``record`` (the graded folder), ``outputs``
-  (reports, feedback, gradebook, LMS files), ``integrations`` (nbgrader, Gradescope),
+  runs), ``results`` (a grade, and the graded folder that keeps it), ``outputs`` (how a
+  result is shown: ``check``'s report, feedback, reports, gradebook, LMS files),
+  ``classgrade`` (a whole class), ``integrations`` (nbgrader, Gradescope),
   ``authoring`` (lessons, editions, releases); CONTRIBUTING.md, "Where things live".
 """
 

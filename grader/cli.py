@@ -42,10 +42,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             if args.profile:
                 print(timeline.dumps(), file=sys.stderr)
             return answer.emit()
-        code = checking.main(opts)
+        code = checking.main(opts, _check_output())
         helper.start()  # none answered: one for the checks after this one, warm by then
         return code
-    return checking.main(opts)
+    return checking.main(opts, _check_output())
+
+
+def _check_output() -> checking.Show:
+    """How ``check`` shows its report (imported when a check runs here, not for the helper's)."""
+    from grader.outputs.render import check_output
+
+    return check_output
 
 
 def _check_argv(argv: list[str]) -> list[str]:

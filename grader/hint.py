@@ -2,7 +2,7 @@
 
 The lowest of the grader's modules (standard library only): the hints are made in
 ``grader.check.messages``, kept by ``grader.results`` (and with it in the graded folder,
-``grader.record``), translated by ``grader.i18n``.
+``grader.results.folder``), translated by ``grader.i18n``.
 """
 
 from __future__ import annotations

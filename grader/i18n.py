@@ -48,7 +48,8 @@ LANGUAGES = ("en", "zh")
 
 #: The modules whose strings students read (paths relative to the grader package).
 SOURCES = ("hidden/*.py", "check/framework.py", "check/messages.py", "check/engine.py",
-           "check/lessons.py", "check/calls.py", "results/*.py", "classgrade/classroom.py",
+           "check/lessons.py", "check/calls.py", "results/__init__.py", "outputs/render.py",
+           "classgrade/classroom.py",
            "classgrade/find.py", "classgrade/late.py", "kernel.py", "runtime/errors.py",
            "outputs/class_report.py", "templates/*.j2")
 #: Dictionaries of the hidden graders that are never shown (mistake ids' descriptions, the

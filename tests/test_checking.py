@@ -8,6 +8,7 @@ from support import solution_path
 
 from grader.check import command as checking
 from grader.check.launch import LocalSource
+from grader.outputs.render import check_output
 
 
 def test_the_check_takes_its_workers_and_colour_as_arguments(capsys) -> None:
@@ -18,18 +19,18 @@ def test_the_check_takes_its_workers_and_colour_as_arguments(capsys) -> None:
         return LocalSource("no sandbox in this test")
 
     opts = checking.parse([str(solution_path("01_attention_by_hand")), "--timeout", "77"])
-    assert checking.main(opts, source=source, color=True) == 0
+    assert checking.main(opts, check_output, source=source, color=True) == 0
     out, err = capsys.readouterr()
     assert made == [77.0]  # its workers came from `source`, with the check's limits
     assert "\033[" in out  # coloured, though stdout is no terminal here
     assert "could not start here (no sandbox in this test)" in err
-    assert checking.main(opts, source=source, color=False) == 0
+    assert checking.main(opts, check_output, source=source, color=False) == 0
     assert "\033[" not in capsys.readouterr().out
 
 
 def test_a_users_error_is_one_line(tmp_path, capsys) -> None:
     opts = checking.parse([str(tmp_path / "missing.ipynb"), "--lesson", "01"])
-    assert checking.main(opts, source=lambda limits: LocalSource()) == 2
+    assert checking.main(opts, check_output, source=lambda limits: LocalSource()) == 2
     err = capsys.readouterr().err
     assert err.startswith("grader: ") and err.count("\n") == 1
 
@@ -68,7 +69,7 @@ def test_the_notebook_is_sent_before_the_engine_is_waited_for(monkeypatch, capsy
     monkeypatch.setattr(engine, "check_notebook", graded)
     source = _Counted()
     opts = checking.parse([str(solution_path("01_attention_by_hand"))])
-    assert checking.main(opts, source=lambda limits: source, color=False) == 0
+    assert checking.main(opts, check_output, source=lambda limits: source, color=False) == 0
     assert order == ["cells sent", "engine with the started worker"]
     assert len(source.workers) == 1  # the notebook ran once, in that worker
     assert capsys.readouterr().out.split()[-3:] == ["10", "/", "10"]  # full marks, as recorded

@@ -16,7 +16,7 @@ from grader.classgrade.classroom import Options, RunSummary, editions_handed_in,
 from grader.classgrade.late import parse
 from grader.hint import Hint
 from grader.results import ExerciseResult, Report, Status, not_graded
-from grader.results.render import csv_row, csv_table
+from grader.results.folder import grades_row
 
 LESSON = "10_decoder_only"
 HINT = "rope_angles should return two tensors, (cos, sin)"  # a hint of the course's catalogue
@@ -25,7 +25,7 @@ EXERCISES = {"rope_angles": 2.0, "lm_loss": 2.0}
 
 def _class(tmp_path: Path, edition: str) -> Path:
     """A graded folder: two students of ``edition``, one of them missing."""
-    from grader.record import Folder
+    from grader.results.folder import Folder
 
     suffix = ".zh" if edition == "zh" else ""
     folder = Folder(tmp_path / "out")
@@ -37,8 +37,8 @@ def _class(tmp_path: Path, edition: str) -> Path:
                       f"s2/{LESSON}/{LESSON}{suffix}.ipynb).")
     for student, report in (("s1", wrong), ("s2", gone)):
         folder.write_result(student, report)
-    folder.write_grades(csv_table([csv_row("s1", wrong, list(EXERCISES)), csv_row("s2", gone, list(EXERCISES))],
-                                  list(EXERCISES)))
+    folder.write_grades([grades_row("s1", wrong, list(EXERCISES)), grades_row("s2", gone, list(EXERCISES))],
+                        list(EXERCISES))
     return folder.path
 
 

@@ -23,6 +23,7 @@ from term_class import LESSON, SOLUTION, put
 
 from coursekit import catalogue
 from grader.classgrade import classroom
+from grader.results.folder import SPEC_KEYS
 from grader.sandbox.pool import DEFAULT_PRELOAD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -48,10 +49,13 @@ def test_every_case_gets_a_clear_status(term) -> None:
     assert f"Graded `{LESSON}/{LESSON}-Copy1.ipynb`, the notebook worked on; untouched: " \
         f"`{LESSON}/{LESSON}.ipynb`" in message["judy"]
     result = json.loads((term["out"] / "results" / "dave.json").read_text())
-    assert set(result) == {"notebook", "lesson", "score", "max_score", "exercises", "status"}
+    # one file per student: the spec's keys first, then its own (what it was made from and with)
+    assert list(result)[:len(SPEC_KEYS)] == list(SPEC_KEYS)
+    assert set(result) == {*SPEC_KEYS, "notes", "seed", "submission", "graded_with", "graded_at",
+                           "untouched", "schema"}
     assert result["notebook"] == f"dave/{LESSON}/{LESSON} (1).ipynb"
-    record = json.loads((term["out"] / "records" / "dave.json").read_text())
-    assert record["submission"]["file"] == f"dave/{LESSON}/{LESSON} (1).ipynb"
+    assert result["submission"]["file"] == f"dave/{LESSON}/{LESSON} (1).ipynb"
+    assert not (term["out"] / "records").exists()
 
 
 def test_a_hung_call_costs_only_its_exercise(term) -> None:
@@ -101,7 +105,7 @@ def test_reruns_regrade_what_changed_and_what_is_asked(term, tmp_path) -> None:
     run = json.loads((out / "run.json").read_text())
     assert run["results_of_this_run"] == ["alice", "dave"]
     assert run["kept_results_made_otherwise"] == {}
-    record = json.loads((out / "records" / "carol.json").read_text())
+    record = json.loads((out / "results" / "carol.json").read_text())
     assert record["submission"]["sha256"].startswith("sha256:")
     assert record["graded_with"]["isolation"] == "auto" and "+" in record["graded_with"]["grader"]
     other = grade(root / "submitted", out, "--student", "ivan", "--isolation", "none")

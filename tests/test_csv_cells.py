@@ -18,7 +18,7 @@ from grader import csvcells
 from grader.outputs import gradebook, lms
 from grader.outputs.class_report import load
 from grader.results import Report, Status
-from grader.results.render import csv_row, csv_table
+from grader.results.folder import grades_row, grades_table
 
 LESSON = "01_attention_by_hand"
 HOSTILE = ['=HYPERLINK("http://evil.example","x")', "@SUM(1+1)", "+1+cmd", "-2+3", "\tx", "\rx",
@@ -57,9 +57,9 @@ def graded(tmp_path: Path) -> Path:
     """A grades.csv with the hostile ids, as `grade` writes it."""
     folder = tmp_path / "graded"
     (folder / "results").mkdir(parents=True)
-    rows = [csv_row(student, Report(f"{student}/{LESSON}", LESSON, [], Status.MISSING, reason="No submission."),
+    rows = [grades_row(student, Report(f"{student}/{LESSON}", LESSON, [], Status.MISSING, reason="No submission."),
                     []) for student in HOSTILE]
-    (folder / "grades.csv").write_text(csv_table(rows, []), encoding="utf-8")
+    (folder / "grades.csv").write_text(grades_table(rows, []), encoding="utf-8")
     return folder
 
 

@@ -12,8 +12,8 @@ import pytest
 from grader import i18n
 from grader.classgrade.late import parse
 from grader.hint import Hint
+from grader.outputs.render import feedback_html, to_html
 from grader.results import ExerciseResult, Report
-from grader.results.render import feedback_html, to_html
 
 LESSON = "10_decoder_only"
 BEIJING = """timezone = "Asia/Shanghai"

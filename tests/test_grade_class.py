@@ -17,6 +17,7 @@ import pytest
 from support import ROOT, lesson_path, solution_path
 
 from grader.check.engine import exercise_points
+from grader.results.folder import SPEC_KEYS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -80,6 +81,7 @@ def test_every_student_gets_a_row_and_honest_scores_match_check(classroom, tmp_p
     assert "protections:" in proc.stdout
     table = rows(out)
     assert sorted(table) == ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
+    assert not (out / "records").exists()  # one file per student: results/<id>.json
     for student in ("alice", "bob", "carol"):
         notebook = classroom / student / LESSON / f"{LESSON}.ipynb"
         assert float(table[student]["score"]) == check_score(notebook), student
@@ -92,7 +94,9 @@ def test_every_student_gets_a_row_and_honest_scores_match_check(classroom, tmp_p
     assert "nbformat 3" in table["grace"]["message"]
     for student in table:
         result = json.loads((out / "results" / f"{student}.json").read_text())
-        assert set(result) == {"notebook", "lesson", "score", "max_score", "exercises", "status"}
+        assert list(result)[:len(SPEC_KEYS)] == list(SPEC_KEYS)  # the spec's, then its own
+        assert set(result) == {*SPEC_KEYS, "notes", "seed", "submission", "graded_with",
+                               "graded_at", "untouched", "schema"}
         page = (out / "feedback" / student / f"{LESSON}.html").read_text()
         assert "<html" in page and "def test_" not in page and "sub.call" not in page
 

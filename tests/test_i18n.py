@@ -285,8 +285,8 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
     from datetime import datetime, timedelta
 
     from grader.classgrade.late import Lateness
+    from grader.outputs.render import feedback_html
     from grader.results import ExerciseResult, Report
-    from grader.results.render import feedback_html
 
     due = datetime(2026, 3, 2, 22, 59, tzinfo=UTC)
     for late in (timedelta(0), timedelta(days=1, hours=11)):

@@ -21,10 +21,9 @@ STAGES = [
     {"hint", "limits", "csvcells", "ids", "templating", "i18n", "logs", "runtime"},
     {"sandbox"},  # where a worker runs
     {"check", "results", "hidden"},  # one notebook: its worker, the hidden tests, the result
+    {"outputs"},  # how a result is shown to people (check's report, feedback, gradebook, LMS)
     {"helper"},  # check's warm per-user helper
-    {"record"},  # the graded folder
     {"classgrade"},  # a whole class
-    {"outputs"},  # what a record becomes for people
     {"integrations", "kernel", "authoring"},  # nbgrader, Gradescope; writing the course
     {"cli", "__main__"},  # the command line
 ]

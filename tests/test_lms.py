@@ -17,7 +17,7 @@ from support import ROOT
 
 from grader.outputs import gradebook
 from grader.outputs.lms import LmsError, export, match, read_roster
-from grader.results.render import CSV_HEADER
+from grader.results.folder import CSV_HEADER
 
 pytestmark = pytest.mark.e2e
 

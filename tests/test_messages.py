@@ -37,8 +37,8 @@ def test_without_a_diagnosis_the_students_own_error_comes_before_symptoms() -> N
 
 
 def test_every_renderer_shows_the_folded_hints() -> None:
+    from grader.outputs.render import feedback_html, to_json, to_text
     from grader.results import Report
-    from grader.results.render import feedback_html, to_json, to_text
 
     result = ExerciseResult("MultiHeadAttention", 2.0, 12.0,
                             [Hint("differs"), Hint("scaled by √d_model", "scale"), Hint("weights differ")])

@@ -1,6 +1,8 @@
-"""grader.record: the one reader and writer of a ``grade --out`` folder. Hints are kept as
-data beside the documented ``message``; the folder carries a schema version; a folder from
-before it is read as it always was, one from a newer grader is refused by every reader."""
+"""grader.results.folder: the one reader and writer of a ``grade --out`` folder. One file
+per student (the spec's keys, then its own); hints are kept as data beside the documented
+``message``; the folder carries a schema version; a folder from before it, or from before
+one result (``records/``), is read as it always was, one from a newer grader is refused by
+every reader."""
 
 from __future__ import annotations
 
@@ -13,9 +15,16 @@ import pytest
 
 from grader.hint import Hint
 from grader.outputs import class_report, feedback, gradebook, lms
-from grader.record import SCHEMA, Folder, RecordError, result_object, write_atomic
 from grader.results import ExerciseResult, Provenance, Report, Status, not_graded
-from grader.results.render import csv_row, csv_table
+from grader.results.folder import (
+    SCHEMA,
+    SPEC_KEYS,
+    Folder,
+    RecordError,
+    grades_row,
+    result_object,
+    write_atomic,
+)
 
 LESSON = "01_attention_by_hand"
 EXERCISES = ["dot_scores", "softmax"]
@@ -40,8 +49,8 @@ def _write_class(out: Path, reports: dict[str, Report], legacy: bool = False) ->
         else:
             folder.write_result(student, replace(report, made=Provenance(untouched=student == "blank")))
         folder.write_feedback(student, LESSON, "<p>feedback</p>")
-    rows = [csv_row(s, r, EXERCISES) for s, r in reports.items()]
-    folder.write_grades(csv_table(rows, EXERCISES))
+    rows = [grades_row(s, r, EXERCISES) for s, r in reports.items()]
+    folder.write_grades(rows, EXERCISES)
     run = {"lesson": LESSON, "students": len(reports)}
     if legacy:
         folder.run_json.write_text(json.dumps(run), encoding="utf-8")
@@ -55,7 +64,9 @@ def test_hints_are_kept_as_data_beside_the_documented_message() -> None:
                       Hint("a symptom", None), Hint("another", None)])
     data = result_object(report)
     spec = report.as_dict() | {"status": str(report.status)}  # the check object plus status
-    assert {k: v for k, v in data.items()} | {"exercises": None} == spec | {"exercises": None}
+    assert list(data)[:len(SPEC_KEYS)] == list(spec)  # the spec's keys first, then its own
+    assert {k: data[k] for k in spec} | {"exercises": None} == spec | {"exercises": None}
+    assert data["schema"] == SCHEMA and set(data) - set(spec) == {"notes", "seed", "schema"}
     for written, contract in zip(data["exercises"], spec["exercises"], strict=True):
         assert {k: v for k, v in written.items() if k != "hints"} == contract  # only hints added
         assert written["message"] == "; ".join(h["text"] for h in written["hints"])
@@ -73,13 +84,13 @@ def test_a_result_read_back_keeps_each_hints_mistake_and_kind() -> None:
     assert [(str(h), h.mistake, h.kind) for h in shown] == [
         (str(h), h.mistake, h.kind) for h in report.exercises[1].hints]
     assert again.as_dict() == report.as_dict()
-    assert csv_row("a", again, EXERCISES) == csv_row("a", report, EXERCISES)
+    assert grades_row("a", again, EXERCISES) == grades_row("a", report, EXERCISES)
 
 
 def test_the_folder_carries_its_schema(tmp_path: Path) -> None:
     folder = _write_class(tmp_path, {"ann": _report([Hint("x")])})
     assert json.loads(folder.run_json.read_text())["schema"] == SCHEMA
-    assert json.loads(folder.record_path("ann").read_text())["schema"] == SCHEMA
+    assert json.loads(folder.result_path("ann").read_text())["schema"] == SCHEMA
     assert folder.schema() == SCHEMA
     assert not [p for p in tmp_path.rglob("*.tmp")], "atomic writes leave no temporary file"
 
@@ -92,13 +103,19 @@ def test_write_atomic_replaces_whole_files(tmp_path: Path) -> None:
 
 
 def _newer(folder: Folder, where: str) -> None:
-    path = folder.run_json if where == "run" else folder.record_path("ann")
+    """``where``'s schema one newer: ``run.json``, ann's result, or ann's record (a result of
+    before one result, without ``schema``, beside a ``records/`` file that has one)."""
+    path = folder.run_json if where == "run" else folder.result_path("ann")
     data = json.loads(path.read_text())
+    if where == "record":
+        path.write_text(json.dumps({k: data[k] for k in SPEC_KEYS}))
+        path, data = folder.record_path("ann"), {}
+        path.parent.mkdir()
     data["schema"] = SCHEMA + 1
     path.write_text(json.dumps(data))
 
 
-@pytest.mark.parametrize("where", ["run", "record"])
+@pytest.mark.parametrize("where", ["run", "result", "record"])
 def test_every_reader_refuses_a_folder_of_a_newer_schema(tmp_path: Path, where: str) -> None:
     folder = _write_class(tmp_path / "out", {"ann": _report([Hint("x")])})
     _newer(folder, where)
@@ -169,7 +186,7 @@ def test_grades_csv_row_survives_the_record_unchanged(tmp_path: Path) -> None:
     for student, report in reports.items():
         again = folder.read_result(student)
         assert again is not None
-        assert csv_row(student, again, EXERCISES) == csv_row(student, report, EXERCISES)
+        assert grades_row(student, again, EXERCISES) == grades_row(student, report, EXERCISES)
     assert [r["status"] for r in folder.read_grades().rows] == ["ok", "missing"]
 
 
@@ -198,7 +215,10 @@ def test_grade_refuses_to_write_into_a_folder_of_a_newer_schema(tmp_path: Path) 
 BEFORE = Path(__file__).parent / "fixtures" / "graded_before_one_result"
 
 
-def test_a_students_two_files_are_one_report_written_back_byte_for_byte(tmp_path: Path) -> None:
+def test_a_students_two_files_become_one_file_of_the_same_report(tmp_path: Path) -> None:
+    """A result and its record of before one result are read as one report, which is
+    written back as one file: the two files' objects, one after the other (the record's
+    schema now the file's), byte for byte; read again, the same report."""
     old, new = Folder(BEFORE), Folder(tmp_path)
     students = sorted(p.stem for p in (BEFORE / "results").glob("*.json"))
     assert students == ["ann", "bob", "cy", "dan", "eve"]
@@ -206,8 +226,14 @@ def test_a_students_two_files_are_one_report_written_back_byte_for_byte(tmp_path
         report = old.read_result(student)
         assert report is not None and report.made is not None and report.hints_recorded
         new.write_result(student, report)
-        assert new.result_path(student).read_bytes() == old.result_path(student).read_bytes()
-        assert new.record_path(student).read_bytes() == old.record_path(student).read_bytes()
+        result, record = (json.loads(path.read_text(encoding="utf-8"))
+                          for path in (old.result_path(student), old.record_path(student)))
+        assert "schema" not in result and record.pop("schema") == 1
+        one = json.dumps(result | record | {"schema": SCHEMA}, ensure_ascii=False)
+        assert new.result_path(student).read_text(encoding="utf-8") == one
+        assert new.read_result(student) == report
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "results", *(f"results/{s}.json" for s in students)]  # no records/
     eve, bob, ann = (old.read_result(s) for s in ("eve", "bob", "ann"))
     assert eve is not None and bob is not None and ann is not None
     (hint,) = eve.exercises[1].hints
@@ -228,6 +254,60 @@ def test_a_report_round_trips_through_its_one_serialiser() -> None:
     assert again == replace(report, exercises=[replace(x, failures=x.hints) for x in report.exercises])
     assert [h.as_dict() for h in again.exercises[1].failures] == [
         {"text": "first (+1 related check failed)", "mistake": "mistake_a", "kind": "diagnosis"}]
+
+
+def test_a_graded_folder_has_one_file_per_student(tmp_path: Path) -> None:
+    reports = {"ann": _report([Hint("x", "m")]), "blank": _report([])}
+    folder = _write_class(tmp_path, reports)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")) == [
+        "results/ann.json", "results/blank.json", "run.json"]
+    data = json.loads(folder.result_path("blank").read_text(encoding="utf-8"))
+    assert list(data)[:len(SPEC_KEYS)] == list(SPEC_KEYS)
+    assert data["untouched"] is True and data["schema"] == SCHEMA  # the provenance beside them
+    for student, report in reports.items():
+        again = folder.read_result(student)
+        assert again is not None and again.made == Provenance(untouched=student == "blank")
+        assert again.to_dict() == report.to_dict() | again.made.to_dict()
+
+
+def test_the_one_serialiser_round_trips_to_the_same_report_and_object() -> None:
+    made = Provenance({"file": "a.ipynb", "sha256": "sha256:0", "timestamp": None}, {"grader": "g"},
+                      "2026-01-01T00:00:00Z", False)
+    for report in (replace(_report([Hint("a", "m"), Hint("raised KeyError", None, "error")]), seed=3,
+                           made=made, notes=["a note"]),
+                   not_graded("x", LESSON, {"dot_scores": 2.0}, Status.UNREADABLE, "Broken JSON.")):
+        data = json.loads(json.dumps(report.to_dict()))
+        again = Report.from_dict(data)
+        assert again.to_dict() == data  # the object, key for key and in order
+        assert list(again.to_dict()) == list(data)
+        assert Report.from_dict(again.to_dict()) == again  # a report read back: identity
+
+
+def test_a_rerun_into_a_folder_of_before_one_result_leaves_it_readable(tmp_path: Path) -> None:
+    """A new result written into an old folder is one file (its record goes); the kept
+    students' results are still read with their records; grades.csv and every reader take
+    the mixed folder; once every student is regraded, records/ is gone."""
+    from grader.classgrade.classroom import write_csv
+
+    out = tmp_path / "out"
+    shutil.copytree(BEFORE, out)
+    folder, kept = Folder(out), Folder(BEFORE)
+    students = sorted(p.stem for p in (BEFORE / "results").glob("*.json"))
+    dan = kept.read_result("dan")
+    assert dan is not None
+    folder.write_result("dan", dan)
+    assert not folder.record_path("dan").exists() and folder.record_path("ann").is_file()
+    assert [folder.read_result(s) for s in students] == [kept.read_result(s) for s in students]
+    statuses = write_csv(out, students, ["dot_scores", "softmax", "attention"])
+    assert statuses == {"ann": "ok", "bob": "ok", "cy": "missing", "dan": "unreadable", "eve": "ok"}
+    assert folder.grades_csv.read_bytes() == (BEFORE / "grades.csv").read_bytes()
+    assert {s.student_id: s.untouched for s in class_report.load(out).students}["bob"]
+    for student in students:
+        report = folder.read_result(student)
+        assert report is not None
+        folder.write_result(student, report)
+    assert not (out / "records").exists()
+    assert [folder.read_result(s) for s in students] == [kept.read_result(s) for s in students]
 
 
 def test_every_reader_takes_a_folder_written_before_one_result(tmp_path: Path) -> None:

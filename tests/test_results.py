@@ -11,7 +11,7 @@ import re
 from support import ROOT
 
 from grader.hint import Hint
-from grader.record import result_object
+from grader.outputs.render import feedback_html, to_text
 from grader.results import (
     STOPPED,
     ExerciseResult,
@@ -19,7 +19,7 @@ from grader.results import (
     Status,
     not_graded,
 )
-from grader.results.render import csv_row, csv_table, feedback_html, to_text
+from grader.results.folder import SPEC_KEYS, grades_row, grades_table, result_object
 
 EXERCISES = {"dot_scores": 2.0, "softmax": 4.0}
 
@@ -44,15 +44,16 @@ def test_a_record_read_back_gives_the_same_row_and_sentence() -> None:
     for report in (_report(), _report(Status.TIMEOUT),
                    not_graded("x", "01_attention_by_hand", EXERCISES, Status.UNREADABLE, "Broken JSON.")):
         record = json.loads(json.dumps(result_object(report)))
-        assert set(record) == {"notebook", "lesson", "score", "max_score", "exercises", "status"}
+        assert list(record)[:len(SPEC_KEYS)] == list(SPEC_KEYS)  # the spec's, then its own
+        assert set(record) == {*SPEC_KEYS, "notes", "seed", "schema"}
         again = Report.from_dict(record)
         assert again.message == report.message
-        assert csv_row("alice", again, list(EXERCISES)) == csv_row("alice", report, list(EXERCISES))
+        assert grades_row("alice", again, list(EXERCISES)) == grades_row("alice", report, list(EXERCISES))
 
 
 def test_csv_has_the_spec_header_and_one_line_per_student() -> None:
     report = not_graded("x", "01_attention_by_hand", EXERCISES, Status.UNREADABLE, "line one\nline two")
-    text = csv_table([csv_row("alice", report, list(EXERCISES))], list(EXERCISES))
+    text = grades_table([grades_row("alice", report, list(EXERCISES))], list(EXERCISES))
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == ["student_id", "lesson", "score", "max_score", "status", "message", *EXERCISES]
     assert rows[1][4:6] == ["unreadable", "line one line two"] and len(text.splitlines()) == 2

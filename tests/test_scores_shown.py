@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from grader.hint import Hint
-from grader.record import result_object
+from grader.outputs.render import feedback_html, to_html, to_json, to_text
 from grader.results import ExerciseResult, Report
-from grader.results.render import csv_row, csv_table, feedback_html, to_html, to_json, to_text
+from grader.results.folder import grades_row, grades_table, result_object
 
 LESSON = "10_decoder_only"
 #: What grading recorded: (exercise, points, max_points); the total is 11.25 of 21.
@@ -54,7 +54,7 @@ def test_the_record_holds_quarter_points() -> None:
     assert (record["score"], record["max_score"]) == TOTAL
     assert [(x["name"], x["points"], x["max_points"]) for x in record["exercises"]] == RECORDED
     assert json.loads(to_json(_report()))["score"] == 11.25
-    row = next(csv.DictReader(io.StringIO(csv_table([csv_row("s1", _report(), [n for n, _, _ in RECORDED])],
+    row = next(csv.DictReader(io.StringIO(grades_table([grades_row("s1", _report(), [n for n, _, _ in RECORDED])],
                                                         [n for n, _, _ in RECORDED]))))
     assert float(row["score"]) == 11.25 and [float(row[n]) for n, _, _ in RECORDED] == [0.25, 0.75, 10.25]
 
@@ -99,7 +99,7 @@ def test_nbgrader_cells_and_gradescope_show_the_recorded_scores(capsys) -> None:
 
 def test_the_class_report_shows_the_recorded_scores(tmp_path: Path) -> None:
     from grader.outputs.class_report import load, to_look_at, write_report
-    from grader.record import Folder
+    from grader.results.folder import Folder
 
     folder = Folder(tmp_path / "out")
     folder.prepare()
@@ -107,7 +107,7 @@ def test_the_class_report_shows_the_recorded_scores(tmp_path: Path) -> None:
     low = Report("s2", LESSON, [ExerciseResult(n, 0.25, m, [Hint("a hint")]) for n, _, m in RECORDED])
     folder.write_result("s1", _report())
     folder.write_result("s2", low)
-    folder.write_grades(csv_table([csv_row("s1", _report(), names), csv_row("s2", low, names)], names))
+    folder.write_grades([grades_row("s1", _report(), names), grades_row("s2", low, names)], names)
     with contextlib.redirect_stdout(io.StringIO()):
         _, summary = write_report(folder.path)
     page = (folder.path / "report.html").read_text(encoding="utf-8")

@@ -1,6 +1,8 @@
 """``grader check``'s work: grade one notebook and write its report, in one function that
 the CLI (a cold check) and the check helper's trusted process (a warm one) both call, with
-what differs between them (where workers come from, whether to colour) as arguments.
+what differs between them (where workers come from, whether to colour) as arguments. How
+the report is shown (``show``: ``grader.outputs.render.check_output``) is the caller's too:
+the renderers are a stage above this one.
 
 Light to import (the CLI's parser uses :func:`add_arguments`): what grades loads inside
 :func:`run_check`.
@@ -23,9 +25,13 @@ from grader.limits import DEFAULT_LIMITS, Limits
 
 if TYPE_CHECKING:
     from grader.check.launch import WorkerSource
+    from grader.results import Report
 
 #: Where a check's workers come from: ``grader.check.launch.default_source`` in a cold check.
 SourceFactory = Callable[[Limits], "WorkerSource"]
+#: What ``check`` prints of a report in a format (text, json, html), with colours or not:
+#: ``grader.outputs.render.check_output``.
+Show = Callable[["Report", str, bool], str]
 
 
 @dataclass(frozen=True)
@@ -99,13 +105,13 @@ def lesson_id(key: str) -> str:
         return key
 
 
-def main(opts: CheckOptions, source: SourceFactory | None = None,
+def main(opts: CheckOptions, show: Show, source: SourceFactory | None = None,
          color: bool | None = None) -> int:
     """``grader check`` as its own command: the check, its profile with ``--profile``, a
     user's error in one line (``grader: ...``) with its exit code."""
     try:
         try:
-            return run_check(opts, source, color)
+            return run_check(opts, show, source, color)
         finally:  # a refused notebook's time too
             if opts.profile:
                 print(timeline.dumps(), file=sys.stderr)
@@ -114,14 +120,14 @@ def main(opts: CheckOptions, source: SourceFactory | None = None,
         return exc.exit_code
 
 
-def run_check(opts: CheckOptions, source: SourceFactory | None = None,
+def run_check(opts: CheckOptions, show: Show, source: SourceFactory | None = None,
               color: bool | None = None) -> int:
     """Grade ``opts.notebook`` with workers from ``source`` (default: the sandbox, else plain
-    processes) and write the report on stdout, the sandbox's notes on stderr. ``color``:
-    colours in the text report (None: when stdout is a terminal). Raises UserError."""
+    processes) and write the report on stdout as ``show`` renders it, the sandbox's notes on
+    stderr. ``color``: colours in the text report (None: when stdout is a terminal). Raises
+    UserError."""
     from grader.check import launch
     from grader.i18n import choose, localize
-    from grader.results import render as fmt
 
     out = _private_stdout() if opts.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=opts.timeout, call_s=opts.call_timeout)
@@ -132,12 +138,7 @@ def run_check(opts: CheckOptions, source: SourceFactory | None = None,
         result = check_notebook(opts.notebook, lesson, limits, source=workers, started=started)
         notes = launch.sandbox_notes(workers)  # said once graded: a refusal stays one line
     result = localize(result, choose(opts.lang, result.edition))
-    if opts.format == "json":
-        out.write(fmt.to_json(result) + "\n")
-    elif opts.format == "html":
-        out.write(fmt.to_html(result))
-    else:
-        out.write(fmt.to_text(result, color=out.isatty() if color is None else color) + "\n")
+    out.write(show(result, opts.format, out.isatty() if color is None else color))
     out.flush()
     for note in notes:
         print(note, file=sys.stderr)

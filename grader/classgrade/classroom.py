@@ -1,9 +1,9 @@
 """``python -m grader grade``: grade a whole class, one sandboxed worker per submission.
 
 ``SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb`` in (nbgrader's layout); out:
-``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json``
-(the ``check`` object plus ``status``), ``records/<id>.json`` (what that result was made
-from and with), ``feedback/<id>/<lesson>.html`` and ``run.json``
+``grades.csv`` (one row per student folder, whatever happened), ``results/<id>.json`` (the
+``check`` object plus ``status``, then what that result was made from and with: one file
+per student, ``grader.results.folder``), ``feedback/<id>/<lesson>.html`` and ``run.json``
 (what ran, with the sandbox's active and missing protections). Each student's files are
 written atomically as soon as they are graded, so an interrupted run (Ctrl-C, SIGTERM:
 ``Interrupted``) loses nothing.
@@ -47,9 +47,9 @@ from grader.classgrade import find as submissions
 from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
-from grader.record import Folder
+from grader.outputs.render import feedback_html
 from grader.results import Provenance, Report, Status, not_graded
-from grader.results.render import csv_row, csv_table, feedback_html
+from grader.results.folder import Folder, grades_row
 
 if TYPE_CHECKING:
     from grader.sandbox.pool import SandboxPool
@@ -225,9 +225,9 @@ def write_csv(out: Path, students: list[str], exercises: list[str],
         if report is None:
             raise FileNotFoundError(folder.result_path(student))
         late = _late_columns(report, student, deadlines) if deadlines is not None else None
-        rows.append(csv_row(student, report, exercises, late))
+        rows.append(grades_row(student, report, exercises, late))
         statuses[student] = str(report.status)
-    folder.write_grades(csv_table(rows, exercises, late=late_columns))
+    folder.write_grades(rows, exercises, late=late_columns)
     return statuses
 
 
@@ -386,7 +386,7 @@ class ClassJob:
     """What grades a student of this run, in ``grade`` or in a trusted process of
     ``--jobs N`` (``grader.classgrade.jobs``, which receives it pickled: trusted to
     trusted, its class by name): the options, the submissions, and the settings every
-    record is stamped with (``grader.check.provenance``)."""
+    result is stamped with (``grader.check.provenance``)."""
 
     opts: Options
     submitted: Path
@@ -541,7 +541,7 @@ def grade_class(submitted: Path, opts: Options, progress: bool = True,
     """Grade the students :func:`plan_run` picks. On Ctrl-C or SIGTERM the workers are
     killed, the results being computed are dropped, and :class:`Interrupted` is raised with
     the run's summary: the files already written stay. An ``OUT`` that a newer grader
-    wrote (``grader.record``) is refused before anything is written."""
+    wrote (``grader.results.folder``) is refused before anything is written."""
     Folder(opts.out).schema()  # a folder of a newer grader is refused (RecordError), never mixed
     plan = plan_run(submitted, opts)
     started = time.perf_counter()

@@ -198,6 +198,7 @@ def _run_check(req: dict[str, Any], rpc: Channel) -> dict[str, Any]:
     stdout and stderr, and its exit status."""
     from grader.check import command as checking
     from grader.check import timeline
+    from grader.outputs.render import check_output
 
     timeline.mark("main")  # where a cold check's ``main`` starts (``--profile``)
     argv = [str(a) for a in req["argv"]]
@@ -211,7 +212,7 @@ def _run_check(req: dict[str, Any], rpc: Channel) -> dict[str, Any]:
         os.dup2(out.fileno(), 1)
         os.dup2(err.fileno(), 2)
         try:
-            code = checking.main(checking.parse(argv[1:]),
+            code = checking.main(checking.parse(argv[1:]), check_output,
                                  source=lambda limits: HelperSource(rpc, sandbox),
                                  color=bool(req.get("color")))
         except SystemExit as exc:  # argparse: usage on stderr

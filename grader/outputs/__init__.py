@@ -1,1 +1,2 @@
-"""What a graded record becomes for people and platforms: reports, feedback, gradebook, LMS."""
+"""How a result is shown to people and platforms: ``check``'s report and the feedback page
+(``render``), the class report, feedback handed back, the gradebook, LMS files."""

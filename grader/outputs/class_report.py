@@ -28,8 +28,8 @@ from typing import Any
 from coursekit.errors import UserError
 from grader import i18n, templating
 from grader.hint import Hint
-from grader.record import Folder, RecordError, Status
 from grader.results import Report
+from grader.results.folder import Folder, RecordError, Status
 from grader.templating import points
 
 OK = Status.OK
@@ -47,9 +47,9 @@ class Student:
     message: str
     points: dict[str, float]
     hints: dict[str, str] = field(default_factory=dict)  # exercise -> its message
-    # exercise -> its hints as data; absent for a folder written before (grader.record)
+    # exercise -> its hints as data; absent for a folder written before (grader.results.folder)
     hint_data: dict[str, list[Hint]] = field(default_factory=dict)
-    untouched: bool = False  # every answer cell still as handed out (records/<id>.json)
+    untouched: bool = False  # every answer cell still as handed out (results/<id>.json)
     report: Report | None = None  # its result and notes, to say `message` in another language
     edition: str = "en"  # of the notebook handed in (results/<id>.json's ``notebook``)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from coursekit import catalogue
 from coursekit.errors import UserError
-from grader.record import Folder, RecordError
+from grader.results.folder import Folder, RecordError
 
 
 class FeedbackError(UserError):

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from coursekit.errors import UserError
 from grader import csvcells, ids
-from grader.record import Folder, RecordError, Status
+from grader.results.folder import Folder, RecordError, Status
 from grader.templating import points
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -177,7 +177,7 @@ def key_column(roster: Roster, key: str | None) -> str:
 
 
 def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
-    """``grades.csv`` of a graded folder (``grader.record``), by student_id."""
+    """``grades.csv`` of a graded folder (``grader.results.folder``), by student_id."""
     graded = Folder(folder)
     try:
         grades = graded.read_grades()

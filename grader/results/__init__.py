@@ -4,10 +4,11 @@ A :class:`Report` is one notebook's grade: its :class:`ExerciseResult` s (points
 :class:`~grader.hint.Hint` s that say why points were lost, as data: text, mistake id,
 kind), a :class:`Status`, the notes of its message and, once ``grade`` has written it,
 what it was made from and with (:class:`Provenance`). :meth:`Report.to_dict` and
-:meth:`Report.from_dict` are its one serialiser (``grader.record`` keeps it in the graded
-folder); :mod:`grader.results.render` shows it (``grader check``'s text, JSON and HTML,
-``grades.csv``'s row, the feedback page), and the per-student sentence of every one of
-them is :attr:`Report.message`, written once here.
+:meth:`Report.from_dict` are its one serialiser (:mod:`grader.results.folder` keeps it in
+the graded folder, one file per student); :mod:`grader.outputs.render` shows it (``grader
+check``'s text, JSON and HTML, the feedback page), ``grader.results.folder.grades_row``
+makes its ``grades.csv`` row, and the per-student sentence of every one of them is
+:attr:`Report.message`, written once here.
 
 Statuses (the ``status`` of ``grades.csv`` and of ``results/<id>.json``):
 
@@ -211,8 +212,9 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """Everything ``grade`` keeps of this report, in English whatever the student's
         language, like the gradebook: the ``check`` object with each exercise's hints as
-        data and ``status`` (the spec's ``results/<id>.json``), then the notes, the seed and
-        the :class:`Provenance` (``records/<id>.json``: ``grader.record`` splits the two)."""
+        data and ``status`` (the spec's keys of ``results/<id>.json``), then the notes, the
+        seed and the :class:`Provenance` (the same file's keys of its own:
+        ``grader.results.folder``)."""
         data = dict(self.as_dict(), exercises=[e.to_dict() for e in self.exercises],
                     status=str(self.status), notes=list(self.notes), seed=self.seed)
         return data | (self.made.to_dict() if self.made is not None else {})

@@ -1,19 +1,20 @@
-"""Every way a :class:`~grader.results.Report` is shown: ``grader check``'s text table,
-JSON object and HTML fragment, the ``grades.csv`` row and the student's feedback page.
+"""Every way a :class:`~grader.results.Report` is shown to people: ``grader check``'s text
+table, JSON object and HTML fragment (:func:`check_output` picks one), and the student's
+feedback page. The lower stages that show a report are handed these: ``grader check``
+(``grader.check.command``, run by the CLI or by the helper) its ``show``; ``grade``
+(``grader.classgrade``) writes each feedback page with :func:`feedback_html`.
+``grades.csv``'s row is the graded folder's data (``grader.results.folder.grades_row``).
 
 Each renders the report in the report's language (``grader.i18n.localize`` made it), the
-hints from their data (:class:`~grader.hint.Hint`'s text); the JSON object and the CSV row
-are the spec's formats, byte for byte.
+hints from their data (:class:`~grader.hint.Hint`'s text); the JSON object is the spec's
+format, byte for byte.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import unicodedata
-from typing import Any
 
-from grader import csvcells
 from grader.results import Report, Status
 from grader.templating import points
 
@@ -50,6 +51,16 @@ def to_text(report: Report, color: bool = False) -> str:
     return "\n".join(lines)
 
 
+def check_output(report: Report, fmt: str, color: bool) -> str:
+    """What ``grader check --format fmt`` prints (``json``, ``html``, else the text table,
+    ``color``: with colours), ending in a newline but for HTML."""
+    if fmt == "json":
+        return to_json(report) + "\n"
+    if fmt == "html":
+        return to_html(report)
+    return to_text(report, color=color) + "\n"
+
+
 def _label(text: str) -> str:
     """``hint: `` or ``提示：`` (a full-width colon carries its own space)."""
     return text if text.endswith("：") else text + " "
@@ -59,36 +70,6 @@ def _pad(text: str, width: int) -> str:
     """``text`` padded to ``width`` terminal columns (a Chinese character takes two)."""
     wide = sum(1 for ch in text if unicodedata.east_asian_width(ch) in "WF")
     return text + " " * max(0, width - len(text) - wide)
-
-
-CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
-#: With a course's due dates (``grader.classgrade.late``), after the exercise columns: nbgrader's names.
-LATE_COLUMNS = ["timestamp", "duedate", "raw_score", "late_submission_penalty"]
-
-
-def _one_line(text: str, limit: int = 600) -> str:
-    return " ".join(str(text).split())[:limit]
-
-
-def csv_row(student: str, report: Report, exercises: list[str],
-            late: dict[str, Any] | None = None) -> list[Any]:
-    """The ``grades.csv`` row of one student; ``exercises`` are the lesson's, in column order.
-    ``late`` (the ``LATE_COLUMNS`` and ``note``): ``score`` is then the raw score less the
-    penalty, and the note ends the message."""
-    points = {x.name: round(x.points, 4) for x in report.exercises}
-    penalty = float(late["late_submission_penalty"]) if late else 0.0
-    message = " ".join([report.message, late.get("note", "")] if late else [report.message])
-    row = [student, report.lesson, round(report.score - penalty, 4), report.max_score,
-           str(report.status), _one_line(message.strip())] + [points.get(x, 0) for x in exercises]
-    return row + ([late[c] for c in LATE_COLUMNS] if late else [])
-
-
-def csv_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -> str:
-    buf = io.StringIO()
-    writer = csvcells.Writer(buf)  # a student id is never a spreadsheet formula
-    writer.writerow(CSV_HEADER + exercises + (LATE_COLUMNS if late else []))
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 def to_html(report: Report) -> str:

@@ -1,21 +1,22 @@
 """The graded folder ``grade --out DIR``: the one module that reads and writes it.
 
-``DIR`` holds ``grades.csv`` (one row per student folder), ``results/<id>.json`` (the
-``check`` object plus ``status``), ``records/<id>.json`` (what that result was made from
-and with), ``feedback/<id>/<lesson>.html`` and ``run.json`` (what the run did). The files
-keep the spec's formats; this module only adds to them:
+``DIR`` holds ``grades.csv`` (one row per student folder), ``results/<id>.json`` (one file
+per student: the ``check`` object plus ``status``, then what that result was made from and
+with), ``feedback/<id>/<lesson>.html`` and ``run.json`` (what the run did). The files keep
+the spec's formats; this module only adds to them:
 
-- ``run.json`` and every ``records/<id>.json`` carry ``"schema"`` (:data:`SCHEMA`). A
-  folder without it was written before it (schema 0): read as it always was. A folder of
-  a newer schema is refused (:class:`RecordError`), never guessed at.
-- each exercise of ``results/<id>.json`` keeps its hints as data beside the documented
-  ``message`` (the hints joined by ``"; "``): ``"hints": [{"text", "mistake", "kind"}]``,
-  so that readers group by mistake id and kind instead of parsing the English back.
-
-A student's two files hold one :class:`~grader.results.Report`: :meth:`Folder.write_result`
-splits :meth:`Report.to_dict <grader.results.Report.to_dict>`'s object into them (the spec
-fixes ``results/<id>.json``'s keys: the ``check`` object plus ``status``), and
-:meth:`Folder.read_result` reads them back into one, whichever grader wrote them.
+- ``results/<id>.json`` is :meth:`Report.to_dict <grader.results.Report.to_dict>`'s object:
+  the spec's keys (:data:`SPEC_KEYS`) first, each exercise's hints kept as data beside the
+  documented ``message`` (the hints joined by ``"; "``: ``"hints": [{"text", "mistake",
+  "kind"}]``, so that readers group by mistake id and kind instead of parsing the English
+  back), then keys of its own: ``notes``, ``seed``, the provenance (``submission``,
+  ``graded_with``, ``graded_at``, ``untouched``) and ``schema``.
+- ``run.json`` and every ``results/<id>.json`` carry ``"schema"`` (:data:`SCHEMA`). A
+  folder of a newer schema is refused (:class:`RecordError`), never guessed at. Older
+  folders are read as they were written: schema 0 (no ``schema`` anywhere, no hints as data)
+  and 1 (the provenance in a second file, ``records/<id>.json``, beside a result without
+  ``schema``); a rerun into such a folder writes its new results whole and removes their
+  old ``records/<id>.json``.
 
 Every file is written atomically (a temporary file, then ``os.replace``): a reader, or an
 interrupted run, never sees half a file.
@@ -23,7 +24,9 @@ interrupted run, never sees half a file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
 import threading
@@ -35,14 +38,22 @@ from typing import Any
 from coursekit.errors import UserError
 from grader import csvcells
 from grader.results import Report, Status
-from grader.results.render import CSV_HEADER, LATE_COLUMNS
 
-__all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "Folder", "Grades", "RecordError", "Status",
-           "result_object", "write_atomic"]
+__all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "SPEC_KEYS", "Folder", "Grades", "RecordError",
+           "Status", "grades_row", "grades_table", "result_object", "write_atomic"]
 
 #: The version of the folder's layout that this grader writes and the newest it reads.
-#: 0: before hints were kept as data (no ``schema`` anywhere); 1: ``hints`` per exercise.
-SCHEMA = 1
+#: 0: before hints were kept as data (no ``schema`` anywhere); 1: ``hints`` per exercise,
+#: the provenance in ``records/<id>.json``; 2: one file per student, ``results/<id>.json``.
+SCHEMA = 2
+
+#: The keys the spec fixes for ``results/<id>.json``: the ``check`` object plus ``status``.
+SPEC_KEYS = ("notebook", "lesson", "score", "max_score", "exercises", "status")
+
+#: ``grades.csv``'s first columns (the spec's); the exercise columns follow them.
+CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "message"]
+#: With a course's due dates (``grader.classgrade.late``), after the exercise columns: nbgrader's names.
+LATE_COLUMNS = ["timestamp", "duedate", "raw_score", "late_submission_penalty"]
 
 
 class RecordError(UserError):
@@ -58,8 +69,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def check_schema(data: Any, where: Path) -> int:
-    """The schema of a ``run.json`` or ``records/<id>.json`` object (0 before there was
-    one); raises :class:`RecordError` for a schema newer than this grader's."""
+    """The schema of a ``run.json``, ``results/<id>.json`` or ``records/<id>.json`` object
+    (0 before there was one); raises :class:`RecordError` for a schema newer than this grader's."""
     schema = data.get("schema", 0) if isinstance(data, dict) else 0
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 0:
         raise RecordError(f"{where}: its schema {schema!r} is not one `grade` writes")
@@ -69,25 +80,39 @@ def check_schema(data: Any, where: Path) -> int:
     return schema
 
 
-# --- what a student's two files hold ------------------------------------------------------
-
-#: The keys of :meth:`Report.to_dict <grader.results.Report.to_dict>` that go to
-#: ``results/<id>.json`` (the spec's object); the others go to ``records/<id>.json``.
-RESULT_KEYS = ("notebook", "lesson", "score", "max_score", "exercises", "status")
-
-
-def split(report: Report) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``results/<id>.json`` and ``records/<id>.json`` of ``report``: the contract's object
-    plus ``status``, each exercise's hints kept as data beside its ``message``; then the
-    rest (its notes, seed and provenance) and the folder's schema."""
-    record = report.to_dict()
-    result = {key: record.pop(key) for key in RESULT_KEYS}
-    return result, record | {"schema": SCHEMA}
-
-
 def result_object(report: Report) -> dict[str, Any]:
-    """``results/<id>.json`` of ``report`` (:func:`split`)."""
-    return split(report)[0]
+    """``results/<id>.json`` of ``report``: :meth:`Report.to_dict
+    <grader.results.Report.to_dict>` (the spec's keys first) and the folder's schema."""
+    return report.to_dict() | {"schema": SCHEMA}
+
+
+# --- grades.csv -------------------------------------------------------------------------
+
+def _one_line(text: str, limit: int = 600) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def grades_row(student: str, report: Report, exercises: list[str],
+               late: dict[str, Any] | None = None) -> list[Any]:
+    """The ``grades.csv`` row of one student (its cells, as :meth:`Folder.write_grades`
+    writes them); ``exercises`` are the lesson's, in column order. ``late`` (the
+    ``LATE_COLUMNS`` and ``note``): ``score`` is then the raw score less the penalty, and
+    the note ends the message."""
+    points = {x.name: round(x.points, 4) for x in report.exercises}
+    penalty = float(late["late_submission_penalty"]) if late else 0.0
+    message = " ".join([report.message, late.get("note", "")] if late else [report.message])
+    row = [student, report.lesson, round(report.score - penalty, 4), report.max_score,
+           str(report.status), _one_line(message.strip())] + [points.get(x, 0) for x in exercises]
+    return row + ([late[c] for c in LATE_COLUMNS] if late else [])
+
+
+def grades_table(rows: list[list[Any]], exercises: list[str], late: bool = False) -> str:
+    """``grades.csv``'s text: the header, then ``rows`` (:func:`grades_row`)."""
+    buf = io.StringIO()
+    writer = csvcells.Writer(buf)  # a student id is never a spreadsheet formula
+    writer.writerow(CSV_HEADER + exercises + (LATE_COLUMNS if late else []))
+    writer.writerows(rows)
+    return buf.getvalue()
 
 
 @dataclass
@@ -129,6 +154,7 @@ class Folder:
         return self.path / "results" / f"{student}.json"
 
     def record_path(self, student: str) -> Path:
+        """Where schema 0 and 1 kept what a result was made from and with (read, never written)."""
         return self.path / "records" / f"{student}.json"
 
     def feedback_path(self, student: str, lesson: str) -> Path:
@@ -144,16 +170,20 @@ class Folder:
             write_atomic(ignore, "# written by `python -m grader grade`: grades stay out of git\n*\n")
 
     def write_result(self, student: str, report: Report) -> None:
-        """The student's record, then their result (a result is never without its record)."""
-        result, record = split(report)
-        write_atomic(self.record_path(student), json.dumps(record, ensure_ascii=False))
-        write_atomic(self.result_path(student), json.dumps(result, ensure_ascii=False))
+        """The student's one file (:func:`result_object`); an older grader's
+        ``records/<id>.json`` of them goes (their new result holds all of it)."""
+        write_atomic(self.result_path(student), json.dumps(result_object(report), ensure_ascii=False))
+        record = self.record_path(student)
+        record.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the last one: records/ goes too
+            record.parent.rmdir()
 
     def write_feedback(self, student: str, lesson: str, html: str) -> None:
         write_atomic(self.feedback_path(student, lesson), html)
 
-    def write_grades(self, text: str) -> None:
-        write_atomic(self.grades_csv, text)
+    def write_grades(self, rows: list[list[Any]], exercises: list[str], late: bool = False) -> None:
+        """``grades.csv`` of ``rows`` (:func:`grades_row`); ``late``: with ``LATE_COLUMNS``."""
+        write_atomic(self.grades_csv, grades_table(rows, exercises, late))
 
     def write_run(self, run: dict[str, Any]) -> None:
         write_atomic(self.run_json, json.dumps(dict(run, schema=SCHEMA), indent=2))
@@ -191,17 +221,22 @@ class Folder:
         return Grades(path, header, rows)
 
     def read_result(self, student: str) -> Report | None:
-        """The student's report, from ``results/<student>.json`` and its record (None when
-        the result is absent or unreadable; a result written before records, or before hints
-        were kept as data, is read as it was written). Raises :class:`RecordError` for a
-        record of a newer schema."""
-        data = _json_object(self.result_path(student))
+        """The student's report, from ``results/<student>.json`` (None when it is absent or
+        unreadable). A result written before one result (no ``schema`` in it) is read with its
+        ``records/<student>.json`` as it was written, one from before hints were kept as data
+        too. Raises :class:`RecordError` for a result or record of a newer schema."""
+        path = self.result_path(student)
+        data = _json_object(path)
         if data is None:
             return None
-        record = _json_object(self.record_path(student)) or {}
-        check_schema(record, self.record_path(student))
+        if "schema" in data:
+            check_schema(data, path)
+        else:  # schema 0 or 1: the spec's keys here, the rest in the record
+            record = _json_object(self.record_path(student)) or {}
+            check_schema(record, self.record_path(student))
+            data = record | {k: data[k] for k in SPEC_KEYS if k in data}
         try:
-            return Report.from_dict(dict(record, **{k: data[k] for k in RESULT_KEYS if k in data}))
+            return Report.from_dict(data)
         except (KeyError, TypeError, ValueError):
             return None
 
