@@ -3,6 +3,9 @@ are reached, every time, and only while the check's call runs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,3 +46,38 @@ def test_guards_and_unknown_names_forbid_nothing() -> None:
     x = torch.randn(3)
     with forbidding(["grader:on-device", "torch.no_such_function"]):
         F.gelu(x)
+
+
+NUMPY_WORKER = """
+import sys
+import numpy as np
+from grader.runtime.errors import ForbiddenCall
+from grader.runtime.target import forbidding
+
+with forbidding(["torch.softmax"]):
+    np.exp(np.ones(3))  # a numpy lesson's call
+assert "torch" not in sys.modules, "the guard imported torch"
+
+def student_softmax(x):
+    import torch  # imported by the call itself: the guard starts when the import ends
+    return torch.softmax(torch.as_tensor(x), -1)
+
+try:
+    with forbidding(["torch.softmax"]):
+        student_softmax([1.0, 2.0])
+except ForbiddenCall as exc:
+    print("refused", exc)
+import torch
+assert torch.softmax(torch.ones(2), -1).sum() == 1  # after the call: allowed again
+assert not any(type(f).__name__ == "_AfterImport" for f in sys.meta_path)
+"""
+
+
+def test_a_process_without_torch_does_not_import_it_for_the_guard() -> None:
+    """A numpy lesson's worker has no torch: the guard must not import it (seconds, counted
+    in the call's own limit: a 3 s limit failed lesson 01's reference under load), and a
+    call that imports torch itself is still refused the forbidden function."""
+    proc = subprocess.run([sys.executable, "-c", NUMPY_WORKER], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("refused"), proc.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -34,21 +35,68 @@ def _resolve_dotted(path: str) -> Any:
 @contextlib.contextmanager
 def forbidding(names: list[str]) -> Iterator[None]:
     """Make calls to the named torch functions raise ``ForbiddenCall``, however they are
-    reached (``F.gelu``, ``torch._C._nn.gelu``, ``nn.GELU``, an alias imported earlier)."""
-    mode = _forbid_mode(tuple(n for n in names if not n.startswith("grader:")))  # guards: runtime.device
-    if mode is None:
+    reached (``F.gelu``, ``torch._C._nn.gelu``, ``nn.GELU``, an alias imported earlier).
+
+    Where torch is not imported yet (a numpy lesson's worker), it is not imported for the
+    guard: that would cost the call a torch import (seconds, counted in the call's own time
+    limit) to guard functions nothing can reach without importing torch. If the call imports
+    torch itself, the guard starts as soon as that import ends."""
+    forbidden = tuple(n for n in names if not n.startswith("grader:"))  # guards: runtime.device
+    if not forbidden:
         yield
         return
-    with mode():
+    with contextlib.ExitStack() as stack:
+        if "torch" in sys.modules:
+            stack.enter_context(_forbid_mode(forbidden)())
+        else:
+            stack.enter_context(_after_import("torch", lambda: stack.enter_context(
+                _forbid_mode(forbidden)())))
         yield
+
+
+class _AfterImport:
+    """A ``sys.meta_path`` finder that runs ``then`` once module ``name`` has been imported."""
+
+    def __init__(self, name: str, then: Callable[[], Any]):
+        self.name, self.then, self.done = name, then, False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name or self.done:
+            return None
+        self.done = True  # the real finders below answer: this finder is asked only once
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.done = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        load, hook = spec.loader.exec_module, self
+
+        def exec_module(module: types.ModuleType) -> None:
+            load(module)
+            if not hook.done:
+                hook.done = True
+                hook.then()
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+@contextlib.contextmanager
+def _after_import(name: str, then: Callable[[], Any]) -> Iterator[None]:
+    """Run ``then`` when ``name`` is imported inside the block (not at all if it is not)."""
+    hook = _AfterImport(name, then)
+    sys.meta_path.insert(0, hook)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(hook)
 
 
 @functools.lru_cache(maxsize=32)
-def _forbid_mode(names: tuple[str, ...]) -> type | None:
+def _forbid_mode(names: tuple[str, ...]) -> type:
     """The torch function mode that refuses ``names``, made once per process for each set of
     names (a class made per call cost more than most calls it guards)."""
-    if not names:
-        return None
     import torch  # noqa: F401 - forbidden names are torch functions
     from torch.overrides import TorchFunctionMode
 
