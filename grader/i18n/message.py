@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 
-
 def parts(template: str) -> list[tuple[str, str]]:
     """``[("text", ...), ("field", "name")]`` of a template: ``{{``/``}}`` are literal braces."""
     out: list[tuple[str, str]] = []
