@@ -274,8 +274,8 @@ def close(actual: Any, expected: Any, message: str, *, atol: float = 1e-6, rtol:
         return
     found = identify(got, want, suspects, atol=atol, rtol=rtol)
     if found is not None:
-        raise Failed(f"{found.message} ({_evidence(got, want)})", found.mistake)
-    raise Failed(f"{message} ({difference})", mistake)
+        raise Failed(msg("{message} ({detail})", message=found.message, detail=_evidence(got, want)), found.mistake)
+    raise Failed(msg("{message} ({detail})", message=message, detail=difference), mistake)
 
 
 def _evidence(got: np.ndarray, want: np.ndarray) -> str:

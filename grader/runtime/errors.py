@@ -4,8 +4,6 @@ import os
 import sys
 from typing import NoReturn
 
-from grader.i18n import msg
-
 
 class GradingError(Exception):
     """Base class: something about the submission made a check impossible."""
@@ -41,7 +39,7 @@ class ForbiddenCall(Exception):
     code the notebook gives that computes the exercise (its name then starts with ``GIVEN``)."""
 
     def __init__(self, name: str):
-        super().__init__(msg("uses {name}", name=name))
+        super().__init__(f"uses {name}")
         self.name = name
 
 
@@ -58,7 +56,7 @@ class WorkerOutOfMemory(WorkerDied):
     OOM killer stopped it, or it ended itself (``MEMORY_EXIT``) at a failed allocation."""
 
     def __init__(self, gib: float):
-        super().__init__(msg("the notebook reached its memory limit ({gib} GiB)", gib=format(gib, 'g')))
+        super().__init__(f"the notebook reached its memory limit ({gib:g} GiB)")
         self.gib = gib
 
 
@@ -74,7 +72,7 @@ class CallHung(WorkerTimeout):
     """One request of a check (``call``, described without its values) got no answer."""
 
     def __init__(self, call: str, seconds: float):
-        super().__init__(msg("{call} gave no answer within {seconds} s", call=call, seconds=format(seconds, 'g')))
+        super().__init__(f"{call} gave no answer within {seconds:g} s")
         self.call = call
         self.seconds = seconds
 
@@ -83,7 +81,7 @@ class CallCrashed(WorkerDied):
     """The worker stopped while it answered one request of a check (``call``)."""
 
     def __init__(self, call: str):
-        super().__init__(msg("the notebook's process stopped during {call}", call=call))
+        super().__init__(f"the notebook's process stopped during {call}")
         self.call = call
 
 
@@ -93,7 +91,7 @@ MEMORY_EXIT = 75
 
 #: What an allocator says when it may not have more (torch's CPU allocator raises a
 #: RuntimeError; ``ENOMEM``'s own words in an OSError or a library's message).
-_ALLOCATION_FAILED = (msg("can't allocate memory"), msg("cannot allocate memory"), msg("out of memory"))
+_ALLOCATION_FAILED = ("can't allocate memory", "cannot allocate memory", "out of memory")
 
 
 def out_of_memory(exc: BaseException | None) -> bool:
