@@ -39,7 +39,7 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
         try:
             results = run_hidden_tests(sub, lesson, only={exercise})
         except Exception as exc:  # noqa: BLE001 - never write to stderr from a grade cell
-            failure = msg("{exercise}: the grader could not run ({exc}: {exc_2})", exercise=exercise, exc=type(exc).__name__, exc_2=exc)
+            failure: str = msg("{exercise}: the grader could not run ({exc}: {exc_2})", exercise=exercise, exc=type(exc).__name__, exc_2=exc)
         else:
             failure = ""
     t = words(choose(None))  # $COURSE_LANG: nbgrader_config.py sets it per notebook's edition

@@ -226,7 +226,7 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
             report.status = run.status
         if run.failed_call is None:
             break
-        hung, what = run.results[-1].name, run.failed_call
+        hung, what = run.results[-1].name, messages.describe(run.failed_call)
         again = msg("; the exercises after it were graded in a fresh run of the notebook") \
             if pending and restart is not None else ""
         report.notes.append(msg("A check of `{hung}` failed ({what}): its checks left score 0{again}.", hung=hung, what=what, again=again))

@@ -55,6 +55,7 @@ class Failed(AssertionError):
 
     def __init__(self, message: str = "", mistake: str | None = None):
         super().__init__(message)
+        self.message = message  # a Message: ``str(exc)`` would be its English text alone
         self.mistake = mistake
 
 

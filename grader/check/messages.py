@@ -9,7 +9,7 @@ from __future__ import annotations
 from grader.check.framework import Failed
 from grader.check.submission import Posted
 from grader.hint import Hint
-from grader.i18n import msg
+from grader.i18n import Message, msg, with_detail
 from grader.runtime.errors import (
     GIVEN,
     BadValue,
@@ -44,6 +44,19 @@ FORBIDDEN_HINT = {
 }
 
 
+def describe(exc: BaseException) -> str:
+    """What a runtime exception (raised beside the submission, whose text stays English there)
+    says, as a message: a call that hung or crashed, the memory limit, the wall clock."""
+    if isinstance(exc, CallHung):
+        return msg("{call} gave no answer within {seconds} s", call=exc.call, seconds=format(exc.seconds, "g"))
+    if isinstance(exc, CallCrashed):
+        return msg("the notebook's process stopped during {call}", call=exc.call)
+    if isinstance(exc, WorkerOutOfMemory):
+        return msg("the notebook reached its memory limit ({gib} GiB)", gib=format(exc.gib, "g"))
+    text = exc.args[0] if exc.args else ""
+    return text if isinstance(text, Message) else str(exc)
+
+
 def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:
     """The hints a student reads for one exercise, from every failed check's hint.
 
@@ -69,11 +82,11 @@ def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:
     if folded:
         first = shown[0]
         note = msg("+{folded} related check{s} failed", folded=folded, s='s' if folded > 1 else '')
-        text = f"{first.text} ({note})"
-        if lang != "en":  # the failures are translated already (i18n.localize): so is the count
-            from grader.i18n import translate, with_detail
+        text: str = with_detail(first.text, note)
+        if lang != "en":  # the failures are rendered already (i18n.localize): so is the count
+            from grader.i18n import render
 
-            text = with_detail(first.text, translate(note, lang), lang)
+            text = render(text, lang)
         shown[0] = first.with_text(text)
     return shown
 
@@ -83,7 +96,7 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
     if isinstance(exc, Posted):  # an earlier operation's error, raised by a later request
         exc = exc.error
     if isinstance(exc, Failed):
-        text = str(exc) or msg("`{exercise}` returned something that is not an array or tensor", exercise=exercise)
+        text = exc.message or msg("`{exercise}` returned something that is not an array or tensor", exercise=exercise)
         return Hint(text, exc.mistake)
     if isinstance(exc, SubmissionError) and exc.exc_type == "ForbiddenCall":
         given = exc.message.startswith(GIVEN)
@@ -112,7 +125,8 @@ def _explain_error(exc: BaseException | None, exercise: str) -> str:
         if exc.exc_type == "NotImplementedError":
             return msg("`{exercise}` is not implemented yet (it raised NotImplementedError)", exercise=exercise)
         where = f" ({exc.where.strip().splitlines()[0].strip()})" if exc.where.strip() else ""
-        return msg("calling `{exc_target}` raised {exc_exc_type}: {exc_message}{where}", exc_target=exc.target, exc_exc_type=exc.exc_type, exc_message=exc.message, where=where)[:600]
+        return msg("calling `{exc_target}` raised {exc_exc_type}: {exc_message}{where}", exc_target=exc.target,
+                   exc_exc_type=exc.exc_type, exc_message=exc.message[:500], where=where[:100])
     if isinstance(exc, BadValue):
         return msg("`{exercise}` returned something the grader cannot read: {exc}", exercise=exercise, exc=exc)
     if isinstance(exc, CallHung):
@@ -122,7 +136,7 @@ def _explain_error(exc: BaseException | None, exercise: str) -> str:
     if isinstance(exc, CallCrashed):
         return (msg("`{exc_call}` stopped the notebook's process (it crashed, exited or ran out of memory)", exc_call=exc.call))
     if isinstance(exc, WorkerTimeout):
-        return msg("the notebook took too long ({exc}): an infinite loop?", exc=exc)
+        return msg("the notebook took too long ({what}): an infinite loop?", what=describe(exc))
     if isinstance(exc, WorkerDied):
         return msg("the notebook's process stopped (it crashed, exited or ran out of memory)")
     if isinstance(exc, ProtocolError):

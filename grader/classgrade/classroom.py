@@ -266,7 +266,7 @@ def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
     """What ``grade`` prints when it is done, a sentence a line (each a template of the
     catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
     changed = msg(" ({summary_changed} changed since graded)", summary_changed=len(summary.changed)) if summary.changed else ""
-    lines = [msg("graded {summary_graded} submission(s){changed}, kept {summary_reused} earlier result(s) in {summary_seconds} s (median {summary_median_s} s per submission)", summary_graded=summary.graded, changed=changed, summary_reused=summary.reused, summary_seconds=format(summary.seconds, '.1f'), summary_median_s=format(summary.median_s, '.2f'))]
+    lines: list[str] = [msg("graded {summary_graded} submission(s){changed}, kept {summary_reused} earlier result(s) in {summary_seconds} s (median {summary_median_s} s per submission)", summary_graded=summary.graded, changed=changed, summary_reused=summary.reused, summary_seconds=format(summary.seconds, '.1f'), summary_median_s=format(summary.median_s, '.2f'))]
     if summary.waiting:
         lines.append(msg("not regraded (changed since graded, not chosen with --student): {summary_waiting}", summary_waiting=', '.join(summary.waiting)))
     if summary.other_settings:
@@ -495,7 +495,7 @@ class _ClassRun:
 
     def other_settings(self) -> dict[str, str]:
         """The kept results made under other settings than this run's: how."""
-        other = {}
+        other: dict[str, str] = {}
         folder = Folder(self.opts.out)
         for student in self.plan.kept:
             made = _made(folder.read_result(student)).graded_with

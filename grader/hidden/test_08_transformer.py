@@ -1133,7 +1133,7 @@ def test_transformer_padding(sub):
     both = _logits(m, torch.cat([s for s, _ in sides]), torch.cat([t for _, t in sides])).split(len(sides[0][1]))
     for left, (src, tgt), got in zip((False, True), sides, both, strict=True):
         keep = tgt != 3
-        side = "left" if left else "right"
+        side = msg("left") if left else msg("right")
         close_judged(sub, p, got, src, tgt, True, 3,
                      msg("with source and target padded on the {side} (pad_id=3) the logits of the real tokens are wrong: every mask comes from the model's pad_id, the target's from causal_mask(Lt) & padding_mask(tgt, pad_id)", side=side), select=lambda t, k=keep: t[k])
     (src, tgt), padded = sides[0], both[0]  # row 1 is padded on the right (row 0 never is)

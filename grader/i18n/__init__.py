@@ -43,9 +43,9 @@ from typing import Any
 from grader.hint import Hint
 from grader.i18n import catalogues as _catalogue
 from grader.i18n.catalogues import LOCALE_DIR, Coverage, coverage, source_templates
-from grader.i18n.message import Message, fill, msg, parts
+from grader.i18n.message import Message, fill, msg, parts, with_detail
 
-__all__ = ["LANGUAGES", "Message", "msg", "render", "translate", "translate_checked", "choose",
+__all__ = ["LANGUAGES", "Message", "msg", "with_detail", "render", "translate", "translate_checked", "choose",
            "class_language", "notebook_edition", "words", "localize", "catalogue", "coverage",
            "source_templates", "Coverage", "LOCALE_DIR", "fields"]
 
@@ -131,7 +131,7 @@ def choose(lang: str | None, edition: str | None = None) -> str:
     notebook's edition's language, else English."""
     from coursekit import settings
 
-    for value in (lang, settings.language(), edition):
+    for value in (lang, settings.language(LANGUAGES), edition):
         if value in LANGUAGES:
             return value
     return "en"
@@ -199,9 +199,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m grader.authoring 
                         help="status: the coverage; sync (or extract): add the source's new ids "
                              "(empty translation), drop the stale ones; missing: list the ids "
                              "without a translation")
-    parser.add_argument("--lang", default="zh", choices=[x for x in LANGUAGES if x != "en"])
+    parser.add_argument("--lang", default="zh",
+                        help=f"a language with a catalogue ({', '.join(x for x in LANGUAGES if x != 'en')}), "
+                             "or for sync a new one: its catalogue is made")
     logs.add_options(parser)
     args = parser.parse_args(argv)
+    if args.lang == "en" or (args.lang not in LANGUAGES and args.command not in ("sync", "extract")):
+        parser.error(f"--lang {args.lang}: no catalogue {_catalogue.po_path(args.lang)} (sync makes one)")
     logs.start(args, prog)
     if args.command in ("sync", "extract"):
         result = _catalogue.sync(args.lang)

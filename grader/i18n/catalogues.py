@@ -170,8 +170,8 @@ def coverage(lang: str, templates: Iterable[str] | None = None,
     entries = read(lang) if entries is None else entries
     wanted = list(templates if templates is not None else source_templates())
     # a "translation" that is the English itself, unmarked, is one nobody wrote
-    missing = [t for t in wanted if t not in entries or not entries[t].text
-               or (entries[t].text == t and not entries[t].same)]
+    missing = [t for t in wanted if t not in entries
+               or not (entries[t].same or entries[t].text and entries[t].text != t)]
     stale = [t for t in entries if t not in set(wanted)]
     bad = [t for t, e in entries.items() if e.text and not e.same and not set(fields(e.text)) <= set(fields(t))]
     same = [t for t in wanted if t in entries and entries[t].same]

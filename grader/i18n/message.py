@@ -99,3 +99,9 @@ def msg(template: str, /, **args: Any) -> Message:
     id its translations are found by) and the values of its fields (a message, or any value,
     shown as ``format(value, "")``: apply a format spec before, ``format(x, ".3g")``)."""
     return Message(template, args)
+
+
+def with_detail(message: str, detail: str) -> Message:
+    """``message (detail)``: a hint and its evidence or note in parentheses, each a message
+    (each language writes its own brackets: ``{message}（{detail}）``)."""
+    return msg("{message} ({detail})", message=message, detail=detail)
