@@ -1,5 +1,6 @@
-"""The grader speaks Chinese (grader/i18n.py): every sentence a student may read has a
-translation that cannot silently go stale; hints made of hints translate piece by piece;
+"""The grader speaks Chinese (grader/i18n/): every message a student may read has an id and
+arguments, and a translation in a .po catalogue that cannot silently go stale; hints made of
+hints render piece by piece, from their ids;
 ``check`` answers in the notebook's language, ``--lang`` and ``COURSE_LANG`` choose another;
 the gradebook stays English."""
 

@@ -113,7 +113,7 @@ def _report_values(report: Report) -> list[str]:
 def test_grading_a_lesson_says_everything_in_the_new_language(xx: str, lesson: str) -> None:
     """Every hint of the planted bugs, the blank and the reference notebooks is a message
     that renders in full; ``grader check``'s text and the feedback page have no English left."""
-    from grader.results.render import feedback_html, to_text
+    from grader.results.render import feedback_html, to_html, to_text
 
     reports = _graded(lesson)
     assert any(e.failures for r in reports for e in r.exercises)
@@ -126,7 +126,7 @@ def test_grading_a_lesson_says_everything_in_the_new_language(xx: str, lesson: s
                 assert not re.search(r"[A-Za-z]{2,}", _without(text, _values(hint.text))), text
         shown = i18n.localize(report, xx)
         values = _report_values(report)
-        for page in (to_text(shown), _page_text(feedback_html(shown, "s1"))):
+        for page in (to_text(shown), _page_text(to_html(shown)), _page_text(feedback_html(shown, "s1"))):
             assert not _english(page, values), (_english(page, values), page)
 
 
