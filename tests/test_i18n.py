@@ -78,6 +78,16 @@ def test_a_message_keeps_its_id_and_arguments_through_a_record() -> None:
     assert Hint.from_dict({"text": "written before ids", "kind": "symptom"}).text == "written before ids"
 
 
+def test_a_value_shown_otherwise_keeps_the_message_and_its_id() -> None:
+    """A test that rewrites the values of a failure (lesson 11 shows 1e30 as inf) keeps the
+    message: its id, its nested messages, its words (a string operation would lose them)."""
+    hint = with_detail(msg("the logits are wrong"), msg("at index {worst}: yours {yours}", worst=[0], yours="-1e+30"))
+    shown = i18n.map_values(hint, lambda v: v.replace("-1e+30", "-inf"))
+    assert shown == "the logits are wrong (at index [0]: yours -inf)" and shown.id == hint.id
+    assert shown.args["detail"].id == "at index {worst}: yours {yours}"
+    assert i18n.map_values("plain", str.upper) == "PLAIN"
+
+
 # --- rendering ----------------------------------------------------------------------------
 
 TABLE = {

@@ -57,7 +57,7 @@ from grader.check.framework import (
     per_run,
     suspect,
 )
-from grader.i18n import msg
+from grader.i18n import map_values, msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -309,7 +309,7 @@ def close_logits(out, want, message, **kwargs):
     try:
         close(out, want, message, **kwargs)
     except Failed as exc:
-        raise Failed(SHOWN_INF.sub(r"\1inf", str(exc)), exc.mistake) from None
+        raise Failed(map_values(exc.message, lambda v: SHOWN_INF.sub(r"\1inf", v)), exc.mistake) from None
 
 
 FILTER_SUSPECTS = tuple(m for m in FILTER_HINTS if m not in ("filter_topk_only", "filter_topp_only"))

@@ -43,9 +43,9 @@ from typing import Any
 from grader.hint import Hint
 from grader.i18n import catalogues as _catalogue
 from grader.i18n.catalogues import LOCALE_DIR, Coverage, coverage, source_templates
-from grader.i18n.message import Message, fill, msg, parts, with_detail
+from grader.i18n.message import Message, fill, map_values, msg, parts, with_detail
 
-__all__ = ["LANGUAGES", "Message", "msg", "with_detail", "render", "translate", "translate_checked", "choose",
+__all__ = ["LANGUAGES", "Message", "msg", "with_detail", "map_values", "render", "translate", "translate_checked", "choose",
            "class_language", "notebook_edition", "words", "localize", "catalogue", "coverage",
            "source_templates", "Coverage", "LOCALE_DIR", "fields"]
 

@@ -17,7 +17,7 @@ slicing) becomes plain text and loses its id: build the larger message with :fun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -85,6 +85,12 @@ class Message(str):
         return cls(str(data["id"]), {str(k): cls.from_dict(v) if isinstance(v, Mapping) else str(v)
                                      for k, v in args.items()})
 
+    def map_values(self, fn: Callable[[str], str]) -> Message:
+        """The same message with ``fn`` applied to each value that is no message (in the
+        messages inside it too): a test's way to show a value otherwise (``inf`` for 1e30)."""
+        return Message(self.id, {k: v.map_values(fn) if isinstance(v, Message) else fn(v)
+                                 for k, v in self.args.items()})
+
     def walk(self) -> list[Message]:
         """This message and the messages in its arguments, depth first."""
         found = [self]
@@ -105,3 +111,8 @@ def with_detail(message: str, detail: str) -> Message:
     """``message (detail)``: a hint and its evidence or note in parentheses, each a message
     (each language writes its own brackets: ``{message}（{detail}）``)."""
     return msg("{message} ({detail})", message=message, detail=detail)
+
+
+def map_values(text: str, fn: Callable[[str], str]) -> str:
+    """:meth:`Message.map_values` of a message; ``fn(text)`` of plain text."""
+    return text.map_values(fn) if isinstance(text, Message) else fn(text)
