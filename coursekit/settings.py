@@ -69,7 +69,7 @@ Standard library only; :func:`load_preset` and :func:`choose_device` import torc
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -239,11 +239,11 @@ def autograde() -> str:
     return value
 
 
-def language() -> str | None:
-    """``$COURSE_LANG`` (``en`` or ``zh``), or None when it is not set (or not a language
-    the hints are written in)."""
+def language(known: Iterable[str] = LANGUAGES) -> str | None:
+    """``$COURSE_LANG`` (``en`` or ``zh``: ``known``, the grader passes the languages it has
+    a catalogue of), or None when it is not set (or not a language the hints are written in)."""
     value = (os.environ.get(LANG) or "").strip().lower().replace("-", "_").split("_")[0]
-    return value if value in LANGUAGES else None
+    return value if value in tuple(known) else None
 
 
 def check_helper_minutes() -> float | None:

@@ -99,6 +99,13 @@ def _interrupted(exc: Interrupted) -> int:
     return 128 + exc.signum
 
 
+def _languages() -> list[str]:
+    """The languages ``--lang`` takes: English and every catalogue's (``grader.i18n``)."""
+    from grader.i18n import LANGUAGES
+
+    return list(LANGUAGES)
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade the class (``grade_options`` reads the command line): the run, stopped cleanly
     by Ctrl-C or SIGTERM, then its summary in the class's language."""
@@ -356,7 +363,7 @@ def build_parser(prog: str = "python -m grader") -> argparse.ArgumentParser:
     grade.add_argument("--memory", type=float, default=DEFAULT_LIMITS.memory_gib,
                        help=f"GiB of memory per notebook (default {DEFAULT_LIMITS.memory_gib:g})")
     call_timeout_option(grade)
-    grade.add_argument("--lang", choices=["en", "zh"], default=None,
+    grade.add_argument("--lang", choices=_languages(), default=None,
                        help="language of the feedback pages (default: each notebook's) and "
                             "of the summary printed at the end (default: $COURSE_LANG, else the "
                             "edition most of the class handed in); grades.csv and results/ are "
@@ -468,7 +475,7 @@ def build_parser(prog: str = "python -m grader") -> argparse.ArgumentParser:
     report.add_argument("--submitted", default=None, metavar="SUBMITTED",
                         help="the graded notebooks, for similarity flags (default: the folder "
                              "`grade` read, as run.json records it)")
-    report.add_argument("--lang", choices=["en", "zh"], default=None,
+    report.add_argument("--lang", choices=_languages(), default=None,
                         help="language of the page and of this summary, the students' hints "
                              "as they read them (default: $COURSE_LANG, else the edition most of "
                              "the class handed in)")

@@ -2,7 +2,8 @@
 
 The lowest of the grader's modules (standard library only): the hints are made in
 ``grader.check.messages``, kept by ``grader.results`` (and with it in the graded folder,
-``grader.results.folder``), translated by ``grader.i18n``.
+``grader.results.folder``), rendered in the reader's language by ``grader.i18n`` from the
+id and arguments of its text, a :class:`grader.i18n.Message`.
 """
 
 from __future__ import annotations
@@ -37,10 +38,22 @@ class Hint:
         return Hint(text, self.mistake, self.kind)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "mistake": self.mistake, "kind": self.kind}
+        """``text`` (English), ``mistake``, ``kind`` and, for a message
+        (:class:`grader.i18n.Message`), its ``id`` and ``args``: what renders it in another
+        language."""
+        data: dict[str, Any] = {"text": str(self.text), "mistake": self.mistake, "kind": self.kind}
+        to_dict = getattr(self.text, "to_dict", None)
+        if callable(to_dict):
+            message = to_dict()
+            data |= {"id": message["id"], "args": message["args"]}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hint:
         mistake = data.get("mistake")
-        return cls(str(data.get("text", "")), str(mistake) if mistake else None,
-                   str(data.get("kind") or "symptom"))
+        text: str = str(data.get("text", ""))
+        if isinstance(data.get("id"), str):
+            from grader.i18n.message import Message
+
+            text = Message.from_dict(data)
+        return cls(text, str(mistake) if mistake else None, str(data.get("kind") or "symptom"))

@@ -26,7 +26,7 @@ from typing import Any
 from coursekit import settings
 from grader.check.engine import quiet, run_hidden_tests
 from grader.check.submission import InProcessSubmission
-from grader.i18n import choose, words
+from grader.i18n import choose, msg, words
 from grader.limits import DEFAULT_LIMITS
 from grader.results import ExerciseResult
 from grader.templating import points as shown
@@ -39,7 +39,7 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
         try:
             results = run_hidden_tests(sub, lesson, only={exercise})
         except Exception as exc:  # noqa: BLE001 - never write to stderr from a grade cell
-            failure = f"{exercise}: the grader could not run ({type(exc).__name__}: {exc})"
+            failure: str = msg("{exercise}: the grader could not run ({exc}: {exc_2})", exercise=exercise, exc=type(exc).__name__, exc_2=exc)
         else:
             failure = ""
     t = words(choose(None))  # $COURSE_LANG: nbgrader_config.py sets it per notebook's edition
@@ -53,14 +53,12 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
 
 #: Shown under a cell that raised an error when the notebook was graded in the sandbox
 #: (``grader.integrations.nbgrader.sandbox``: nbgrader's autograde never runs the notebook itself).
-CELL_ERROR = "This cell raised an error when the notebook was graded:"
+CELL_ERROR = msg("This cell raised an error when the notebook was graded:")
 #: The comment above a test cell's hidden tests in nbgrader's autograded notebook and
 #: feedback (``grader.integrations.nbgrader.cells.hidden_tests_only``).
-VISIBLE_TESTS_RAN = ("The visible tests of this exercise run when you press Validate; "
-                     "grading runs the hidden tests, which check the same and more.")
+VISIBLE_TESTS_RAN = (msg("The visible tests of this exercise run when you press Validate; grading runs the hidden tests, which check the same and more."))
 #: A graded test cell without the course's hidden tests gets no points in the sandbox.
-NO_HIDDEN_TESTS = ("This test cell calls none of the course's hidden tests, so the sandboxed "
-                   "grader gave it no points.")
+NO_HIDDEN_TESTS = (msg("This test cell calls none of the course's hidden tests, so the sandboxed grader gave it no points."))
 
 
 def exercise_text(exercise: str, results: list[ExerciseResult], t: Any) -> tuple[str, float]:
@@ -68,7 +66,7 @@ def exercise_text(exercise: str, results: list[ExerciseResult], t: Any) -> tuple
     translates) and the points earned, as nbgrader reads them for partial credit."""
     points = float(sum(r.points for r in results))
     max_points = float(sum(r.max_points for r in results))
-    lines = [t(f"{exercise}: {shown(points)} / {shown(max_points)} points")]
+    lines = [t(msg("{exercise}: {shown_points} / {shown_max_points} points", exercise=exercise, shown_points=shown(points), shown_max_points=shown(max_points)))]
     label = t("hint:")
     gap = "" if label.endswith("：") else " "
     lines += [f"  {label}{gap}{t(hint.text)}" for result in results for hint in result.hints]

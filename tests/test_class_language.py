@@ -15,6 +15,7 @@ from grader import i18n
 from grader.classgrade.classroom import Options, RunSummary, editions_handed_in, summary_lines
 from grader.classgrade.late import parse
 from grader.hint import Hint
+from grader.i18n import msg
 from grader.results import ExerciseResult, Report, Status, not_graded
 from grader.results.folder import grades_row
 
@@ -33,8 +34,9 @@ def _class(tmp_path: Path, edition: str) -> Path:
     wrong = Report(f"s1/{LESSON}/{LESSON}{suffix}.ipynb", LESSON,
                    [ExerciseResult("rope_angles", 0.25, 2.0, [Hint(HINT)]), ExerciseResult("lm_loss", 2.0, 2.0)])
     gone = not_graded(f"s2/{LESSON}/{LESSON}{suffix}.ipynb", LESSON, EXERCISES, Status.MISSING,
-                      f"No submission: no notebook of {LESSON} in s2/ (nbgrader's layout: "
-                      f"s2/{LESSON}/{LESSON}{suffix}.ipynb).")
+                      msg("No submission: no notebook of {lesson} in {student}/ (nbgrader's layout: "
+                          "{canonical}).", lesson=LESSON, student="s2",
+                          canonical=f"s2/{LESSON}/{LESSON}{suffix}.ipynb"))  # classroom's message
     for student, report in (("s1", wrong), ("s2", gone)):
         folder.write_result(student, report)
     folder.write_grades([grades_row("s1", wrong, list(EXERCISES)), grades_row("s2", gone, list(EXERCISES))],

@@ -1,10 +1,13 @@
-"""The grader speaks Chinese (grader/i18n.py): every sentence a student may read has a
-translation that cannot silently go stale; hints made of hints translate piece by piece;
+"""The grader speaks Chinese (grader/i18n/): every message a student may read has an id and
+arguments, and a translation in a .po catalogue that cannot silently go stale; hints made of
+hints render piece by piece, from their ids;
 ``check`` answers in the notebook's language, ``--lang`` and ``COURSE_LANG`` choose another;
 the gradebook stays English."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import subprocess
@@ -18,6 +21,7 @@ from coursekit import catalogue
 from grader import i18n
 from grader.check.engine import grade_in_process
 from grader.hint import Hint
+from grader.i18n import catalogues, msg, with_detail
 from grader.results import ExerciseResult, Report
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
@@ -25,7 +29,7 @@ pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-
 ZH_LESSONS = [lesson.id for lesson in catalogue.COURSE if "zh" in lesson.editions]
 
 
-# --- reading the templates ----------------------------------------------------------------
+# --- reading the ids -----------------------------------------------------------------------
 
 SOURCE = '''
 """A docstring is not a message."""
@@ -34,9 +38,8 @@ MISTAKES = {"axis": "softmax over the wrong axis"}
 def test_x(sub):
     """Nor is this one."""
     w = sub.call("softmax", x)
-    check(ok, f"softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument")
-    close(w, want, "rows of the weights should sum to 1" " (each query's)")
-    check(ok, "the output has shape " + str(shape) + ", expected [n, d_v]")
+    check(ok, msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument", axis=axis))
+    close(w, want, msg("rows of the weights should sum to 1" " (each query's)"))
     if "sum to" in text:
         pass
     print(t("total"))
@@ -44,70 +47,110 @@ def test_x(sub):
 '''
 
 
-def test_templates_are_the_messages_as_written() -> None:
-    assert sorted(i18n.templates_in_python(SOURCE)) == sorted([
+def test_the_ids_are_the_messages_as_written() -> None:
+    assert sorted(catalogues.ids_in_python(SOURCE)) == sorted([
         "softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument",
         "rows of the weights should sum to 1 (each query's)",
-        "the output has shape {str(shape)}, expected [n, d_v]",
         "total",
     ])
 
 
 def test_literal_braces_are_escaped() -> None:
-    assert i18n.templates_in_python('check(ok, "a set {0, 1} of two keys")') == ["a set {{0, 1}} of two keys"]
+    assert catalogues.ids_in_python('t("a set {0, 1} of two keys")') == ["a set {{0, 1}} of two keys"]
     assert i18n.fields("a set {{0, 1}} of {n} keys") == ["{n}"]
+    assert msg("a set {{0, 1}} of {n} keys", n=2) == "a set {0, 1} of 2 keys"
 
 
-# --- translating --------------------------------------------------------------------------
+def test_a_message_keeps_its_id_and_arguments_through_a_record() -> None:
+    """A hint is kept as id + arguments + English text (the gradebook stays readable), and
+    read back as the same message; pickled (a worker's answer) it stays one too."""
+    import pickle
+
+    hint = Hint(with_detail(msg("the output of {what} is wrong", what=msg("the decoder layer")),
+                            msg("at index {worst}: yours {yours}", worst=[0, 2], yours=format(0.1234, ".2g"))),
+                "axis")
+    data = json.loads(json.dumps(hint.as_dict()))
+    assert data["text"] == "the output of the decoder layer is wrong (at index [0, 2]: yours 0.12)"
+    assert data["id"] == "{message} ({detail})" and data["args"]["message"]["args"]["what"]["id"] == "the decoder layer"
+    back = Hint.from_dict(data)
+    assert back == hint and isinstance(back.text, i18n.Message) and back.text.to_dict() == hint.text.to_dict()
+    assert pickle.loads(pickle.dumps(hint.text)).to_dict() == hint.text.to_dict()
+    assert Hint.from_dict({"text": "written before ids", "kind": "symptom"}).text == "written before ids"
+
+
+def test_a_value_shown_otherwise_keeps_the_message_and_its_id() -> None:
+    """A test that rewrites the values of a failure (lesson 11 shows 1e30 as inf) keeps the
+    message: its id, its nested messages, its words (a string operation would lose them)."""
+    hint = with_detail(msg("the logits are wrong"), msg("at index {worst}: yours {yours}", worst=[0], yours="-1e+30"))
+    shown = i18n.map_values(hint, lambda v: v.replace("-1e+30", "-inf"))
+    assert shown == "the logits are wrong (at index [0]: yours -inf)" and shown.id == hint.id
+    assert shown.args["detail"].id == "at index {worst}: yours {yours}"
+    assert i18n.map_values("plain", str.upper) == "PLAIN"
+
+
+# --- rendering ----------------------------------------------------------------------------
 
 TABLE = {
     "softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument":
         "softmax(x, axis={axis}) 在第 0 轴上归一化：请使用参数 `axis`",
-    "at index {list(map(int, worst))}: yours {yours}, right {right}":
-        "在下标 {list(map(int, worst))} 处：你的是 {yours}，正确的是 {right}",
-    "+{folded} related check{'s' if folded > 1 else ''} failed": "另有 {folded} 项相关检查未通过",
-    "calling `{exc.target}` raised {exc.exc_type}: {exc.message}{where}":
-        "调用 `{exc.target}` 时抛出了 {exc.exc_type}：{exc.message}{where}",
+    "at index {worst}: yours {yours}, right {right}": "在下标 {worst} 处：你的是 {yours}，正确的是 {right}",
+    "+{folded} related check{s} failed": "另有 {folded} 项相关检查未通过",
+    "calling `{exc_target}` raised {exc_type}: {exc_message}{where}":
+        "调用 `{exc_target}` 时抛出了 {exc_type}：{exc_message}{where}",
     "the output of {what} is wrong": "{what} 的输出不对",
     "the decoder layer": "解码器层",
+    "{message} ({detail})": "{message}（{detail}）",
     "total": "总分",
 }
 
 
 @pytest.fixture()
 def fake_zh(monkeypatch):
-    i18n.catalogue.cache_clear()
-    i18n._patterns.cache_clear()
     monkeypatch.setattr(i18n, "catalogue", lambda lang: TABLE if lang == "zh" else {})
-    i18n._patterns.cache_clear()
-    yield
-    i18n._patterns.cache_clear()
 
 
-def test_a_hint_inside_a_hint_translates_piece_by_piece(fake_zh) -> None:
-    hint = ("softmax(x, axis=1) normalises over axis 0: use the `axis` argument "
-            "(at index [0, 2]: yours 0.1, right 0.3) (+2 related checks failed)")
-    text, left = i18n.translate_checked(hint, "zh")
+def test_a_hint_inside_a_hint_renders_piece_by_piece(fake_zh) -> None:
+    evidence = msg("at index {worst}: yours {yours}, right {right}", worst=[0, 2], yours=0.1, right=0.3)
+    note = msg("+{folded} related check{s} failed", folded=2, s="s")
+    hint = with_detail(with_detail(msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` "
+                                       "argument", axis=1), evidence), note)
+    assert hint == ("softmax(x, axis=1) normalises over axis 0: use the `axis` argument "
+                    "(at index [0, 2]: yours 0.1, right 0.3) (+2 related checks failed)")
+    text, left = i18n.render_checked(hint, "zh")
     assert left == []
     assert text == ("softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`（在下标 [0, 2] 处：你的是 0.1，"
                     "正确的是 0.3）（另有 2 项相关检查未通过）")
 
 
-def test_fields_may_change_order_and_values_translate_too(fake_zh) -> None:
-    assert i18n.translate("the output of the decoder layer is wrong", "zh") == "解码器层 的输出不对"
+def test_fields_may_change_order_and_messages_in_them_render_too(fake_zh) -> None:
+    hint = msg("the output of {what} is wrong", what=msg("the decoder layer"))
+    assert i18n.render(hint, "zh") == "解码器层 的输出不对"
+    assert i18n.render("total", "zh") == "总分"  # a fixed word is its own id
+
+
+def test_rendering_reads_the_id_never_the_english_text(fake_zh) -> None:
+    """Two messages with the same English text and different ids render differently: the
+    id decides, the text is not matched back (a plain string is only a fixed word)."""
+    by_id = msg("the output of {what} is wrong", what="the decoder layer")
+    assert i18n.render(by_id, "zh") == "the decoder layer 的输出不对"
+    assert i18n.render("the output of the decoder layer is wrong", "zh") == "the output of the decoder layer is wrong"
 
 
 def test_the_students_own_error_is_shown_as_it_is(fake_zh) -> None:
-    text, left = i18n.translate_checked(
-        "calling `softmax` raised ValueError: operands could not be broadcast together (line 3)", "zh")
+    error = msg("calling `{exc_target}` raised {exc_type}: {exc_message}{where}", exc_target="softmax",
+                exc_type="ValueError", exc_message="operands could not be broadcast together", where=" (line 3)")
+    text, left = i18n.render_checked(error, "zh")
     assert text == "调用 `softmax` 时抛出了 ValueError：operands could not be broadcast together (line 3)"
     assert left == []
 
 
-def test_an_untranslated_sentence_is_reported_and_left_in_english(fake_zh) -> None:
-    assert i18n.translate_checked("a sentence nobody translated", "zh") == (
+def test_an_untranslated_message_is_reported_and_left_in_english(fake_zh) -> None:
+    assert i18n.render_checked(msg("a sentence nobody translated"), "zh") == (
         "a sentence nobody translated", ["a sentence nobody translated"])
-    assert i18n.translate("anything", "en") == "anything"
+    # English words in an argument that is no message (it lost its id on the way) are reported
+    assert i18n.render_checked(msg("the output of {what} is wrong", what="the decoder layer"), "zh")[1] == [
+        "the decoder layer"]
+    assert i18n.render(msg("anything"), "en") == "anything"
 
 
 def test_the_language_is_the_option_then_the_environment_then_the_notebook(monkeypatch) -> None:
@@ -128,32 +171,39 @@ def test_a_notebook_tells_its_edition_by_name_or_by_its_title() -> None:
 
 
 def test_localize_translates_a_copy_the_gradebook_keeps_english(fake_zh) -> None:
-    report = Report("n.ipynb", "01_attention_by_hand", [ExerciseResult(
-        "softmax", 0.0, 4.0, [Hint("softmax(x, axis=1) normalises over axis 0: use the `axis` argument")])])
+    hint = msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument", axis=1)
+    report = Report("n.ipynb", "01_attention_by_hand", [ExerciseResult("softmax", 0.0, 4.0, [Hint(hint)])])
     shown = i18n.localize(report, "zh")
     assert shown.exercises[0].failures == [Hint("softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`")]
     assert shown.lang == "zh" and report.lang == "en"
     assert report.exercises[0].failures[0].text.startswith("softmax(x, axis=1) normalises")
 
 
-
 def test_localize_translates_the_notes_too() -> None:
     # The course's own catalogue: a call that hung, which file was graded, how late.
+    from datetime import datetime, timedelta
+
+    from grader.check.messages import describe
+    from grader.classgrade.late import Lateness
+    from grader.runtime.errors import CallHung
+
+    submitted = datetime(2026, 3, 3, 10, tzinfo=UTC)
     report = Report("n.ipynb", "01_attention_by_hand", [], notes=[
-        "A check of `softmax` failed (softmax(array float64 [4, 6], axis=0) gave no answer "
-        "within 2 s): its checks left score 0; the exercises after it were graded in a fresh "
-        "run of the notebook.",
-        "Graded s1/01_attention_by_hand (1).ipynb (not at nbgrader's name "
-        "01_attention_by_hand.ipynb).",
-        "1 day late (submitted 2026-03-03 10:00:00 UTC, due 2026-03-02 23:59:00 UTC): no penalty.",
-        "On time (submitted 2026-03-02 10:00:00 UTC, due 2026-03-02 23:59:00 UTC).",
+        msg("A check of `{hung}` failed ({what}): its checks left score 0{again}.", hung="softmax",
+            what=describe(CallHung("softmax(array float64 [4, 6], axis=0)", 2.0)),
+            again=msg("; the exercises after it were graded in a fresh run of the notebook")),
+        msg("Graded {shown_path_student_folder} (not at nbgrader's name {canonical_name}).",
+            shown_path_student_folder="s1/01_attention_by_hand (1).ipynb", canonical_name="01_attention_by_hand.ipynb"),
+        Lateness(submitted, submitted - timedelta(days=1), timedelta(days=1), 0.0).describe(),
+        Lateness(submitted, submitted + timedelta(hours=5), timedelta(0), 0.0).describe(),
     ])
     shown = i18n.localize(report, "zh")
     assert shown.notes[0].startswith("`softmax` 的一项检查失败") and "重新运行" in shown.notes[0]
     assert shown.notes[1].startswith("评分的是 s1/01_attention_by_hand (1).ipynb")
     assert shown.notes[2].startswith("迟交 1 天（") and shown.notes[2].endswith("不扣分。")
-    assert shown.notes[3] == "按时提交（提交于 2026-03-02 10:00:00 UTC，截止于 2026-03-02 23:59:00 UTC）。"
+    assert shown.notes[3] == "按时提交（提交于 2026-03-03 10:00:00 UTC，截止于 2026-03-03 15:00:00 UTC）。"
     assert report.notes[0].startswith("A check of")
+
 
 # --- the course's own notebooks -----------------------------------------------------------
 
@@ -201,7 +251,7 @@ def test_a_late_note_is_chinese_whatever_the_duration(late) -> None:
     submitted = datetime(2026, 3, 4, 10, tzinfo=UTC)
     for note in (Lateness(submitted, submitted - delta, delta, 0.1).describe(),
                  Lateness(submitted, submitted + delta, timedelta(0), 0.0).describe()):
-        text, english = i18n.translate_checked(note, "zh")
+        text, english = i18n.render_checked(note, "zh")
         assert not english and not re.search(r"[A-Za-z]{3,}", text.replace("UTC", "")), text
 
 
@@ -215,32 +265,59 @@ def test_chinese_hints_use_the_lessons_and_the_glossarys_words() -> None:
     assert not [v for v in table.values() if lone_batch.search(v)]
 
 
-def test_every_template_in_the_source_has_a_chinese_translation() -> None:
+def test_every_id_in_the_source_has_a_chinese_translation() -> None:
     """A new or changed English message fails here until it is translated
-    (``python -m grader.i18n sync``, then ``missing``)."""
+    (``python -m grader.authoring i18n sync``, then ``missing``)."""
     result = i18n.coverage("zh")
-    assert not result.missing, f"{len(result.missing)} template(s) without a translation, e.g. {result.missing[:3]}"
-    assert not result.stale, f"translations of templates no longer in the source: {result.stale[:3]}"
+    assert not result.missing, f"{len(result.missing)} id(s) without a translation, e.g. {result.missing[:3]}"
+    assert not result.stale, f"translations of ids no longer in the source: {result.stale[:3]}"
     assert not result.bad_fields, f"translations naming a field their English lacks: {result.bad_fields[:3]}"
     chinese = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
-    table = i18n.catalogue("zh")
-    assert all(chinese.search(zh) for zh in table.values() if zh != i18n.SAME), \
-        "a translation with no Chinese in it (mark one that stays English with \"=\")"
+    entries = catalogues.read("zh")
+    assert all(chinese.search(e.translation) for e in entries.values() if not e.same), \
+        "a translation with no Chinese in it (flag one that stays English \"same\")"
 
 
-def test_the_same_in_chinese_is_a_mark_not_a_copy(monkeypatch) -> None:
-    """A translation that is the English itself counts as missing; "=" says "the same in
-    Chinese, on purpose" and translates to the English (issue 25: status counted 33 copies)."""
-    table = {"a log line for {who}": "=", "a copy of {who}": "a copy of {who}", "a word": "一个词"}
-    monkeypatch.setattr(i18n, "catalogue", lambda lang: table if lang == "zh" else {})
-    i18n._patterns.cache_clear()
-    try:
-        result = i18n.coverage("zh", list(table))
-        assert result.missing == ["a copy of {who}"] and result.same == ["a log line for {who}"]
-        assert result.translated == 2 and not result.bad_fields
-        assert i18n.translate("a log line for Ada", "zh") == "a log line for Ada"
-    finally:
-        i18n._patterns.cache_clear()
+def test_the_catalogue_is_a_po_file_that_babel_reads_back_unchanged(tmp_path) -> None:
+    """The catalogue is gettext's format (a translator's tools read it); writing what was read
+    gives the same file (sync makes no spurious diff)."""
+    path = catalogues.po_path("zh")
+    assert path.name == "grader.po" and path.parent.name == "LC_MESSAGES"
+    entries = catalogues.read("zh")
+    copy = catalogues.write("zh", entries, root=tmp_path)
+    assert copy.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+    assert "zh" in i18n.LANGUAGES and catalogues.languages(tmp_path) == ("en", "zh")
+
+
+def test_sync_adds_new_ids_empty_drops_stale_ones_and_makes_a_new_language(tmp_path, monkeypatch) -> None:
+    """``i18n sync``: every id of the source in, with an empty msgstr when new; a translation
+    kept; one whose id left the source dropped; ``--lang`` of a language with no catalogue yet
+    makes its file (a new language is one file)."""
+    monkeypatch.setattr(catalogues, "LOCALE_DIR", tmp_path)
+    kept = "{message} ({detail})"
+    catalogues.write("fr", {kept: catalogues.Entry("{message} ({detail})!"),
+                            "a sentence no longer in the source": catalogues.Entry("une phrase")})
+    catalogues.table.cache_clear()
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert i18n.main(["sync", "--lang", "fr"]) == 1  # the new ids are missing
+    entries = catalogues.read("fr")
+    assert set(entries) == set(catalogues.source_templates()) and "fr: 1 of" in out.getvalue()
+    assert entries[kept].translation == "{message} ({detail})!"
+    assert sum(1 for e in entries.values() if not e.translation) == len(entries) - 1
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert i18n.main(["sync", "--lang", "de"]) == 1
+    assert catalogues.languages(tmp_path) == ("en", "de", "fr")
+    catalogues.table.cache_clear()
+
+
+def test_the_same_in_chinese_is_a_mark_not_a_copy() -> None:
+    """A translation that is the English itself counts as missing; the flag "same" says "the
+    same in Chinese, on purpose" and renders the English (issue 25: status counted 33 copies)."""
+    entries = {"a log line for {who}": catalogues.Entry("", same=True),
+               "a copy of {who}": catalogues.Entry("a copy of {who}"), "a word": catalogues.Entry("一个词")}
+    result = i18n.coverage("zh", list(entries), entries=entries)
+    assert result.missing == ["a copy of {who}"] and result.same == ["a log line for {who}"]
+    assert result.translated == 2 and not result.bad_fields
 
 
 def _hints_of(nb: dict, lesson: str) -> list[str]:
@@ -252,9 +329,9 @@ def _hints_of(nb: dict, lesson: str) -> list[str]:
 def _untranslated(hints: list[str]) -> dict[str, list[str]]:
     found = {}
     for hint in dict.fromkeys(hints):
-        text, left = i18n.translate_checked(hint, "zh")
-        if left or not i18n.CJK_RE.search(text):
-            found[hint] = left
+        text, left = i18n.render_checked(hint, "zh")
+        if left or not i18n.CJK_RE.search(text) or not isinstance(hint, i18n.Message):
+            found[hint] = left or ["(plain text: no id)"]
     return found
 
 
@@ -306,15 +383,20 @@ def test_a_chinese_feedback_page_says_everything_in_chinese() -> None:
 def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     """localize keeps each hint's kind (a diagnosis first, as in English), and the count of
     folded checks is Chinese too."""
+    from grader.check.messages import explain
     from grader.results import ExerciseResult, Report
+    from grader.runtime.errors import SubmissionError
 
-    failures = [Hint("the weights are wrong (largest difference 0.5 at index [1, 1])"),
-                Hint("the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)",
+    wrong = with_detail(msg("the weights of the 优秀 example should be softmax(Q Kᵀ / √d_k) with d_k = 6"),
+                        msg("largest difference {where_ok_diff} at index {worst}", where_ok_diff=0.5, worst=[1, 1]))
+    failures = [Hint(wrong),
+                Hint(msg("the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)"),
                      "scores_transposed"),
-                Hint("calling `attention` raised ValueError: boom", kind="error")]
+                explain(SubmissionError("attention", "ValueError", "boom"), "attention")]
     report = Report("a.zh.ipynb", "01_attention_by_hand", [ExerciseResult("attention", 1.5, 4.0, failures)])
     english = report.exercises[0].hints
     chinese = i18n.localize(report, "zh").exercises[0].hints
     assert english[0].text.startswith("the scores are K·Qᵀ") and english[0].text.endswith("(+2 related checks failed)")
     assert chinese[0].mistake == "scores_transposed" and chinese[0].text.endswith("（另有 2 项相关检查未通过）")
     assert "related" not in chinese[0].text and i18n.CJK_RE.search(chinese[0].text)
+    assert failures[2].kind == "error" and i18n.CJK_RE.search(i18n.render(failures[2].text, "zh"))

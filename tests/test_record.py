@@ -71,9 +71,14 @@ def test_hints_are_kept_as_data_beside_the_documented_message() -> None:
         assert {k: v for k, v in written.items() if k != "hints"} == contract  # only hints added
         assert written["message"] == "; ".join(h["text"] for h in written["hints"])
     (softmax,) = [x for x in data["exercises"] if x["name"] == "softmax"]
+    fold = {"id": "+{folded} related check{s} failed", "args": {"folded": "2", "s": "s"},
+            "text": "+2 related checks failed"}  # a message: its id and arguments beside its text
     assert softmax["hints"] == [{"text": "rows of the weights should sum to 1 (max 0.25 off) "
                                          "(+2 related checks failed)",
-                                 "mistake": "softmax_sum_all", "kind": "diagnosis"}]
+                                 "mistake": "softmax_sum_all", "kind": "diagnosis",
+                                 "id": "{message} ({detail})",
+                                 "args": {"message": "rows of the weights should sum to 1 (max 0.25 off)",
+                                          "detail": fold}}]
 
 
 def test_a_result_read_back_keeps_each_hints_mistake_and_kind() -> None:
@@ -253,7 +258,10 @@ def test_a_report_round_trips_through_its_one_serialiser() -> None:
     again = Report.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again == replace(report, exercises=[replace(x, failures=x.hints) for x in report.exercises])
     assert [h.as_dict() for h in again.exercises[1].failures] == [
-        {"text": "first (+1 related check failed)", "mistake": "mistake_a", "kind": "diagnosis"}]
+        {"text": "first (+1 related check failed)", "mistake": "mistake_a", "kind": "diagnosis",
+         "id": "{message} ({detail})", "args": {"message": "first", "detail": {
+             "id": "+{folded} related check{s} failed", "args": {"folded": "1", "s": ""},
+             "text": "+1 related check failed"}}}]
 
 
 def test_a_graded_folder_has_one_file_per_student(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ tool            what it does                                                 mak
                 the student notebooks of ``lessons/`` first)
 ``editions``    a lesson's second edition kept to the English code:          ``make editions``
                 ``status``, ``sync``, ``accept``, ``check``, ``new``
-``i18n``        the hints' translations (``grader/locale/``): ``status``,     ``make translations``
-                ``sync``, ``missing``
+``i18n``        the messages' translations (``grader/i18n/locale/``, .po):    ``make translations``
+                ``status``, ``sync`` (``extract``), ``missing``
 ==============  ===========================================================  ==================
 
 ``python -m grader.authoring TOOL --help`` says a tool's options; ``-v`` / ``--log-level``

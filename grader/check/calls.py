@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from grader.i18n import msg
 from grader.runtime.values import HandleRef
 
 MAX_ARGS = 6
@@ -40,14 +41,14 @@ def describe_value(value: Any, depth: int = 0) -> str:
         text = repr(value)
         return text if len(text) <= 24 else type(value).__name__
     if isinstance(value, str):
-        return repr(value) if len(value) <= 24 else "a string"
+        return repr(value) if len(value) <= 24 else msg("a string")
     if isinstance(value, list | tuple):
         if depth == 0 and len(value) <= 3:
             inner = ", ".join(describe_value(v, depth + 1) for v in value)
             return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' * (len(value) == 1)})"
         return f"{type(value).__name__} of {len(value)}"
     if isinstance(value, dict):
-        return f"dict of {len(value)}"
+        return msg("dict of {value}", value=len(value))
     return f"a {type(value).__name__}"
 
 
@@ -80,17 +81,17 @@ def describe_request(op: str, header: dict[str, Any], value: Any,
         else:
             name = who if method in (None, "__call__") else f"{who}.{method}"
         text = f"{name}({_arguments(value)})"
-        return f"the backward pass of {text}" if op == "grad" else text
+        return msg("the backward pass of {text}", text=text) if op == "grad" else text
     if op == "getattr":
-        return f"reading .{header.get('attr')} of {owner}"
+        return msg("reading .{header} of {owner}", header=header.get('attr'), owner=owner)
     if op == "inspect":
-        return f"listing the parameters of {owner}"
+        return msg("listing the parameters of {owner}", owner=owner)
     if op == "shapes":
-        return f"listing the state dict of {owner}"
+        return msg("listing the state dict of {owner}", owner=owner)
     if op == "fixture":
-        return f"setting up {header.get('name')} for {_arguments(value) or 'the check'}"
+        return msg("setting up {header} for {arguments_value}", header=header.get('name'), arguments_value=_arguments(value) or msg("the check"))
     if op == "has":
-        return f"looking up {header.get('name')}"
+        return msg("looking up {header}", header=header.get('name'))
     return str(op)
 
 
@@ -115,7 +116,7 @@ def alarm(seconds: float | None) -> Iterator[dict[str, bool]]:
 
     def fire(signum: int, frame: Any) -> None:
         state["fired"] = True
-        raise CallTimedOut(f"no answer within {seconds:g} s")
+        raise CallTimedOut(msg("no answer within {seconds} s", seconds=format(seconds, 'g')))
 
     previous = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, float(seconds), 0.5)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from coursekit.errors import UnknownLesson, UserError
 from grader import logs
 from grader.check import timeline
+from grader.i18n import LANGUAGES
 from grader.limits import DEFAULT_LIMITS, Limits
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def add_arguments(check: argparse.ArgumentParser) -> None:
                        help="check in this process, without the warm helper that later checks "
                             "reuse (COURSE_CHECK_HELPER=off: never start one)")
     check.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    check.add_argument("--lang", choices=["en", "zh"], default=None,
+    check.add_argument("--lang", choices=list(LANGUAGES), default=None,
                        help="language of the hints (default: $COURSE_LANG, else the notebook's: "
                             "zh for a Chinese edition)")
     logs.add_options(check, below=True)  # a check the helper answers logs in the helper's log

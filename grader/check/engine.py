@@ -23,7 +23,7 @@ from grader.check.notebook import cells_to_run, read_notebook
 from grader.check.plugin import CollectPoints
 from grader.check.remote import RemoteSubmission
 from grader.check.submission import InProcessSubmission, Submission
-from grader.i18n import notebook_edition
+from grader.i18n import msg, notebook_edition
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.results import ExerciseResult, Report, Status
 from grader.runtime.errors import (
@@ -117,8 +117,7 @@ def resolve_lesson(path: str | Path, lesson: str | None) -> str:
         return lesson
     found = catalogue.COURSE.lesson_of(path) or _lesson_by_cells(path)
     if found is None:
-        raise UnknownLesson(f"cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson "
-                       f"(known: {', '.join(known_lessons())})")
+        raise UnknownLesson(msg("cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson (known: {known_lessons})", path=path, known_lessons=', '.join(known_lessons())))
     return found.id
 
 
@@ -161,7 +160,7 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
             pass  # recorded in sub.broken; every check then fails with its reason
         for exercise in exercises:
             if isinstance(sub.broken, WorkerDied) and worker.timed_out:
-                sub.broken = WorkerTimeout(f"no answer within {limits.wall_s:g} s")  # its wall clock
+                sub.broken = WorkerTimeout(msg("no answer within {limits_wall_s} s", limits_wall_s=format(limits.wall_s, 'g')))  # its wall clock
             loaded_fine = sub.broken is None
             run.results += run_hidden_tests(sub, lesson, only={exercise}, seed=seed)
             if loaded_fine and isinstance(sub.broken, CallHung | CallCrashed) \
@@ -227,10 +226,10 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
             report.status = run.status
         if run.failed_call is None:
             break
-        hung, what = run.results[-1].name, run.failed_call
-        again = "; the exercises after it were graded in a fresh run of the notebook" \
+        hung, what = run.results[-1].name, messages.describe(run.failed_call)
+        again = msg("; the exercises after it were graded in a fresh run of the notebook") \
             if pending and restart is not None else ""
-        report.notes.append(f"A check of `{hung}` failed ({what}): its checks left score 0{again}.")
+        report.notes.append(msg("A check of `{hung}` failed ({what}): its checks left score 0{again}.", hung=hung, what=what, again=again))
         if not pending:
             break
         if restart is None:

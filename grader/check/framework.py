@@ -41,6 +41,7 @@ import numpy as np
 import pytest
 
 from coursekit import settings
+from grader.i18n import msg
 from grader.runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
 
 T = TypeVar("T")
@@ -54,6 +55,7 @@ class Failed(AssertionError):
 
     def __init__(self, message: str = "", mistake: str | None = None):
         super().__init__(message)
+        self.message = message  # a Message: ``str(exc)`` would be its English text alone
         self.mistake = mistake
 
 
@@ -200,26 +202,26 @@ def _difference(got: Any, want: Any, atol: float, rtol: float) -> str | None:
     try:
         got = _as_numpy(got)
     except (Failed, ValueError, TypeError):
-        return "not an array"
+        return msg("not an array")
     want = _as_numpy(want)
     if got.shape != want.shape:
-        return f"expected shape {list(want.shape)}, got {list(got.shape)}"
+        return msg("expected shape {want_shape}, got {got_shape}", want_shape=list(want.shape), got_shape=list(got.shape))
     if got.dtype.kind not in "biufc":
-        return f"got values of dtype {got.dtype}"
+        return msg("got values of dtype {got_dtype}", got_dtype=got.dtype)
     if got.dtype.kind == "b" or want.dtype.kind == "b":
         differ = got.astype(bool) != want.astype(bool)
-        return f"{int(differ.sum())} entries differ" if differ.any() else None
+        return msg("{differ} entries differ", differ=int(differ.sum())) if differ.any() else None
     got64 = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
     want64 = want.astype(np.float64)
     nan_mismatch = np.isnan(got64) != np.isnan(want64)
     if nan_mismatch.any():
-        return "found NaN where a number was expected" if np.isnan(got64).any() else "a NaN was expected"
+        return msg("found NaN where a number was expected") if np.isnan(got64).any() else msg("a NaN was expected")
     ok = np.isclose(got64, want64, atol=atol, rtol=rtol, equal_nan=True)
     if ok.all():
         return None
     diff = np.where(np.isnan(got64), 0, np.abs(got64 - want64))
     worst = np.unravel_index(int(np.argmax(np.where(ok, -1, diff))), got.shape) if got.ndim else ()
-    return f"largest difference {float(np.max(np.where(ok, 0, diff))):.3g} at index {list(map(int, worst))}"
+    return msg("largest difference {where_ok_diff} at index {worst}", where_ok_diff=format(float(np.max(np.where(ok, 0, diff))), '.3g'), worst=list(map(int, worst)))
 
 
 def matches(actual: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 1e-5) -> bool:
@@ -264,25 +266,25 @@ def close(actual: Any, expected: Any, message: str, *, atol: float = 1e-6, rtol:
     try:
         got = _as_numpy(actual)
     except (Failed, ValueError, TypeError):
-        raise Failed(f"{message} (got a {type(actual).__name__}, expected an array)", mistake) from None
+        raise Failed(msg("{message} (got a {actual}, expected an array)", message=message, actual=type(actual).__name__), mistake) from None
     want = _as_numpy(expected)
     if check_dtype and got.shape == want.shape and got.dtype != want.dtype:
-        raise Failed(f"{message} (expected dtype {want.dtype}, got {got.dtype})", mistake)
+        raise Failed(msg("{message} (expected dtype {want_dtype}, got {got_dtype})", message=message, want_dtype=want.dtype, got_dtype=got.dtype), mistake)
     difference = _difference(got, want, atol, rtol)
     if difference is None:
         return
     found = identify(got, want, suspects, atol=atol, rtol=rtol)
     if found is not None:
-        raise Failed(f"{found.message} ({_evidence(got, want)})", found.mistake)
-    raise Failed(f"{message} ({difference})", mistake)
+        raise Failed(msg("{message} ({detail})", message=found.message, detail=_evidence(got, want)), found.mistake)
+    raise Failed(msg("{message} ({detail})", message=message, detail=difference), mistake)
 
 
 def _evidence(got: np.ndarray, want: np.ndarray) -> str:
     """Where the mistake shows: one entry, yours and the right value."""
     if got.shape != want.shape:
-        return f"expected shape {list(want.shape)}, got {list(got.shape)}"
+        return msg("expected shape {want_shape}, got {got_shape}", want_shape=list(want.shape), got_shape=list(got.shape))
     if got.dtype.kind == "b" or want.dtype.kind == "b":
-        return f"{int((got.astype(bool) != want.astype(bool)).sum())} entries differ"
+        return msg("{got_astype_want} entries differ", got_astype_want=int((got.astype(bool) != want.astype(bool)).sum()))
     diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
     diff = np.where(np.isnan(diff), np.inf, diff)
     if got.ndim == 0:
@@ -292,7 +294,7 @@ def _evidence(got: np.ndarray, want: np.ndarray) -> str:
     digits = 4
     while digits < 12 and f"{yours:.{digits}g}" == f"{right:.{digits}g}":
         digits += 1
-    return f"at index {list(map(int, worst))}: yours {yours:.{digits}g}, right {right:.{digits}g}"
+    return msg("at index {worst}: yours {yours}, right {right}", worst=list(map(int, worst)), yours=format(yours, f".{digits}g"), right=format(right, f".{digits}g"))
 
 
 NOT_NUMPY = "not_numpy"  # the id each numpy lesson declares for numpy_only's diagnosis
@@ -303,11 +305,9 @@ def numpy_only(name: str, *values: Any) -> None:
     ``values`` (what ``name`` returned) is a torch tensor, a list or anything else."""
     for value in values:
         if type(value).__module__.startswith("torch"):
-            diagnose(NOT_NUMPY, f"`{name}` returns a torch tensor: it is a numpy exercise, so it "
-                     f"takes and returns numpy arrays (compute with numpy)")
+            diagnose(NOT_NUMPY, msg("`{name}` returns a torch tensor: it is a numpy exercise, so it takes and returns numpy arrays (compute with numpy)", name=name))
         if not isinstance(value, np.ndarray):
-            diagnose(NOT_NUMPY, f"`{name}` returns a {type(value).__name__}, not a numpy array: a "
-                     f"numpy exercise takes and returns numpy arrays (np.asarray)")
+            diagnose(NOT_NUMPY, msg("`{name}` returns a {value}, not a numpy array: a numpy exercise takes and returns numpy arrays (np.asarray)", name=name, value=type(value).__name__))
 
 
 # --- "no Python loops" -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 from coursekit import catalogue
 from coursekit.errors import UnknownLesson
 from grader import PACKAGE_DIR
+from grader.i18n import msg
 
 HIDDEN_DIR = PACKAGE_DIR / "hidden"
 
@@ -23,5 +24,5 @@ def known_lessons() -> list[str]:
 def hidden_test_file(lesson: str) -> Path:
     path = HIDDEN_DIR / f"test_{lesson}.py"
     if not path.exists():
-        raise UnknownLesson(f"no graders for lesson {lesson!r}; known lessons: {', '.join(known_lessons())}")
+        raise UnknownLesson(msg("no graders for lesson {lesson}; known lessons: {known_lessons}", lesson=repr(lesson), known_lessons=', '.join(known_lessons())))
     return path

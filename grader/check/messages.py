@@ -9,6 +9,7 @@ from __future__ import annotations
 from grader.check.framework import Failed
 from grader.check.submission import Posted
 from grader.hint import Hint
+from grader.i18n import Message, msg, with_detail
 from grader.runtime.errors import (
     GIVEN,
     BadValue,
@@ -26,23 +27,34 @@ LIBRARY_CALL = "library_call"  # the mistake ids every lesson shares: see explai
 CHANGES_ITS_INPUT = "changes_its_input"  # grader.runtime.unchanged
 GIVEN_ANSWER = "given_answer"  # Target.refuse: the notebook's given code, called by the exercise
 SHARED_MISTAKES = (LIBRARY_CALL, CHANGES_ITS_INPUT, GIVEN_ANSWER)
-UNCHANGED_RULE = ("a function must leave what it is given as it was (the caller still needs it): "
-                  "compute into a new array or tensor, `x = x - mean` rather than `x -= mean`, "
-                  "and no `add_`, `masked_fill_` or `x[...] = ...` on an argument")
+UNCHANGED_RULE = (msg("a function must leave what it is given as it was (the caller still needs it): compute into a new array or tensor, `x = x - mean` rather than `x -= mean`, and no `add_`, `masked_fill_` or `x[...] = ...` on an argument"))
 
 FORBIDDEN_HINT = {
     "torch.nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention",
     "torch.nn.functional.multi_head_attention_forward": "nn.MultiheadAttention",
-    "torch.nn.functional.layer_norm": "F.layer_norm / nn.LayerNorm",
+    "torch.nn.functional.layer_norm": msg("F.layer_norm / nn.LayerNorm"),
     "torch.layer_norm": "torch.layer_norm",
-    "torch.nn.functional.gelu": "F.gelu / nn.GELU",
-    "torch.nn.functional.batch_norm": "F.batch_norm / nn.BatchNorm1d",
-    "torch.nn.functional.group_norm": "F.group_norm / nn.GroupNorm",
-    "torch.nn.functional.instance_norm": "F.instance_norm / nn.InstanceNorm1d",
-    "torch.nn.functional.rms_norm": "F.rms_norm / nn.RMSNorm",
+    "torch.nn.functional.gelu": msg("F.gelu / nn.GELU"),
+    "torch.nn.functional.batch_norm": msg("F.batch_norm / nn.BatchNorm1d"),
+    "torch.nn.functional.group_norm": msg("F.group_norm / nn.GroupNorm"),
+    "torch.nn.functional.instance_norm": msg("F.instance_norm / nn.InstanceNorm1d"),
+    "torch.nn.functional.rms_norm": msg("F.rms_norm / nn.RMSNorm"),
     "torch.nn.functional.softmax": "F.softmax",
-    "torch.nn.functional.cross_entropy": "F.cross_entropy / nn.CrossEntropyLoss",
+    "torch.nn.functional.cross_entropy": msg("F.cross_entropy / nn.CrossEntropyLoss"),
 }
+
+
+def describe(exc: BaseException) -> str:
+    """What a runtime exception (raised beside the submission, whose text stays English there)
+    says, as a message: a call that hung or crashed, the memory limit, the wall clock."""
+    if isinstance(exc, CallHung):
+        return msg("{call} gave no answer within {seconds} s", call=exc.call, seconds=format(exc.seconds, "g"))
+    if isinstance(exc, CallCrashed):
+        return msg("the notebook's process stopped during {call}", call=exc.call)
+    if isinstance(exc, WorkerOutOfMemory):
+        return msg("the notebook reached its memory limit ({gib} GiB)", gib=format(exc.gib, "g"))
+    text = exc.args[0] if exc.args else ""
+    return text if isinstance(text, Message) else str(exc)
 
 
 def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:
@@ -69,12 +81,12 @@ def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:
         folded = sum(1 for h in failures if h.text != shown[0].text)
     if folded:
         first = shown[0]
-        note = f"+{folded} related check{'s' if folded > 1 else ''} failed"
-        text = f"{first.text} ({note})"
-        if lang != "en":  # the failures are translated already (i18n.localize): so is the count
-            from grader.i18n import translate, with_detail
+        note = msg("+{folded} related check{s} failed", folded=folded, s='s' if folded > 1 else '')
+        text: str = with_detail(first.text, note)
+        if lang != "en":  # the failures are rendered already (i18n.localize): so is the count
+            from grader.i18n import render
 
-            text = with_detail(first.text, translate(note, lang), lang)
+            text = render(text, lang)
         shown[0] = first.with_text(text)
     return shown
 
@@ -84,7 +96,7 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
     if isinstance(exc, Posted):  # an earlier operation's error, raised by a later request
         exc = exc.error
     if isinstance(exc, Failed):
-        text = str(exc) or f"`{exercise}` returned something that is not an array or tensor"
+        text = exc.message or msg("`{exercise}` returned something that is not an array or tensor", exercise=exercise)
         return Hint(text, exc.mistake)
     if isinstance(exc, SubmissionError) and exc.exc_type == "ForbiddenCall":
         given = exc.message.startswith(GIVEN)
@@ -96,43 +108,37 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
 
 def _explain_error(exc: BaseException | None, exercise: str) -> str:
     if isinstance(exc, MissingName) and exc.cause:
-        return (f"`{exc.name}` is not defined: its cell failed with {exc.cause}, so nothing "
-                f"in that cell ran; fix that error first")
+        return (msg("`{exc_name}` is not defined: its cell failed with {exc_cause}, so nothing in that cell ran; fix that error first", exc_name=exc.name, exc_cause=exc.cause))
     if isinstance(exc, MissingName):
-        return (f"`{exc.name}` is not defined: did you delete its cell, rename it, "
-                f"or does an earlier cell fail?")
+        return (msg("`{exc_name}` is not defined: did you delete its cell, rename it, or does an earlier cell fail?", exc_name=exc.name))
     if isinstance(exc, SubmissionError):
         if exc.exc_type == "ForbiddenCall" and exc.message.startswith(GIVEN):  # see explain()
             helper = exc.message.removeprefix(GIVEN)
-            return (f"`{exercise}` calls {helper}, code the notebook gives you ready-made that "
-                    f"computes what this exercise asks: write the exercise's code yourself")
+            return (msg("`{exercise}` calls {helper}, code the notebook gives you ready-made that computes what this exercise asks: write the exercise's code yourself", exercise=exercise, helper=helper))
         if exc.exc_type == "ForbiddenCall":  # also a diagnosis: see explain()
             lib = FORBIDDEN_HINT.get(exc.message, exc.message)
-            return (f"`{exercise}` calls {lib}; this exercise asks you to build that "
-                    f"operation yourself")
+            return (msg("`{exercise}` calls {lib}; this exercise asks you to build that operation yourself", exercise=exercise, lib=lib))
         if exc.exc_type == "ArgumentChanged":  # also a diagnosis: see explain()
             if exc.message:
-                return f"`{exercise}` changes its argument {exc.message} in place: {UNCHANGED_RULE}"
-            return f"`{exercise}` changes one of its tensor arguments in place: {UNCHANGED_RULE}"
+                return msg("`{exercise}` changes its argument {exc_message} in place: {UNCHANGED_RULE}", exercise=exercise, exc_message=exc.message, UNCHANGED_RULE=UNCHANGED_RULE)
+            return msg("`{exercise}` changes one of its tensor arguments in place: {UNCHANGED_RULE}", exercise=exercise, UNCHANGED_RULE=UNCHANGED_RULE)
         if exc.exc_type == "NotImplementedError":
-            return f"`{exercise}` is not implemented yet (it raised NotImplementedError)"
+            return msg("`{exercise}` is not implemented yet (it raised NotImplementedError)", exercise=exercise)
         where = f" ({exc.where.strip().splitlines()[0].strip()})" if exc.where.strip() else ""
-        return f"calling `{exc.target}` raised {exc.exc_type}: {exc.message}{where}"[:600]
+        return msg("calling `{exc_target}` raised {exc_exc_type}: {exc_message}{where}", exc_target=exc.target,
+                   exc_exc_type=exc.exc_type, exc_message=exc.message[:500], where=where[:100])
     if isinstance(exc, BadValue):
-        return f"`{exercise}` returned something the grader cannot read: {exc}"
+        return msg("`{exercise}` returned something the grader cannot read: {exc}", exercise=exercise, exc=exc)
     if isinstance(exc, CallHung):
-        return (f"`{exc.call}` gave no answer within {exc.seconds:g} s: an infinite loop "
-                f"(a loop whose condition never changes for these arguments?)")
+        return (msg("`{exc_call}` gave no answer within {exc_seconds} s: an infinite loop (a loop whose condition never changes for these arguments?)", exc_call=exc.call, exc_seconds=format(exc.seconds, 'g')))
     if isinstance(exc, WorkerOutOfMemory):
-        return (f"the notebook reached its memory limit ({exc.gib:g} GiB): then no exercise "
-                f"is graded, whatever those before earned, so that every run gives the same score")
+        return (msg("the notebook reached its memory limit ({exc_gib} GiB): then no exercise is graded, whatever those before earned, so that every run gives the same score", exc_gib=format(exc.gib, 'g')))
     if isinstance(exc, CallCrashed):
-        return (f"`{exc.call}` stopped the notebook's process (it crashed, exited or ran out "
-                f"of memory)")
+        return (msg("`{exc_call}` stopped the notebook's process (it crashed, exited or ran out of memory)", exc_call=exc.call))
     if isinstance(exc, WorkerTimeout):
-        return f"the notebook took too long ({exc}): an infinite loop?"
+        return msg("the notebook took too long ({what}): an infinite loop?", what=describe(exc))
     if isinstance(exc, WorkerDied):
-        return "the notebook's process stopped (it crashed, exited or ran out of memory)"
+        return msg("the notebook's process stopped (it crashed, exited or ran out of memory)")
     if isinstance(exc, ProtocolError):
-        return "the notebook's process sent back something unreadable"
-    return f"a hidden check of `{exercise}` failed"
+        return msg("the notebook's process sent back something unreadable")
+    return msg("a hidden check of `{exercise}` failed", exercise=exercise)

@@ -46,6 +46,7 @@ from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_noteb
 from grader.classgrade import find as submissions
 from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
+from grader.i18n import msg
 from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.outputs.render import feedback_html
 from grader.results import Provenance, Report, Status, not_graded
@@ -76,7 +77,7 @@ class Interrupted(Exception):
     by then (None when it was stopped before grading began)."""
 
     def __init__(self, signum: int, summary: RunSummary | None = None):
-        super().__init__(f"stopped by signal {signum}")
+        super().__init__(msg("stopped by signal {signum}", signum=signum))
         self.signum = signum
         self.summary = summary
 
@@ -172,8 +173,7 @@ def grade_student(student: str, opts: Options, submitted: Path,
     if found.problem == "ambiguous":
         names = submissions.shown_list(found.candidates, handed.folder)
         return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
-                          f"{len(found.candidates)} different notebooks of {lesson} were handed "
-                          f"in: {names}; none was graded: hand in only the one to grade.")
+                          msg("{found_candidates} different notebooks of {lesson} were handed in: {names}; none was graded: hand in only the one to grade.", found_candidates=len(found.candidates), lesson=lesson, names=names))
     path = found.path
     assert path is not None, found.problem  # find() leaves it None only with a problem, above
     report = grade_notebook(path, path.relative_to(submitted).as_posix(), opts, start)
@@ -191,8 +191,7 @@ def missing(student: str, lesson: str) -> Report:
     expected = [f"{student}/{lesson}/{catalogue.get(lesson).student(e).name}" for e in editions]
     canonical = ", ".join(expected)
     report = not_graded(expected[0], lesson, exercise_points(lesson), Status.MISSING,
-                        f"No submission: no notebook of {lesson} in {student}/ "
-                        f"(nbgrader's layout: {canonical}).")
+                        msg("No submission: no notebook of {lesson} in {student}/ (nbgrader's layout: {canonical}).", lesson=lesson, student=student, canonical=canonical))
     report.edition = held if held in editions else "en"
     return report
 
@@ -204,11 +203,11 @@ def grade_notebook(path: Path, shown: str, opts: Options, start: Callable[[], Wo
     lesson = opts.lesson
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError(f"{shown}: larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+            raise NotebookError(msg("{shown}: larger than {MAX_NOTEBOOK_BYTES} MiB", shown=shown, MAX_NOTEBOOK_BYTES=MAX_NOTEBOOK_BYTES >> 20))
         nb = parse_notebook(path.read_bytes(), shown)
     except (NotebookError, OSError) as exc:
         return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
-                          f"The notebook could not be read: {str(exc).removeprefix(shown + ': ')}.")
+                          msg("The notebook could not be read: {exc_removeprefix_shown}.", exc_removeprefix_shown=str(exc).removeprefix(shown + ': ')))
     return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits, restart=start)
 
 
@@ -266,29 +265,23 @@ class RunSummary:
 def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
     """What ``grade`` prints when it is done, a sentence a line (each a template of the
     catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
-    changed = f" ({len(summary.changed)} changed since graded)" if summary.changed else ""
-    lines = [f"graded {summary.graded} submission(s){changed}, kept {summary.reused} earlier "
-             f"result(s) in {summary.seconds:.1f} s (median {summary.median_s:.2f} s per submission)"]
+    changed = msg(" ({summary_changed} changed since graded)", summary_changed=len(summary.changed)) if summary.changed else ""
+    lines: list[str] = [msg("graded {summary_graded} submission(s){changed}, kept {summary_reused} earlier result(s) in {summary_seconds} s (median {summary_median_s} s per submission)", summary_graded=summary.graded, changed=changed, summary_reused=summary.reused, summary_seconds=format(summary.seconds, '.1f'), summary_median_s=format(summary.median_s, '.2f'))]
     if summary.waiting:
-        lines.append(f"not regraded (changed since graded, not chosen with --student): "
-                     f"{', '.join(summary.waiting)}")
+        lines.append(msg("not regraded (changed since graded, not chosen with --student): {summary_waiting}", summary_waiting=', '.join(summary.waiting)))
     if summary.other_settings:
-        lines.append(f"kept {len(summary.other_settings)} result(s) made under other settings "
-                     f"(isolation, grader version), not vouched for by this run: "
-                     f"{', '.join(summary.other_settings)}; regrade them with --student ID or --force")
+        lines.append(msg("kept {summary_other_settings} result(s) made under other settings (isolation, grader version), not vouched for by this run: {summary_other_settings_2}; regrade them with --student ID or --force", summary_other_settings=len(summary.other_settings), summary_other_settings_2=', '.join(summary.other_settings)))
     if opts.deadlines is not None:
-        lines.append(f"late work: {opts.deadlines.source} (raw_score, late_submission_penalty and "
-                     "score in grades.csv)")
+        lines.append(msg("late work: {opts_deadlines_source} (raw_score, late_submission_penalty and score in grades.csv)", opts_deadlines_source=opts.deadlines.source))
     isolation = "strict" if opts.isolation == "full" else opts.isolation
     protections = ", ".join(summary.protections) or "none"
-    lines.append(f"protections: {protections} (isolation {isolation})")
+    lines.append(msg("protections: {protections} (isolation {isolation})", protections=protections, isolation=isolation))
     if summary.missing:
-        lines.append(f"missing: {', '.join(summary.missing)} (why: {opts.out / 'run.json'})")
+        lines.append(msg("missing: {summary_missing} (why: {opts_out})", summary_missing=', '.join(summary.missing), opts_out=opts.out / 'run.json'))
     ambiguous = [s for s in summary.statuses if summary.statuses[s] == "ambiguous"]
     if ambiguous:  # the instructor's step; the students' pages say only what they can do
-        lines.append(f"ambiguous: {', '.join(ambiguous)} handed in several different notebooks: "
-                     "keep the one to grade in each folder, then regrade with --student ID")
-    lines.append(f"wrote {opts.out / 'grades.csv'}, {opts.out / 'results'}/, {opts.out / 'feedback'}/")
+        lines.append(msg("ambiguous: {ambiguous} handed in several different notebooks: keep the one to grade in each folder, then regrade with --student ID", ambiguous=', '.join(ambiguous)))
+    lines.append(msg("wrote {opts_out}, {opts_out_2}/, {opts_out_3}/", opts_out=opts.out / 'grades.csv', opts_out_2=opts.out / 'results', opts_out_3=opts.out / 'feedback'))
     return lines
 
 
@@ -319,8 +312,7 @@ def only_writer(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OutputBusy(f"another `grade` is writing to {out}: wait until it ends, or "
-                             "give this one another --out") from None
+            raise OutputBusy(msg("another `grade` is writing to {out}: wait until it ends, or give this one another --out", out=out)) from None
         yield
     finally:
         os.close(fd)  # and with it the lock
@@ -373,7 +365,7 @@ def plan_run(submitted: Path, opts: Options) -> Plan:
     chosen = {ids.spelled_as(s, handed) for s in opts.students}  # as the folder spells it
     unknown = [ids.shown(s) for s in chosen if s not in handed]
     if unknown:
-        raise UnknownStudent(f"no student folder {', '.join(unknown)} in the submissions")
+        raise UnknownStudent(msg("no student folder {unknown} in the submissions", unknown=', '.join(unknown)))
     # the chosen students, and those without any result (grades.csv has a row for each)
     fresh = [s for s in stale if s not in changed]
     return Plan(students, handed, [s for s in students if s in chosen or s in fresh],
@@ -463,7 +455,7 @@ class _ClassRun:
         executor = ThreadPoolExecutor(max(1, opts.jobs))
         futures = self._submit(executor, pool)
         try:
-            with tqdm(total=len(futures), desc=f"grading {opts.lesson}", unit="nb",
+            with tqdm(total=len(futures), desc=msg("grading {opts_lesson}", opts_lesson=opts.lesson), unit="nb",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
                     took = future.result()
@@ -503,13 +495,13 @@ class _ClassRun:
 
     def other_settings(self) -> dict[str, str]:
         """The kept results made under other settings than this run's: how."""
-        other = {}
+        other: dict[str, str] = {}
         folder = Folder(self.opts.out)
         for student in self.plan.kept:
             made = _made(folder.read_result(student)).graded_with
             if not provenance.same_settings(made, self.job.settings):
-                other[student] = (f"isolation {made.get('isolation')}, grader {made.get('grader')}"
-                                  if made else "made before results recorded their settings")
+                other[student] = (msg("isolation {made}, grader {made_2}", made=made.get('isolation'), made_2=made.get('grader'))
+                                  if made else msg("made before results recorded their settings"))
         return other
 
     def finish(self, pool: SandboxPool, started: float) -> RunSummary:
@@ -564,7 +556,7 @@ _log = logging.getLogger(__name__)
 def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> None:
     """The instructor's record of what went wrong in the grader itself (trusted code only):
     ``errors.log``, and the log at ``info``."""
-    logs.append(out / "errors.log", logs.ERRORS, _log, logging.INFO, "%s (attempt %d)",
+    logs.append(out / "errors.log", logs.ERRORS, _log, logging.INFO, msg("%s (attempt %d)"),
                 student, attempt + 1, exc=exc)
 
 
@@ -613,7 +605,7 @@ def _grade_and_save(student: str, opts: Options, submitted: Path,
 
 def _grader_failed(student: str, opts: Options, failure: str) -> Report:
     return not_graded(f"{student}/{opts.lesson}", opts.lesson, exercise_points(opts.lesson),
-                      Status.ERROR, f"The grader failed on this submission ({failure}); see errors.log.")
+                      Status.ERROR, msg("The grader failed on this submission ({failure}); see errors.log.", failure=failure))
 
 
 def _save_failure(student: str, opts: Options, submitted: Path, settings: dict[str, Any],

@@ -27,6 +27,7 @@ from typing import Any
 from coursekit import catalogue
 from coursekit.earlier import unfinished
 from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
+from grader.i18n import msg
 
 JUNK_PARTS = {"__MACOSX", ".ipynb_checkpoints", ".git", "__pycache__"}
 MAX_CANDIDATES = 50  # a folder with more notebooks than this is not a submission
@@ -67,7 +68,7 @@ def _inspect(path: Path, lesson: catalogue.Lesson) -> _Candidate | None:
     """The notebook as a candidate for ``lesson``, or None when it is another notebook."""
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError("too large")
+            raise NotebookError(msg("too large"))
         data = path.read_bytes()
         nb = parse_notebook(data, path.name)
     except (NotebookError, OSError):
@@ -102,14 +103,13 @@ def find(student_folder: Path, lesson: catalogue.Lesson) -> Found:
         chosen = worked[0].path
         others = [c.path for c in seen if c.path != chosen]
         return Found(chosen, candidates, note=(
-            f"Graded {_shown(chosen, student_folder)}, the notebook worked on; untouched: "
-            f"{', '.join(_shown(p, student_folder) for p in others)}."))
+            msg("Graded {shown_chosen_student_folder}, the notebook worked on; untouched: {shown_p_student_folder}.", shown_chosen_student_folder=_shown(chosen, student_folder), shown_p_student_folder=', '.join(_shown(p, student_folder) for p in others))))
     if not worked or len({c.digest for c in worked}) == 1 and all(c.readable for c in worked):
         pool = worked or seen  # all untouched, or copies of one notebook
         chosen = next((p for p in canonical if p in [c.path for c in pool]), pool[0].path)
-        why = "identical copies" if worked else "all untouched"
+        why = msg("identical copies") if worked else msg("all untouched")
         return Found(chosen, candidates, note=(
-            f"Graded {_shown(chosen, student_folder)} of {len(seen)} notebooks ({why})."))
+            msg("Graded {shown_chosen_student_folder} of {seen} notebooks ({why}).", shown_chosen_student_folder=_shown(chosen, student_folder), seen=len(seen), why=why)))
     return Found(None, candidates, problem="ambiguous")
 
 
@@ -131,14 +131,13 @@ def other_lesson(nb: dict[str, Any], lesson: catalogue.Lesson) -> catalogue.Less
 
 def wrong_lesson(found: catalogue.Lesson, lesson: catalogue.Lesson) -> str:
     """What a student reads who handed in lesson ``found``'s notebook for ``lesson``."""
-    return (f"This is lesson {found.number}'s notebook, not lesson {lesson.number}'s: nothing "
-            f"in it was graded. Hand in your lesson {lesson.number} notebook.")
+    return (msg("This is lesson {found_number}'s notebook, not lesson {lesson_number}'s: nothing in it was graded. Hand in your lesson {lesson_number} notebook.", found_number=found.number, lesson_number=lesson.number))
 
 
 def _which(path: Path, canonical: list[Path], student_folder: Path) -> str:
     if path in canonical:
         return ""
-    return f"Graded {_shown(path, student_folder)} (not at nbgrader's name {canonical[0].name})."
+    return msg("Graded {shown_path_student_folder} (not at nbgrader's name {canonical_name}).", shown_path_student_folder=_shown(path, student_folder), canonical_name=canonical[0].name)
 
 
 def _shown(path: Path, student_folder: Path) -> str:

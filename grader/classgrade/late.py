@@ -40,6 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from coursekit.errors import UserError
 from grader import COURSE_ROOT, ids
+from grader.i18n import msg
 
 DEFAULT_FILE = "deadlines.toml"
 TIMESTAMP_FILE = "timestamp.txt"  # nbgrader's, beside the submitted notebook
@@ -71,10 +72,10 @@ def parse_duration(text: str | int | float) -> timedelta:
     for number, unit in re.findall(r"([\d.]+)\s*([a-z]+)", rest):
         key = unit.rstrip("s") if unit.rstrip("s") in _UNITS else unit
         if key not in _UNITS:
-            raise DeadlineError(f"unknown unit {unit!r} in duration {text!r} (days, hours, minutes)")
+            raise DeadlineError(msg("unknown unit {unit} in duration {text} (days, hours, minutes)", unit=repr(unit), text=repr(text)))
         total += float(number) * _UNITS[key]
     if not re.fullmatch(r"(\s*[\d.]+\s*[a-z]+\s*)+", rest):
-        raise DeadlineError(f"cannot read the duration {text!r} (e.g. \"2 days\", \"36 hours\")")
+        raise DeadlineError(msg("cannot read the duration {text} (e.g. \"2 days\", \"36 hours\")", text=repr(text)))
     return timedelta(seconds=total)
 
 
@@ -92,7 +93,7 @@ def parse_timestamp(text: str) -> datetime:
     try:
         return parse_utc(text).replace(tzinfo=UTC)
     except (ValueError, OverflowError) as exc:
-        raise DeadlineError(f"cannot read the timestamp {text!r}: {exc}") from None
+        raise DeadlineError(msg("cannot read the timestamp {text}: {exc}", text=repr(text), exc=exc)) from None
 
 
 def read_timestamp(folder: Path) -> datetime | None:
@@ -112,7 +113,7 @@ def read_timestamp(folder: Path) -> datetime | None:
 
 def format_utc(moment: datetime | None) -> str:
     """A moment as nbgrader writes it (``grades.csv``'s columns, records): UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+    return moment.astimezone(UTC).strftime(msg("%Y-%m-%d %H:%M:%S UTC")) if moment else ""
 
 
 def format_local(moment: datetime | None, zone: str = "UTC") -> str:
@@ -129,16 +130,16 @@ def format_duration(delta: timedelta) -> str:
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
     if days and hours:
-        return f"{days} day{'s' * (days != 1)} {hours} hour{'s' * (hours != 1)}"
+        return msg("{days} day{days_2} {hours} hour{hours_2}", days=days, days_2='s' * (days != 1), hours=hours, hours_2='s' * (hours != 1))
     if days:
-        return f"{days} day{'s' * (days != 1)}"
+        return msg("{days} day{days_2}", days=days, days_2='s' * (days != 1))
     if hours and minutes:
-        return f"{hours} hour{'s' * (hours != 1)} {minutes} minute{'s' * (minutes != 1)}"
+        return msg("{hours} hour{hours_2} {minutes} minute{minutes_2}", hours=hours, hours_2='s' * (hours != 1), minutes=minutes, minutes_2='s' * (minutes != 1))
     if hours:
-        return f"{hours} hour{'s' * (hours != 1)}"
+        return msg("{hours} hour{hours_2}", hours=hours, hours_2='s' * (hours != 1))
     if minutes:
-        return f"{minutes} minute{'s' * (minutes != 1)}"
-    return f"{seconds} seconds"
+        return msg("{minutes} minute{minutes_2}", minutes=minutes, minutes_2='s' * (minutes != 1))
+    return msg("{seconds} seconds", seconds=seconds)
 
 
 @dataclass(frozen=True)
@@ -178,12 +179,11 @@ class Lateness:
         """One sentence, as the feedback page and ``grades.csv`` show it (and translate it:
         the sentence is the catalogue's template, so nothing may change it afterwards)."""
         if self.submitted is None:
-            return "No submission time (no timestamp.txt): not counted as late."
+            return msg("No submission time (no timestamp.txt): not counted as late.")
         if self.late.total_seconds() <= 0:
-            return f"On time (submitted {self.at(self.submitted)}, due {self.at(self.due)})."
-        lost = f"penalty {self.fraction:.0%} of the raw score" if self.fraction else "no penalty"
-        return (f"{format_duration(self.late)} late (submitted {self.at(self.submitted)}, "
-                f"due {self.at(self.due)}): {lost}.")
+            return msg("On time (submitted {at_submitted}, due {at_due}).", at_submitted=self.at(self.submitted), at_due=self.at(self.due))
+        lost = msg("penalty {fraction} of the raw score", fraction=format(self.fraction, '.0%')) if self.fraction else msg("no penalty")
+        return (msg("{format_duration_late} late (submitted {at_submitted}, due {at_due}): {lost}.", format_duration_late=format_duration(self.late), at_submitted=self.at(self.submitted), at_due=self.at(self.due), lost=lost))
 
 
 @dataclass
@@ -228,8 +228,7 @@ def _due(text: Any, zone: ZoneInfo, where: str) -> datetime:
         try:
             value = datetime.fromisoformat(str(text).strip())
         except ValueError:
-            raise DeadlineError(f"{where}: cannot read the date {text!r} (e.g. "
-                                f"\"2026-03-02 23:59\")") from None
+            raise DeadlineError(msg("{where}: cannot read the date {text} (e.g. \"2026-03-02 23:59\")", where=where, text=repr(text))) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=zone)
     return value.astimezone(UTC)
@@ -240,42 +239,39 @@ def parse(text: str, source: str = DEFAULT_FILE, lessons: list[str] | None = Non
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise DeadlineError(f"{source}: not valid TOML ({exc})") from None
+        raise DeadlineError(msg("{source}: not valid TOML ({exc})", source=source, exc=exc)) from None
     unknown = set(data) - {"timezone", "due", "extensions", "penalty"}
     if unknown:
-        raise DeadlineError(f"{source}: unknown setting(s) {', '.join(sorted(unknown))} "
-                            "(timezone, [due], [extensions], [penalty])")
+        raise DeadlineError(msg("{source}: unknown setting(s) {unknown} (timezone, [due], [extensions], [penalty])", source=source, unknown=', '.join(sorted(unknown))))
     zone_name = str(data.get("timezone", "UTC"))
     try:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise DeadlineError(f"{source}: unknown timezone {zone_name!r} (e.g. \"Europe/Paris\")") from None
+        raise DeadlineError(msg("{source}: unknown timezone {zone_name} (e.g. \"Europe/Paris\")", source=source, zone_name=repr(zone_name))) from None
     deadlines = Deadlines(source, zone_name)
     for lesson, when in dict(data.get("due", {})).items():
         if lessons is not None and lesson not in lessons:
-            raise DeadlineError(f"{source}: [due] names {lesson!r}, not a lesson of the course")
-        deadlines.due[lesson] = _due(when, zone, f"{source} [due] {lesson}")
+            raise DeadlineError(msg("{source}: [due] names {lesson}, not a lesson of the course", source=source, lesson=repr(lesson)))
+        deadlines.due[lesson] = _due(when, zone, msg("{source} [due] {lesson}", source=source, lesson=lesson))
     for student, granted in dict(data.get("extensions", {})).items():
         per = granted if isinstance(granted, dict) else {"*": granted}
         for lesson in per:
             if lessons is not None and lesson != "*" and lesson not in lessons:
-                raise DeadlineError(f"{source}: [extensions] {student} names {lesson!r}, "
-                                    "not a lesson of the course")
+                raise DeadlineError(msg("{source}: [extensions] {student} names {lesson}, not a lesson of the course", source=source, student=student, lesson=repr(lesson)))
         student_id = ids.key(str(student))  # compared with folder names in one form
         if student_id in deadlines.extensions:
-            raise DeadlineError(f"{source}: [extensions] names {ids.shown(str(student))} twice "
-                                "(once in another Unicode form)")
+            raise DeadlineError(msg("{source}: [extensions] names {ids_shown_student} twice (once in another Unicode form)", source=source, ids_shown_student=ids.shown(str(student))))
         deadlines.extensions[student_id] = {k: parse_duration(v) for k, v in per.items()}
     rule = dict(data.get("penalty", {}))
     unknown = set(rule) - {"per_day", "max", "grace", "zero_after"}
     if unknown:
-        raise DeadlineError(f"{source}: unknown [penalty] setting(s) {', '.join(sorted(unknown))}")
+        raise DeadlineError(msg("{source}: unknown [penalty] setting(s) {unknown}", source=source, unknown=', '.join(sorted(unknown))))
     deadlines.rule = Penalty(
         per_day=float(rule.get("per_day", 0.0)), max=float(rule.get("max", 1.0)),
         grace=parse_duration(rule.get("grace", "0 s")),
         zero_after=parse_duration(rule["zero_after"]) if "zero_after" in rule else None)
     if not 0 <= deadlines.rule.per_day <= 1 or not 0 <= deadlines.rule.max <= 1:
-        raise DeadlineError(f"{source}: [penalty] per_day and max are fractions between 0 and 1")
+        raise DeadlineError(msg("{source}: [penalty] per_day and max are fractions between 0 and 1", source=source))
     return deadlines
 
 
@@ -284,5 +280,5 @@ def load(path: str | Path, lessons: list[str] | None = None) -> Deadlines:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise DeadlineError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise DeadlineError(msg("cannot read {path}: {exc_strerror}", path=path, exc_strerror=exc.strerror or exc)) from None
     return parse(text, str(path), lessons)

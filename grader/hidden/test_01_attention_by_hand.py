@@ -18,6 +18,7 @@ from grader.check.framework import (
     rng,
     suspect,
 )
+from grader.i18n import msg
 
 MISTAKES = {
     "scores_transposed": "the scores are K·Qᵀ (keys as rows) instead of Q·Kᵀ",
@@ -119,17 +120,11 @@ def softmax_suspects(x, axis=-1):
         whole = whole / whole.sum()
         axis0 = ref_softmax(x, 0)
     return [
-        suspect("softmax_no_max", naive, "softmax overflows: exp(1000) is inf, so subtract each "
-                "row's maximum before exp (the result does not change, the overflow goes)"),
-        suspect("softmax_global_max", global_max, "softmax subtracts the maximum of the whole "
-                "array: a row far below it underflows to 0 / 0, so subtract each row's own "
-                "maximum (max(axis=axis, keepdims=True))"),
-        suspect("softmax_sum_all", whole, "softmax divides by the sum over the whole array: "
-                "divide by each row's own sum (sum(axis=axis, keepdims=True)), so that every "
-                "row sums to 1"),
+        suspect("softmax_no_max", naive, msg("softmax overflows: exp(1000) is inf, so subtract each row's maximum before exp (the result does not change, the overflow goes)")),
+        suspect("softmax_global_max", global_max, msg("softmax subtracts the maximum of the whole array: a row far below it underflows to 0 / 0, so subtract each row's own maximum (max(axis=axis, keepdims=True))")),
+        suspect("softmax_sum_all", whole, msg("softmax divides by the sum over the whole array: divide by each row's own sum (sum(axis=axis, keepdims=True)), so that every row sums to 1")),
         suspect("softmax_axis_ignored", axis0 if axis not in (0, -x.ndim) else None,
-                f"softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument in "
-                f"both the max and the sum"),
+                msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument in both the max and the sum", axis=axis)),
     ]
 
 
@@ -137,21 +132,18 @@ def softmax_suspects(x, axis=-1):
 
 def score_suspects(Q, K):
     return [
-        suspect("scores_transposed", K @ Q.T, "the scores are K·Qᵀ: row i must be query i and "
-                "column j key j, so compute Q @ K.T (shape [n_queries, n_keys])"),
+        suspect("scores_transposed", K @ Q.T, msg("the scores are K·Qᵀ: row i must be query i and column j key j, so compute Q @ K.T (shape [n_queries, n_keys])")),
         suspect("scores_wrong_axis", (Q[:, None, :] * K[None, :, :]).sum(0),
-                "the products are summed over the queries, leaving the feature axis: "
-                "scores[i, j] = Σ_k Q[i, k]·K[j, k] sums over the features (Q @ K.T)"),
+                msg("the products are summed over the queries, leaving the feature axis: scores[i, j] = Σ_k Q[i, k]·K[j, k] sums over the features (Q @ K.T)")),
         suspect("scores_wrong_axis", (Q[:, None, :] * K[None, :, :]).sum(1),
-                "the products are summed over the keys, leaving the feature axis: "
-                "scores[i, j] = Σ_k Q[i, k]·K[j, k] sums over the features (Q @ K.T)"),
+                msg("the products are summed over the keys, leaving the feature axis: scores[i, j] = Σ_k Q[i, k]·K[j, k] sums over the features (Q @ K.T)")),
     ]
 
 
 @exercise("dot_scores", points=1)
 def test_dot_scores_worked_example(sub):
     close(call(sub, "dot_scores", X, X), [[55.0, 70.0], [70.0, 90.0]],
-          "Q·Kᵀ of the 优秀 example should be [[55, 70], [70, 90]] (优·优 = 1+4+9+16+25 = 55)",
+          msg("Q·Kᵀ of the 优秀 example should be [[55, 70], [70, 90]] (优·优 = 1+4+9+16+25 = 55)"),
           suspects=score_suspects(X, X))
 
 
@@ -159,11 +151,10 @@ def test_dot_scores_worked_example(sub):
 def test_dot_scores_queries_are_rows(sub):
     Q, K, _ = inputs()
     close(call(sub, "dot_scores", Q, K), Q @ K.T,
-          "with 3 queries and 5 keys of width 4 the scores should be the [3, 5] matrix of dot "
-          "products Q[i] · K[j]", suspects=score_suspects(Q, K))
+          msg("with 3 queries and 5 keys of width 4 the scores should be the [3, 5] matrix of dot products Q[i] · K[j]"), suspects=score_suspects(Q, K))
     Qs, Ks, _ = square_inputs()
     close(call(sub, "dot_scores", Qs, Ks), Qs @ Ks.T,
-          "with 4 queries and 4 different keys the scores should be Q @ K.T",
+          msg("with 4 queries and 4 different keys the scores should be Q @ K.T"),
           suspects=score_suspects(Qs, Ks))
 
 
@@ -173,28 +164,25 @@ def test_dot_scores_queries_are_rows(sub):
 def test_softmax_rows(sub):
     x = rng(3).normal(size=(2, 5))
     close(call(sub, "softmax", x), ref_softmax(x, -1),
-          "softmax of a [2, 5] array should normalise each row: exp(x) / sum(exp(x)) over the "
-          "last axis", suspects=softmax_suspects(x, -1))
+          msg("softmax of a [2, 5] array should normalise each row: exp(x) / sum(exp(x)) over the last axis"), suspects=softmax_suspects(x, -1))
     v = rng(4).normal(size=4)
-    close(call(sub, "softmax", v), ref_softmax(v), "softmax of a vector should be exp(x) / "
-          "sum(exp(x))", suspects=softmax_suspects(v))
+    close(call(sub, "softmax", v), ref_softmax(v), msg("softmax of a vector should be exp(x) / sum(exp(x))"), suspects=softmax_suspects(v))
 
 
 @exercise("softmax", points=1)
 def test_softmax_axis_argument(sub):
     x = rng(5).normal(size=(3, 4, 2))
     close(call(sub, "softmax", x, axis=1), ref_softmax(x, 1),
-          "softmax(x, axis=1) should normalise along axis 1", suspects=softmax_suspects(x, 1))
+          msg("softmax(x, axis=1) should normalise along axis 1"), suspects=softmax_suspects(x, 1))
     close(call(sub, "softmax", x, 0), ref_softmax(x, 0),
-          "softmax(x, 0) should normalise along axis 0", suspects=softmax_suspects(x, 0))
+          msg("softmax(x, 0) should normalise along axis 0"), suspects=softmax_suspects(x, 0))
 
 
 @exercise("softmax", points=1)
 def test_softmax_large_inputs(sub):
     x = 1000.0 + rng(6).normal(size=(2, 3))
     close(call(sub, "softmax", x), ref_softmax(x),
-          "softmax of scores near 1000 is wrong: subtracting a constant from a row must not "
-          "change its softmax", suspects=softmax_suspects(x))
+          msg("softmax of scores near 1000 is wrong: subtracting a constant from a row must not change its softmax"), suspects=softmax_suspects(x))
 
 
 @exercise("softmax", points=0.5)
@@ -202,7 +190,7 @@ def test_softmax_per_row_maximum(sub):
     base = rng(7).normal(size=(2, 3))
     x = base + np.array([[0.0], [1000.0]])
     close(call(sub, "softmax", x), ref_softmax(x),
-          "softmax of rows with very different scales (one near 0, one near 1000) is wrong",
+          msg("softmax of rows with very different scales (one near 0, one near 1000) is wrong"),
           suspects=softmax_suspects(x))
 
 
@@ -211,14 +199,12 @@ def test_softmax_minus_infinity(sub):
     x = rng(8).normal(size=(2, 4))
     x[0, 1] = x[1, 0] = x[1, 3] = -np.inf
     w = np.asarray(call(sub, "softmax", x), dtype=np.float64)
-    check(w.shape == x.shape, f"softmax should keep the shape {list(x.shape)}, got {list(w.shape)}")
+    check(w.shape == x.shape, msg("softmax should keep the shape {x_shape}, got {w_shape}", x_shape=list(x.shape), w_shape=list(w.shape)))
     masked = np.isinf(x)
     check(np.all(np.isfinite(w)) and np.all(w[masked] == 0),
-          "entries of -inf (masked positions) should get weight exactly 0 (exp(-inf) = 0) and "
-          "never NaN: keep the -inf entries as they are, subtract the row's maximum, then exp",
+          msg("entries of -inf (masked positions) should get weight exactly 0 (exp(-inf) = 0) and never NaN: keep the -inf entries as they are, subtract the row's maximum, then exp"),
           mistake="softmax_neginf")
-    close(w, ref_softmax(x), "rows with -inf entries should still sum to 1 over their finite "
-          "entries", suspects=softmax_suspects(x))
+    close(w, ref_softmax(x), msg("rows with -inf entries should still sum to 1 over their finite entries"), suspects=softmax_suspects(x))
 
 
 # --- attention --------------------------------------------------------------------------
@@ -235,7 +221,7 @@ def ref_attention(q, k, v, scale=True, divide_by=None, axis=-1, transposed=False
 
 def _pair(result):
     check(isinstance(result, (tuple, list)) and len(result) == 2,
-          "attention should return a pair (output, weights)")
+          msg("attention should return a pair (output, weights)"))
     return result
 
 
@@ -246,21 +232,19 @@ def attention_suspects(Q, K, V, scale=True, part="weights"):
     d = K.shape[-1]
     return [
         suspect("scale_by_dk", ref_attention(Q, K, V, divide_by=d)[i] if scale else None,
-                f"the scores are divided by d_k = {d}: divide them by √d_k = √{d} instead"),
+                msg("the scores are divided by d_k = {d}: divide them by √d_k = √{d} instead", d=d)),
         suspect("never_scaled", ref_attention(Q, K, V, scale=False)[i] if scale else None,
-                "with scale=True the scores must be divided by √d_k (they were left unscaled)"),
+                msg("with scale=True the scores must be divided by √d_k (they were left unscaled)")),
         suspect("scale_flag_ignored", ref_attention(Q, K, V, scale=True)[i] if not scale else None,
-                "with scale=False the scores must not be divided by √d_k (the `scale` flag is "
-                "ignored)"),
+                msg("with scale=False the scores must not be divided by √d_k (the `scale` flag is ignored)")),
         suspect("attention_softmax_axis", ref_attention(Q, K, V, scale, axis=0)[i]
                 if Q.shape[0] == K.shape[0] else None,
-                "the weights are normalised over the queries (axis 0): each query's weights must "
-                "sum to 1 over the keys, so softmax over axis -1 (and softmax must use its axis)"),
+                msg("the weights are normalised over the queries (axis 0): each query's weights must sum to 1 over the keys, so softmax over axis -1 (and softmax must use its axis)")),
         suspect("scores_transposed", ref_attention(Q, K, V, scale, transposed=True)[i]
                 if Q.shape[0] == K.shape[0] else None,
-                "the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)"),
+                msg("the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)")),
         suspect("weights_times_keys", ref_attention(Q, K, K, scale)[0] if part == "output" else None,
-                "the output is weights @ K: the weights average the values, so return weights @ V"),
+                msg("the output is weights @ K: the weights average the values, so return weights @ V")),
     ]
 
 
@@ -268,8 +252,7 @@ def attend(sub, Q, K, V, **kwargs):
     out, w = _pair(call(sub, "attention", Q, K, V, **kwargs))
     want_out, want_w = ref_attention(Q, K, V, **kwargs)
     if not matches(w, want_w) and matches(out, want_w) and matches(w, want_out):
-        diagnose("attention_pair_order", "attention returns (weights, output): return the output "
-                 "first, then the weights")
+        diagnose("attention_pair_order", msg("attention returns (weights, output): return the output first, then the weights"))
     return out, w
 
 
@@ -277,9 +260,9 @@ def attend(sub, Q, K, V, **kwargs):
 def test_attention_worked_example(sub):
     out, w = attend(sub, X, X, X)
     ref_out, ref_w = ref_attention(X, X, X)
-    close(w, ref_w, "the weights of the 优秀 example should be softmax(Q Kᵀ / √d_k) with d_k = 6",
+    close(w, ref_w, msg("the weights of the 优秀 example should be softmax(Q Kᵀ / √d_k) with d_k = 6"),
           suspects=attention_suspects(X, X, X))
-    close(out, ref_out, "the output of the 优秀 example should be weights @ V",
+    close(out, ref_out, msg("the output of the 优秀 example should be weights @ V"),
           suspects=attention_suspects(X, X, X, part="output"))
 
 
@@ -288,9 +271,9 @@ def test_attention_scale_flag(sub):
     Q, K, V = square_inputs()
     out, w = attend(sub, Q, K, V, scale=False)
     ref_out, ref_w = ref_attention(Q, K, V, scale=False)
-    close(w, ref_w, "with scale=False the weights should be softmax(Q Kᵀ) over the keys",
+    close(w, ref_w, msg("with scale=False the weights should be softmax(Q Kᵀ) over the keys"),
           suspects=attention_suspects(Q, K, V, scale=False))
-    close(out, ref_out, "with scale=False the output should be softmax(Q Kᵀ) @ V",
+    close(out, ref_out, msg("with scale=False the output should be softmax(Q Kᵀ) @ V"),
           suspects=attention_suspects(Q, K, V, scale=False, part="output"))
 
 
@@ -300,9 +283,7 @@ def test_attention_queries_keys_values(sub):
         out, w = attend(sub, Q, K, V)
         ref_out, ref_w = ref_attention(Q, K, V)
         n, m = Q.shape[0], K.shape[0]
-        close(w, ref_w, f"with {n} queries and {m} keys the weights should be the [{n}, {m}] "
-              f"matrix softmax(Q Kᵀ / √d_k), each row summing to 1",
+        close(w, ref_w, msg("with {n} queries and {m} keys the weights should be the [{n}, {m}] matrix softmax(Q Kᵀ / √d_k), each row summing to 1", n=n, m=m),
               suspects=attention_suspects(Q, K, V))
-        close(out, ref_out, f"with {n} queries, {m} keys and values of width {V.shape[1]} the "
-              f"output should be the [{n}, {V.shape[1]}] matrix weights @ V",
+        close(out, ref_out, msg("with {n} queries, {m} keys and values of width {V_shape} the output should be the [{n}, {V_shape}] matrix weights @ V", n=n, m=m, V_shape=V.shape[1]),
               suspects=attention_suspects(Q, K, V, part="output"))

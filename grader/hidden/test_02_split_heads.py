@@ -18,6 +18,7 @@ from grader.check.framework import (
     shape_of,
     suspect,
 )
+from grader.i18n import msg
 
 MISTAKES = {
     "qkv_interleaved": "q, k, v taken as every third column instead of consecutive blocks",
@@ -89,7 +90,7 @@ def ref_merge(x):
 
 def triple(result):
     check(isinstance(result, (tuple, list)) and len(result) == 3,
-          "split_qkv should return three arrays (q, k, v)")
+          msg("split_qkv should return three arrays (q, k, v)"))
     return result
 
 
@@ -101,14 +102,11 @@ def qkv_suspects(x, n_state, which):
     width = 4 if n_state != 4 else None
     return [
         suspect("qkv_interleaved", x[..., which::3],
-                "q, k and v are every third column: the fused projection holds them as three "
-                "consecutive blocks of n_state columns (q = x[..., :n_state], k the next block)"),
+                msg("q, k and v are every third column: the fused projection holds them as three consecutive blocks of n_state columns (q = x[..., :n_state], k the next block)")),
         suspect("qkv_hardcoded_width", x[..., which * width:(which + 1) * width] if width else None,
-                f"with n_state = {n_state} each block should be {n_state} columns wide: use the "
-                f"n_state argument, not a fixed width"),
+                msg("with n_state = {n_state} each block should be {n_state} columns wide: use the n_state argument, not a fixed width", n_state=n_state)),
     ] + [
-        suspect("qkv_order", blocks[j], f"the {'qkv'[which]} returned is block {j} (the "
-                f"{'qkv'[j]} block): return q, k, v in that order, block 0, 1, 2")
+        suspect("qkv_order", blocks[j], msg("the {which} returned is block {j} (the {j_2} block): return q, k, v in that order, block 0, 1, 2", which='qkv'[which], j=j, j_2='qkv'[j]))
         for j in range(3) if j != which
     ]
 
@@ -117,18 +115,17 @@ def check_qkv(sub, x, n_state, what):
     q, k, v = triple(call(sub, "split_qkv", x, n_state))
     for i, (got, name) in enumerate(((q, "q"), (k, "k"), (v, "v"))):
         close(got, x[..., i * n_state:(i + 1) * n_state],
-              f"{what}: {name} should be columns {i * n_state} to {(i + 1) * n_state - 1} "
-              f"(block {i} of n_state = {n_state} columns)", suspects=qkv_suspects(x, n_state, i))
+              msg("{what}: {name} should be columns {i_n_state} to {i_n_state_2} (block {i} of n_state = {n_state} columns)", what=what, name=name, i_n_state=i * n_state, i_n_state_2=(i + 1) * n_state - 1, i=i, n_state=n_state), suspects=qkv_suspects(x, n_state, i))
 
 
 @exercise("split_qkv", points=2)
 def test_split_qkv_blocks_in_order(sub):
-    check_qkv(sub, labelled(1, 2, 3, 12), 4, "for x of shape [2, 3, 12] and n_state = 4")
+    check_qkv(sub, labelled(1, 2, 3, 12), 4, msg("for x of shape [2, 3, 12] and n_state = 4"))
 
 
 @exercise("split_qkv", points=1)
 def test_split_qkv_other_sizes(sub):
-    check_qkv(sub, rng(2).normal(size=(1, 5, 15)), 5, "for x of shape [1, 5, 15] and n_state = 5")
+    check_qkv(sub, rng(2).normal(size=(1, 5, 15)), 5, msg("for x of shape [1, 5, 15] and n_state = 5"))
 
 
 # --- split_heads ----------------------------------------------------------------------
@@ -140,21 +137,15 @@ def split_suspects(x, n_head, k=False):
     flat = x.reshape(B, n_head, L, d)
     return [
         suspect("split_no_transpose", flat.transpose(0, 1, 3, 2) if k else flat,
-                "the heads mix tokens: a reshape straight to [B, H, L, d] keeps the numbers in "
-                "their order; reshape to [B, L, H, d] (head h = features h·d … (h+1)·d - 1), then "
-                "transpose to [B, H, L, d]"),
+                msg("the heads mix tokens: a reshape straight to [B, H, L, d] keeps the numbers in their order; reshape to [B, L, H, d] (head h = features h·d … (h+1)·d - 1), then transpose to [B, H, L, d]")),
         suspect("split_head_fast_axis", fast,
-                f"head 0 holds features 0, {n_head}, {2 * n_head}, …: reshape to [B, L, H, d] "
-                f"(each head a consecutive chunk of d features), not [B, L, d, H]"),
+                msg("head 0 holds features 0, {n_head}, {n_head_2}, …: reshape to [B, L, H, d] (each head a consecutive chunk of d features), not [B, L, d, H]", n_head=n_head, n_head_2=2 * n_head)),
         suspect("split_d_h_swapped", x.reshape(B, L, d, n_head).transpose((0, 2, 3, 1) if k else (0, 2, 1, 3)),
-                "d and H are swapped: reshape to [B, L, H, d] with d = D // H, so that the head "
-                "axis has H entries"),
+                msg("d and H are swapped: reshape to [B, L, H, d] with d = D // H, so that the head axis has H entries")),
         suspect("split_k_ignored", ref_split(x, n_head) if k else None,
-                "with k=True the keys should come out transposed, [B, H, d, L], ready for q @ k "
-                "(the k flag is ignored)"),
+                msg("with k=True the keys should come out transposed, [B, H, d, L], ready for q @ k (the k flag is ignored)")),
         suspect("split_k_wrong_layout", ref_split(x, n_head).transpose(0, 3, 1, 2) if k else None,
-                "with k=True the result should be [B, H, d, L] (transpose [B, L, H, d] with "
-                "(0, 2, 3, 1)), not [B, d, H, L]"),
+                msg("with k=True the result should be [B, H, d, L] (transpose [B, L, H, d] with (0, 2, 3, 1)), not [B, d, H, L]")),
     ]
 
 
@@ -162,8 +153,7 @@ def split_suspects(x, n_head, k=False):
 def test_split_heads_layout(sub):
     x = labelled(3, 2, 3, 8)                                  # B=2, L=3, D=8
     close(call(sub, "split_heads", x, 2), ref_split(x, 2),
-          "split_heads of a [2, 3, 8] input with 2 heads should be [2, 2, 3, 4]: head h holds "
-          "the consecutive features h·4 … h·4 + 3 of every token", suspects=split_suspects(x, 2))
+          msg("split_heads of a [2, 3, 8] input with 2 heads should be [2, 2, 3, 4]: head h holds the consecutive features h·4 … h·4 + 3 of every token"), suspects=split_suspects(x, 2))
 
 
 @exercise("split_heads", points=1)
@@ -171,8 +161,7 @@ def test_split_heads_many_heads(sub):
     x = rng(4).normal(size=(2, 5, 12))
     for n_head in (1, 3, 4, 12):
         close(call(sub, "split_heads", x, n_head), ref_split(x, n_head),
-              f"split_heads(x, {n_head}) of a [2, 5, 12] input should be [2, {n_head}, 5, "
-              f"{12 // n_head}], head h holding features h·d … (h+1)·d - 1 of each token",
+              msg("split_heads(x, {n_head}) of a [2, 5, 12] input should be [2, {n_head}, 5, {n_head_2}], head h holding features h·d … (h+1)·d - 1 of each token", n_head=n_head, n_head_2=12 // n_head),
               suspects=split_suspects(x, n_head))
 
 
@@ -180,8 +169,7 @@ def test_split_heads_many_heads(sub):
 def test_split_heads_keys_transposed(sub):
     x = labelled(5, 2, 5, 6)
     close(call(sub, "split_heads", x, 3, k=True), ref_split(x, 3, k=True),
-          "with k=True, [B, L, D] = [2, 5, 6] and 3 heads should give [B, H, d, L] = [2, 3, 2, 5], "
-          "each head the transpose of the k=False head", suspects=split_suspects(x, 3, k=True))
+          msg("with k=True, [B, L, D] = [2, 5, 6] and 3 heads should give [B, H, d, L] = [2, 3, 2, 5], each head the transpose of the k=False head"), suspects=split_suspects(x, 3, k=True))
 
 
 # --- merge_heads ----------------------------------------------------------------------
@@ -190,12 +178,9 @@ def merge_suspects(x):
     B, H, L, d = x.shape
     return [
         suspect("merge_no_transpose", x.reshape(B, L, H * d),
-                "the merged tokens mix positions: a reshape of [B, H, L, d] straight to "
-                "[B, L, H·d] keeps head order first; transpose back to [B, L, H, d], then reshape"),
+                msg("the merged tokens mix positions: a reshape of [B, H, L, d] straight to [B, L, H·d] keeps head order first; transpose back to [B, L, H, d], then reshape")),
         suspect("merge_head_fast_axis", x.transpose(0, 2, 3, 1).reshape(B, L, H * d),
-                "token l of the merged output interleaves the heads feature by feature: it "
-                "should be head 0's d features, then head 1's (transpose to [B, L, H, d], not "
-                "[B, L, d, H])"),
+                msg("token l of the merged output interleaves the heads feature by feature: it should be head 0's d features, then head 1's (transpose to [B, L, H, d], not [B, L, d, H])")),
     ]
 
 
@@ -203,27 +188,23 @@ def check_merge(sub, x, message):
     B, H, L, d = x.shape
     out = call(sub, "merge_heads", x)
     if shape_of(out) == (B, L, d) and H > 1:
-        diagnose("merge_to_d", f"merging [B, H, L, d] = {[B, H, L, d]} should give "
-                 f"[B, L, H·d] = {[B, L, H * d]}: all heads side by side, not [B, L, d] "
-                 f"(the note's [B, L, 64] is a slip)")
+        diagnose("merge_to_d", msg("merging [B, H, L, d] = {B_H_L} should give [B, L, H·d] = {B_L_H}: all heads side by side, not [B, L, d] (the note's [B, L, 64] is a slip)", B_H_L=[B, H, L, d], B_L_H=[B, L, H * d]))
     close(out, ref_merge(x), message, suspects=merge_suspects(x))
 
 
 @exercise("merge_heads", points=1)
 def test_merge_heads_layout(sub):
-    check_merge(sub, labelled(6, 2, 3, 4, 5), "merging [B, H, L, d] = [2, 3, 4, 5] should give "
-                "[2, 4, 15]: token l holds head 0's d features, then head 1's, then head 2's")
+    check_merge(sub, labelled(6, 2, 3, 4, 5), msg("merging [B, H, L, d] = [2, 3, 4, 5] should give [2, 4, 15]: token l holds head 0's d features, then head 1's, then head 2's"))
 
 
 @exercise("merge_heads", points=1)
 def test_merge_inverts_split(sub):
     x = rng(7).normal(size=(3, 7, 8))
     for n_head in (1, 2, 4):
-        check_merge(sub, ref_split(x, n_head), f"merge_heads(split_heads(x, {n_head})) should give "
-                    f"back x exactly: merge is the inverse of split")
+        check_merge(sub, ref_split(x, n_head), msg("merge_heads(split_heads(x, {n_head})) should give back x exactly: merge is the inverse of split", n_head=n_head))
 
 
 @exercise("merge_heads", points=1)
 def test_merge_heads_bert_sizes(sub):
     check_merge(sub, rng(8).normal(size=(1, 12, 3, 64)),
-                "12 heads of 64 features merge into [B, L, 768]")
+                msg("12 heads of 64 features merge into [B, L, 768]"))

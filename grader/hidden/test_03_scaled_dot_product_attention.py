@@ -27,6 +27,7 @@ from grader.check.framework import (
     shape_of,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -126,33 +127,24 @@ def sdpa_suspects(q, k, v, mask=None, part="weights"):
 
     d, lk = q.size(-1), k.size(-2)
     found = [
-        s("scale_by_d", f"the scores are divided by d_k = {d}: divide by √d_k = √{d} "
-          f"(d_k = q.size(-1))", scale="d"),
-        s("never_scaled", f"the scores are not scaled: divide q kᵀ by √d_k = √{d}", scale="none"),
-        s("scale_by_lk", f"the scores are divided by √{lk}, the number of keys: divide by √d_k = "
-          f"√{d}, the width of q and k (q.size(-1))", scale="lk"),
-        s("softmax_query_axis", "each key's weights sum to 1 over the queries: take the softmax "
-          "over the last axis (the keys), dim=-1", axis=-2),
+        s("scale_by_d", msg("the scores are divided by d_k = {d}: divide by √d_k = √{d} (d_k = q.size(-1))", d=d), scale="d"),
+        s("never_scaled", msg("the scores are not scaled: divide q kᵀ by √d_k = √{d}", d=d), scale="none"),
+        s("scale_by_lk", msg("the scores are divided by √{lk}, the number of keys: divide by √d_k = √{d}, the width of q and k (q.size(-1))", lk=lk, d=d), scale="lk"),
+        s("softmax_query_axis", msg("each key's weights sum to 1 over the queries: take the softmax over the last axis (the keys), dim=-1"), axis=-2),
     ]
     if mask is not None:
         found += [
-            s("mask_inverted", "the weights go to the keys where the mask is False: True means "
-              "allowed (fill the scores where ~mask)", mask=~mask),
-            s("mask_fill_zero", "masked scores are set to 0, which still gets weight: fill them "
-              "with -inf (or a very large negative number) before the softmax", fill="zero",
+            s("mask_inverted", msg("the weights go to the keys where the mask is False: True means allowed (fill the scores where ~mask)"), mask=~mask),
+            s("mask_fill_zero", msg("masked scores are set to 0, which still gets weight: fill them with -inf (or a very large negative number) before the softmax"), fill="zero",
               clean=False),
-            s("mask_after_softmax", "the mask zeroes weights after the softmax, so the allowed "
-              "weights no longer sum to 1: fill masked scores with -inf before the softmax",
+            s("mask_after_softmax", msg("the mask zeroes weights after the softmax, so the allowed weights no longer sum to 1: fill masked scores with -inf before the softmax"),
               fill="after"),
-            s("masked_rows_uniform", "a query whose keys are all masked gets uniform weights: its "
-              "weights and output should be 0 (zero the masked weights after the softmax)",
+            s("masked_rows_uniform", msg("a query whose keys are all masked gets uniform weights: its weights and output should be 0 (zero the masked weights after the softmax)"),
               fill="-1e9", clean=False),
-            s("masked_rows_nan", "a query whose keys are all masked gets NaN (softmax of all -inf "
-              "is 0/0): zero the masked weights after the softmax", clean=False),
+            s("masked_rows_nan", msg("a query whose keys are all masked gets NaN (softmax of all -inf is 0/0): zero the masked weights after the softmax"), clean=False),
         ]
     if part == "output":
-        found.append(s("weights_times_keys", "the output is weights @ k: the weights average the "
-                       "values, so return weights @ v", values=k))
+        found.append(s("weights_times_keys", msg("the output is weights @ k: the weights average the values, so return weights @ v"), values=k))
     return found
 
 
@@ -192,26 +184,18 @@ def attend(sub, *args, **kwargs):
         result = sub.call("scaled_dot_product_attention", *args, forbid=SDPA, **kwargs)
     except SubmissionError as exc:
         if "Dimension out of range" in exc.message and args[0].dim() < 4:
-            diagnose("absolute_axes", f"with {args[0].dim()}-D inputs your code raised "
-                     f"\"Dimension out of range\": count the axes from the end "
-                     f"(k.transpose(-2, -1), q.size(-1)) so that any number of leading axes works")
+            diagnose("absolute_axes", msg("with {args_dim}-D inputs your code raised \"Dimension out of range\": count the axes from the end (k.transpose(-2, -1), q.size(-1)) so that any number of leading axes works", args_dim=args[0].dim()))
         if (isinstance(mask, torch.Tensor) and want_w is not None and tuple(mask.shape) != want_w
                 and runs_with_full_mask(sub, args, kwargs, want_w)):
-            diagnose("mask_not_broadcast", f"with a mask of shape {list(mask.shape)} your code raised "
-                     f"{exc.exc_type}, though it runs with a mask of the scores' full shape "
-                     f"{list(want_w)}: a mask only has to broadcast to [..., Lq, Lk], so apply it "
-                     f"with masked_fill or torch.where, which broadcast (indexing scores[~mask] "
-                     f"needs the full shape)")
+            diagnose("mask_not_broadcast", msg("with a mask of shape {mask_shape} your code raised {exc_exc_type}, though it runs with a mask of the scores' full shape {want_w}: a mask only has to broadcast to [..., Lq, Lk], so apply it with masked_fill or torch.where, which broadcast (indexing scores[~mask] needs the full shape)", mask_shape=list(mask.shape), exc_exc_type=exc.exc_type, want_w=list(want_w)))
         raise
     check(isinstance(result, (tuple, list)) and len(result) == 2,
-          "scaled_dot_product_attention should return a pair (output, weights)")
+          msg("scaled_dot_product_attention should return a pair (output, weights)"))
     out, w = result
     check(isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor),
-          "scaled_dot_product_attention should return two tensors (output, weights)")
+          msg("scaled_dot_product_attention should return two tensors (output, weights)"))
     if want_w != want_out and shape_of(out) == want_w and shape_of(w) == want_out:
-        diagnose("sdpa_pair_order", f"scaled_dot_product_attention returns (weights, output): the "
-                 f"first tensor is {list(want_w)}, the weights' shape [..., Lq, Lk]; return the "
-                 f"output [..., Lq, d_v] first, then the weights")
+        diagnose("sdpa_pair_order", msg("scaled_dot_product_attention returns (weights, output): the first tensor is {want_w}, the weights' shape [..., Lq, Lk]; return the output [..., Lq, d_v] first, then the weights", want_w=list(want_w)))
     return out, w
 
 
@@ -219,9 +203,9 @@ def compare(sub, q, k, v, mask=None, what="", **kwargs):
     """Weights and output against the formula, a mistake named when one fits."""
     out, w = attend(sub, q, k, v, mask=mask, **kwargs)
     ref_out, ref_w = ref_attention(q, k, v, mask)
-    close(w, ref_w, f"{what}the weights should be softmax(q kᵀ / √d_k) over the keys",
+    close(w, ref_w, msg("{what}the weights should be softmax(q kᵀ / √d_k) over the keys", what=what),
           atol=1e-5, suspects=sdpa_suspects(q, k, v, mask))
-    close(out, ref_out, f"{what}the output should be weights @ v", atol=1e-5,
+    close(out, ref_out, msg("{what}the output should be weights @ v", what=what), atol=1e-5,
           suspects=sdpa_suspects(q, k, v, mask, part="output"))
     return out, w
 
@@ -239,14 +223,12 @@ def masked_like_own(sub, q, k, v, mask, name):
     try:
         want = w0.double() * mask
     except RuntimeError:
-        check(False, f"with {name} the weights should keep their shape {list(w0.shape)}")
+        check(False, msg("with {name} the weights should keep their shape {w0_shape}", name=name, w0_shape=list(w0.shape)))
     want = torch.nan_to_num(want / want.sum(-1, keepdim=True), nan=0.0)
-    close(w, want, f"with {name} (True = allowed) masked keys should get exactly zero weight and "
-          f"the allowed keys' weights should still sum to 1", atol=1e-5,
+    close(w, want, msg("with {name} (True = allowed) masked keys should get exactly zero weight and the allowed keys' weights should still sum to 1", name=name), atol=1e-5,
           suspects=sdpa_suspects(q, k, v, mask))
     if matches(out0, ref_attention(q, k, v)[0], atol=1e-5):
-        close(out, ref_attention(q, k, v, mask)[0], f"with {name} the output should be the masked "
-              f"weights @ v", atol=1e-5, suspects=sdpa_suspects(q, k, v, mask, part="output"))
+        close(out, ref_attention(q, k, v, mask)[0], msg("with {name} the output should be the masked weights @ v", name=name), atol=1e-5, suspects=sdpa_suspects(q, k, v, mask, part="output"))
 
 
 # --- scaled_dot_product_attention ---------------------------------------------------------
@@ -256,30 +238,26 @@ def test_sdpa_shapes_and_rows(sub):
     q, k, v = qkv(1)
     out, w = attend(sub, q, k, v)
     check(shape_of(w) == (2, 3, 4, 5),
-          f"the weights should be [..., Lq, Lk] = [2, 3, 4, 5] for 4 queries and 5 keys, got {list(w.shape)}")
-    close(w.sum(-1), torch.ones(2, 3, 4), "each query's weights should sum to 1 over the keys",
+          msg("the weights should be [..., Lq, Lk] = [2, 3, 4, 5] for 4 queries and 5 keys, got {w_shape}", w_shape=list(w.shape)))
+    close(w.sum(-1), torch.ones(2, 3, 4), msg("each query's weights should sum to 1 over the keys"),
           atol=1e-5, suspects=[suspect("softmax_query_axis", ref_attention(q, k, v, axis=-2)[1].sum(-1),
-                                       "each key's weights sum to 1 over the queries: take the "
-                                       "softmax over the last axis (the keys), dim=-1")])
+                                       msg("each key's weights sum to 1 over the queries: take the softmax over the last axis (the keys), dim=-1"))])
     if shape_of(out) == (2, 3, 4, 8):
-        diagnose("weights_times_keys", "the output has the keys' width (8), not the values' (6): "
-                 "the weights average the values, so return weights @ v")
-    check(shape_of(out) == (2, 3, 4, 6), f"the output should be [..., Lq, d_v] = [2, 3, 4, 6], "
-          f"got {list(out.shape)}")
+        diagnose("weights_times_keys", msg("the output has the keys' width (8), not the values' (6): the weights average the values, so return weights @ v"))
+    check(shape_of(out) == (2, 3, 4, 6), msg("the output should be [..., Lq, d_v] = [2, 3, 4, 6], got {out_shape}", out_shape=list(out.shape)))
 
 
 @exercise("scaled_dot_product_attention", points=2)
 def test_sdpa_matches_torch_without_mask(sub):
     q, k, v = qkv(4)
-    out, _ = compare(sub, q, k, v, what="without a mask ")
-    close(out, F.scaled_dot_product_attention(q, k, v), "the output differs from torch's "
-          "scaled_dot_product_attention", atol=1e-5)
+    out, _ = compare(sub, q, k, v, what=msg("without a mask "))
+    close(out, F.scaled_dot_product_attention(q, k, v), msg("the output differs from torch's scaled_dot_product_attention"), atol=1e-5)
 
 
 @exercise("scaled_dot_product_attention", points=1)
 def test_sdpa_scale_is_square_root(sub):
     q, k, v = randn(7, 1, 3, 64), randn(8, 1, 4, 64), randn(9, 1, 4, 2)
-    compare(sub, q, k, v, what="with d_k = 64 (scale √64 = 8) ")
+    compare(sub, q, k, v, what=msg("with d_k = 64 (scale √64 = 8) "))
 
 
 @exercise("scaled_dot_product_attention", points=2)
@@ -289,7 +267,7 @@ def test_sdpa_boolean_mask_true_is_allowed(sub):
     keep = int(torch.randint(5, (1,), generator=gen(14)))
     mask[..., keep] = True                                   # every row keeps a key
     mask[..., (keep + 1) % 5] = False                        # and loses one
-    masked_like_own(sub, q, k, v, mask, "a boolean mask [B, H, Lq, Lk]")
+    masked_like_own(sub, q, k, v, mask, msg("a boolean mask [B, H, Lq, Lk]"))
 
 
 @exercise("scaled_dot_product_attention", points=1)
@@ -306,10 +284,9 @@ def test_sdpa_fully_masked_rows_are_zero(sub):
     ok = not torch.isnan(w).any() and not torch.isnan(out).any() and \
         bool((w[..., row, :] == 0).all()) and bool((out[..., row, :] == 0).all())
     if not ok:
-        close(w, ref_attention(q, k, v, mask)[1], f"query {row} may see no key: its weights and "
-              f"output should be 0 (never NaN)", atol=1e-5, suspects=sdpa_suspects(q, k, v, mask))
-        check(False, f"query {row} may see no key: its weights and output should be 0 (never NaN)")
-    masked_like_own(sub, q, k, v, mask, "a query whose keys are all masked")
+        close(w, ref_attention(q, k, v, mask)[1], msg("query {row} may see no key: its weights and output should be 0 (never NaN)", row=row), atol=1e-5, suspects=sdpa_suspects(q, k, v, mask))
+        check(False, msg("query {row} may see no key: its weights and output should be 0 (never NaN)", row=row))
+    masked_like_own(sub, q, k, v, mask, msg("a query whose keys are all masked"))
 
 
 @exercise("scaled_dot_product_attention", points=1)
@@ -318,9 +295,9 @@ def test_sdpa_masks_broadcast(sub):
     pad = (torch.arange(5)[None, :] < lengths[:, None])[:, None, None, :]     # [B, 1, 1, Lk]
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     q, k, v = qkv(22, lq=5)
-    for mask, name in [(pad, "a padding mask [B, 1, 1, Lk]"), (causal, "a causal mask [L, L]"),
-                       (pad & causal, "a combined mask [B, 1, L, L]")]:
-        masked_like_own(sub, q, k, v, mask, f"{name}, broadcast over heads and queries,")
+    for mask, name in [(pad, msg("a padding mask [B, 1, 1, Lk]")), (causal, msg("a causal mask [L, L]")),
+                       (pad & causal, msg("a combined mask [B, 1, L, L]"))]:
+        masked_like_own(sub, q, k, v, mask, msg("{name}, broadcast over heads and queries,", name=name))
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
@@ -332,11 +309,9 @@ def test_sdpa_causal_future_does_not_change_past(sub):
     out_x, _ = attend(sub, x, x, x, mask=causal)
     out_y, _ = attend(sub, y, y, y, mask=causal)
     close(out_y[:, :4], out_x[:, :4],
-          "under a causal mask, changing a future token changed an earlier output: "
-          "query i may only use keys j <= i", atol=1e-5,
+          msg("under a causal mask, changing a future token changed an earlier output: query i may only use keys j <= i"), atol=1e-5,
           suspects=[suspect("mask_inverted", ref_attention(y, y, y, ~causal)[0][:, :4],
-                            "the weights go to the keys where the mask is False: True means "
-                            "allowed (fill the scores where ~mask)")])
+                            msg("the weights go to the keys where the mask is False: True means allowed (fill the scores where ~mask)"))])
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
@@ -347,13 +322,10 @@ def test_sdpa_padded_key_never_matters(sub):
     y[:, 3:] = randn(28, 1, 2, 8) * 10                      # change the padded keys and values
     out_x, _ = attend(sub, x, x, x, mask=keep)
     out_y, _ = attend(sub, x, y, y, mask=keep)
-    close(out_y, out_x, "changing a masked (padded) key or value changed the output: masked keys "
-          "must get exactly zero weight", atol=1e-5,
+    close(out_y, out_x, msg("changing a masked (padded) key or value changed the output: masked keys must get exactly zero weight"), atol=1e-5,
           suspects=[suspect(m, ref_attention(x, y, y, **{"mask": keep, **kw})[0], msg) for m, kw, msg in (
-              ("mask_inverted", {"mask": ~keep}, "the weights go to the keys where the mask is "
-               "False: True means allowed (fill the scores where ~mask)"),
-              ("mask_fill_zero", {"fill": "zero", "clean": False}, "masked scores are set to 0, "
-               "which still gets weight: fill them with -inf before the softmax"))])
+              ("mask_inverted", {"mask": ~keep}, msg("the weights go to the keys where the mask is False: True means allowed (fill the scores where ~mask)")),
+              ("mask_fill_zero", {"fill": "zero", "clean": False}, msg("masked scores are set to 0, which still gets weight: fill them with -inf before the softmax")))])
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
@@ -362,21 +334,18 @@ def test_sdpa_permutation_equivariant(sub):
     perm = torch.randperm(6, generator=gen(30))
     out, _ = attend(sub, x, x, x)
     out_p, _ = attend(sub, x[:, perm], x[:, perm], x[:, perm])
-    close(out_p, out[:, perm], "attention without positions should be permutation-equivariant: "
-          "shuffling the tokens should shuffle the outputs the same way", atol=1e-5)
+    close(out_p, out[:, perm], msg("attention without positions should be permutation-equivariant: shuffling the tokens should shuffle the outputs the same way"), atol=1e-5)
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
 def test_sdpa_any_leading_axes(sub):
     q, k, v = randn(31, 4, 8), randn(32, 6, 8), randn(33, 6, 3)
     out4, w4 = attend(sub, q[None, None], k[None, None], v[None, None])
-    for lead, what in ((0, "plain 2-D inputs q [Lq, d], k [Lk, d], v [Lk, d_v]"), (1, "3-D inputs [B, L, d]")):
+    for lead, what in ((0, msg("plain 2-D inputs q [Lq, d], k [Lk, d], v [Lk, d_v]")), (1, msg("3-D inputs [B, L, d]"))):
         shape = (1,) * lead
         out, w = attend(sub, q.view(*shape, 4, 8), k.view(*shape, 6, 8), v.view(*shape, 6, 3))
-        close(w, w4.reshape(*shape, 4, 6), f"with {what} the weights should be those of the same "
-              f"inputs given as [1, 1, L, d]", atol=1e-5)
-        close(out, out4.reshape(*shape, 4, 3), f"with {what} the output should be that of the same "
-              f"inputs given as [1, 1, L, d]", atol=1e-5)
+        close(w, w4.reshape(*shape, 4, 6), msg("with {what} the weights should be those of the same inputs given as [1, 1, L, d]", what=what), atol=1e-5)
+        close(out, out4.reshape(*shape, 4, 3), msg("with {what} the output should be that of the same inputs given as [1, 1, L, d]", what=what), atol=1e-5)
 
 
 @exercise("scaled_dot_product_attention", points=0.5)
@@ -386,27 +355,21 @@ def test_sdpa_dropout_on_weights(sub):
     q, k = randn(37, 2, 16, 8), randn(38, 2, 16, 8)
     v = torch.cat([torch.eye(16), torch.ones(16, 1)], dim=-1).expand(2, 16, 17).contiguous()
     out0, w0 = attend(sub, q, k, v, dropout_p=0.0)
-    close(out0[..., :16], w0, "with dropout_p=0.0 nothing may be dropped: with v the identity "
-          "the output should equal the weights", atol=1e-5)
+    close(out0[..., :16], w0, msg("with dropout_p=0.0 nothing may be dropped: with v the identity the output should equal the weights"), atol=1e-5)
     out, _ = attend(sub, q, k, v, dropout_p=0.5)
     close(out[..., 16], out[..., :16].sum(-1),
-          "dropout must zero attention weights, after the softmax and before they multiply v: "
-          "here it zeroed the output (or v) instead, so each output mixes values with weights "
-          "that were never dropped", atol=1e-4, mistake="dropout_not_on_weights")
+          msg("dropout must zero attention weights, after the softmax and before they multiply v: here it zeroed the output (or v) instead, so each output mixes values with weights that were never dropped"), atol=1e-4, mistake="dropout_not_on_weights")
     out = out[..., :16]
     dropped = out.abs() < 1e-7
     frac = float(dropped.float().mean())
     check(frac > 0.05 or not torch.allclose(out, w0, atol=1e-5),
-          "with dropout_p=0.5 no weight was dropped: apply F.dropout(weights, p=dropout_p) to the "
-          "weights before multiplying by v", mistake="dropout_ignored")
+          msg("with dropout_p=0.5 no weight was dropped: apply F.dropout(weights, p=dropout_p) to the weights before multiplying by v"), mistake="dropout_ignored")
     kept = ~dropped
     check(not (0.3 < frac < 0.7 and torch.allclose(out[kept], w0[kept], atol=1e-5, rtol=1e-4)),
-          "with dropout_p=0.5 the kept weights should be scaled by 1/(1-p) = 2 (F.dropout does it), "
-          "so that their expected sum stays 1", mistake="dropout_no_rescale")
+          msg("with dropout_p=0.5 the kept weights should be scaled by 1/(1-p) = 2 (F.dropout does it), so that their expected sum stays 1"), mistake="dropout_no_rescale")
     kept_ok = torch.isclose(out, 2 * w0, atol=1e-5, rtol=1e-4) | dropped
     check(bool(kept_ok.all()) and 0.3 < frac < 0.7,
-          "with dropout_p=0.5 about half of the weights should be zeroed and the rest scaled by "
-          "1/(1-p) = 2, before multiplying by v")
+          msg("with dropout_p=0.5 about half of the weights should be zeroed and the rest scaled by 1/(1-p) = 2, before multiplying by v"))
     causal = torch.ones(16, 16, dtype=torch.bool).tril()
     full = causal.expand(2, 16, 16).clone()                  # the scores' shape: broadcasting is judged apart
     _, without = attend(sub, q, k, v, mask=full)
@@ -414,8 +377,7 @@ def test_sdpa_dropout_on_weights(sub):
         return  # the mask itself is wrong: the mask checks charge that
     _, masked = attend(sub, q, k, v, mask=full, dropout_p=0.5)
     check(not masked[..., ~causal].abs().gt(1e-7).any(),
-          "with a mask and dropout_p=0.5 a masked key got weight: the mask applies whether or not "
-          "dropout is on (mask the scores, softmax, then dropout the weights)",
+          msg("with a mask and dropout_p=0.5 a masked key got weight: the mask applies whether or not dropout is on (mask the scores, softmax, then dropout the weights)"),
           mistake="mask_lost_with_dropout")
 
 
@@ -424,20 +386,16 @@ def test_sdpa_dropout_on_weights(sub):
 def causal_suspects(n):
     tri = torch.ones(n, n, dtype=torch.bool)
     return [
-        suspect("causal_upper", tri.triu(), "True sits above the diagonal, so query 0 sees the "
-                "whole future: True belongs on and below the diagonal (tril)"),
-        suspect("causal_no_diagonal", tri.tril(-1), "the diagonal is False, so a token cannot see "
-                "itself (and the first token sees nothing): keep the diagonal, tril() not tril(-1)"),
-        suspect("causal_inverted", ~tri.tril(), "the mask is inverted: True means allowed, so it "
-                "is True on and below the diagonal"),
+        suspect("causal_upper", tri.triu(), msg("True sits above the diagonal, so query 0 sees the whole future: True belongs on and below the diagonal (tril)")),
+        suspect("causal_no_diagonal", tri.tril(-1), msg("the diagonal is False, so a token cannot see itself (and the first token sees nothing): keep the diagonal, tril() not tril(-1)")),
+        suspect("causal_inverted", ~tri.tril(), msg("the mask is inverted: True means allowed, so it is True on and below the diagonal")),
     ]
 
 
 def causal(sub, *args, **kwargs):
     m = sub.call("causal_mask", *args, **kwargs)
-    check(isinstance(m, torch.Tensor), "causal_mask should return a torch tensor")
-    check(m.dtype == torch.bool, f"causal_mask should be a boolean tensor (True = allowed), got "
-          f"{m.dtype}: masks select with True/False", mistake="causal_float")
+    check(isinstance(m, torch.Tensor), msg("causal_mask should return a torch tensor"))
+    check(m.dtype == torch.bool, msg("causal_mask should be a boolean tensor (True = allowed), got {m_dtype}: masks select with True/False", m_dtype=m.dtype), mistake="causal_float")
     return m
 
 
@@ -445,7 +403,7 @@ def causal(sub, *args, **kwargs):
 def test_causal_mask_values(sub):
     n = int(torch.randint(4, 9, (1,), generator=gen(40)))
     close(causal(sub, n), torch.ones(n, n, dtype=torch.bool).tril(),
-          f"causal_mask({n}) should be True exactly on and below the diagonal",
+          msg("causal_mask({n}) should be True exactly on and below the diagonal", n=n),
           suspects=causal_suspects(n))
 
 
@@ -456,28 +414,24 @@ def test_causal_mask_device(sub):
         m2 = causal(sub, 3, "cpu:0", forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type in ("TypeError", "DeviceMismatch"):
-            diagnose("causal_device_ignored", "causal_mask(L, device) should build the mask on "
-                     "`device` (torch.ones(L, L, dtype=torch.bool, device=device)): on a GPU a "
-                     "model asks for its mask there")
+            diagnose("causal_device_ignored", msg("causal_mask(L, device) should build the mask on `device` (torch.ones(L, L, dtype=torch.bool, device=device)): on a GPU a model asks for its mask there"))
         raise
     for got in (m, m2):
-        close(got, torch.ones(3, 3, dtype=torch.bool).tril(), "causal_mask(3, device) should be "
-              "the [3, 3] lower-triangular mask", suspects=causal_suspects(3))
+        close(got, torch.ones(3, 3, dtype=torch.bool).tril(), msg("causal_mask(3, device) should be the [3, 3] lower-triangular mask"), suspects=causal_suspects(3))
 
 
 @exercise("causal_mask", points=1)
 def test_causal_mask_hides_the_future(sub):
     m = causal(sub, 6)
-    check(shape_of(m) == (6, 6), "causal_mask(6) should be [6, 6]")
+    check(shape_of(m) == (6, 6), msg("causal_mask(6) should be [6, 6]"))
     x = randn(41, 2, 6, 8)
     y = x.clone()
     y[:, 3:] = randn(42, 2, 3, 8) * 5
     out_x = F.scaled_dot_product_attention(x, x, x, attn_mask=m)
     out_y = F.scaled_dot_product_attention(y, y, y, attn_mask=m)
-    close(out_y[:, :3], out_x[:, :3], "with your causal mask, changing a future token changed an "
-          "earlier output: the mask lets a query see the future", atol=1e-5)
+    close(out_y[:, :3], out_x[:, :3], msg("with your causal mask, changing a future token changed an earlier output: the mask lets a query see the future"), atol=1e-5)
     check(not torch.isnan(out_x).any(),
-          "with your causal mask some query sees no key at all (a token must see itself)")
+          msg("with your causal mask some query sees no key at all (a token must see itself)"))
 
 
 # --- padding_mask --------------------------------------------------------------------------
@@ -495,28 +449,20 @@ def tokens(n, pad_id=0):
 def padding_suspects(t, pad_id):
     keep = t != pad_id
     return [
-        suspect("padding_inverted", (~keep)[:, None, None, :], "the mask is True at the padding: "
-                "True means a real token that may be attended to (tokens != pad_id)"),
-        suspect("padding_masks_queries", keep[:, None, :, None], "the mask is [B, 1, L, 1], which "
-                "masks queries: padding is hidden from the keys' side, [B, 1, 1, L]"),
-        suspect("padding_shape", keep, "the mask is [B, L]: add the head and query axes, "
-                "[B, 1, 1, L], so that it broadcasts over heads and queries"),
-        suspect("padding_shape", keep[:, None, :], "the mask is [B, 1, L]: it needs both broadcast "
-                "axes, [B, 1, 1, L] (heads, then queries)"),
+        suspect("padding_inverted", (~keep)[:, None, None, :], msg("the mask is True at the padding: True means a real token that may be attended to (tokens != pad_id)")),
+        suspect("padding_masks_queries", keep[:, None, :, None], msg("the mask is [B, 1, L, 1], which masks queries: padding is hidden from the keys' side, [B, 1, 1, L]")),
+        suspect("padding_shape", keep, msg("the mask is [B, L]: add the head and query axes, [B, 1, 1, L], so that it broadcasts over heads and queries")),
+        suspect("padding_shape", keep[:, None, :], msg("the mask is [B, 1, L]: it needs both broadcast axes, [B, 1, 1, L] (heads, then queries)")),
         suspect("padding_pad_id_ignored", (t != 0)[:, None, None, :] if pad_id != 0 else None,
-                f"with pad_id={pad_id} the mask is False where tokens == 0: compare with the "
-                f"pad_id argument"),
+                msg("with pad_id={pad_id} the mask is False where tokens == 0: compare with the pad_id argument", pad_id=pad_id)),
     ]
 
 
 def padding(sub, t, pad_id):
     m = sub.call("padding_mask", t, pad_id)
-    check(isinstance(m, torch.Tensor), "padding_mask should return a torch tensor")
-    check(m.dtype == torch.bool, f"padding_mask should be a boolean tensor (True = allowed), got "
-          f"{m.dtype}: keep the comparison tokens != pad_id as it is (a float mask would be added "
-          f"to the scores, not select keys)", mistake="padding_not_bool")
-    close(m, (t != pad_id)[:, None, None, :], f"padding_mask(tokens, {pad_id}) should be "
-          f"[B, 1, 1, L], True exactly where tokens != {pad_id}", suspects=padding_suspects(t, pad_id))
+    check(isinstance(m, torch.Tensor), msg("padding_mask should return a torch tensor"))
+    check(m.dtype == torch.bool, msg("padding_mask should be a boolean tensor (True = allowed), got {m_dtype}: keep the comparison tokens != pad_id as it is (a float mask would be added to the scores, not select keys)", m_dtype=m.dtype), mistake="padding_not_bool")
+    close(m, (t != pad_id)[:, None, None, :], msg("padding_mask(tokens, {pad_id}) should be [B, 1, 1, L], True exactly where tokens != {pad_id}", pad_id=pad_id), suspects=padding_suspects(t, pad_id))
     return m
 
 
@@ -539,5 +485,4 @@ def test_padding_mask_hides_padded_keys(sub):
     y[~(t != 0)[:, None, :, None].expand_as(x)] = 7.0        # change every padded token
     out_x = F.scaled_dot_product_attention(x, x, x, attn_mask=m)
     out_y = F.scaled_dot_product_attention(x, y, y, attn_mask=m)
-    close(out_y, out_x, "with your padding mask, changing a padded key changed the output: "
-          "it should hide the padded keys (last axis), for every head and query", atol=1e-5)
+    close(out_y, out_x, msg("with your padding mask, changing a padded key changed the output: it should hide the padded keys (last axis), for every head and query"), atol=1e-5)

@@ -35,6 +35,7 @@ from grader.check.framework import (
     shape_of,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -130,18 +131,13 @@ DIALECT_MISTAKES = [  # (option, value, mistake) in the order a hint names them
     ("merge", "fast", "merge_head_fast_axis"), ("out_proj", False, "no_out_proj"),
 ]
 HINTS = {
-    "v_with_k_proj": "the values go through k_proj: project them with v_proj",
-    "split_no_transpose": "the heads mix tokens: a reshape of [B, L, D] straight to [B, H, L, d] "
-                          "keeps the numbers in order; view as [B, L, H, d], then transpose(1, 2)",
-    "split_head_fast_axis": "each head holds every H-th feature: view as [B, L, H, d] (a head is a "
-                            "consecutive chunk of d features), not [B, L, d, H]",
-    "scale_d_model": "the scores are divided by √d_model: each head compares d_head-wide vectors, "
-                     "so divide by √d_head (√8 with d_model = 32 and 4 heads)",
-    "merge_no_transpose": "the merged output mixes positions: transpose [B, H, L, d] back to "
-                          "[B, L, H, d] before reshaping to [B, L, d_model]",
-    "merge_head_fast_axis": "the heads are merged feature by feature: transpose to [B, L, H, d] "
-                            "(head 0's d features, then head 1's), not [B, L, d, H]",
-    "no_out_proj": "the output projection is missing: return out_proj(merged heads)",
+    "v_with_k_proj": msg("the values go through k_proj: project them with v_proj"),
+    "split_no_transpose": msg("the heads mix tokens: a reshape of [B, L, D] straight to [B, H, L, d] keeps the numbers in order; view as [B, L, H, d], then transpose(1, 2)"),
+    "split_head_fast_axis": msg("each head holds every H-th feature: view as [B, L, H, d] (a head is a consecutive chunk of d features), not [B, L, d, H]"),
+    "scale_d_model": msg("the scores are divided by √d_model: each head compares d_head-wide vectors, so divide by √d_head (√8 with d_model = 32 and 4 heads)"),
+    "merge_no_transpose": msg("the merged output mixes positions: transpose [B, H, L, d] back to [B, L, H, d] before reshaping to [B, L, d_model]"),
+    "merge_head_fast_axis": msg("the heads are merged feature by feature: transpose to [B, L, H, d] (head 0's d features, then head 1's), not [B, L, d, H]"),
+    "no_out_proj": msg("the output projection is missing: return out_proj(merged heads)"),
 }
 
 
@@ -209,12 +205,11 @@ class Started:
         """The module and its weights, once it is checked to take them by name."""
         m = self._made.value
         info = self._inspected.value
-        check(info.get("is_module"), "MultiHeadAttention should be an nn.Module (class ...(nn.Module))")
+        check(info.get("is_module"), msg("MultiHeadAttention should be an nn.Module (class ...(nn.Module))"))
         params = info["parameters"]
         for name in PROJ:
             check(f"{name}.weight" in params,
-                  f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
-                  f"weights are loaded by these names", mistake="proj_names")
+                  msg("MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): weights are loaded by these names", name=name), mistake="proj_names")
         for step in self._steps:
             step.value  # noqa: B018 - raises the step's error, if any
         return m, self.weights
@@ -246,10 +241,9 @@ def forward(m, *args, forbid=FORBID, **kwargs):
 
 def _one_tensor(out):
     if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor):
-        diagnose("returns_pair", "forward returns a pair, as nn.MultiheadAttention does: return the "
-                 "output [B, Lq, d_model] alone, and keep the weights in self.attn_weights")
+        diagnose("returns_pair", msg("forward returns a pair, as nn.MultiheadAttention does: return the output [B, Lq, d_model] alone, and keep the weights in self.attn_weights"))
     check(isinstance(out, torch.Tensor),
-          "forward should return one tensor [B, Lq, d_model] (keep the weights in self.attn_weights)")
+          msg("forward should return one tensor [B, Lq, d_model] (keep the weights in self.attn_weights)"))
     return out
 
 
@@ -262,14 +256,12 @@ def forwards(sub, m, *calls, forbid=FORBID):
 
 def attn_weights(w, shape):
     """Check ``w``, what forward stored in ``self.attn_weights``."""
-    check(isinstance(w, torch.Tensor), "after a forward pass, self.attn_weights should hold the "
-          "attention weights, a tensor [B, H, Lq, Lk] (store them in forward)",
+    check(isinstance(w, torch.Tensor), msg("after a forward pass, self.attn_weights should hold the attention weights, a tensor [B, H, Lq, Lk] (store them in forward)"),
           mistake="attn_weights_missing")
     got = shape_of(w)
     check(not (got != shape and got == (shape[0], shape[2], shape[3])),
-          "self.attn_weights should keep every head, [B, H, Lq, Lk]: store the weights before "
-          "any mean over the heads", mistake="attn_weights_averaged")
-    check(got == shape, f"self.attn_weights should be [B, H, Lq, Lk] = {list(shape)}, got {list(got or ())}")
+          msg("self.attn_weights should keep every head, [B, H, Lq, Lk]: store the weights before any mean over the heads"), mistake="attn_weights_averaged")
+    check(got == shape, msg("self.attn_weights should be [B, H, Lq, Lk] = {shape}, got {got}", shape=list(shape), got=list(got or ())))
     return w
 
 
@@ -325,22 +317,21 @@ def test_submodules_and_parameter_count(sub):
         steps = [b.method(made.handle, "eval"), b.method(made.handle, "__call__", x, x, x, forbid=FORBID)]
     made.value  # noqa: B018 - raises the constructor's error, if any
     info = inspected.value
-    check(info.get("is_module"), "MultiHeadAttention should be an nn.Module")
+    check(info.get("is_module"), msg("MultiHeadAttention should be an nn.Module"))
     for name in PROJ:
         check(name in info["modules"],
-              f"MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): "
-              f"weights are loaded by these names", mistake="proj_names")
+              msg("MultiHeadAttention needs a submodule `{name}` = nn.Linear(d_model, d_model): weights are loaded by these names", name=name), mistake="proj_names")
         check(info["modules"].get(name, "").endswith("Linear"),
-              f"`{name}` should be an nn.Linear(d_model, d_model) submodule")
+              msg("`{name}` should be an nn.Linear(d_model, d_model) submodule", name=name))
         check(shape_of(info["parameters"].get(f"{name}.weight")) == (24, 24),
-              f"{name}.weight should be [d_model, d_model] = [24, 24]")
+              msg("{name}.weight should be [d_model, d_model] = [24, 24]", name=name))
         check(shape_of(info["parameters"].get(f"{name}.bias")) == (24,),
-              f"{name}.bias should be [d_model] = [24] (bias=True by default)")
+              msg("{name}.bias should be [d_model] = [24] (bias=True by default)", name=name))
     total = sum(int(p.numel()) for p in info["parameters"].values())
     check(total == 4 * 24 ** 2 + 4 * 24,
-          f"multi-head attention with D = 24 should have 4·D² + 4·D = 2400 parameters, found {total}")
+          msg("multi-head attention with D = 24 should have 4·D² + 4·D = 2400 parameters, found {total}", total=total))
     out = _one_tensor([step.value for step in steps][-1])
-    check(shape_of(out) == (2, 5, 24), f"the output should be [B, L, d_model] = [2, 5, 24], got {shape_of(out)}")
+    check(shape_of(out) == (2, 5, 24), msg("the output should be [B, L, d_model] = [2, 5, 24], got {shape_of_out}", shape_of_out=shape_of(out)))
 
 
 # --- numbers -------------------------------------------------------------------------------
@@ -354,10 +345,9 @@ def test_self_attention_equals_torch(sub):
     want = torch_mha(D, H, w)(x, x, x, need_weights=False)[0]
     m, _ = started.module()
     (out,) = started.outs()
-    check(shape_of(out) == (2, 6, D), f"the output should be [B, L, d_model] = [2, 6, {D}], got {list(out.shape)}")
+    check(shape_of(out) == (2, 6, D), msg("the output should be [B, L, d_model] = [2, 6, {D}], got {out_shape}", D=D, out_shape=list(out.shape)))
     try:
-        close(out, want, "with the same weights the self-attention output differs from "
-              "nn.MultiheadAttention's", **TOL, suspects=self_attention_suspects(w, x, H))
+        close(out, want, msg("with the same weights the self-attention output differs from nn.MultiheadAttention's"), **TOL, suspects=self_attention_suspects(w, x, H))
     except Failed as exc:
         if exc.mistake is None:  # several mistakes at once: name the first
             diagnose_dialect(dialect(m, w, H, x, out))
@@ -371,9 +361,8 @@ def test_attn_weights_per_head(sub):
     w = started.weights
     _, ref_w = torch_mha(D, H, w)(x, x, x, need_weights=True, average_attn_weights=False)
     got = attn_weights(started.attr(0), (2, H, 6, 6))
-    close(got.sum(-1), torch.ones(2, H, 6), "each head's weights should sum to 1 over the keys", **TOL)
-    close(got, ref_w, "self.attn_weights differ from nn.MultiheadAttention's per-head weights "
-          "(average_attn_weights=False)", **TOL,
+    close(got.sum(-1), torch.ones(2, H, 6), msg("each head's weights should sum to 1 over the keys"), **TOL)
+    close(got, ref_w, msg("self.attn_weights differ from nn.MultiheadAttention's per-head weights (average_attn_weights=False)"), **TOL,
           suspects=[s for s in self_attention_suspects(w, x, H, part=1)
                     if s.mistake not in ("merge_no_transpose", "merge_head_fast_axis", "no_out_proj")])
 
@@ -387,11 +376,9 @@ def test_scale_is_head_width(sub):
     m, _ = started.module()
     (out,) = started.outs()
     options = dict(dialect(m, w, 8, x, out, right), scale="head")
-    close(out, in_dialect(right, w, x, x, x, 8, options)[0], "with d_model = 64 and 8 heads the scores of "
-          "each head should be divided by √8", **TOL,
+    close(out, in_dialect(right, w, x, x, x, 8, options)[0], msg("with d_model = 64 and 8 heads the scores of each head should be divided by √8"), **TOL,
           suspects=[suspect("scale_d_model", mha_ref(w, x, x, x, 8, **dict(options, scale="model"))[0],
-                            "with d_model = 64 and 8 heads each head compares 8-wide vectors: "
-                            "divide the scores by √d_head = √8, not by √d_model = √64")])
+                            msg("with d_model = 64 and 8 heads each head compares 8-wide vectors: divide the scores by √d_head = √8, not by √d_model = √64"))])
 
 
 def cross_inputs(n, lq=3, lk=9):
@@ -401,10 +388,9 @@ def cross_inputs(n, lq=3, lk=9):
 def cross_suspects(w, q, k, v, options, part):
     return [
         suspect("kv_from_query", lambda: mha_ref(w, q, k, v, H, kv="qq", **options)[part],
-                "keys and values are projected from the query: in cross-attention they come from "
-                "the other sequence, k_proj(key) and v_proj(value)"),
+                msg("keys and values are projected from the query: in cross-attention they come from the other sequence, k_proj(key) and v_proj(value)")),
         suspect("values_from_keys", lambda: mha_ref(w, q, k, v, H, kv="kk", **options)[part],
-                "the values are projected from `key`: use v_proj(value) (keys and values may differ)"),
+                msg("the values are projected from `key`: use v_proj(value) (keys and values may differ)")),
     ]
 
 
@@ -426,15 +412,12 @@ def test_cross_attention_weights(sub):
     options = dialect(m, w, H, x, out_x, right_x)
     got = started.attr(0)
     if isinstance(got, torch.Tensor) and shape_of(got) == (2, H, 3, 3):
-        diagnose("kv_from_query", "with 3 queries and 9 keys the weights are [B, H, 3, 3]: keys and "
-                 "values must be projected from `key` and `value`, not from the query")
+        diagnose("kv_from_query", msg("with 3 queries and 9 keys the weights are [B, H, 3, 3]: keys and values must be projected from `key` and `value`, not from the query"))
     want = in_dialect(right, w, q, k, v, H, options)
-    close(out, want[0], "cross-attention (3 queries attending to 9 "
-          "keys and values) differs from nn.MultiheadAttention", **TOL,
+    close(out, want[0], msg("cross-attention (3 queries attending to 9 keys and values) differs from nn.MultiheadAttention"), **TOL,
           suspects=cross_suspects(w, q, k, v, options, 0))
     if isinstance(got, torch.Tensor) and got.dim() == 4:
-        close(got, want[1], "cross-attention weights (3 queries, 9 "
-              "keys) differ from nn.MultiheadAttention's", **TOL,
+        close(got, want[1], msg("cross-attention weights (3 queries, 9 keys) differ from nn.MultiheadAttention's"), **TOL,
               suspects=cross_suspects(w, q, k, v, options, 1))
 
 
@@ -445,10 +428,8 @@ def test_cross_attention_output(sub):
     m, w = started.module()
     out_x, out = started.outs()
     options = dialect(m, w, H, x, out_x, right_x)
-    check(shape_of(out) == (2, 4, D), f"cross-attention with 4 queries and 7 keys should give "
-          f"[B, Lq, d_model] = [2, 4, {D}] (one row per query), got {shape_of(out)}")
-    close(out, in_dialect(right, w, q, k, v, H, options)[0], "the cross-attention output (4 queries, "
-          "7 keys and values) differs from nn.MultiheadAttention's", **TOL,
+    check(shape_of(out) == (2, 4, D), msg("cross-attention with 4 queries and 7 keys should give [B, Lq, d_model] = [2, 4, {D}] (one row per query), got {shape_of_out}", D=D, shape_of_out=shape_of(out)))
+    close(out, in_dialect(right, w, q, k, v, H, options)[0], msg("the cross-attention output (4 queries, 7 keys and values) differs from nn.MultiheadAttention's"), **TOL,
           suspects=cross_suspects(w, q, k, v, options, 0))
 
 
@@ -458,8 +439,8 @@ def test_masks_equal_torch(sub):
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     lengths = torch.randint(2, 6, (2,), generator=gen(22))
     pad = (torch.arange(6)[None, :] < lengths[:, None])[:, None, None, :]
-    masks = [(causal, "a causal mask [L, L]"), (pad, "a padding mask [B, 1, 1, L]"),
-             (causal & pad, "a combined causal & padding mask")]
+    masks = [(causal, msg("a causal mask [L, L]")), (pad, msg("a padding mask [B, 1, 1, L]")),
+             (causal & pad, msg("a combined causal & padding mask"))]
     started = Started(sub, D, H, 20, [((x, x, x), {})] + [((x, x, x), {"mask": mask}) for mask, _ in masks])
     w = started.weights
     right = mha_ref(w, x, x, x, H)
@@ -469,10 +450,9 @@ def test_masks_equal_torch(sub):
     options = dialect(m, w, H, x, out_x, right)
     unmasked = in_dialect(right, w, x, x, x, H, options)[0]
     for (mask, name), out, want in zip(masks, outs, rights, strict=True):
-        ignored = [suspect("mask_ignored", unmasked, "the mask is ignored: pass it to the "
-                           "attention of every head (masked keys get zero weight)")]
+        ignored = [suspect("mask_ignored", unmasked, msg("the mask is ignored: pass it to the attention of every head (masked keys get zero weight)"))]
         close(out, in_dialect(want, w, x, x, x, H, options, mask=mask)[0],
-              f"with {name} (True = allowed) the output differs from nn.MultiheadAttention's",
+              msg("with {name} (True = allowed) the output differs from nn.MultiheadAttention's", name=name),
               **TOL, suspects=ignored)
 
 
@@ -488,10 +468,9 @@ def test_causal_and_permutation_properties(sub):
                                       ((xp, xp, xp), {}), ((x, x, x), {})])
     changed, causal_out, shuffled, out = started.outs()
     close(changed[:, :4], causal_out[:, :4],
-          "under a causal mask, changing a future token changed an earlier output", **TOL)
+          msg("under a causal mask, changing a future token changed an earlier output"), **TOL)
     close(shuffled, out[:, perm],
-          "without positional information, shuffling the tokens should shuffle the outputs the "
-          "same way (attention must not depend on positions)", **TOL)
+          msg("without positional information, shuffling the tokens should shuffle the outputs the same way (attention must not depend on positions)"), **TOL)
 
 
 @exercise(EX, points=0.5)
@@ -505,8 +484,7 @@ def test_runs_on_the_model_device(sub):
         started.outs()
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make tensors "
-                     f"inside forward on the input's device (device=query.device, torch.ones_like)")
+            diagnose("mask_on_cpu", msg("on a GPU this forward fails: {exc_message}; make tensors inside forward on the input's device (device=query.device, torch.ones_like)", exc_message=exc.message))
         raise
 
 
@@ -533,18 +511,14 @@ def test_gradients_equal_torch(sub):
     res = started.grad()
     for got, want, name in zip(res["input_grads"], input_grads, ("query", "key", "value"), strict=True):
         if name != "query" and got is not None and float(got.abs().max()) == 0.0:
-            diagnose("kv_from_query", f"the output does not depend on `{name}`: project the keys "
-                     f"from `key` and the values from `value`, not from the query")
-        close(got, want, f"the gradient with respect to `{name}` differs from "
-              f"nn.MultiheadAttention's", atol=1e-4)
+            diagnose("kv_from_query", msg("the output does not depend on `{name}`: project the keys from `key` and the values from `value`, not from the query", name=name))
+        close(got, want, msg("the gradient with respect to `{name}` differs from nn.MultiheadAttention's", name=name), atol=1e-4)
     grads = res["param_grads"]
     for name in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"):
         got = grads.get(name)
         if name == "v_proj.weight" and (got is None or float(got.abs().max()) == 0.0):
-            diagnose("v_with_k_proj", "v_proj is never used (its gradient is zero): project the "
-                     "values with v_proj, the keys with k_proj")
-        close(got, weight_grads[name], f"the gradient of {name} differs from nn.MultiheadAttention's "
-              f"(is {name.split('.')[0]} used, and used once?)", atol=1e-4)
+            diagnose("v_with_k_proj", msg("v_proj is never used (its gradient is zero): project the values with v_proj, the keys with k_proj"))
+        close(got, weight_grads[name], msg("the gradient of {name} differs from nn.MultiheadAttention's (is {name_split} used, and used once?)", name=name, name_split=name.split('.')[0]), atol=1e-4)
 
 
 @exercise(EX, points=0.5)
@@ -562,14 +536,11 @@ def test_dropout_only_in_training(sub):
     if not matches(out_eval, want, **TOL):
         again = forward(m, x, x, x)
         check(matches(again, out_eval, atol=1e-6),
-              "in eval mode the output changes from call to call: dropout must be off when "
-              "self.training is False (model.eval())", mistake="dropout_in_eval")
-    close(out_eval, want, "in eval mode, with dropout=0.5, the output should equal the output "
-          "without dropout", **TOL)
+              msg("in eval mode the output changes from call to call: dropout must be off when self.training is False (model.eval())"), mistake="dropout_in_eval")
+    close(out_eval, want, msg("in eval mode, with dropout=0.5, the output should equal the output without dropout"), **TOL)
     m.train()
     check(not matches(forward(m, x, x, x), out_eval, atol=1e-4),
-          "with dropout=0.5 in training mode the attention weights should be dropped out (pass "
-          "dropout_p=self.dropout to the attention when self.training)", mistake="dropout_never")
+          msg("with dropout=0.5 in training mode the attention weights should be dropped out (pass dropout_p=self.dropout to the attention when self.training)"), mistake="dropout_never")
 
 
 @exercise(EX, points=0.5)
@@ -583,11 +554,10 @@ def test_bias_false(sub):
     made.value  # noqa: B018 - raises the constructor's error, if any
     info = inspected.value
     biases = [k for k in info.get("parameters", {}) if k.endswith("bias")]
-    check(not biases, f"with bias=False the projections should have no bias (found "
-          f"{', '.join(biases)}): pass bias=bias to every nn.Linear", mistake="bias_ignored")
+    check(not biases, msg("with bias=False the projections should have no bias (found {biases}): pass bias=bias to every nn.Linear", biases=', '.join(biases)), mistake="bias_ignored")
     total = sum(math.prod(shape) for shape in info["parameters"].values())
-    check(total == 4 * 24 ** 2, f"with bias=False there should be 4·D² = 2304 parameters, found {total}")
+    check(total == 4 * 24 ** 2, msg("with bias=False there should be 4·D² = 2304 parameters, found {total}", total=total))
     m, w = started.module()
     (out,) = started.outs()
     close(out, in_dialect(right, w, x, x, x, 3, dialect(m, w, 3, x, out, right))[0],
-          "with bias=False the output differs from nn.MultiheadAttention(bias=False)", **TOL)
+          msg("with bias=False the output differs from nn.MultiheadAttention(bias=False)"), **TOL)

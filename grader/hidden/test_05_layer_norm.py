@@ -29,6 +29,7 @@ from grader.check.framework import (
     rng,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -161,18 +162,15 @@ def norm(x, gamma, beta, eps=1e-5, axes=(-1,), ddof=0, eps_outside=False, affine
 def ln_suspects(x, gamma, beta, eps=1e-5, given_eps=True):
     return [
         suspect("ln_unbiased_var", norm(x, gamma, beta, eps, ddof=1),
-                "the variance is divided by D - 1 (unbiased): layer norm uses the biased variance, "
-                "the mean of the squared deviations (np.var's default, ddof=0)"),
+                msg("the variance is divided by D - 1 (unbiased): layer norm uses the biased variance, the mean of the squared deviations (np.var's default, ddof=0)")),
         suspect("ln_eps_outside", norm(x, gamma, beta, eps, eps_outside=True),
-                "eps is added outside the square root: divide by sqrt(var + eps), not by "
-                "sqrt(var) + eps (it shows on tokens whose features barely vary)"),
+                msg("eps is added outside the square root: divide by sqrt(var + eps), not by sqrt(var) + eps (it shows on tokens whose features barely vary)")),
         suspect("ln_wrong_axis", norm(x, gamma, beta, eps, axes=(0,)),
-                "the mean and variance are taken over the batch (axis 0): layer norm normalises "
-                "each token over its own features, the last axis"),
+                msg("the mean and variance are taken over the batch (axis 0): layer norm normalises each token over its own features, the last axis")),
         suspect("ln_no_affine", norm(x, gamma, beta, eps, affine=False),
-                "gamma and beta are not applied: return gamma * x̂ + beta"),
+                msg("gamma and beta are not applied: return gamma * x̂ + beta")),
         suspect("ln_eps_ignored", norm(x, gamma, beta, 1e-5) if given_eps and eps != 1e-5 else None,
-                f"with eps={eps} the result is that of eps = 1e-5: use the eps argument"),
+                msg("with eps={eps} the result is that of eps = 1e-5: use the eps argument", eps=eps)),
     ]
 
 
@@ -208,9 +206,7 @@ def computes_in_float32(sub, n=30):
             and not matches(want, want_grid, atol=1e-4, rtol=0))
 
 
-FLOAT32_HINT = ("layer_norm computes in float32: its result is float32, or it gives the same result "
-                "for two inputs that differ only after their 7th significant digit, which float64 tells "
-                "apart; keep numpy's float64 (no astype(np.float32), no float32 tensors)")
+FLOAT32_HINT = (msg("layer_norm computes in float32: its result is float32, or it gives the same result for two inputs that differ only after their 7th significant digit, which float64 tells apart; keep numpy's float64 (no astype(np.float32), no float32 tensors)"))
 
 
 def close_f64(sub, got, want, message, suspects):
@@ -224,10 +220,8 @@ def close_f64(sub, got, want, message, suspects):
 @exercise("layer_norm", points=1)
 def test_layer_norm_matches_torch(sub):
     d = data(1)
-    for x, g, b, what in ((d["x3"], d["g8"], d["b8"], "a [2, 3, 8] batch"), (d["x2"], d["g6"], d["b6"], "a [5, 6] input")):
-        close(call_numpy(sub, "layer_norm", x, g, b), norm(x, g, b), f"layer_norm of {what} should "
-              f"normalise each token's features (the last axis), then scale by gamma and shift "
-              f"by beta", suspects=ln_suspects(x, g, b), **LOOSE)
+    for x, g, b, what in ((d["x3"], d["g8"], d["b8"], msg("a [2, 3, 8] batch")), (d["x2"], d["g6"], d["b6"], msg("a [5, 6] input"))):
+        close(call_numpy(sub, "layer_norm", x, g, b), norm(x, g, b), msg("layer_norm of {what} should normalise each token's features (the last axis), then scale by gamma and shift by beta", what=what), suspects=ln_suspects(x, g, b), **LOOSE)
 
 
 @exercise("layer_norm", points=0.5)
@@ -235,8 +229,7 @@ def test_layer_norm_biased_variance(sub):
     x = rng(2).normal(size=(1, 4)) * 2.0
     got = call_numpy(sub, "layer_norm", x, np.ones(4), np.zeros(4), eps=0.0)
     check(not computes_in_float32(sub), FLOAT32_HINT, mistake="ln_float32")
-    close(got, norm(x, 1.0, 0.0, 0.0), "layer_norm of one token of 4 features with eps=0 should be "
-          "(x - mean) / std with the biased std", suspects=ln_suspects(x, 1.0, 0.0, 0.0, given_eps=False),
+    close(got, norm(x, 1.0, 0.0, 0.0), msg("layer_norm of one token of 4 features with eps=0 should be (x - mean) / std with the biased std"), suspects=ln_suspects(x, 1.0, 0.0, 0.0, given_eps=False),
           **TIGHT)
 
 
@@ -245,8 +238,7 @@ def test_layer_norm_eps_inside_sqrt(sub):
     d = data(3)
     ones, zeros = np.ones(8), np.zeros(8)
     close_f64(sub, call_numpy(sub, "layer_norm", d["flat"], ones, zeros), norm(d["flat"], ones, zeros),
-              "for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps "
-              "goes", ln_suspects(d["flat"], ones, zeros))
+              msg("for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps goes"), ln_suspects(d["flat"], ones, zeros))
 
 
 @exercise("layer_norm", points=0.5)
@@ -255,7 +247,7 @@ def test_layer_norm_eps_argument(sub):
     x, g, b = d["x2"], d["g6"], d["b6"]
     got = call_numpy(sub, "layer_norm", x, g, b, eps=0.5)
     if not matches(got, norm(x, g, b, 0.5, eps_outside=True), **F32):  # eps's place counts elsewhere
-        close_f64(sub, got, norm(x, g, b, 0.5), "with eps=0.5 the result should change",
+        close_f64(sub, got, norm(x, g, b, 0.5), msg("with eps=0.5 the result should change"),
                   ln_suspects(x, g, b, 0.5))
 
 
@@ -265,21 +257,17 @@ def bn_suspects(x, gamma, beta, eps=1e-5):
     every = tuple(range(x.ndim - 1))
     return [
         suspect("bn_last_axis", norm(x, gamma, beta, eps, axes=(-1,)),
-                "batch_norm normalises each token over its features: that is layer norm; batch "
-                "norm normalises each feature over the batch (every axis but the last)"),
+                msg("batch_norm normalises each token over its features: that is layer norm; batch norm normalises each feature over the batch (every axis but the last)")),
         suspect("bn_axis0_only", norm(x, gamma, beta, eps, axes=(0,)) if x.ndim > 2 else None,
-                "for [B, L, D] each feature gets one mean and variance over the batch AND the "
-                "length axes (every axis but the last), not over axis 0 only"),
+                msg("for [B, L, D] each feature gets one mean and variance over the batch AND the length axes (every axis but the last), not over axis 0 only")),
         suspect("bn_unbiased_var", norm(x, gamma, beta, eps, axes=every, ddof=1),
-                "the variance is divided by N - 1 (unbiased): batch norm in training mode uses the "
-                "biased variance (np.var's default)"),
+                msg("the variance is divided by N - 1 (unbiased): batch norm in training mode uses the biased variance (np.var's default)")),
         suspect("ln_eps_outside", norm(x, gamma, beta, eps, axes=every, eps_outside=True),
-                "eps is added outside the square root: batch norm divides by sqrt(var + eps), as "
-                "layer norm does, not by sqrt(var) + eps"),
+                msg("eps is added outside the square root: batch norm divides by sqrt(var + eps), as layer norm does, not by sqrt(var) + eps")),
         suspect("ln_no_affine", norm(x, gamma, beta, eps, axes=every, affine=False),
-                "gamma and beta are not applied: return gamma * x̂ + beta"),
+                msg("gamma and beta are not applied: return gamma * x̂ + beta")),
         suspect("ln_eps_ignored", norm(x, gamma, beta, 1e-5, axes=every) if eps != 1e-5 else None,
-                f"with eps={eps} the result is that of eps = 1e-5: use the eps argument"),
+                msg("with eps={eps} the result is that of eps = 1e-5: use the eps argument", eps=eps)),
     ]
 
 
@@ -288,7 +276,7 @@ def test_batch_norm_2d(sub):
     d = data(5)
     got = call_numpy(sub, "batch_norm", d["x2"], d["g6"], d["b6"])
     close(got, norm(d["x2"], d["g6"], d["b6"], axes=(0,)),
-          "batch_norm of a [5, 6] input should normalise each feature (column) over the batch",
+          msg("batch_norm of a [5, 6] input should normalise each feature (column) over the batch"),
           suspects=bn_suspects(d["x2"], d["g6"], d["b6"]), **TIGHT)
 
 
@@ -296,8 +284,7 @@ def test_batch_norm_2d(sub):
 def test_batch_norm_3d(sub):
     d = data(6)
     close(call_numpy(sub, "batch_norm", d["x3"], d["g8"], d["b8"]), norm(d["x3"], d["g8"], d["b8"], axes=(0, 1)),
-          "batch_norm of a [B, L, D] batch should normalise each feature over every axis but the "
-          "last", suspects=bn_suspects(d["x3"], d["g8"], d["b8"]), **TIGHT)
+          msg("batch_norm of a [B, L, D] batch should normalise each feature over every axis but the last"), suspects=bn_suspects(d["x3"], d["g8"], d["b8"]), **TIGHT)
 
 
 @exercise("batch_norm", points=0.5)
@@ -306,11 +293,10 @@ def test_batch_norm_matches_torch(sub):
     g, b = rng(8).normal(size=6), rng(9).normal(size=6)
     t = torch.from_numpy(x).movedim(-1, 1)
     want = F.batch_norm(t, None, None, torch.from_numpy(g), torch.from_numpy(b), training=True).movedim(1, -1)
-    close(call_numpy(sub, "batch_norm", x, g, b), want, "batch_norm should equal torch's batch_norm in "
-          "training mode", suspects=bn_suspects(x, g, b), **TIGHT)
+    close(call_numpy(sub, "batch_norm", x, g, b), want, msg("batch_norm should equal torch's batch_norm in training mode"), suspects=bn_suspects(x, g, b), **TIGHT)
     # the eps argument: the formula's own eps (its place is judged above)
     want = F.batch_norm(t, None, None, torch.from_numpy(g), torch.from_numpy(b), training=True, eps=0.5).movedim(1, -1)
-    close(call_numpy(sub, "batch_norm", x, g, b, eps=0.5), want, "with eps=0.5 the result should change",
+    close(call_numpy(sub, "batch_norm", x, g, b, eps=0.5), want, msg("with eps=0.5 the result should change"),
           suspects=bn_suspects(x, g, b, 0.5), **TIGHT)
 
 
@@ -337,27 +323,20 @@ def backward_parts(dout, x, gamma, eps=1e-5, *, mistake=None):
 
 
 BACKWARD_HINTS = {
-    "bwd_no_projection_term": "dx lacks the -x̂·mean(dx̂·x̂) term: scaling a token's features does "
-                              "not change layer_norm, so dx must be orthogonal to x̂ within each token",
-    "bwd_no_mean_term": "dx lacks the -mean(dx̂) term: adding a constant to a token's features does "
-                        "not change layer_norm, so dx must sum to 0 over each token",
-    "dgamma_no_xhat": "dgamma is dout summed: gamma multiplies x̂, so dgamma = (dout · x̂) summed "
-                      "over every axis but the last",
-    "dgamma_not_summed": "dgamma and dbeta are summed over axis 0 only: sum over every axis but the "
-                         "last (batch and length), one number per feature",
-    "dx_no_gamma": "dx̂ should be dout · gamma (the output is gamma · x̂ + beta): gamma is missing",
-    "bwd_no_eps": "σ̂ leaves eps out: the forward pass divides by sqrt(var + eps), so x̂ and dx use "
-                  "σ̂ = sqrt(var + eps) too",
-    "ln_unbiased_var": "the variance is divided by D - 1 (unbiased): the forward pass uses the biased "
-                       "variance (ddof=0, np.var's default), so x̂ and σ̂ must too",
-    "ln_eps_outside": "eps is added outside the square root: σ̂ = sqrt(var + eps), as in the forward "
-                      "pass, not sqrt(var) + eps",
+    "bwd_no_projection_term": msg("dx lacks the -x̂·mean(dx̂·x̂) term: scaling a token's features does not change layer_norm, so dx must be orthogonal to x̂ within each token"),
+    "bwd_no_mean_term": msg("dx lacks the -mean(dx̂) term: adding a constant to a token's features does not change layer_norm, so dx must sum to 0 over each token"),
+    "dgamma_no_xhat": msg("dgamma is dout summed: gamma multiplies x̂, so dgamma = (dout · x̂) summed over every axis but the last"),
+    "dgamma_not_summed": msg("dgamma and dbeta are summed over axis 0 only: sum over every axis but the last (batch and length), one number per feature"),
+    "dx_no_gamma": msg("dx̂ should be dout · gamma (the output is gamma · x̂ + beta): gamma is missing"),
+    "bwd_no_eps": msg("σ̂ leaves eps out: the forward pass divides by sqrt(var + eps), so x̂ and dx use σ̂ = sqrt(var + eps) too"),
+    "ln_unbiased_var": msg("the variance is divided by D - 1 (unbiased): the forward pass uses the biased variance (ddof=0, np.var's default), so x̂ and σ̂ must too"),
+    "ln_eps_outside": msg("eps is added outside the square root: σ̂ = sqrt(var + eps), as in the forward pass, not sqrt(var) + eps"),
 }
 
 
 def _triple(result):
     check(isinstance(result, (tuple, list)) and len(result) == 3,
-          "layer_norm_backward should return three arrays (dx, dgamma, dbeta)")
+          msg("layer_norm_backward should return three arrays (dx, dgamma, dbeta)"))
     return result
 
 
@@ -368,9 +347,9 @@ def _backward(sub, dout, x, gamma, eps):
 def backward_cases():
     """(dout, x, gamma, eps, where) of this grading run."""
     d = data(10)
-    return [(rng(11).normal(size=(5, 6)), d["x2"], d["g6"], 1e-5, " of a [5, 6] input"),
-            (rng(12).normal(size=(2, 3, 8)), d["x3"], d["g8"], 1e-5, " of a [2, 3, 8] batch"),
-            (rng(13).normal(size=(5, 6)), d["x2"], d["g6"], 0.3, " with eps=0.3")]
+    return [(rng(11).normal(size=(5, 6)), d["x2"], d["g6"], 1e-5, msg(" of a [5, 6] input")),
+            (rng(12).normal(size=(2, 3, 8)), d["x3"], d["g8"], 1e-5, msg(" of a [2, 3, 8] batch")),
+            (rng(13).normal(size=(5, 6)), d["x2"], d["g6"], 0.3, msg(" with eps=0.3"))]
 
 
 def autograd_backward(dout, x, gamma, eps):
@@ -387,29 +366,27 @@ def _check_part(sub, i, name, text):
     for dout, x, gamma, eps, where in backward_cases():
         parts = _backward(sub, dout, x, gamma, eps)
         got = parts[i]
-        close(got, autograd_backward(dout, x, gamma, eps)[i], f"{name}{where} should be {text} "
-              f"(as autograd through F.layer_norm gives)", **TIGHT,
+        close(got, autograd_backward(dout, x, gamma, eps)[i], msg("{name}{where} should be {text} (as autograd through F.layer_norm gives)", name=name, where=where, text=text), **TIGHT,
               suspects=[suspect(m, (lambda m=m, case=(dout, x, gamma, eps): backward_parts(*case, mistake=m)[i]),
                                 BACKWARD_HINTS[m]) for m in BACKWARD_HINTS]
               + [suspect("ln_eps_ignored", backward_parts(dout, x, gamma)[i] if eps != 1e-5 else None,
-                         f"with eps={eps} the result is that of eps = 1e-5: use the eps argument")])
+                         msg("with eps={eps} the result is that of eps = 1e-5: use the eps argument", eps=eps))])
     return parts
 
 
 @exercise("layer_norm_backward", points=0.5)
 def test_backward_dbeta(sub):
-    _check_part(sub, 2, "dbeta", "dout summed over every axis but the last (one number per feature)")
+    _check_part(sub, 2, "dbeta", msg("dout summed over every axis but the last (one number per feature)"))
 
 
 @exercise("layer_norm_backward", points=1)
 def test_backward_dgamma(sub):
-    _check_part(sub, 1, "dgamma", "(dout · x̂) summed over every axis but the last")
+    _check_part(sub, 1, "dgamma", msg("(dout · x̂) summed over every axis but the last"))
 
 
 @exercise("layer_norm_backward", points=1.5)
 def test_backward_dx(sub):
-    _check_part(sub, 0, "dx", "(dx̂ - mean(dx̂) - x̂·mean(dx̂·x̂)) / sqrt(var + eps) with dx̂ = "
-                "dout · gamma, means over the last axis")
+    _check_part(sub, 0, "dx", msg("(dx̂ - mean(dx̂) - x̂·mean(dx̂·x̂)) / sqrt(var + eps) with dx̂ = dout · gamma, means over the last axis"))
 
 
 # --- LayerNorm (torch) ------------------------------------------------------------------
@@ -420,7 +397,7 @@ FORBID = NUMPY_FORBID  # the same: any of torch's normalisations computes a laye
 def _layer_norm_module(sub, d_model=8, **kwargs):
     m = sub.new("LayerNorm", d_model, **kwargs)
     info = m.inspect()
-    check(info.get("is_module"), "LayerNorm should be an nn.Module (class LayerNorm(nn.Module))")
+    check(info.get("is_module"), msg("LayerNorm should be an nn.Module (class LayerNorm(nn.Module))"))
     try:  # a module built on the library reveals itself before its parameter names do
         m(torch.zeros(1, d_model), forbid=FORBID)
     except SubmissionError as exc:
@@ -428,8 +405,7 @@ def _layer_norm_module(sub, d_model=8, **kwargs):
             raise
     params = info["parameters"]
     check(set(params) == {"weight", "bias"},
-          f"LayerNorm should have exactly two parameters named `weight` and `bias` (like "
-          f"nn.LayerNorm, so that weights can be loaded by name), found {sorted(params) or 'none'}",
+          msg("LayerNorm should have exactly two parameters named `weight` and `bias` (like nn.LayerNorm, so that weights can be loaded by name), found {params}", params=sorted(params) or 'none'),
           mistake="ln_param_names")
     return m, params
 
@@ -448,14 +424,13 @@ def module_suspects(x, gamma, beta, eps=1e-5, given_eps=False):
 def test_module_parameters(sub):
     m, params = _layer_norm_module(sub, 8)
     shaped = all(tuple(params[k].shape) == (8,) for k in ("weight", "bias"))  # else a symptom
-    close(params["weight"], torch.ones(8), "`weight` (the gain γ) should start as ones, shape [d_model]",
+    close(params["weight"], torch.ones(8), msg("`weight` (the gain γ) should start as ones, shape [d_model]"),
           mistake="ln_param_init" if shaped else None)
-    close(params["bias"], torch.zeros(8), "`bias` (β) should start as zeros, shape [d_model]",
+    close(params["bias"], torch.zeros(8), msg("`bias` (β) should start as zeros, shape [d_model]"),
           mistake="ln_param_init" if shaped else None)
     m.eval()
     x = t32(data(20)["x3"])
-    close(m(x, forbid=FORBID), F.layer_norm(x, (8,)), "with its initial weight = 1 and bias = 0, "
-          "LayerNorm should normalise each token's features (the last axis)",
+    close(m(x, forbid=FORBID), F.layer_norm(x, (8,)), msg("with its initial weight = 1 and bias = 0, LayerNorm should normalise each token's features (the last axis)"),
           suspects=module_suspects(x.double().numpy(), 1.0, 0.0), **F32)
     # vectorised: as many lines of the student's Python for 24 tokens of 24 features as for 1
     # token of 8 (each module has run once before it is counted: a first call's set-up is not)
@@ -464,10 +439,7 @@ def test_module_parameters(sub):
     x_small = t32(rng(26).normal(size=(1, 1, 8)))
     small = python_lines(sub, lambda: m(x_small, forbid=FORBID))
     large = python_lines(sub, lambda: wide(x_wide, forbid=FORBID))
-    check(large <= small + 2, f"LayerNorm's forward loops in Python: it runs {large} lines of Python on "
-          f"a [4, 6, 24] input and {small} on a [1, 1, 8] one, where vectorised code runs the same few "
-          f"on any shape; normalise every token at once, over the last axis (mean(dim=-1, keepdim=True)), "
-          f"with no loop over the tokens or the features", mistake="ln_python_loop")
+    check(large <= small + 2, msg("LayerNorm's forward loops in Python: it runs {large} lines of Python on a [4, 6, 24] input and {small} on a [1, 1, 8] one, where vectorised code runs the same few on any shape; normalise every token at once, over the last axis (mean(dim=-1, keepdim=True)), with no loop over the tokens or the features", large=large, small=small), mistake="ln_python_loop")
 
 
 @exercise("LayerNorm", points=1)
@@ -478,9 +450,7 @@ def test_module_matches_torch_with_weights(sub):
     m.load_state_dict({"weight": w, "bias": b})
     m.eval()
     for inp, what in ((x, "[2, 3, 8]"), (x[0], "[3, 8]")):
-        close(m(inp, forbid=FORBID), F.layer_norm(inp, (8,), w, b), f"LayerNorm with loaded weights "
-              f"should equal weight * x̂ + bias, x̂ normalised over the last axis, for any shape "
-              f"[..., d_model] such as {what}",
+        close(m(inp, forbid=FORBID), F.layer_norm(inp, (8,), w, b), msg("LayerNorm with loaded weights should equal weight * x̂ + bias, x̂ normalised over the last axis, for any shape [..., d_model] such as {what}", what=what),
               suspects=module_suspects(inp.double().numpy(), w.double().numpy(), b.double().numpy()),
               **F32)
 
@@ -491,8 +461,7 @@ def test_module_eps(sub):
     m.load_state_dict({"weight": torch.ones(8), "bias": torch.zeros(8)})  # their start is judged apart
     m.eval()
     flat = t32(data(22)["flat"])
-    close(m(flat, forbid=FORBID), F.layer_norm(flat, (8,)), "for tokens whose features barely vary "
-          "(variance ≈ 1e-6) the result depends on where eps goes",
+    close(m(flat, forbid=FORBID), F.layer_norm(flat, (8,)), msg("for tokens whose features barely vary (variance ≈ 1e-6) the result depends on where eps goes"),
           suspects=module_suspects(flat.double().numpy(), 1.0, 0.0), **F32)
     m2, _ = _layer_norm_module(sub, 8, eps=0.5)
     m2.load_state_dict({"weight": torch.ones(8), "bias": torch.zeros(8)})
@@ -501,10 +470,9 @@ def test_module_eps(sub):
     got = m2(x, forbid=FORBID)
     if matches(got, norm(x.double().numpy(), 1.0, 0.0, 0.5, eps_outside=True), **F32):
         return  # eps is used; where it goes was judged above
-    close(got, F.layer_norm(x, (8,), eps=0.5), "LayerNorm(8, eps=0.5) should use eps = 0.5",
+    close(got, F.layer_norm(x, (8,), eps=0.5), msg("LayerNorm(8, eps=0.5) should use eps = 0.5"),
           suspects=module_suspects(x.double().numpy(), 1.0, 0.0, 0.5, given_eps=True)
-          + [suspect("ln_eps_ignored", F.layer_norm(x, (8,)), "LayerNorm(8, eps=0.5) uses eps = "
-                     "1e-5: store the constructor's eps and use it in forward")], **F32)
+          + [suspect("ln_eps_ignored", F.layer_norm(x, (8,)), msg("LayerNorm(8, eps=0.5) uses eps = 1e-5: store the constructor's eps and use it in forward"))], **F32)
 
 
 @exercise("LayerNorm", points=0.5)
@@ -518,9 +486,8 @@ def test_module_gradients(sub):
     x = x3.clone().requires_grad_(True)
     w, b = w8.clone().requires_grad_(True), b8.clone().requires_grad_(True)
     F.layer_norm(x, (8,), w, b).backward(g)
-    close(got["input_grads"][0], x.grad, "the gradient of LayerNorm with respect to x is wrong "
-          "(autograd follows your forward: check the forward pass)", atol=1e-4, rtol=1e-3)
+    close(got["input_grads"][0], x.grad, msg("the gradient of LayerNorm with respect to x is wrong (autograd follows your forward: check the forward pass)"), atol=1e-4, rtol=1e-3)
     close(got["param_grads"].get("weight"), w.grad,
-          "the gradient of `weight` is wrong: weight should multiply x̂", atol=1e-4, rtol=1e-3)
+          msg("the gradient of `weight` is wrong: weight should multiply x̂"), atol=1e-4, rtol=1e-3)
     close(got["param_grads"].get("bias"), b.grad,
-          "the gradient of `bias` is wrong: bias should be added after the scaling", atol=1e-4, rtol=1e-3)
+          msg("the gradient of `bias` is wrong: bias should be added after the scaling"), atol=1e-4, rtol=1e-3)

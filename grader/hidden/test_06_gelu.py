@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.check.framework import Tolerance, check, close, diagnose, exercise, gen, suspect
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -94,24 +95,18 @@ def tanh_form(x, k=K, cube=True, power=3):
 
 def gelu_suspects(x):
     return [
-        suspect("gelu_is_tanh", tanh_form(x), "gelu returns the tanh approximation (that is "
-                "gelu_tanh): compute the exact x·Φ(x) = ½·x·(1 + erf(x / √2))"),
-        suspect("erf_without_sqrt2", 0.5 * x * (1.0 + torch.erf(x)), "Φ(x) is ½(1 + erf(x / √2)): "
-                "the √2 inside erf is missing (erf is the CDF of N(0, ½), not of N(0, 1))"),
-        suspect("gelu_sigmoid", x * torch.sigmoid(1.702 * x), "x·σ(1.702x) is another approximation: "
-                "the exercise asks for the exact x·Φ(x) with erf"),
-        suspect("gelu_no_x", phi(x), "gelu returns Φ(x): multiply by x, gelu(x) = x·Φ(x)"),
+        suspect("gelu_is_tanh", tanh_form(x), msg("gelu returns the tanh approximation (that is gelu_tanh): compute the exact x·Φ(x) = ½·x·(1 + erf(x / √2))")),
+        suspect("erf_without_sqrt2", 0.5 * x * (1.0 + torch.erf(x)), msg("Φ(x) is ½(1 + erf(x / √2)): the √2 inside erf is missing (erf is the CDF of N(0, ½), not of N(0, 1))")),
+        suspect("gelu_sigmoid", x * torch.sigmoid(1.702 * x), msg("x·σ(1.702x) is another approximation: the exercise asks for the exact x·Φ(x) with erf")),
+        suspect("gelu_no_x", phi(x), msg("gelu returns Φ(x): multiply by x, gelu(x) = x·Φ(x)")),
     ]
 
 
 def tanh_suspects(x):
     return [
-        suspect("tanh_no_cubic", tanh_form(x, cube=False), "the 0.044715·x³ term is missing: "
-                "tanh(√(2/π)·(x + 0.044715·x³))"),
-        suspect("tanh_square", tanh_form(x, power=2), "the correction term uses x²: it is "
-                "0.044715·x³ (x³ keeps the sign of x)"),
-        suspect("tanh_sqrt_2pi", tanh_form(x, k=math.sqrt(2.0 * math.pi)), "the constant is "
-                "√(2/π) ≈ 0.798, not √(2π) ≈ 2.507"),
+        suspect("tanh_no_cubic", tanh_form(x, cube=False), msg("the 0.044715·x³ term is missing: tanh(√(2/π)·(x + 0.044715·x³))")),
+        suspect("tanh_square", tanh_form(x, power=2), msg("the correction term uses x²: it is 0.044715·x³ (x³ keeps the sign of x)")),
+        suspect("tanh_sqrt_2pi", tanh_form(x, k=math.sqrt(2.0 * math.pi)), msg("the constant is √(2/π) ≈ 0.798, not √(2π) ≈ 2.507")),
     ]
 
 
@@ -119,19 +114,16 @@ def grad_suspects(x):
     t = torch.tanh(K * (x + 0.044715 * x ** 3))
     tanh_grad = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * K * (1 + 3 * 0.044715 * x * x)
     return [
-        suspect("grad_cdf_only", phi(x), "the product rule on x·Φ(x) gives two terms: "
-                "Φ(x) + x·φ(x); the x·φ(x) term is missing"),
-        suspect("grad_pdf_unnormalised", phi(x) + x * torch.exp(-0.5 * x * x), "the normal density "
-                "is φ(x) = exp(-x²/2) / √(2π): the 1/√(2π) is missing"),
-        suspect("grad_of_tanh", tanh_grad, "this is the derivative of the tanh approximation: "
-                "differentiate the exact x·Φ(x), which gives Φ(x) + x·φ(x)"),
+        suspect("grad_cdf_only", phi(x), msg("the product rule on x·Φ(x) gives two terms: Φ(x) + x·φ(x); the x·φ(x) term is missing")),
+        suspect("grad_pdf_unnormalised", phi(x) + x * torch.exp(-0.5 * x * x), msg("the normal density is φ(x) = exp(-x²/2) / √(2π): the 1/√(2π) is missing")),
+        suspect("grad_of_tanh", tanh_grad, msg("this is the derivative of the tanh approximation: differentiate the exact x·Φ(x), which gives Φ(x) + x·φ(x)")),
     ]
 
 
 def _tensor(y, name, like):
-    check(isinstance(y, torch.Tensor), f"`{name}` should return a torch tensor, got {type(y).__name__}")
+    check(isinstance(y, torch.Tensor), msg("`{name}` should return a torch tensor, got {y}", name=name, y=type(y).__name__))
     check(tuple(y.shape) == tuple(like.shape),
-          f"`{name}` should work elementwise and keep the shape {list(like.shape)}, got {list(y.shape)}",
+          msg("`{name}` should work elementwise and keep the shape {like_shape}, got {y_shape}", name=name, like_shape=list(like.shape), y_shape=list(y.shape)),
           mistake="not_elementwise")
     return y
 
@@ -149,9 +141,7 @@ def _any_shape(sub, name, x):
     except SubmissionError as exc:
         if exc.exc_type == "ForbiddenCall":
             raise
-        diagnose("not_elementwise", f"`{name}` works on a 1-D tensor but fails on a [2, 3, 4] one "
-                 f"({exc.exc_type}): compute it elementwise with torch operations on the whole "
-                 f"tensor, whatever its shape (no loop over its values, no reshape)")
+        diagnose("not_elementwise", msg("`{name}` works on a 1-D tensor but fails on a [2, 3, 4] one ({exc_exc_type}): compute it elementwise with torch operations on the whole tensor, whatever its shape (no loop over its values, no reshape)", name=name, exc_exc_type=exc.exc_type))
 
 
 def _dtypes(sub, name, expected, suspects):
@@ -159,10 +149,9 @@ def _dtypes(sub, name, expected, suspects):
     _any_shape(sub, name, x.double())
     for inp in (x, x.double()):
         y = call(sub, name, inp)
-        check(y.dtype == inp.dtype, f"`{name}` of a {inp.dtype} tensor should be {inp.dtype}, got "
-              f"{y.dtype}: compute in the input's dtype (no .float() or .double() inside)",
+        check(y.dtype == inp.dtype, msg("`{name}` of a {inp_dtype} tensor should be {inp_dtype}, got {y_dtype}: compute in the input's dtype (no .float() or .double() inside)", name=name, inp_dtype=inp.dtype, y_dtype=y.dtype),
               mistake="dtype_changed")
-    close(call(sub, name, x), expected(x.double()), f"`{name}` of a float32 [2, 3, 4] tensor is wrong",
+    close(call(sub, name, x), expected(x.double()), msg("`{name}` of a float32 [2, 3, 4] tensor is wrong", name=name),
           atol=2e-6, rtol=1e-5, suspects=suspects(x.double()))
 
 
@@ -172,15 +161,13 @@ def _dtypes(sub, name, expected, suspects):
 def test_gelu_hand_values(sub):
     x = torch.tensor([-3.0, -1.0, 0.0, 0.5, 1.0, 2.0], dtype=torch.float64)
     close(call(sub, "gelu", x), x * phi(x),
-          "gelu(x) = x·Φ(x) with Φ(x) = ½(1 + erf(x / √2)): gelu(1) = 0.841345, gelu(-1) = "
-          "-0.158655, gelu(2) = 1.954500", suspects=gelu_suspects(x), **TIGHT)
+          msg("gelu(x) = x·Φ(x) with Φ(x) = ½(1 + erf(x / √2)): gelu(1) = 0.841345, gelu(-1) = -0.158655, gelu(2) = 1.954500"), suspects=gelu_suspects(x), **TIGHT)
 
 
 @exercise("gelu", points=1)
 def test_gelu_is_exact(sub):
     for x in (near_gap(1), points(2)):
-        close(call(sub, "gelu", x), F.gelu(x), "gelu must be the exact x·Φ(x) with erf (near "
-              "|x| ≈ 2.7 the tanh approximation is off by 4.7e-4)", **TIGHT,
+        close(call(sub, "gelu", x), F.gelu(x), msg("gelu must be the exact x·Φ(x) with erf (near |x| ≈ 2.7 the tanh approximation is off by 4.7e-4)"), **TIGHT,
               suspects=gelu_suspects(x))
 
 
@@ -193,12 +180,12 @@ def test_gelu_dtypes(sub):
 def test_gelu_symmetry(sub):
     x = points(3)
     y, y_neg = call(sub, "gelu", x), call(sub, "gelu", -x)
-    close(y - y_neg, x, "gelu(x) - gelu(-x) should equal x, because Φ(x) + Φ(-x) = 1",
+    close(y - y_neg, x, msg("gelu(x) - gelu(-x) should equal x, because Φ(x) + Φ(-x) = 1"),
           **TIGHT, suspects=[suspect(s.mistake, s.candidate - gelu_suspects(-x)[i].candidate,
                                                    s.message) for i, s in enumerate(gelu_suspects(x))])
     grid = torch.linspace(-0.76, -0.74, 201, dtype=torch.float64)
     close(call(sub, "gelu", grid).min(), torch.tensor(-0.16997120747, dtype=torch.float64),
-          "the smallest value of GELU is -0.169971 (at x ≈ -0.7518)", atol=1e-5, rtol=0)
+          msg("the smallest value of GELU is -0.169971 (at x ≈ -0.7518)"), atol=1e-5, rtol=0)
 
 
 # --- gelu_tanh --------------------------------------------------------------------------
@@ -207,15 +194,14 @@ def test_gelu_symmetry(sub):
 def test_gelu_tanh_matches_torch(sub):
     x = points(10)
     close(call(sub, "gelu_tanh", x), F.gelu(x, approximate="tanh"),
-          "gelu_tanh should be ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))", suspects=tanh_suspects(x),
+          msg("gelu_tanh should be ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))"), suspects=tanh_suspects(x),
           **TIGHT)
 
 
 @exercise("gelu_tanh", points=0.5)
 def test_gelu_tanh_hand_values(sub):
     x = torch.tensor([-2.0, -1.0, 1.0, 2.0, 3.0], dtype=torch.float64)
-    close(call(sub, "gelu_tanh", x), tanh_form(x), "gelu_tanh(2) should be 1.954598 and "
-          "gelu_tanh(-2) = -0.045402", suspects=tanh_suspects(x), **TIGHT)
+    close(call(sub, "gelu_tanh", x), tanh_form(x), msg("gelu_tanh(2) should be 1.954598 and gelu_tanh(-2) = -0.045402"), suspects=tanh_suspects(x), **TIGHT)
 
 
 @exercise("gelu_tanh", points=0.5)
@@ -235,15 +221,13 @@ def _autograd_gelu(x):
 def test_gelu_grad_matches_autograd(sub):
     x = points(20)
     close(call(sub, "gelu_grad", x), _autograd_gelu(x),
-          "gelu_grad should be Φ(x) + x·φ(x), with φ(x) = exp(-x²/2) / √(2π) the normal density "
-          "(product rule on x·Φ(x)); it does not match autograd", suspects=grad_suspects(x), **TIGHT)
+          msg("gelu_grad should be Φ(x) + x·φ(x), with φ(x) = exp(-x²/2) / √(2π) the normal density (product rule on x·Φ(x)); it does not match autograd"), suspects=grad_suspects(x), **TIGHT)
 
 
 @exercise("gelu_grad", points=0.5)
 def test_gelu_grad_hand_values(sub):
     x = torch.tensor([0.0, 1.0, -1.0, 2.0], dtype=torch.float64)
-    close(call(sub, "gelu_grad", x), phi(x) + x * pdf(x), "GELU'(0) = 0.5, GELU'(1) = Φ(1) + φ(1) = "
-          "1.083315, GELU'(-1) = -0.083315", suspects=grad_suspects(x), **TIGHT)
+    close(call(sub, "gelu_grad", x), phi(x) + x * pdf(x), msg("GELU'(0) = 0.5, GELU'(1) = Φ(1) + φ(1) = 1.083315, GELU'(-1) = -0.083315"), suspects=grad_suspects(x), **TIGHT)
 
 
 @exercise("gelu_grad", points=0.5)

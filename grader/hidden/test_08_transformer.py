@@ -36,6 +36,7 @@ from grader.check.framework import (
     run_memo,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -258,21 +259,18 @@ def _inject(handle, params, what, hint, names=None, sizes=None):
     the order of its state dict (where two names share one tensor, the later one wins).
     ``names``, ``sizes``: the mistakes that a missing name, a wrong shape diagnose."""
     shapes = handle.state_shapes()
-    check(isinstance(shapes, dict), f"{what}.state_dict() did not return a dict: is it an nn.Module?")
+    check(isinstance(shapes, dict), msg("{what}.state_dict() did not return a dict: is it an nn.Module?", what=what))
     missing = [k for k in params if k not in shapes]
-    check(not missing, f"{what} has no parameter named {', '.join(missing[:4])}"
-          f"{' ...' if len(missing) > 4 else ''}: {hint}", mistake=names)
+    check(not missing, msg("{what} has no parameter named {missing}{missing_2}: {hint}", what=what, missing=', '.join(missing[:4]), missing_2=' ...' if len(missing) > 4 else '', hint=hint), mistake=names)
     for k, v in params.items():
         check(shapes[k] == list(v.shape),
-              f"{what}: parameter {k} has shape {shapes[k]}, expected {list(v.shape)}", mistake=sizes)
+              msg("{what}: parameter {k} has shape {shapes_k}, expected {v_shape}", what=what, k=k, shapes_k=shapes[k], v_shape=list(v.shape)), mistake=sizes)
     handle.load_state_dict({k: params[k] for k in shapes if k in params}, strict=False)
     handle.eval()
     return handle
 
 
-LAYER_HINT = ("use the submodule names self_attn, ff (with linear1 and linear2), norm1, norm2 "
-              "(and cross_attn, norm3 in the decoder layer), with MultiHeadAttention's "
-              "q_proj, k_proj, v_proj, out_proj")
+LAYER_HINT = (msg("use the submodule names self_attn, ff (with linear1 and linear2), norm1, norm2 (and cross_attn, norm3 in the decoder layer), with MultiHeadAttention's q_proj, k_proj, v_proj, out_proj"))
 LAYER_NAMES = "layer_submodule_names"
 
 #: torch's own attention, refused in every exercise (the lesson's introduction): the course's
@@ -294,9 +292,7 @@ def _reveal(handle, *args, run=True):
     modules = handle.inspect(values=False).get("modules", {})
     found = sorted({"nn." + t.rsplit(".", 1)[-1] for t in modules.values() if t.startswith(LIBRARY_MODULES)})
     if found:
-        diagnose("library_call", f"`{handle.type_name.rsplit('.', 1)[-1]}` is built on torch's own "
-                 f"{' / '.join(found)}: this exercise asks you to build it from your own parts "
-                 f"(lesson 04's MultiHeadAttention, this lesson's layers)")
+        diagnose("library_call", msg("`{handle_type_name_rsplit}` is built on torch's own {found}: this exercise asks you to build it from your own parts (lesson 04's MultiHeadAttention, this lesson's layers)", handle_type_name_rsplit=handle.type_name.rsplit('.', 1)[-1], found=' / '.join(found)))
     if run:
         try:
             handle(*args, forbid=FORBID)
@@ -414,34 +410,20 @@ def decoder_ref(p, x, mem, tgt_mask, mem_mask, norm_first, mistake=None, pre="")
 
 
 HINTS = {
-    "ln_placement_swapped": "the layer normalises where the other placement does: with "
-                            "norm_first=True (pre-LN) the norm starts each branch, x + sublayer(norm(x)); "
-                            "with norm_first=False (post-LN) it follows the addition, norm(x + sublayer(x))",
-    "no_residual_attn": "the self-attention sub-layer has no residual connection: post-LN is "
-                        "norm1(x + self_attn(x, x, x)), keep the x +",
-    "no_residual_ff": "the feed-forward sub-layer has no residual connection: add its input back "
-                      "(x + ff(...))",
-    "no_residual_cross": "the cross-attention sub-layer has no residual connection: add its input "
-                         "back (x + cross_attn(...))",
-    "pre_ln_residual_normalised": "pre-LN adds the normalised input to the stream: h = norm1(x), then "
-                                  "x = x + self_attn(h, h, h), with the un-normalised x",
-    "norms_swapped": "the norms are used in each other's place: each sub-layer has its own, in "
-                     "order: norm1 the self-attention, norm2 the next sub-layer (the encoder's "
-                     "feed-forward, the decoder's cross-attention), norm3 the decoder's feed-forward",
-    "src_mask_ignored": "src_mask does not reach the self-attention: pass it, self_attn(x, x, x, src_mask)",
-    "tgt_mask_ignored": "tgt_mask does not reach the self-attention: pass it, self_attn(x, x, x, tgt_mask)",
-    "memory_mask_ignored": "memory_mask does not reach the cross-attention: pass it, "
-                           "cross_attn(x, memory, memory, memory_mask)",
-    "cross_kv_from_decoder": "cross-attention takes its keys and values from the decoder: they come "
-                             "from the encoder's output, cross_attn(x, memory, memory, memory_mask)",
-    "cross_keys_from_decoder": "cross-attention takes its keys from the decoder: keys and values both "
-                               "come from memory, cross_attn(x, memory, memory, memory_mask)",
-    "cross_queries_from_memory": "cross-attention takes its queries from memory: the queries come from "
-                                 "the decoder, keys and values from memory, cross_attn(x, memory, memory)",
-    "cross_before_self": "cross-attention runs before self-attention: the decoder first attends to "
-                         "what it has written (self_attn, norm1), then to the source (cross_attn, norm2)",
-    "pre_ln_normalised_memory": "norm2 is applied to memory too: in pre-LN only the decoder's stream "
-                                "is normalised, cross_attn(norm2(x), memory, memory)",
+    "ln_placement_swapped": msg("the layer normalises where the other placement does: with norm_first=True (pre-LN) the norm starts each branch, x + sublayer(norm(x)); with norm_first=False (post-LN) it follows the addition, norm(x + sublayer(x))"),
+    "no_residual_attn": msg("the self-attention sub-layer has no residual connection: post-LN is norm1(x + self_attn(x, x, x)), keep the x +"),
+    "no_residual_ff": msg("the feed-forward sub-layer has no residual connection: add its input back (x + ff(...))"),
+    "no_residual_cross": msg("the cross-attention sub-layer has no residual connection: add its input back (x + cross_attn(...))"),
+    "pre_ln_residual_normalised": msg("pre-LN adds the normalised input to the stream: h = norm1(x), then x = x + self_attn(h, h, h), with the un-normalised x"),
+    "norms_swapped": msg("the norms are used in each other's place: each sub-layer has its own, in order: norm1 the self-attention, norm2 the next sub-layer (the encoder's feed-forward, the decoder's cross-attention), norm3 the decoder's feed-forward"),
+    "src_mask_ignored": msg("src_mask does not reach the self-attention: pass it, self_attn(x, x, x, src_mask)"),
+    "tgt_mask_ignored": msg("tgt_mask does not reach the self-attention: pass it, self_attn(x, x, x, tgt_mask)"),
+    "memory_mask_ignored": msg("memory_mask does not reach the cross-attention: pass it, cross_attn(x, memory, memory, memory_mask)"),
+    "cross_kv_from_decoder": msg("cross-attention takes its keys and values from the decoder: they come from the encoder's output, cross_attn(x, memory, memory, memory_mask)"),
+    "cross_keys_from_decoder": msg("cross-attention takes its keys from the decoder: keys and values both come from memory, cross_attn(x, memory, memory, memory_mask)"),
+    "cross_queries_from_memory": msg("cross-attention takes its queries from memory: the queries come from the decoder, keys and values from memory, cross_attn(x, memory, memory)"),
+    "cross_before_self": msg("cross-attention runs before self-attention: the decoder first attends to what it has written (self_attn, norm1), then to the source (cross_attn, norm2)"),
+    "pre_ln_normalised_memory": msg("norm2 is applied to memory too: in pre-LN only the decoder's stream is normalised, cross_attn(norm2(x), memory, memory)"),
 }
 
 
@@ -473,7 +455,7 @@ def _ffn_oracle(p, x, act, after=False):
     return act(y) if after else y
 
 
-FFN_HINT = "name the layers linear1 (d_model -> d_ff) and linear2 (d_ff -> d_model)"
+FFN_HINT = msg("name the layers linear1 (d_model -> d_ff) and linear2 (d_ff -> d_model)")
 
 
 def _inject_ffn(handle, p):
@@ -486,16 +468,12 @@ def ffn_suspects(p, x, activation):
 
     act = torch.relu if activation == "relu" else nn.functional.gelu
     return [
-        suspect("ffn_no_activation", _ffn_oracle(p, x, lambda t: t), "there is no activation between "
-                "linear1 and linear2: two linear maps in a row are just one linear map"),
+        suspect("ffn_no_activation", _ffn_oracle(p, x, lambda t: t), msg("there is no activation between linear1 and linear2: two linear maps in a row are just one linear map")),
         suspect("ffn_activation_ignored", _ffn_oracle(p, x, torch.relu) if activation == "gelu" else None,
-                'with activation="gelu" the layer still uses ReLU: pick the activation from the '
-                "argument (gelu of lesson 06 for \"gelu\")"),
+                msg("with activation=\"gelu\" the layer still uses ReLU: pick the activation from the argument (gelu of lesson 06 for \"gelu\")")),
         suspect("ffn_tanh_gelu", _ffn_oracle(p, x, tanh_gelu) if activation == "gelu" else None,
-                'with activation="gelu" the activation should be the exact GELU x·Φ(x) (gelu of '
-                "lesson 06), not its tanh approximation"),
-        suspect("ffn_activation_after", _ffn_oracle(p, x, act, after=True), "the activation is applied "
-                "after linear2: FFN(x) = linear2(act(linear1(x)))"),
+                msg("with activation=\"gelu\" the activation should be the exact GELU x·Φ(x) (gelu of lesson 06), not its tanh approximation")),
+        suspect("ffn_activation_after", _ffn_oracle(p, x, act, after=True), msg("the activation is applied after linear2: FFN(x) = linear2(act(linear1(x)))")),
     ]
 
 
@@ -507,20 +485,17 @@ def _x(n, B=3, L=7):
 def test_ffn_relu(sub):
     p, x = _ffn_params(10), _x(11)
     ff = _inject_ffn(sub.new("PositionwiseFeedForward", D, FF), p)
-    close(ff(x), _ffn_oracle(p, x, torch.relu), "FFN(x) should be linear2(relu(linear1(x))) at "
-          "every position", atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
+    close(ff(x), _ffn_oracle(p, x, torch.relu), msg("FFN(x) should be linear2(relu(linear1(x))) at every position"), atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
 
 
 @exercise("PositionwiseFeedForward", points=1)
 def test_ffn_gelu(sub):
     p, x = _ffn_params(12), _x(13)
     ff = _inject_ffn(sub.new("PositionwiseFeedForward", D, FF, activation="gelu"), p)
-    close(ff(x), _ffn_oracle(p, x, nn.functional.gelu), 'with activation="gelu" the layer should be '
-          "linear2(gelu(linear1(x))) with the exact GELU x·Φ(x) of lesson 06", atol=ATOL,
+    close(ff(x), _ffn_oracle(p, x, nn.functional.gelu), msg("with activation=\"gelu\" the layer should be linear2(gelu(linear1(x))) with the exact GELU x·Φ(x) of lesson 06"), atol=ATOL,
           suspects=ffn_suspects(p, x, "gelu"))
     ff2 = _inject_ffn(sub.new("PositionwiseFeedForward", D, FF, 0.0, "relu"), p)
-    close(ff2(x), _ffn_oracle(p, x, torch.relu), 'with activation="relu" the activation should be '
-          "ReLU", atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
+    close(ff2(x), _ffn_oracle(p, x, torch.relu), msg("with activation=\"relu\" the activation should be ReLU"), atol=ATOL, suspects=ffn_suspects(p, x, "relu"))
 
 
 @exercise("PositionwiseFeedForward", points=0.5)
@@ -528,27 +503,23 @@ def test_ffn_sizes(sub):
     ff = sub.new("PositionwiseFeedForward", 6, 20)  # d_ff not 4 · d_model: the argument is used
     params = ff.inspect()["parameters"]
     check("linear1.weight" in params and "linear2.weight" in params,
-          f"PositionwiseFeedForward has no parameters linear1.weight and linear2.weight (found "
-          f"{', '.join(sorted(params)[:4]) or 'none'}): {FFN_HINT}, so that weights load by name",
+          msg("PositionwiseFeedForward has no parameters linear1.weight and linear2.weight (found {params}): {FFN_HINT}, so that weights load by name", params=', '.join(sorted(params)[:4]) or 'none', FFN_HINT=FFN_HINT),
           mistake="ffn_layer_names")
     shapes = [list(params[f"linear{i}.weight"].shape) for i in (1, 2)]
-    check(shapes == [[20, 6], [6, 20]], f"PositionwiseFeedForward(d_model=6, d_ff=20): linear1 should "
-          f"map d_model -> d_ff (weight [20, 6]) and linear2 d_ff -> d_model (weight [6, 20]), got "
-          f"{shapes[0]} and {shapes[1]}", mistake="ffn_width")
+    check(shapes == [[20, 6], [6, 20]], msg("PositionwiseFeedForward(d_model=6, d_ff=20): linear1 should map d_model -> d_ff (weight [20, 6]) and linear2 d_ff -> d_model (weight [6, 20]), got {shapes} and {shapes_2}", shapes=shapes[0], shapes_2=shapes[1]), mistake="ffn_width")
     out = ff(randn(14, 2, 3, 6))
-    check(tuple(out.shape) == (2, 3, 6), "the output should have the input's shape [B, L, d_model]")
+    check(tuple(out.shape) == (2, 3, 6), msg("the output should have the input's shape [B, L, d_model]"))
 
 
 @exercise("PositionwiseFeedForward", points=0.5)
 def test_ffn_dropout(sub):
     p, x = _ffn_params(15, 64), _x(16)
     ff = _inject_ffn(sub.new("PositionwiseFeedForward", D, 64, dropout=0.5), p)
-    close(ff(x), _ffn_oracle(p, x, torch.relu), "in eval mode dropout must do nothing", atol=ATOL)
+    close(ff(x), _ffn_oracle(p, x, torch.relu), msg("in eval mode dropout must do nothing"), atol=ATOL)
     ff.train()
     out = ff(x)
     check(not torch.allclose(out, _ffn_oracle(p, x, torch.relu), atol=1e-4),
-          "with dropout=0.5 in training mode some activations should be dropped: pass the dropout "
-          "argument to nn.Dropout, after the activation", mistake="ffn_dropout_ignored")
+          msg("with dropout=0.5 in training mode some activations should be dropped: pass the dropout argument to nn.Dropout, after the activation"), mistake="ffn_dropout_ignored")
     # where: with linear1's weight 0 and its bias 1 every activation is 1, whatever x. Dropout
     # after the activation zeroes some of them and linear2's sums vary; on the input it
     # changes nothing, on the output it zeroes whole outputs
@@ -556,12 +527,8 @@ def test_ffn_dropout(sub):
     ff.train()
     got = ff(x)
     steady = (p["linear2.weight"].sum(1) + p["linear2.bias"]).expand_as(got)
-    check(not torch.allclose(got, steady, atol=1e-5), "with dropout=0.5 in training mode the "
-          "feed-forward drops its input: dropout goes between the activation and linear2, "
-          "linear2(dropout(act(linear1(x))))", mistake="ffn_dropout_placement")
-    check(float((got.abs() < 1e-7).float().mean()) < 0.2, "with dropout=0.5 in training mode the "
-          "feed-forward drops its output: dropout goes between the activation and linear2, "
-          "linear2(dropout(act(linear1(x))))", mistake="ffn_dropout_placement")
+    check(not torch.allclose(got, steady, atol=1e-5), msg("with dropout=0.5 in training mode the feed-forward drops its input: dropout goes between the activation and linear2, linear2(dropout(act(linear1(x))))"), mistake="ffn_dropout_placement")
+    check(float((got.abs() < 1e-7).float().mean()) < 0.2, msg("with dropout=0.5 in training mode the feed-forward drops its output: dropout goes between the activation and linear2, linear2(dropout(act(linear1(x))))"), mistake="ffn_dropout_placement")
 
 
 # --- EncoderLayer ----------------------------------------------------------------------
@@ -605,16 +572,13 @@ def _check_encoder(sub, norm_first, n, masks=((None, None, ""),), refuse=True, i
     x = _x(inputs + 1)
     layer, ours = _layers(sub, "EncoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
-    placement = ("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then "
-                 "x = x + ff(norm2(x))" if norm_first else
-                 "post-LN (norm_first=False, the paper): x = norm1(x + self_attn(x, x, x)), then "
-                 "x = norm2(x + ff(x))")
+    placement = (msg("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then x = x + ff(norm2(x))") if norm_first else
+                 msg("post-LN (norm_first=False, the paper): x = norm1(x + self_attn(x, x, x)), then x = norm2(x + ff(x))"))
     for i, (mask, torch_mask, what) in enumerate(masks):
         x = x if i == 0 else _x(inputs + 1 + i)
         out = posted(sub, ours, "__call__", *((x, mask) if mask is not None else (x,)))
         want = layer(x, **(torch_mask or {}))  # while the worker runs the student's layer
-        close(out(), want, f"{what}the layer should compute {placement}, as nn.TransformerEncoderLayer "
-              f"does with the same weights", atol=ATOL,
+        close(out(), want, msg("{what}the layer should compute {placement}, as nn.TransformerEncoderLayer does with the same weights", what=what, placement=placement), atol=ATOL,
               suspects=layer_suspects(encoder_ref, ENC_MISTAKES, p, x, mask, norm_first))
 
 
@@ -635,17 +599,16 @@ def test_encoder_masks(sub):
     check(judged, MASKS_UNJUDGED)  # a branch wrong without masks is charged by its own check
     for norm_first in judged:  # every mask in both branches: each has its own calls
         padded, causal = ((
-            "pre-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ",
-            "pre-LN with an [L, L] src_mask (True = may attend): ") if norm_first else (
-            "post-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: ",
-            "post-LN with an [L, L] src_mask (True = may attend): "))
+            msg("pre-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: "),
+            msg("pre-LN with an [L, L] src_mask (True = may attend): ")) if norm_first else (
+            msg("post-LN with a padding mask src_mask [B, 1, 1, L] no position may attend to padding: "),
+            msg("post-LN with an [L, L] src_mask (True = may attend): ")))
         _check_encoder(sub, norm_first, 20 + 2 * norm_first, ((_pad_mask(keep), {"src_key_padding_mask": ~keep}, padded),
                                                               (_causal(7), {"src_mask": ~_causal(7)}, causal)),
                        refuse=False, inputs=25 + 3 * norm_first)  # the branch's layer, both masks
 
 
-MASKS_UNJUDGED = ("the layer is wrong without masks in both branches (post-LN and pre-LN), so its "
-                  "masks cannot be checked yet: fix the layer first")
+MASKS_UNJUDGED = (msg("the layer is wrong without masks in both branches (post-LN and pre-LN), so its masks cannot be checked yet: fix the layer first"))
 
 
 def _passes(check_layer, sub, norm_first, n, refuse=False):
@@ -703,9 +666,7 @@ def check_layer_dropout(sub, name, n, sublayers):
     x = _x(n + 3, 4, 12)
     args = (x,) if len(sublayers) == 2 else (x, _x(n + 4, 4, 5))
     m.eval()
-    check(torch.equal(*twice(sub, m, *args)), f"{name}(dropout={p}) in eval mode gives a different output "
-          f"at every call: nothing may be dropped after model.eval(); use nn.Dropout modules, which "
-          f"follow the mode (F.dropout drops unless given training=self.training)",
+    check(torch.equal(*twice(sub, m, *args)), msg("{name}(dropout={p}) in eval mode gives a different output at every call: nothing may be dropped after model.eval(); use nn.Dropout modules, which follow the mode (F.dropout drops unless given training=self.training)", name=name, p=p),
           mistake="dropout_in_eval_mode")
     m.train()
     # 1. attention dropout: uniform weights, values = 1, out_proj the identity
@@ -721,16 +682,12 @@ def check_layer_dropout(sub, name, n, sublayers):
         x = _x(n, 4, 12)
         out = attn(x, x, x)
         check(not torch.allclose(out, torch.ones_like(out), atol=1e-6),
-              f"{name}({D}, {H}, {FF}, dropout={p}): `{s}` applies no dropout to its attention "
-              f"weights in training mode: build it with the layer's dropout, "
-              f"MultiHeadAttention(d_model, n_head, dropout)", mistake="attn_no_dropout")
+              msg("{name}({D}, {H}, {FF}, dropout={p}): `{s}` applies no dropout to its attention weights in training mode: build it with the layer's dropout, MultiHeadAttention(d_model, n_head, dropout)", name=name, D=D, H=H, FF=FF, p=p, s=s), mistake="attn_no_dropout")
     # 1b. the feed-forward's dropout: in training mode two calls differ
     ff = m.get("ff")
     ff.train()
     x = _x(n + 5, 4, 12)
-    check(not torch.equal(*twice(sub, ff, x)), f"{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no "
-          f"dropout in training mode: build it with the layer's dropout, "
-          f"PositionwiseFeedForward(d_model, d_ff, dropout)", mistake="ff_no_dropout")
+    check(not torch.equal(*twice(sub, ff, x)), msg("{name}({D}, {H}, {FF}, dropout={p}): `ff` applies no dropout in training mode: build it with the layer's dropout, PositionwiseFeedForward(d_model, d_ff, dropout)", name=name, D=D, H=H, FF=FF, p=p), mistake="ff_no_dropout")
     # 2. residual dropout on each sub-layer's output
     state = m.state_dict()
     constants = [1.0, 10.0, 100.0][:len(sublayers)]
@@ -753,13 +710,10 @@ def check_layer_dropout(sub, name, n, sublayers):
             for bits in _bit_patterns(len(constants))]
     explained = torch.stack(kept).any(0)
     full = torch.isclose(added, torch.full_like(added, sum(constants)), atol=1e-3)
-    check(not full.all(), f"{name}(dropout={p}) in training mode applies no dropout to the "
-          f"sub-layers' outputs: x + dropout(sublayer(...)), one nn.Dropout(dropout) per "
-          f"residual (or one shared module)", mistake="residual_no_dropout")
+    check(not full.all(), msg("{name}(dropout={p}) in training mode applies no dropout to the sub-layers' outputs: x + dropout(sublayer(...)), one nn.Dropout(dropout) per residual (or one shared module)", name=name, p=p), mistake="residual_no_dropout")
     both_dropped = float(kept[0].float().mean())  # expected p ** (number of sub-layers)
     check(bool(explained.all()) and abs(both_dropped - p ** len(constants)) < 0.1,
-          f"{name}(dropout={p}) in training mode should drop each sub-layer's output with "
-          f"probability {p} (and scale the rest by 1/(1 - p)) before adding it to x",
+          msg("{name}(dropout={p}) in training mode should drop each sub-layer's output with probability {p} (and scale the rest by 1/(1 - p)) before adding it to x", name=name, p=p),
           mistake="residual_no_dropout")
 
 
@@ -801,12 +755,9 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
     layer, ours = _layers(sub, "DecoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
     kwargs = {k: v for k, v in (("tgt_mask", tgt_mask), ("memory_mask", mem_mask)) if v is not None}
-    placement = ("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), "
-                 "memory, memory), x = x + ff(norm3(x))" if norm_first else
-                 "post-LN: x = norm1(x + self_attn(x, x, x)), x = norm2(x + cross_attn(x, memory, "
-                 "memory)), x = norm3(x + ff(x))")
-    message = (f"{what}the decoder layer should compute {placement} (queries from the decoder, keys "
-               f"and values from memory), as nn.TransformerDecoderLayer does with the same weights")
+    placement = (msg("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), memory, memory), x = x + ff(norm3(x))") if norm_first else
+                 msg("post-LN: x = norm1(x + self_attn(x, x, x)), x = norm2(x + cross_attn(x, memory, memory)), x = norm3(x + ff(x))"))
+    message = (msg("{what}the decoder layer should compute {placement} (queries from the decoder, keys and values from memory), as nn.TransformerDecoderLayer does with the same weights", what=what, placement=placement))
     torch_kwargs = {}
     if tgt_mask is not None:
         torch_kwargs["tgt_mask"] = ~tgt_mask
@@ -828,8 +779,7 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
         found = identify(out5, decoder_ref(p, x5, mem, t5, mem_mask, norm_first), layer_suspects(
             decoder_ref, DEC_MISTAKES, p, x5, mem, t5, mem_mask, norm_first), atol=ATOL)
         if found is not None:
-            diagnose(found.mistake, f"{found.message} (with a target of 6 and a memory of 5 "
-                     f"positions the layer fails)")
+            diagnose(found.mistake, msg("{found_message} (with a target of 6 and a memory of 5 positions the layer fails)", found_message=found.message))
         raise
     close(out, want, message, atol=ATOL, suspects=layer_suspects(
         decoder_ref, DEC_MISTAKES, p, x, mem, tgt_mask, mem_mask, norm_first))
@@ -849,12 +799,11 @@ def test_decoder_pre_ln(sub):
 @exercise("DecoderLayer", points=0.75)
 def test_decoder_target_mask(sub):
     ours, x, mem, out = _check_decoder(sub, False, 40, tgt_mask=_causal(6), inputs=46,
-                                       what="with a causal tgt_mask [Lt, Lt]: ")
+                                       what=msg("with a causal tgt_mask [Lt, Lt]: "))
     changed = x.clone()
     changed[:, 3:] = randn(49, 3, 3, D)
     close(ours(changed, mem, tgt_mask=_causal(6))[:, :3], out[:, :3],
-          "with the causal tgt_mask, changing later target positions must not change earlier "
-          "outputs", atol=ATOL)
+          msg("with the causal tgt_mask, changing later target positions must not change earlier outputs"), atol=ATOL)
 
 
 @exercise("DecoderLayer", points=0.75)
@@ -865,10 +814,8 @@ def test_decoder_masks_in_both_branches(sub):
     for norm_first in judged:  # every mask in both branches: each has its own calls
         _check_decoder(sub, norm_first, 40 + 3 * norm_first, tgt_mask=_causal(6), mem_mask=_pad_mask(keep),
                        refuse=False, inputs=51 + 3 * norm_first,
-                       what="pre-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
-                       "cross-attention must not look at the source's padding: " if norm_first else
-                       "post-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the "
-                       "cross-attention must not look at the source's padding: ")
+                       what=msg("pre-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the cross-attention must not look at the source's padding: ") if norm_first else
+                       msg("post-LN with a causal tgt_mask and memory_mask [B, 1, 1, Ls] the cross-attention must not look at the source's padding: "))
 
 
 @exercise("DecoderLayer", points=0.5)
@@ -1020,33 +967,19 @@ def close_judged(sub, p, got, src, tgt, norm_first, pad_id, message, part="logit
 
 
 TRANSFORMER_HINTS = {
-    "no_causal_mask": "the decoder's self-attention has no causal mask, so each position sees the "
-                      "target tokens after it: tgt_mask = causal_mask(Lt) & padding_mask(tgt, pad_id)",
-    "no_tgt_padding_mask": "the target mask ignores the target's padding: with a left-padded target "
-                           "the real tokens attend to the pads; tgt_mask = causal_mask(Lt) & "
-                           "padding_mask(tgt, pad_id)",
-    "no_src_padding_mask": "the encoder's self-attention gets no source padding mask: pass "
-                           "padding_mask(src, pad_id) to every encoder layer",
-    "no_memory_mask": "the decoder's cross-attention gets no memory mask, so it attends to the "
-                      "source's padding: pass padding_mask(src, pad_id) as memory_mask",
-    "pad_id_hardcoded": "the masks are built from pad id 0: build them from the model's pad_id "
-                        "(self.pad_id; 3 here)",
-    "no_positional_encoding": "no positional encoding is added: x = pos_enc(embed(tokens)) for the "
-                              "source and the target",
-    "no_final_norms_pre_ln": "with norm_first=True each stack should end with its final LayerNorm: "
-                             "encoder_norm on the memory, decoder_norm before the generator",
-    "final_norms_post_ln": "post-LN (norm_first=False) has no final norms: the last layer already "
-                           "ends with a LayerNorm (nn.Transformer adds them anyway)",
-    "norm_first_not_passed": "the layers run post-LN although norm_first=True: pass norm_first to "
-                             "every EncoderLayer and DecoderLayer",
-    "decoder_uses_src_embed": "the target is embedded with src_embed: the decoder reads "
-                              "tgt_embed(tgt)",
-    "shared_layers": "the encoder layers share their weights: build a new layer for every position "
-                     "of the nn.ModuleList (a list comprehension), not [layer] * N",
-    "logits_normalised": "forward returns log-probabilities (log_softmax of the logits): return the "
-                         "generator's output itself, the logits; the loss applies log_softmax",
-    "logits_softmax": "forward returns probabilities (softmax of the logits): return the generator's "
-                      "output itself, the logits; the loss applies log_softmax",
+    "no_causal_mask": msg("the decoder's self-attention has no causal mask, so each position sees the target tokens after it: tgt_mask = causal_mask(Lt) & padding_mask(tgt, pad_id)"),
+    "no_tgt_padding_mask": msg("the target mask ignores the target's padding: with a left-padded target the real tokens attend to the pads; tgt_mask = causal_mask(Lt) & padding_mask(tgt, pad_id)"),
+    "no_src_padding_mask": msg("the encoder's self-attention gets no source padding mask: pass padding_mask(src, pad_id) to every encoder layer"),
+    "no_memory_mask": msg("the decoder's cross-attention gets no memory mask, so it attends to the source's padding: pass padding_mask(src, pad_id) as memory_mask"),
+    "pad_id_hardcoded": msg("the masks are built from pad id 0: build them from the model's pad_id (self.pad_id; 3 here)"),
+    "no_positional_encoding": msg("no positional encoding is added: x = pos_enc(embed(tokens)) for the source and the target"),
+    "no_final_norms_pre_ln": msg("with norm_first=True each stack should end with its final LayerNorm: encoder_norm on the memory, decoder_norm before the generator"),
+    "final_norms_post_ln": msg("post-LN (norm_first=False) has no final norms: the last layer already ends with a LayerNorm (nn.Transformer adds them anyway)"),
+    "norm_first_not_passed": msg("the layers run post-LN although norm_first=True: pass norm_first to every EncoderLayer and DecoderLayer"),
+    "decoder_uses_src_embed": msg("the target is embedded with src_embed: the decoder reads tgt_embed(tgt)"),
+    "shared_layers": msg("the encoder layers share their weights: build a new layer for every position of the nn.ModuleList (a list comprehension), not [layer] * N"),
+    "logits_normalised": msg("forward returns log-probabilities (log_softmax of the logits): return the generator's output itself, the logits; the loss applies log_softmax"),
+    "logits_softmax": msg("forward returns probabilities (softmax of the logits): return the generator's output itself, the logits; the loss applies log_softmax"),
 }
 SUSPECT_IDS = {"logits_softmax": "logits_normalised"}  # two forms of one mistake
 
@@ -1058,9 +991,7 @@ def transformer_suspects(p, src, tgt, norm_first, pad_id, layers=None, part="log
                     TRANSFORMER_HINTS[m]) for m in mistakes]
 
 
-TRANSFORMER_HINT = ("use the submodule names src_embed, tgt_embed (TokenEmbedding), pos_enc, "
-                    "encoder_layers, decoder_layers (nn.ModuleList), generator, and encoder_norm, "
-                    "decoder_norm when norm_first=True")
+TRANSFORMER_HINT = (msg("use the submodule names src_embed, tgt_embed (TokenEmbedding), pos_enc, encoder_layers, decoder_layers (nn.ModuleList), generator, and encoder_norm, decoder_norm when norm_first=True"))
 
 
 def _model(sub, n, norm_first, pad_id=0, n_enc=2, n_dec=2, dropout=0.0, max_len=64):
@@ -1101,8 +1032,7 @@ def _logits(model, src, tgt, **kwargs):
 def _logits_of(out, src, tgt):
     """The forward's output ``out``, once it is checked to be logits [B, Lt, tgt_vocab]."""
     check(tuple(getattr(out, "shape", ())) == (src.shape[0], tgt.shape[1], TV),
-          f"forward(src, tgt) should return logits [B, Lt, tgt_vocab] = "
-          f"{[src.shape[0], tgt.shape[1], TV]}, got {list(getattr(out, 'shape', []))}")
+          msg("forward(src, tgt) should return logits [B, Lt, tgt_vocab] = {src_shape_tgt}, got {getattr_out}", src_shape_tgt=[src.shape[0], tgt.shape[1], TV], getattr_out=list(getattr(out, 'shape', []))))
     return out
 
 
@@ -1140,15 +1070,13 @@ def test_transformer_structure(sub):
                   TRANSFORMER_HINTS["final_norms_post_ln"], mistake="final_norms_post_ln")
         if missing and all(k.startswith("encoder_layers.1.") for k in missing):
             diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
-        check(not missing, f"Transformer(norm_first={norm_first}) has no parameter "
-              f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: {TRANSFORMER_HINT}",
+        check(not missing, msg("Transformer(norm_first={norm_first}) has no parameter {missing}{missing_2}: {TRANSFORMER_HINT}", norm_first=norm_first, missing=', '.join(missing[:3]), missing_2=' ...' if len(missing) > 3 else '', TRANSFORMER_HINT=TRANSFORMER_HINT),
               mistake="model_submodule_names")
     try:
         pad_id = m.get("pad_id")
     except SubmissionError:
-        diagnose("no_pad_id_attribute", "the model has no attribute pad_id: keep the padding id in "
-                 "self.pad_id (greedy decoding and the training step read model.pad_id)")
-    check(pad_id == 0, f"Transformer(pad_id=0).pad_id should be 0, got {pad_id!r}")
+        diagnose("no_pad_id_attribute", msg("the model has no attribute pad_id: keep the padding id in self.pad_id (greedy decoding and the training step read model.pad_id)"))
+    check(pad_id == 0, msg("Transformer(pad_id=0).pad_id should be 0, got {pad_id}", pad_id=repr(pad_id)))
 
 
 @exercise("Transformer", points=0.5)
@@ -1156,8 +1084,7 @@ def test_transformer_encode(sub):
     m, p = _model(sub, 64, False)
     src, _ = batch(63)
     close_judged(sub, p, posted(sub, m, "encode", src), src, src, False, 0,
-                 "encode(src) should return the encoder output [B, Ls, d_model]: embed (× √d_model), "
-                 "add the positional encoding, run the encoder layers with the source padding mask",
+                 msg("encode(src) should return the encoder output [B, Ls, d_model]: embed (× √d_model), add the positional encoding, run the encoder layers with the source padding mask"),
                  part="memory")
 
 
@@ -1179,8 +1106,7 @@ def test_transformer_post_ln_logits(sub):
                                                                    layers=own), atol=ATOL):
                     diagnose("decoder_uses_src_embed", TRANSFORMER_HINTS["decoder_uses_src_embed"])
             raise
-    close_judged(sub, p, got, src, tgt, False, 0, "with injected weights the logits differ from the "
-                 "paper's model (post-LN, no final norms)", select=lambda t: t[keep])
+    close_judged(sub, p, got, src, tgt, False, 0, msg("with injected weights the logits differ from the paper's model (post-LN, no final norms)"), select=lambda t: t[keep])
 
 
 @exercise("Transformer", points=0.75)
@@ -1189,8 +1115,7 @@ def test_transformer_pre_ln_logits(sub):
     src, tgt = batch(67)
     keep = tgt != 0
     forward = posted(sub, m, "__call__", src, tgt)
-    close_judged(sub, p, lambda: _logits_of(forward(), src, tgt), src, tgt, True, 0, "with norm_first=True the logits "
-                 "differ from the pre-LN model (pre-LN layers, then encoder_norm and decoder_norm)",
+    close_judged(sub, p, lambda: _logits_of(forward(), src, tgt), src, tgt, True, 0, msg("with norm_first=True the logits differ from the pre-LN model (pre-LN layers, then encoder_norm and decoder_norm)"),
                  select=lambda t: t[keep])
 
 
@@ -1223,8 +1148,7 @@ def test_transformer_causality(sub):
                                own_base[:, :k], atol=ATOL):
             return  # the decoder layer itself lets the future in: DecoderLayer's checks charge it
         close(got, base[:, :k],
-              f"changing target tokens from position {k} on changed the logits of earlier "
-              f"positions: forward must build the causal mask for the decoder's self-attention",
+              msg("changing target tokens from position {k} on changed the logits of earlier positions: forward must build the causal mask for the decoder's self-attention", k=k),
               atol=ATOL, suspects=[suspect("no_causal_mask", lambda c=changed, k=k, own=own: transformer_ref(
                   p, src, c, False, 0, "no_causal_mask", layers=own or None)[:, :k],
                   TRANSFORMER_HINTS["no_causal_mask"])])
@@ -1240,15 +1164,12 @@ def test_transformer_padding(sub):
     split = functools.cache(lambda: _logits_of(forward(), srcs, tgts).split(len(sides[0][1])))  # read once
     for i, (left, (src, tgt)) in enumerate(zip((False, True), sides, strict=True)):
         keep = tgt != 3
-        side = "left" if left else "right"
+        side = msg("left") if left else msg("right")
         close_judged(sub, p, lambda i=i: split()[i], src, tgt, True, 3,
-                     f"with source and target padded on the {side} (pad_id=3) the logits of the real "
-                     f"tokens are wrong: every mask comes from the model's pad_id, the target's from "
-                     f"causal_mask(Lt) & padding_mask(tgt, pad_id)", select=lambda t, k=keep: t[k])
+                     msg("with source and target padded on the {side} (pad_id=3) the logits of the real tokens are wrong: every mask comes from the model's pad_id, the target's from causal_mask(Lt) & padding_mask(tgt, pad_id)", side=side), select=lambda t, k=keep: t[k])
     (src, tgt), padded = sides[0], split()[0]  # row 1 is padded on the right (row 0 never is)
     alone = _logits(m, src[1:2, :int((src[1] != 3).sum())], tgt[1:2, :int((tgt[1] != 3).sum())])
-    close(padded[1:2, :alone.shape[1]], alone, "the logits of a sentence changed when "
-          "the batch padded it", atol=ATOL)
+    close(padded[1:2, :alone.shape[1]], alone, msg("the logits of a sentence changed when the batch padded it"), atol=ATOL)
 
 
 @exercise("Transformer", points=0.5)
@@ -1258,28 +1179,23 @@ def test_transformer_dropout_and_initialisation(sub):
     params = m.inspect()["parameters"]
     for table in ("src_embed", "tgt_embed"):
         w = params.get(f"{table}.embedding.weight")
-        check(w is not None, f"the model has no parameter {table}.embedding.weight: {TRANSFORMER_HINT}",
+        check(w is not None, msg("the model has no parameter {table}.embedding.weight: {TRANSFORMER_HINT}", table=table, TRANSFORMER_HINT=TRANSFORMER_HINT),
               mistake="model_submodule_names")
         std = float(w.double().std())
-        check(0.5 * D ** -0.5 < std < 2.0 * D ** -0.5, f"{table}'s table has std {std:.3g}: keep "
-              f"TokenEmbedding's initialisation, std d_model^-0.5 = {D ** -0.5:.3g} (std 1 times "
-              f"√d_model would drown the positional encoding)", mistake="embeddings_reinitialised")
+        check(0.5 * D ** -0.5 < std < 2.0 * D ** -0.5, msg("{table}'s table has std {std}: keep TokenEmbedding's initialisation, std d_model^-0.5 = {D} (std 1 times √d_model would drown the positional encoding)", table=table, std=format(std, '.3g'), D=format(D ** -0.5, '.3g')), mistake="embeddings_reinitialised")
     pe = m.get("pos_enc.pe")
     check(isinstance(pe, torch.Tensor) and tuple(pe.shape)[-2:] == (37, D),
-          f"Transformer(max_len=37) should build PositionalEncoding(d_model, max_len, dropout): "
-          f"pos_enc.pe should be [37, {D}]", mistake="pos_enc_args_ignored")
+          msg("Transformer(max_len=37) should build PositionalEncoding(d_model, max_len, dropout): pos_enc.pe should be [37, {D}]", D=D), mistake="pos_enc_args_ignored")
     enc = m.get("pos_enc")
     enc.train()
     x = torch.ones(2, 30, D)
-    check(bool((enc(x) == 0).any()), "Transformer(dropout=0.5) should pass its dropout to "
-          "PositionalEncoding(d_model, max_len, dropout): in training mode pos_enc drops nothing",
+    check(bool((enc(x) == 0).any()), msg("Transformer(dropout=0.5) should pass its dropout to PositionalEncoding(d_model, max_len, dropout): in training mode pos_enc drops nothing"),
           mistake="pos_enc_args_ignored")
     layer = m.get("encoder_layers.0")
     layer.train()
     y = randn(80, 2, 9, D)
     first, second = layer(y), layer(y)
-    check(not torch.allclose(first, second), "Transformer(dropout=0.5) should pass its dropout to "
-          "every EncoderLayer and DecoderLayer: in training mode the encoder layer drops nothing",
+    check(not torch.allclose(first, second), msg("Transformer(dropout=0.5) should pass its dropout to every EncoderLayer and DecoderLayer: in training mode the encoder layer drops nothing"),
           mistake="layers_no_dropout")
 
 
@@ -1292,9 +1208,7 @@ def test_transformer_runs_on_the_model_device(sub):
         m.method("encode", src, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make every tensor "
-                     f"built inside the model on the input's device (causal_mask(Lt, "
-                     f"device=tgt.device), torch.ones(..., device=...), ones_like)")
+            diagnose("mask_on_cpu", msg("on a GPU this forward fails: {exc_message}; make every tensor built inside the model on the input's device (causal_mask(Lt, device=tgt.device), torch.ones(..., device=...), ones_like)", exc_message=exc.message))
         raise
 
 
@@ -1341,24 +1255,15 @@ def simulate(src_rows, max_len, mistake=None, pad=PAD):
 
 
 DECODE_HINTS = {
-    "never_stops": "decoding goes on to max_len after every row has produced eos: stop as soon as "
-                   "every row has ended",
-    "drops_bos": "the rows do not start with bos_id: return the whole sequence, bos included",
-    "starts_with_pad": "decoding starts from pad: every row starts with bos_id, "
-                       "ys = torch.full((B, 1), bos_id, ...)",
-    "no_pad_after_eos": "after a row's eos the following positions should be model.pad_id, whatever "
-                        "the model predicts there, while the other rows go on",
-    "stops_at_first_eos": "decoding stops when the first row produces eos: go on until every row "
-                          "has ended (or max_len)",
-    "max_len_off_by_one": "the output has max_len + 1 tokens: max_len counts every token, bos "
-                          "included",
-    "no_memory_mask_decode": "a padded source decodes differently: pass the source padding mask to "
-                             "the decoder, decode(ys, memory, memory_mask=padding_mask(src, "
-                             "model.pad_id)), or call model(src, ys)",
-    "first_position_logits": "the next token is taken from the first position's logits: take the "
-                             "last position's, logits[:, -1]",
-    "decode_pad_hardcoded": "after a row's eos the positions are 0, not the model's padding id: "
-                            "fill them with model.pad_id",
+    "never_stops": msg("decoding goes on to max_len after every row has produced eos: stop as soon as every row has ended"),
+    "drops_bos": msg("the rows do not start with bos_id: return the whole sequence, bos included"),
+    "starts_with_pad": msg("decoding starts from pad: every row starts with bos_id, ys = torch.full((B, 1), bos_id, ...)"),
+    "no_pad_after_eos": msg("after a row's eos the following positions should be model.pad_id, whatever the model predicts there, while the other rows go on"),
+    "stops_at_first_eos": msg("decoding stops when the first row produces eos: go on until every row has ended (or max_len)"),
+    "max_len_off_by_one": msg("the output has max_len + 1 tokens: max_len counts every token, bos included"),
+    "no_memory_mask_decode": msg("a padded source decodes differently: pass the source padding mask to the decoder, decode(ys, memory, memory_mask=padding_mask(src, model.pad_id)), or call model(src, ys)"),
+    "first_position_logits": msg("the next token is taken from the first position's logits: take the last position's, logits[:, -1]"),
+    "decode_pad_hardcoded": msg("after a row's eos the positions are 0, not the model's padding id: fill them with model.pad_id"),
 }
 
 
@@ -1378,15 +1283,14 @@ def decode_sources(n, B=2, L=6, eos_at=None, padded=False):
 def _decode(sub, src, max_len, forbid=()):
     model = sub.fixture("copy_model", vocab=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
     out = sub.call("greedy_decode", model, src, max_len, BOS, EOS, forbid=forbid)
-    check(hasattr(out, "shape") and out.dim() == 2, "greedy_decode should return a tensor [B, T] of token ids")
-    check(out.shape[0] == src.shape[0], f"greedy_decode should return one row per source sentence "
-          f"({src.shape[0]}), got {out.shape[0]}")
+    check(hasattr(out, "shape") and out.dim() == 2, msg("greedy_decode should return a tensor [B, T] of token ids"))
+    check(out.shape[0] == src.shape[0], msg("greedy_decode should return one row per source sentence ({src_shape}), got {out_shape}", src_shape=src.shape[0], out_shape=out.shape[0]))
     if not bool((out[:, 0] == BOS).all()):
         if bool((out[:, 0] == PAD).all()):
             diagnose("starts_with_pad", DECODE_HINTS["starts_with_pad"])
         if matches(out, simulate(src.tolist(), max_len, "drops_bos")):
             diagnose("drops_bos", DECODE_HINTS["drops_bos"])
-        check(False, "every decoded row should start with bos_id")
+        check(False, msg("every decoded row should start with bos_id"))
     return out, model
 
 
@@ -1406,25 +1310,20 @@ def _check_decoded(sub, src, max_len, message, exact_length=False):
 @exercise("greedy_decode", points=0.75)
 def test_greedy_copies_and_starts_with_bos(sub):
     src = decode_sources(90, eos_at=[4, 4], B=2, L=5)
-    out, _ = _check_decoded(sub, src, 10, "decoding a model that copies its source should give bos "
-                            "followed by the source through eos: at every step append the argmax of "
-                            "the last position's logits and feed the sequence back")
-    check(out.dtype == torch.long, f"greedy_decode should return token ids as a LongTensor, got "
-          f"{out.dtype}: make the tokens with dtype=torch.long (torch.full((B, 1), bos_id, "
-          f"dtype=torch.long, ...)), not from a float tensor", mistake="decode_not_long")
+    out, _ = _check_decoded(sub, src, 10, msg("decoding a model that copies its source should give bos followed by the source through eos: at every step append the argmax of the last position's logits and feed the sequence back"))
+    check(out.dtype == torch.long, msg("greedy_decode should return token ids as a LongTensor, got {out_dtype}: make the tokens with dtype=torch.long (torch.full((B, 1), bos_id, dtype=torch.long, ...)), not from a float tensor", out_dtype=out.dtype), mistake="decode_not_long")
 
 
 @exercise("greedy_decode", points=1)
 def test_greedy_stops_when_all_ended(sub):
     src = decode_sources(91, L=8)
-    _check_decoded(sub, src, 12, "decoding should stop right after the last row's eos", exact_length=True)
+    _check_decoded(sub, src, 12, msg("decoding should stop right after the last row's eos"), exact_length=True)
 
 
 @exercise("greedy_decode", points=0.5)
 def test_greedy_pads_after_eos(sub):
     src = decode_sources(92, eos_at=[1, 5], L=6)
-    _check_decoded(sub, src, 10, "after a row's eos every position should be pad while the other "
-                   "rows go on")
+    _check_decoded(sub, src, 10, msg("after a row's eos every position should be pad while the other rows go on"))
     # a model whose padding id is not 0: the pads are model.pad_id
     pad = V  # one more id than the copy model's usual vocabulary
     model = sub.fixture("copy_model", vocab=V + 1, pad_id=pad, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
@@ -1433,22 +1332,20 @@ def test_greedy_pads_after_eos(sub):
     n = simulate(rows, 10, pad=pad).shape[1]
     if hasattr(out, "shape") and out.dim() == 2 and out.shape[1] > n and bool((out[:, n:] == pad).all()):
         out = out[:, :n]  # extra columns of pad: charged by the checks of the stopping rule only
-    close(out, simulate(rows, 10, pad=pad), f"with model.pad_id = {pad}, after a row's eos every "
-          f"position should be {pad}", suspects=[suspect(m, simulate(rows, 10, m, pad=pad), DECODE_HINTS[m])
+    close(out, simulate(rows, 10, pad=pad), msg("with model.pad_id = {pad}, after a row's eos every position should be {pad}", pad=pad), suspects=[suspect(m, simulate(rows, 10, m, pad=pad), DECODE_HINTS[m])
                                                  for m in DECODE_HINTS])
 
 
 @exercise("greedy_decode", points=0.5)
 def test_greedy_max_len(sub):
     src = decode_sources(93, eos_at=[8, 8], L=9)
-    _check_decoded(sub, src, 5, "with max_len=5 and no eos in sight the output should be bos and "
-                   "the first 4 tokens", exact_length=True)
+    _check_decoded(sub, src, 5, msg("with max_len=5 and no eos in sight the output should be bos and the first 4 tokens"), exact_length=True)
 
 
 @exercise("greedy_decode", points=0.5)
 def test_greedy_padded_source(sub):
     src = decode_sources(94, eos_at=[4, 2], L=5, padded=True)
-    _check_decoded(sub, src, 10, "a padded source should decode as it would alone")
+    _check_decoded(sub, src, 10, msg("a padded source should decode as it would alone"))
 
 
 def record_grad_mode(model):
@@ -1473,12 +1370,9 @@ def test_greedy_eval_mode(sub):
     with sub.course_versions(inspect.getsource(record_grad_mode), ("record_grad_mode",)):
         sub.call("record_grad_mode", model)
     sub.call("greedy_decode", model, decode_sources(95, L=6), 10, BOS, EOS)
-    check(model.get("calls_in_training") == 0, "greedy_decode runs the model in training mode, "
-          "so dropout is on while it translates: call model.eval() before decoding",
+    check(model.get("calls_in_training") == 0, msg("greedy_decode runs the model in training mode, so dropout is on while it translates: call model.eval() before decoding"),
           mistake="decode_in_train_mode")
-    check(model.get("calls_with_grad") == 0, "greedy_decode runs the model with gradients on, so "
-          "torch records every step for a backward pass that never comes: decorate it with "
-          "@torch.no_grad() (or run the loop inside with torch.no_grad())", mistake="decode_with_grad")
+    check(model.get("calls_with_grad") == 0, msg("greedy_decode runs the model with gradients on, so torch records every step for a backward pass that never comes: decorate it with @torch.no_grad() (or run the loop inside with torch.no_grad())"), mistake="decode_with_grad")
 
 
 @exercise("greedy_decode", points=0.25)
@@ -1488,6 +1382,5 @@ def test_greedy_on_the_model_device(sub):
         _decode(sub, src, 10, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("decode_output_on_cpu", f"on a GPU this decoding fails: {exc.message}; make the "
-                     f"tokens on the source's device, torch.full(..., device=src.device)")
+            diagnose("decode_output_on_cpu", msg("on a GPU this decoding fails: {exc_message}; make the tokens on the source's device, torch.full(..., device=src.device)", exc_message=exc.message))
         raise

@@ -23,6 +23,7 @@ from grader.check.framework import (
     gen,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.runtime.fixtures import tiny_seq2seq
 
@@ -112,14 +113,12 @@ NOAM = {
     "noam_no_step_factor": lambda s, d, w: d ** -0.5 * min(s ** -0.5, w ** -1.5),
 }
 NOAM_HINTS = {
-    "noam_warmup_exponent": "during warm-up the rate is step · warmup^-1.5 (times d_model^-0.5): the "
-                            "exponent of warmup is -1.5, so that both terms meet at step = warmup",
-    "noam_no_d_model": "the factor d_model^-0.5 is missing: a wider model takes smaller steps",
-    "noam_d_model_sign": "the factor is d_model^-0.5, not d_model^0.5: a wider model takes smaller steps",
-    "noam_max": "the rate is the min of the two terms: with max it starts at its largest and never warms up",
-    "noam_steps_from_0": "steps count from 1 (noam_lr(1, ...) is the first rate): use step as given, "
-                         "not step + 1",
-    "noam_no_step_factor": "the warm-up term is step · warmup^-1.5: it grows with the step",
+    "noam_warmup_exponent": msg("during warm-up the rate is step · warmup^-1.5 (times d_model^-0.5): the exponent of warmup is -1.5, so that both terms meet at step = warmup"),
+    "noam_no_d_model": msg("the factor d_model^-0.5 is missing: a wider model takes smaller steps"),
+    "noam_d_model_sign": msg("the factor is d_model^-0.5, not d_model^0.5: a wider model takes smaller steps"),
+    "noam_max": msg("the rate is the min of the two terms: with max it starts at its largest and never warms up"),
+    "noam_steps_from_0": msg("steps count from 1 (noam_lr(1, ...) is the first rate): use step as given, not step + 1"),
+    "noam_no_step_factor": msg("the warm-up term is step · warmup^-1.5: it grows with the step"),
 }
 
 
@@ -127,7 +126,7 @@ def _as_rate(value):
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise Failed("noam_lr should return a number (a Python float)") from None
+        raise Failed(msg("noam_lr should return a number (a Python float)")) from None
 
 
 def _rates(sub, cases):
@@ -157,8 +156,7 @@ def noam_cases(n):
 def test_noam_values(sub):
     cases = noam_cases(1)
     close(_rates(sub, cases), torch.tensor([NOAM[None](*c) for c in cases], dtype=torch.float64),
-          f"noam_lr(step, d_model, warmup) should be d_model^-0.5 · min(step^-0.5, step · "
-          f"warmup^-1.5) at (step, d_model, warmup) = {cases} (steps count from 1)",
+          msg("noam_lr(step, d_model, warmup) should be d_model^-0.5 · min(step^-0.5, step · warmup^-1.5) at (step, d_model, warmup) = {cases} (steps count from 1)", cases=cases),
           rtol=1e-6, atol=0, suspects=_noam_suspects(cases))
 
 
@@ -170,16 +168,14 @@ def test_noam_peak_at_warmup(sub):
     peak = 1 + int(values.argmax())
     if peak != warmup or not math.isclose(float(values[warmup - 1]), (64 * warmup) ** -0.5, rel_tol=1e-6):
         close(values, torch.tensor([NOAM[None](*c) for c in cases], dtype=torch.float64),
-              f"the rate should rise linearly up to step = warmup ({warmup}), where it is "
-              f"(d_model · warmup)^-0.5, and decay after it, but it peaks at step {peak}",
+              msg("the rate should rise linearly up to step = warmup ({warmup}), where it is (d_model · warmup)^-0.5, and decay after it, but it peaks at step {peak}", warmup=warmup, peak=peak),
               rtol=1e-6, atol=0, suspects=_noam_suspects(cases))
 
 
 @exercise("noam_lr", points=0.5)
 def test_noam_d_model_factor(sub):
     rate = sub.call("noam_lr", 10, 64, 100)
-    check(isinstance(rate, float), f"noam_lr should return the rate as a Python float, got a "
-          f"{type(rate).__name__}: compute it with Python numbers (** and min), or return .item()",
+    check(isinstance(rate, float), msg("noam_lr should return the rate as a Python float, got a {rate}: compute it with Python numbers (** and min), or return .item()", rate=type(rate).__name__),
           mistake="noam_not_float")
     for step in (10, 1000):
         wide, narrow = _rates(sub, [(step, 256, 100), (step, 64, 100)]).tolist()
@@ -189,7 +185,7 @@ def test_noam_d_model_factor(sub):
                   mistake="noam_no_d_model")
             check(not math.isclose(ratio, 2.0, rel_tol=1e-6), NOAM_HINTS["noam_d_model_sign"],
                   mistake="noam_d_model_sign")
-            check(False, "a 4× wider model should get half the learning rate: multiply by d_model^-0.5")
+            check(False, msg("a 4× wider model should get half the learning rate: multiply by d_model^-0.5"))
 
 
 # --- label_smoothed_nll ----------------------------------------------------------------
@@ -228,16 +224,13 @@ def ref_nll(logits, target, smoothing, pad_id, mistake=None):
 
 
 NLL_HINTS = {
-    "nll_pads_counted": "the padding positions count in the mean: average over the tokens that are "
-                        "not pad_id only (select them, or divide by their number)",
-    "nll_pads_zeroed": "the padding positions are zeroed but still counted in the mean: divide by "
-                       "the number of real tokens, not of all positions",
-    "nll_smoothing_v_minus_1": "ε is spread over the V - 1 wrong classes: the course (like "
-                               "F.cross_entropy) spreads it over all V classes, ε·mean_k(-log p_k)",
-    "nll_smoothing_ignored": "the smoothing term is missing: loss = (1 - ε)·(-log p_y) + ε·mean_k(-log p_k)",
-    "nll_sum": "the loss is summed over the tokens: it should be their mean",
-    "nll_softmax_axis": "the log-softmax runs over the tokens: it runs over the V classes (the last axis)",
-    "nll_pad_id_hardcoded": "padding is taken as id 0: compare the target with the pad_id argument",
+    "nll_pads_counted": msg("the padding positions count in the mean: average over the tokens that are not pad_id only (select them, or divide by their number)"),
+    "nll_pads_zeroed": msg("the padding positions are zeroed but still counted in the mean: divide by the number of real tokens, not of all positions"),
+    "nll_smoothing_v_minus_1": msg("ε is spread over the V - 1 wrong classes: the course (like F.cross_entropy) spreads it over all V classes, ε·mean_k(-log p_k)"),
+    "nll_smoothing_ignored": msg("the smoothing term is missing: loss = (1 - ε)·(-log p_y) + ε·mean_k(-log p_k)"),
+    "nll_sum": msg("the loss is summed over the tokens: it should be their mean"),
+    "nll_softmax_axis": msg("the log-softmax runs over the tokens: it runs over the V classes (the last axis)"),
+    "nll_pad_id_hardcoded": msg("padding is taken as id 0: compare the target with the pad_id argument"),
 }
 NLL_IDS = {"nll_pads_zeroed": "nll_pads_counted"}
 
@@ -261,37 +254,30 @@ def check_nll(sub, logits, target, smoothing, pad_id, message):
 @exercise("label_smoothed_nll", points=1)
 def test_nll_without_smoothing(sub):
     logits, target = logits_and_target(10, pads=False)
-    check_nll(sub, logits, target, 0.0, 0, "with smoothing=0 and no padding the loss is the mean "
-              "of -log softmax(logits)[target] over all tokens")
+    check_nll(sub, logits, target, 0.0, 0, msg("with smoothing=0 and no padding the loss is the mean of -log softmax(logits)[target] over all tokens"))
 
 
 @exercise("label_smoothed_nll", points=1)
 def test_nll_with_smoothing(sub):
     logits, target = logits_and_target(11, pads=False)
     for eps in (0.1, 0.3):
-        check_nll(sub, logits, target, eps, 0, f"with smoothing={eps} the target keeps 1 - ε on the "
-                  f"right class and spreads ε uniformly over all V classes (the right one included, "
-                  f"like F.cross_entropy)")
+        check_nll(sub, logits, target, eps, 0, msg("with smoothing={eps} the target keeps 1 - ε on the right class and spreads ε uniformly over all V classes (the right one included, like F.cross_entropy)", eps=eps))
     big = logits * 100.0  # a confident model's logits: some probabilities are below 1e-300
     got = _nll(sub, big, target, 0.1, 0)
     check(bool(torch.isfinite(torch.as_tensor(got)).all()),
-          "with large logits (the ones above times 100) the loss is not finite: log(softmax(x)) "
-          "rounds tiny probabilities to 0 and log(0) = -inf; torch.log_softmax subtracts the "
-          "maximum first and stays finite", mistake="nll_log_of_softmax")
-    close(got, ref_nll(big, target, 0.1, 0), "with large logits (the ones above times 100) the "
-          "loss should still be the label-smoothed cross-entropy", atol=1e-3)
+          msg("with large logits (the ones above times 100) the loss is not finite: log(softmax(x)) rounds tiny probabilities to 0 and log(0) = -inf; torch.log_softmax subtracts the maximum first and stays finite"), mistake="nll_log_of_softmax")
+    close(got, ref_nll(big, target, 0.1, 0), msg("with large logits (the ones above times 100) the loss should still be the label-smoothed cross-entropy"), atol=1e-3)
 
 
 @exercise("label_smoothed_nll", points=0.5)
 def test_nll_ignores_padding(sub):
     for pad_id in (0, 5):
         logits, target = logits_and_target(12 + pad_id, pad_id=pad_id)
-        want = check_nll(sub, logits, target, 0.1, pad_id, f"the loss should be the mean over the "
-                         f"tokens that are not pad_id ({pad_id})")
+        want = check_nll(sub, logits, target, 0.1, pad_id, msg("the loss should be the mean over the tokens that are not pad_id ({pad_id})", pad_id=pad_id))
         other = logits.clone()
         other[target == pad_id] = 50.0
         close(_nll(sub, other, target, 0.1, pad_id), want,
-              "the logits at padding positions must not change the loss", atol=1e-5)
+              msg("the logits at padding positions must not change the loss"), atol=1e-5)
 
 
 @exercise("label_smoothed_nll", points=0.5)
@@ -304,14 +290,10 @@ def test_nll_shapes(sub):
         if exc.exc_type == "ForbiddenCall":
             raise
         _nll(sub, logits, target, 0.2, 0)  # [B, L, V] works (else that failure is what it says)
-        diagnose("nll_fixed_rank", f"label_smoothed_nll works on logits [B, L, V] but fails on [N, V] "
-                 f"({exc.exc_type}): logits may have any leading shape [..., V]; flatten them with "
-                 f"logits.reshape(-1, V) and target.reshape(-1)")
-    check(hasattr(got, "shape"), f"the loss should be a tensor (train_step calls its backward()), "
-          f"got a {type(got).__name__}")
-    check(tuple(got.shape) == (), f"the loss should be a scalar tensor (shape []), the mean over the "
-          f"tokens, got shape {list(got.shape)}", mistake="nll_not_scalar")
-    close(got, ref_nll(logits, target, 0.2, 0), "logits [N, V] with target [N] should work too",
+        diagnose("nll_fixed_rank", msg("label_smoothed_nll works on logits [B, L, V] but fails on [N, V] ({exc_exc_type}): logits may have any leading shape [..., V]; flatten them with logits.reshape(-1, V) and target.reshape(-1)", exc_exc_type=exc.exc_type))
+    check(hasattr(got, "shape"), msg("the loss should be a tensor (train_step calls its backward()), got a {got}", got=type(got).__name__))
+    check(tuple(got.shape) == (), msg("the loss should be a scalar tensor (shape []), the mean over the tokens, got shape {got_shape}", got_shape=list(got.shape)), mistake="nll_not_scalar")
+    close(got, ref_nll(logits, target, 0.2, 0), msg("logits [N, V] with target [N] should work too"),
           atol=1e-5, suspects=nll_suspects(flat_logits, flat_target, 0.2, 0))
 
 
@@ -370,23 +352,14 @@ def _sgd_steps(model, batches, lrs, smoothing=0.0, mistake=None, clip=None):
 
 
 STEP_HINTS = {
-    "no_zero_grad": "the second train_step moved the parameters along the sum of both steps' "
-                    "gradients: call optimizer.zero_grad() before backward (PyTorch adds new "
-                    "gradients to the old ones)",
-    "no_optimizer_step": "the parameters did not change: train_step must call loss.backward() and "
-                         "optimizer.step()",
-    "two_optimizer_steps": "the parameters moved two steps: call optimizer.step() once per train_step",
-    "target_not_shifted": "the loss is scored on the decoder's input tgt[:, :-1]: the model reads "
-                          "tgt[:, :-1] and must predict tgt[:, 1:]",
-    "smoothing_not_passed": "the loss ignores train_step's smoothing: pass it on, "
-                            "label_smoothed_nll(logits, tgt[:, 1:], smoothing, model.pad_id)",
-    "step_pad_id_hardcoded": "the loss takes pad id 0: score with the model's own pad id, "
-                             "label_smoothed_nll(..., model.pad_id)",
-    "scheduler_before_optimizer": "the scheduler is stepped before the optimizer, so the first step "
-                                  "already uses the second learning rate: call scheduler.step() "
-                                  "after optimizer.step()",
-    "scheduler_ignored": "the scheduler is never stepped: call scheduler.step() after "
-                         "optimizer.step() when one is given",
+    "no_zero_grad": msg("the second train_step moved the parameters along the sum of both steps' gradients: call optimizer.zero_grad() before backward (PyTorch adds new gradients to the old ones)"),
+    "no_optimizer_step": msg("the parameters did not change: train_step must call loss.backward() and optimizer.step()"),
+    "two_optimizer_steps": msg("the parameters moved two steps: call optimizer.step() once per train_step"),
+    "target_not_shifted": msg("the loss is scored on the decoder's input tgt[:, :-1]: the model reads tgt[:, :-1] and must predict tgt[:, 1:]"),
+    "smoothing_not_passed": msg("the loss ignores train_step's smoothing: pass it on, label_smoothed_nll(logits, tgt[:, 1:], smoothing, model.pad_id)"),
+    "step_pad_id_hardcoded": msg("the loss takes pad id 0: score with the model's own pad id, label_smoothed_nll(..., model.pad_id)"),
+    "scheduler_before_optimizer": msg("the scheduler is stepped before the optimizer, so the first step already uses the second learning rate: call scheduler.step() after optimizer.step()"),
+    "scheduler_ignored": msg("the scheduler is never stepped: call scheduler.step() after optimizer.step() when one is given"),
 }
 
 
@@ -422,8 +395,7 @@ def _compare_params(model_handle, batches, lrs, message, mistakes, smoothing=0.0
         suspects.append(suspect(m, (lambda o=other_lrs: _flat(dict(_sgd_steps(oracle(), batches, o, smoothing).named_parameters()))),
                                 STEP_HINTS[m]))
     suspects += [suspect("grad_clipped", (lambda c=c: _flat(dict(_sgd_steps(oracle(), batches, lrs, smoothing, clip=c).named_parameters()))),
-                         f"the parameters moved as if the gradients had been clipped to norm {c:g} "
-                         f"(clip_grad_norm_): train_step steps on the gradient as backward left it")
+                         msg("the parameters moved as if the gradients had been clipped to norm {c} (clip_grad_norm_): train_step steps on the gradient as backward left it", c=format(c, 'g')))
                  for c in CLIP_NORMS]
     close(got, want, message, atol=1e-5, suspects=suspects)
 
@@ -448,11 +420,9 @@ def test_train_step_returns_loss_before_update(sub):
     src, tgt = step_batch(30, pad_id)
     model, optimizer, _ = _student_setup(sub, lr=0.5, pad_id=pad_id)
     loss = sub.call("train_step", model, (src, tgt), optimizer, None, 0.1, changes=TRAINED)
-    check(not hasattr(loss, "shape"), f"train_step should return the loss as a Python float "
-          f"(loss.item()), not a {type(loss).__name__}: a tensor would keep its graph alive",
+    check(not hasattr(loss, "shape"), msg("train_step should return the loss as a Python float (loss.item()), not a {loss}: a tensor would keep its graph alive", loss=type(loss).__name__),
           mistake="returns_tensor")
-    check(isinstance(loss, float), f"train_step should return the loss as a Python float "
-          f"(loss.item()), got a {type(loss).__name__}")
+    check(isinstance(loss, float), msg("train_step should return the loss as a Python float (loss.item()), got a {loss}", loss=type(loss).__name__))
     oracle = _oracle(pad_id)
     with torch.no_grad():
         want, logits = _oracle_loss(oracle, src, tgt, 0.1)
@@ -471,16 +441,11 @@ def test_train_step_returns_loss_before_update(sub):
             ("target_not_shifted", (0.1, slice(None, -1))), ("smoothing_not_passed", (0.0,)),
             ("step_pad_id_hardcoded", (0.1, slice(1, None), 0)))}
     candidates["returns_loss_after_update"] = float(after)
-    hints = dict(STEP_HINTS, returns_loss_after_update="train_step returned the loss after the "
-                 "update: compute the loss, keep loss.item(), then step; return the value from "
-                 "before optimizer.step()")
+    hints = dict(STEP_HINTS, returns_loss_after_update=msg("train_step returned the loss after the update: compute the loss, keep loss.item(), then step; return the value from before optimizer.step()"))
     for mistake, value in candidates.items():
         if math.isclose(loss, value, rel_tol=1e-4) and not math.isclose(value, float(want), rel_tol=1e-4):
-            diagnose(mistake, f"{hints[mistake]} (yours {loss:.5f}, right {float(want):.5f})")
-    check(False, f"train_step returned {loss:.5f}, but the loss before the update is "
-          f"{float(want):.5f}: feed the model tgt[:, :-1], score it on tgt[:, 1:] with "
-          f"label_smoothed_nll(..., smoothing, model.pad_id), and return the loss computed before "
-          f"optimizer.step()")
+            diagnose(mistake, msg("{hints_mistake} (yours {loss}, right {want})", hints_mistake=hints[mistake], loss=format(loss, '.5f'), want=format(float(want), '.5f')))
+    check(False, msg("train_step returned {loss}, but the loss before the update is {want}: feed the model tgt[:, :-1], score it on tgt[:, 1:] with label_smoothed_nll(..., smoothing, model.pad_id), and return the loss computed before optimizer.step()", loss=format(loss, '.5f'), want=format(float(want), '.5f')))
 
 
 @exercise("train_step", points=1)
@@ -492,8 +457,7 @@ def test_train_step_updates_parameters(sub):
     after = _params(model)
     check(any(not torch.equal(before[k], after[k]) for k in before), STEP_HINTS["no_optimizer_step"],
           mistake="no_optimizer_step")
-    _compare_params(model, [batch], [0.5], "after one train_step the parameters should be exactly one "
-                    "optimizer step along the gradient of the loss (backward once, step once)",
+    _compare_params(model, [batch], [0.5], msg("after one train_step the parameters should be exactly one optimizer step along the gradient of the loss (backward once, step once)"),
                     STEP_MISTAKES, out_scale=STEEP)
 
 
@@ -503,8 +467,7 @@ def test_train_step_zero_grad(sub):
     model, optimizer, _ = _student_setup(sub, lr=0.5)
     sub.call("train_step", model, first, optimizer, changes=TRAINED)
     sub.call("train_step", model, second, optimizer, changes=TRAINED)
-    _compare_params(model, [first, second], [0.5, 0.5], "after two train_steps the parameters should "
-                    "be two optimizer steps, each along its own batch's gradient", STEP_MISTAKES)
+    _compare_params(model, [first, second], [0.5, 0.5], msg("after two train_steps the parameters should be two optimizer steps, each along its own batch's gradient"), STEP_MISTAKES)
 
 
 @exercise("train_step", points=0.5)
@@ -513,9 +476,7 @@ def test_train_step_scheduler(sub):
     model, optimizer, sched = _student_setup(sub, lr=0.4, scheduler=True)
     sub.call("train_step", model, first, optimizer, sched, changes=TRAINED)
     sub.call("train_step", model, second, optimizer, scheduler=sched, changes=TRAINED)
-    _compare_params(model, [first, second], [0.4, 0.2], "with a scheduler (the rate halves after "
-                    "each step), train_step should call scheduler.step() once, after "
-                    "optimizer.step(): the first step uses the initial learning rate", STEP_MISTAKES,
+    _compare_params(model, [first, second], [0.4, 0.2], msg("with a scheduler (the rate halves after each step), train_step should call scheduler.step() once, after optimizer.step(): the first step uses the initial learning rate"), STEP_MISTAKES,
                     lr_variants={"scheduler_before_optimizer": [0.2, 0.1], "scheduler_ignored": [0.4, 0.4]})
 
 
@@ -523,9 +484,7 @@ def test_train_step_scheduler(sub):
 def test_train_step_training_mode(sub):
     model, optimizer, _ = _student_setup(sub, lr=0.1, train=False)  # left in eval mode by an evaluation
     sub.call("train_step", model, step_batch(36), optimizer, changes=TRAINED)
-    check(model.get("calls_in_eval") == 0, "train_step ran the model in evaluation mode (an "
-          "evaluation before it left it there): call model.train() at the start, so that dropout "
-          "is on while training", mistake="train_step_eval_mode")
+    check(model.get("calls_in_eval") == 0, msg("train_step ran the model in evaluation mode (an evaluation before it left it there): call model.train() at the start, so that dropout is on while training"), mistake="train_step_eval_mode")
 
 
 @exercise("train_step", points=0.25)
@@ -535,7 +494,5 @@ def test_train_step_on_the_model_device(sub):
         sub.call("train_step", model, step_batch(37), optimizer, forbid=(ON_DEVICE_MODEL,), changes=TRAINED)
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("batch_not_moved", f"with the model on a GPU and the batch on the CPU (a "
-                     f"DataLoader's), this step fails: {exc.message}; move src and tgt to the "
-                     f"model's device first (device = next(model.parameters()).device)")
+            diagnose("batch_not_moved", msg("with the model on a GPU and the batch on the CPU (a DataLoader's), this step fails: {exc_message}; move src and tgt to the model's device first (device = next(model.parameters()).device)", exc_message=exc.message))
         raise

@@ -27,6 +27,7 @@ from grader.check.framework import (
     matches,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -405,13 +406,12 @@ def _inject(handle, params, what, hint):
     (where two names share one tensor, the later one wins). Biases the contract does not
     have are zeroed, so that a bias left in costs only the structure check."""
     shapes = handle.state_shapes()
-    check(isinstance(shapes, dict), f"{what}.state_dict() did not return a dict: is it an nn.Module?")
+    check(isinstance(shapes, dict), msg("{what}.state_dict() did not return a dict: is it an nn.Module?", what=what))
     missing = [k for k in params if k not in shapes]
-    check(not missing, f"{what} has no parameter named {', '.join(missing[:4])}"
-          f"{' ...' if len(missing) > 4 else ''}: {hint}")
+    check(not missing, msg("{what} has no parameter named {missing}{missing_2}: {hint}", what=what, missing=', '.join(missing[:4]), missing_2=' ...' if len(missing) > 4 else '', hint=hint))
     for k, v in params.items():
         check(shapes[k] == list(v.shape),
-              f"{what}: parameter {k} has shape {shapes[k]}, expected {list(v.shape)}")
+              msg("{what}: parameter {k} has shape {shapes_k}, expected {v_shape}", what=what, k=k, shapes_k=shapes[k], v_shape=list(v.shape)))
     state = {k: params[k] for k in shapes if k in params}
     state.update({k: torch.zeros(s) for k, s in shapes.items()
                   if k not in params and k.endswith(".bias") and s is not None})
@@ -425,16 +425,12 @@ def _inject(handle, params, what, hint):
 RMS_FORBID = ("torch.nn.functional.rms_norm", "torch.rms_norm")  # the exercise writes it from the formula
 
 RMS_HINTS = {
-    "rms_subtracts_mean": "the mean is subtracted first: that is LayerNorm (without its bias); "
-                          "RMSNorm only divides by the root mean square, x / sqrt(mean(x², -1) + eps) * weight",
-    "rms_eps_outside": "eps is added outside the square root: divide by sqrt(mean(x²) + eps), not by "
-                       "sqrt(mean(x²)) + eps (it shows on tokens whose features are tiny)",
-    "rms_wrong_axis": "the mean of x² is taken over the wrong axis: each token is normalised over "
-                      "its own features, the last axis, mean(-1, keepdim=True)",
-    "rms_no_weight": "the result is not multiplied by weight: return x / sqrt(mean(x², -1) + eps) * weight",
-    "rms_eps_ignored": "the eps argument is ignored: use it inside the square root",
-    "rms_no_sqrt": "x is divided by the mean square itself: divide by its square root, the root "
-                   "mean square",
+    "rms_subtracts_mean": msg("the mean is subtracted first: that is LayerNorm (without its bias); RMSNorm only divides by the root mean square, x / sqrt(mean(x², -1) + eps) * weight"),
+    "rms_eps_outside": msg("eps is added outside the square root: divide by sqrt(mean(x²) + eps), not by sqrt(mean(x²)) + eps (it shows on tokens whose features are tiny)"),
+    "rms_wrong_axis": msg("the mean of x² is taken over the wrong axis: each token is normalised over its own features, the last axis, mean(-1, keepdim=True)"),
+    "rms_no_weight": msg("the result is not multiplied by weight: return x / sqrt(mean(x², -1) + eps) * weight"),
+    "rms_eps_ignored": msg("the eps argument is ignored: use it inside the square root"),
+    "rms_no_sqrt": msg("x is divided by the mean square itself: divide by its square root, the root mean square"),
 }
 RMS_IDS = {"rms_wrong_axis_1": "rms_wrong_axis"}
 
@@ -459,21 +455,17 @@ def _rms_data(n):
 @exercise("rms_norm", points=1)
 def test_rms_norm_values(sub):
     x, w = _rms_data(1)
-    close(sub.call("rms_norm", x, w, forbid=RMS_FORBID), ref_rms(x, w), f"rms_norm of a {list(x.shape)} batch should "
-          f"divide each token by the root mean square of its features, x / sqrt(mean(x², -1) + eps), "
-          f"then multiply by weight", atol=ATOL, suspects=rms_suspects(x, w))
+    close(sub.call("rms_norm", x, w, forbid=RMS_FORBID), ref_rms(x, w), msg("rms_norm of a {x_shape} batch should divide each token by the root mean square of its features, x / sqrt(mean(x², -1) + eps), then multiply by weight", x_shape=list(x.shape)), atol=ATOL, suspects=rms_suspects(x, w))
     x2 = randn(4, 5, 6, scale=2.0) - 0.7
     w2 = 1.0 + 0.5 * randn(5, 6)
-    close(sub.call("rms_norm", x2, w2, forbid=RMS_FORBID), ref_rms(x2, w2), "rms_norm of a [5, 6] input should normalise "
-          "each row over its 6 features", atol=ATOL, suspects=rms_suspects(x2, w2))
+    close(sub.call("rms_norm", x2, w2, forbid=RMS_FORBID), ref_rms(x2, w2), msg("rms_norm of a [5, 6] input should normalise each row over its 6 features"), atol=ATOL, suspects=rms_suspects(x2, w2))
 
 
 @exercise("rms_norm", points=0.5)
 def test_rms_norm_eps_inside_the_root(sub):
     x, w = _rms_data(6)
     tiny = x * 1e-3  # mean(x²) ≈ 1e-6, as large as eps: where eps goes now shows
-    close(sub.call("rms_norm", tiny, w, forbid=RMS_FORBID), ref_rms(tiny, w), "for tokens whose features are tiny "
-          "(mean(x²) ≈ eps = 1e-6) the result depends on where eps goes: inside the square root",
+    close(sub.call("rms_norm", tiny, w, forbid=RMS_FORBID), ref_rms(tiny, w), msg("for tokens whose features are tiny (mean(x²) ≈ eps = 1e-6) the result depends on where eps goes: inside the square root"),
           atol=ATOL, suspects=rms_suspects(tiny, w))
 
 
@@ -484,19 +476,16 @@ def test_rms_norm_eps_argument(sub):
     got = sub.call("rms_norm", x, w, eps=eps, forbid=RMS_FORBID)
     if matches(got, ref_rms(x, w, eps, "rms_eps_outside"), atol=ATOL):
         return  # eps is used, in the wrong place: the check of eps's place charges that
-    close(got, ref_rms(x, w, eps), f"with eps={eps:.3f} the result should change: x / sqrt(mean(x², -1) "
-          f"+ eps) * weight", atol=ATOL, suspects=rms_suspects(x, w, eps))
+    close(got, ref_rms(x, w, eps), msg("with eps={eps} the result should change: x / sqrt(mean(x², -1) + eps) * weight", eps=format(eps, '.3f')), atol=ATOL, suspects=rms_suspects(x, w, eps))
 
 
 # --- RMSNorm -----------------------------------------------------------------------------
 
-RMSNORM_HINT = "keep the scale in an nn.Parameter named weight, of shape [d_model]"
+RMSNORM_HINT = msg("keep the scale in an nn.Parameter named weight, of shape [d_model]")
 RMSNORM_HINTS = {
-    "rmsnorm_weight_ignored": "forward does not use self.weight: return rms_norm(x, self.weight, self.eps)",
-    "rmsnorm_eps_ignored": "RMSNorm(d_model, eps) does not pass its eps on: return rms_norm(x, "
-                           "self.weight, self.eps)",
-    "rmsnorm_eps_default": "RMSNorm's default eps should be 1e-6 (the contract's, and LLaMA's), not "
-                           "LayerNorm's 1e-5",
+    "rmsnorm_weight_ignored": msg("forward does not use self.weight: return rms_norm(x, self.weight, self.eps)"),
+    "rmsnorm_eps_ignored": msg("RMSNorm(d_model, eps) does not pass its eps on: return rms_norm(x, self.weight, self.eps)"),
+    "rmsnorm_eps_default": msg("RMSNorm's default eps should be 1e-6 (the contract's, and LLaMA's), not LayerNorm's 1e-5"),
 }
 
 
@@ -505,7 +494,7 @@ def _rmsnorm(sub, *args, probe=False, **kwargs):
     built on the library is refused (the calls that follow are refused it anyway)."""
     m = sub.new("RMSNorm", *args, **kwargs)
     info = m.inspect()
-    check(info.get("is_module"), "RMSNorm should be an nn.Module")
+    check(info.get("is_module"), msg("RMSNorm should be an nn.Module"))
     if probe or "weight" not in info["parameters"]:  # the library reveals itself before names do
         try:
             m(torch.zeros(1, args[0] if args else kwargs["d_model"]), forbid=RMS_FORBID)
@@ -519,25 +508,20 @@ def _rmsnorm(sub, *args, probe=False, **kwargs):
 def test_rmsnorm_parameters(sub):
     _, info = _rmsnorm(sub, D, probe=True)
     params = info["parameters"]
-    check(params or "weight" in info["buffers"], "RMSNorm(d_model) has no parameters: it learns a "
-          "scale, self.weight = nn.Parameter(torch.ones(d_model))", mistake="rmsnorm_no_weight")
-    check("weight" in params, f"RMSNorm's scale should be an nn.Parameter named `weight` (found "
-          f"{', '.join(params) or 'none'}): weights are loaded by that name", mistake="rmsnorm_no_weight")
-    check(tuple(params["weight"].shape) == (D,), f"RMSNorm({D}).weight should have shape [{D}]")
-    close(params["weight"], torch.ones(D), "RMSNorm's weight should start at ones (the identity scale)",
+    check(params or "weight" in info["buffers"], msg("RMSNorm(d_model) has no parameters: it learns a scale, self.weight = nn.Parameter(torch.ones(d_model))"), mistake="rmsnorm_no_weight")
+    check("weight" in params, msg("RMSNorm's scale should be an nn.Parameter named `weight` (found {params}): weights are loaded by that name", params=', '.join(params) or 'none'), mistake="rmsnorm_no_weight")
+    check(tuple(params["weight"].shape) == (D,), msg("RMSNorm({D}).weight should have shape [{D}]", D=D))
+    close(params["weight"], torch.ones(D), msg("RMSNorm's weight should start at ones (the identity scale)"),
           mistake="rmsnorm_weight_init")
-    check("bias" not in params, "RMSNorm has a parameter `bias`: there is no β in RMSNorm, its only "
-          "parameter is the scale weight (x / RMS(x) * weight)", mistake="rmsnorm_bias")
-    check(set(params) == {"weight"}, f"RMSNorm has one parameter, weight (found {', '.join(params)}): "
-          f"no bias, no mean")
+    check("bias" not in params, msg("RMSNorm has a parameter `bias`: there is no β in RMSNorm, its only parameter is the scale weight (x / RMS(x) * weight)"), mistake="rmsnorm_bias")
+    check(set(params) == {"weight"}, msg("RMSNorm has one parameter, weight (found {params}): no bias, no mean", params=', '.join(params)))
 
 
 @exercise("RMSNorm", points=1)
 def test_rmsnorm_forward(sub):
     x, w = _rms_data(10)
     m = _inject(_rmsnorm(sub, D)[0], {"weight": w}, "RMSNorm", RMSNORM_HINT)
-    close(m(x, forbid=RMS_FORBID), ref_rms(x, w), "with a loaded weight, RMSNorm(d_model)(x) should be rms_norm(x, "
-          "weight, eps) over the last axis", atol=ATOL,
+    close(m(x, forbid=RMS_FORBID), ref_rms(x, w), msg("with a loaded weight, RMSNorm(d_model)(x) should be rms_norm(x, weight, eps) over the last axis"), atol=ATOL,
           suspects=[suspect("rmsnorm_weight_ignored", ref_rms(x, w, mistake="rms_no_weight"),
                             RMSNORM_HINTS["rmsnorm_weight_ignored"])])
 
@@ -548,29 +532,23 @@ def test_rmsnorm_eps(sub):
     w = torch.ones(D)  # the weight's own check is the forward's
     m = _inject(_rmsnorm(sub, D)[0], {"weight": w}, "RMSNorm", RMSNORM_HINT)
     tiny = x * 1e-3
-    close(m(tiny, forbid=RMS_FORBID), ref_rms(tiny, w), "RMSNorm(d_model) on tokens with tiny features (mean(x²) ≈ 1e-6) "
-          "should use eps = 1e-6", atol=ATOL,
+    close(m(tiny, forbid=RMS_FORBID), ref_rms(tiny, w), msg("RMSNorm(d_model) on tokens with tiny features (mean(x²) ≈ 1e-6) should use eps = 1e-6"), atol=ATOL,
           suspects=[suspect("rmsnorm_eps_default", ref_rms(tiny, w, 1e-5), RMSNORM_HINTS["rmsnorm_eps_default"])])
     eps = 0.25 + float(torch.rand(1, generator=gen(13)))
     m2 = _inject(_rmsnorm(sub, D, eps=eps)[0], {"weight": w}, "RMSNorm", RMSNORM_HINT)
-    close(m2(x, forbid=RMS_FORBID), ref_rms(x, w, eps), f"RMSNorm(d_model, eps={eps:.3f}) should normalise with that eps",
+    close(m2(x, forbid=RMS_FORBID), ref_rms(x, w, eps), msg("RMSNorm(d_model, eps={eps}) should normalise with that eps", eps=format(eps, '.3f')),
           atol=ATOL, suspects=[suspect("rmsnorm_eps_ignored", ref_rms(x, w), RMSNORM_HINTS["rmsnorm_eps_ignored"])])
 
 
 # --- rope_angles -------------------------------------------------------------------------
 
 ANGLE_HINTS = {
-    "rope_cos_sin_swapped": "rope_angles returns (sin, cos): the contract's order is (cos, sin) "
-                            "(position 0 gives cos = 1, sin = 0)",
-    "rope_exponent_i": "the exponent uses the pair's index i: pair i turns by pos · base^(-2i/d_head), "
-                       "with 2i = 0, 2, 4, … (torch.arange(0, d_head, 2))",
-    "rope_positions_from_1": "positions start at 1: the first row is position 0 (cos 0 = 1, sin 0 = 0), "
-                             "torch.arange(max_len)",
-    "rope_multiplied": "the angle is pos · base^(-2i/d_head): divide by base^(2i/d_head), do not multiply",
-    "rope_base_ignored": "the base argument is ignored: the angle is pos · base^(-2i/d_head) with the "
-                         "given base (10000 only by default)",
-    "rope_full_width": "the tables repeat each angle twice ([max_len, d_head], Hugging Face's layout): "
-                       "the contract's tables hold one angle per pair, [max_len, d_head // 2]",
+    "rope_cos_sin_swapped": msg("rope_angles returns (sin, cos): the contract's order is (cos, sin) (position 0 gives cos = 1, sin = 0)"),
+    "rope_exponent_i": msg("the exponent uses the pair's index i: pair i turns by pos · base^(-2i/d_head), with 2i = 0, 2, 4, … (torch.arange(0, d_head, 2))"),
+    "rope_positions_from_1": msg("positions start at 1: the first row is position 0 (cos 0 = 1, sin 0 = 0), torch.arange(max_len)"),
+    "rope_multiplied": msg("the angle is pos · base^(-2i/d_head): divide by base^(2i/d_head), do not multiply"),
+    "rope_base_ignored": msg("the base argument is ignored: the angle is pos · base^(-2i/d_head) with the given base (10000 only by default)"),
+    "rope_full_width": msg("the tables repeat each angle twice ([max_len, d_head], Hugging Face's layout): the contract's tables hold one angle per pair, [max_len, d_head // 2]"),
 }
 
 
@@ -588,14 +566,12 @@ def angle_suspects(max_len, d_head, base=10000.0, select=lambda c, s: torch.stac
 def _angles(sub, max_len, d_head, **kwargs):
     out = sub.call("rope_angles", max_len, d_head, **kwargs)
     check(isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out),
-          "rope_angles should return two tensors, (cos, sin)")
+          msg("rope_angles should return two tensors, (cos, sin)"))
     cos, sin = out
     want = (max_len, d_head // 2)
     if tuple(cos.shape) == (max_len, d_head) and tuple(sin.shape) == (max_len, d_head):
         diagnose("rope_full_width", ANGLE_HINTS["rope_full_width"])
-    check(tuple(cos.shape) == want and tuple(sin.shape) == want, f"rope_angles({max_len}, {d_head}) "
-          f"should return cos and sin of shape [max_len, d_head // 2] = {list(want)}, got "
-          f"{list(cos.shape)} and {list(sin.shape)}")
+    check(tuple(cos.shape) == want and tuple(sin.shape) == want, msg("rope_angles({max_len}, {d_head}) should return cos and sin of shape [max_len, d_head // 2] = {want}, got {cos_shape} and {sin_shape}", max_len=max_len, d_head=d_head, want=list(want), cos_shape=list(cos.shape), sin_shape=list(sin.shape)))
     return cos, sin
 
 
@@ -607,9 +583,7 @@ def angle_sizes(n):
 def test_rope_angles_shape_and_dtype(sub):
     max_len, d_head = angle_sizes(20)
     cos, sin = _angles(sub, max_len, d_head)
-    check(cos.dtype == torch.float32 and sin.dtype == torch.float32, f"the tables should be float32 "
-          f"(like the model's weights), got {cos.dtype} and {sin.dtype}: compute the angles, then "
-          f"return cos.float(), sin.float()", mistake="rope_float64" if F64 in (cos.dtype, sin.dtype) else None)
+    check(cos.dtype == torch.float32 and sin.dtype == torch.float32, msg("the tables should be float32 (like the model's weights), got {cos_dtype} and {sin_dtype}: compute the angles, then return cos.float(), sin.float()", cos_dtype=cos.dtype, sin_dtype=sin.dtype), mistake="rope_float64" if F64 in (cos.dtype, sin.dtype) else None)
 
 
 @exercise("rope_angles", points=1)
@@ -617,8 +591,7 @@ def test_rope_angles_values(sub):
     for max_len, d_head in (angle_sizes(22), (12, 8)):
         cos, sin = _angles(sub, max_len, d_head)
         close(torch.stack([cos.double(), sin.double()]), torch.stack(ref_angles(max_len, d_head)),
-              f"rope_angles({max_len}, {d_head}) should hold cos and sin of pos · 10000^(-2i/d_head) "
-              f"for positions 0 … {max_len - 1} and pairs i = 0 … {d_head // 2 - 1}",
+              msg("rope_angles({max_len}, {d_head}) should hold cos and sin of pos · 10000^(-2i/d_head) for positions 0 … {max_len_2} and pairs i = 0 … {d_head_2}", max_len=max_len, d_head=d_head, max_len_2=max_len - 1, d_head_2=d_head // 2 - 1),
               atol=ATOL, suspects=angle_suspects(max_len, d_head))
 
 
@@ -628,22 +601,17 @@ def test_rope_angles_base(sub):
     base = float(_int(25, 50, 5000))
     cos, sin = _angles(sub, max_len, d_head, base=base)
     close(torch.stack([cos.double(), sin.double()]), torch.stack(ref_angles(max_len, d_head, base)),
-          f"rope_angles({max_len}, {d_head}, base={base:g}) should use that base: pos · base^(-2i/d_head)",
+          msg("rope_angles({max_len}, {d_head}, base={base}) should use that base: pos · base^(-2i/d_head)", max_len=max_len, d_head=d_head, base=format(base, 'g')),
           atol=ATOL, suspects=angle_suspects(max_len, d_head, base))
 
 
 # --- apply_rope --------------------------------------------------------------------------
 
 ROPE_HINTS = {
-    "rope_half_split": "the rotation pairs feature i with feature i + d/2 (Hugging Face's half-split "
-                       "rotate_half layout): the contract rotates interleaved pairs (x[..., 2i], "
-                       "x[..., 2i+1]), x[..., 0::2] and x[..., 1::2]",
-    "rope_sign_flipped": "the pairs turn the wrong way: (x₀, x₁) → (x₀·cos − x₁·sin, x₀·sin + x₁·cos), "
-                         "the sign of sin is flipped",
-    "rope_apply_swapped": "cos and sin are used in each other's place: (x₀, x₁) → (x₀·cos − x₁·sin, "
-                          "x₀·sin + x₁·cos)",
-    "rope_output_concatenated": "the rotated pairs are written back as [all first halves, all second "
-                                "halves]: interleave them again, torch.stack((a, b), -1).flatten(-2)",
+    "rope_half_split": msg("the rotation pairs feature i with feature i + d/2 (Hugging Face's half-split rotate_half layout): the contract rotates interleaved pairs (x[..., 2i], x[..., 2i+1]), x[..., 0::2] and x[..., 1::2]"),
+    "rope_sign_flipped": msg("the pairs turn the wrong way: (x₀, x₁) → (x₀·cos − x₁·sin, x₀·sin + x₁·cos), the sign of sin is flipped"),
+    "rope_apply_swapped": msg("cos and sin are used in each other's place: (x₀, x₁) → (x₀·cos − x₁·sin, x₀·sin + x₁·cos)"),
+    "rope_output_concatenated": msg("the rotated pairs are written back as [all first halves, all second halves]: interleave them again, torch.stack((a, b), -1).flatten(-2)"),
 }
 
 
@@ -665,9 +633,8 @@ def test_apply_rope_values(sub):
     c, s = cos[:L], sin[:L]
     out = sub.call("apply_rope", x, c, s)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(x.shape),
-          f"apply_rope should return a tensor of x's shape {list(x.shape)}")
-    close(out, rotate(x, c, s), f"with cos, sin = table[:L] (positions 0 … {L - 1}) each pair "
-          f"(x[..., 2i], x[..., 2i+1]) should become (x₀·cos − x₁·sin, x₀·sin + x₁·cos)",
+          msg("apply_rope should return a tensor of x's shape {x_shape}", x_shape=list(x.shape)))
+    close(out, rotate(x, c, s), msg("with cos, sin = table[:L] (positions 0 … {L}) each pair (x[..., 2i], x[..., 2i+1]) should become (x₀·cos − x₁·sin, x₀·sin + x₁·cos)", L=L - 1),
           atol=ATOL, suspects=rope_suspects(x, c, s))
 
 
@@ -678,15 +645,13 @@ def test_apply_rope_later_positions(sub):
     offset = _int(34, 1, MAX_LEN - L + 1)
     cos, sin = table(MAX_LEN, d)
     c, s = cos[offset:offset + L], sin[offset:offset + L]
-    close(sub.call("apply_rope", x, c, s), rotate(x, c, s), f"with cos, sin = table[{offset}:{offset + L}] "
-          f"(positions {offset} … {offset + L - 1}) every pair should turn by its own position's angle",
+    close(sub.call("apply_rope", x, c, s), rotate(x, c, s), msg("with cos, sin = table[{offset}:{offset_L}] (positions {offset} … {offset_L_2}) every pair should turn by its own position's angle", offset=offset, offset_L=offset + L, offset_L_2=offset + L - 1),
           atol=ATOL, suspects=rope_suspects(x, c, s))
     # only relative positions reach q·k: turning q and k by the same extra angle changes nothing
     q, k = randn(35, 1, 1, L, d), randn(36, 1, 1, L, d)
     first = sub.call("apply_rope", q, cos[:L], sin[:L]) @ sub.call("apply_rope", k, cos[:L], sin[:L]).transpose(-2, -1)
     later = sub.call("apply_rope", q, c, s) @ sub.call("apply_rope", k, c, s).transpose(-2, -1)
-    close(later, first, f"q·k after the rotation should depend only on the distance between the "
-          f"positions: shifting both by {offset} changed the scores", atol=1e-3)
+    close(later, first, msg("q·k after the rotation should depend only on the distance between the positions: shifting both by {offset} changed the scores", offset=offset), atol=1e-3)
 
 def _rows_alone_right(sub, x, pos, cos, sin, shape):
     """Diagnose tables that do not broadcast: apply_rope turns each sequence right on its own,
@@ -699,10 +664,7 @@ def _rows_alone_right(sub, x, pos, cos, sin, shape):
             return
         if not matches(alone, rotate(x[b:b + 1], cos[pos[b]], sin[pos[b]]), atol=ATOL):
             return
-    diagnose("rope_tables_not_broadcast", f"apply_rope turns each sequence right with its own [L, d/2] "
-             f"tables, but not the batch with the same angles as tables of shape {shape} (one row of "
-             f"positions per sequence, table[positions][:, None]): do not reshape or index cos and sin "
-             f"for [L, d/2] tables (no cos[None, None]), let them broadcast against x[..., 0::2] as they are")
+    diagnose("rope_tables_not_broadcast", msg("apply_rope turns each sequence right with its own [L, d/2] tables, but not the batch with the same angles as tables of shape {shape} (one row of positions per sequence, table[positions][:, None]): do not reshape or index cos and sin for [L, d/2] tables (no cos[None, None]), let them broadcast against x[..., 0::2] as they are", shape=shape))
 
 
 @exercise("apply_rope", points=0.5)
@@ -719,13 +681,10 @@ def test_apply_rope_positions_per_row(sub):
         if exc.exc_type in ("ForbiddenCall", "ArgumentChanged"):
             raise
         _rows_alone_right(sub, x, pos, cos, sin, list(c.shape))
-        raise Failed(f"apply_rope(x, cos, sin) failed with cos and sin of shape {list(c.shape)} (one "
-                     f"row of positions per sequence, table[positions][:, None]): {exc.message}; let "
-                     f"cos and sin broadcast against x[..., 0::2]") from None
+        raise Failed(msg("apply_rope(x, cos, sin) failed with cos and sin of shape {c_shape} (one row of positions per sequence, table[positions][:, None]): {exc_message}; let cos and sin broadcast against x[..., 0::2]", c_shape=list(c.shape), exc_message=exc.message)) from None
     if not matches(out, want, atol=ATOL):
         _rows_alone_right(sub, x, pos, cos, sin, list(c.shape))
-    close(out, want, "with one row of positions per sequence (cos, sin = table[positions][:, None], "
-          "[B, 1, L, d/2]) each sequence should turn by its own positions' angles",
+    close(out, want, msg("with one row of positions per sequence (cos, sin = table[positions][:, None], [B, 1, L, d/2]) each sequence should turn by its own positions' angles"),
           atol=ATOL, suspects=rope_suspects(x, c, s))
 
 
@@ -738,26 +697,22 @@ def test_apply_rope_keeps_dtype(sub):
     for dtype in (torch.bfloat16, torch.float64):
         out = sub.call("apply_rope", x.to(dtype), cos[:L], sin[:L])
         check(isinstance(out, torch.Tensor) and out.dtype == dtype,
-              f"apply_rope of a {str(dtype)[6:]} x with float32 tables returned "
-              f"{getattr(out, 'dtype', type(out).__name__)}: return x's dtype (cast the result back, "
-              f"out.to(x.dtype), or type_as(x)), as under bf16 autocast",
+              msg("apply_rope of a {dtype} x with float32 tables returned {getattr_out}: return x's dtype (cast the result back, out.to(x.dtype), or type_as(x)), as under bf16 autocast", dtype=str(dtype)[6:], getattr_out=getattr(out, 'dtype', type(out).__name__)),
               mistake="rope_dtype_changed" if dtype == torch.bfloat16 and getattr(out, "dtype", None) == torch.float32
               else None)
-        close(out.double(), rotate(x.to(dtype), cos[:L], sin[:L]), f"apply_rope of a {str(dtype)[6:]} x "
-              f"should rotate it like a float32 one", atol=0.1 if dtype == torch.bfloat16 else ATOL,
+        close(out.double(), rotate(x.to(dtype), cos[:L], sin[:L]), msg("apply_rope of a {dtype} x should rotate it like a float32 one", dtype=str(dtype)[6:]), atol=0.1 if dtype == torch.bfloat16 else ATOL,
               suspects=rope_suspects(x.to(dtype), cos[:L], sin[:L]))
 
 
 # --- SwiGLU ------------------------------------------------------------------------------
 
-SWIGLU_HINT = "name the bias-free layers w1, w3 (d_model -> d_ff) and w2 (d_ff -> d_model)"
+SWIGLU_HINT = msg("name the bias-free layers w1, w3 (d_model -> d_ff) and w2 (d_ff -> d_model)")
 SWIGLU_HINTS = {
-    "swiglu_gate_swapped": "SiLU is applied to the w3 branch: the gate is silu(w1(x)), multiplied by "
-                           "the plain w3(x), then w2",
-    "swiglu_silu_both": "SiLU is applied to both branches: only w1's is gated, w2(silu(w1(x)) * w3(x))",
-    "swiglu_sigmoid": "the gate uses sigmoid(w1(x)): SwiGLU uses SiLU, silu(a) = a · sigmoid(a)",
-    "swiglu_gelu": "the gate uses GELU: SwiGLU uses SiLU, silu(a) = a · sigmoid(a) (GEGLU would use GELU)",
-    "swiglu_no_gate": "the w3 branch is not multiplied in: SwiGLU is w2(silu(w1(x)) * w3(x))",
+    "swiglu_gate_swapped": msg("SiLU is applied to the w3 branch: the gate is silu(w1(x)), multiplied by the plain w3(x), then w2"),
+    "swiglu_silu_both": msg("SiLU is applied to both branches: only w1's is gated, w2(silu(w1(x)) * w3(x))"),
+    "swiglu_sigmoid": msg("the gate uses sigmoid(w1(x)): SwiGLU uses SiLU, silu(a) = a · sigmoid(a)"),
+    "swiglu_gelu": msg("the gate uses GELU: SwiGLU uses SiLU, silu(a) = a · sigmoid(a) (GEGLU would use GELU)"),
+    "swiglu_no_gate": msg("the w3 branch is not multiplied in: SwiGLU is w2(silu(w1(x)) * w3(x))"),
 }
 
 
@@ -779,24 +734,20 @@ def _swiglu(sub, p, d_model=D, d_ff=FF):
 def test_swiglu_structure(sub):
     m = sub.new("SwiGLU", 6, 10)
     shapes = m.state_shapes()
-    check(isinstance(shapes, dict), "SwiGLU should be an nn.Module")
-    check(not any(k.endswith("bias") for k in shapes), "SwiGLU's layers have no biases (LLaMA's, PaLM's): "
-          "nn.Linear(d_model, d_ff, bias=False)", mistake="swiglu_bias")
+    check(isinstance(shapes, dict), msg("SwiGLU should be an nn.Module"))
+    check(not any(k.endswith("bias") for k in shapes), msg("SwiGLU's layers have no biases (LLaMA's, PaLM's): nn.Linear(d_model, d_ff, bias=False)"), mistake="swiglu_bias")
     want = {"w1.weight": [10, 6], "w3.weight": [10, 6], "w2.weight": [6, 10]}
-    check(all(k in shapes for k in want), f"{SWIGLU_HINT} (found {', '.join(shapes)})")
+    check(all(k in shapes for k in want), msg("{SWIGLU_HINT} (found {shapes})", SWIGLU_HINT=SWIGLU_HINT, shapes=', '.join(shapes)))
     if shapes["w2.weight"] == want["w3.weight"] and shapes["w3.weight"] == want["w2.weight"]:
-        diagnose("swiglu_w2_w3_swapped", "w2 widens and w3 narrows: in the contract (LLaMA's names) w1 and "
-                 "w3 both map d_model -> d_ff, and w2 maps d_ff -> d_model, so SwiGLU(x) = w2(silu(w1(x)) * w3(x))")
-    check(all(shapes[k] == s for k, s in want.items()), "w1 and w3 map d_model -> d_ff (weight "
-          "[d_ff, d_model]), w2 maps d_ff -> d_model")
+        diagnose("swiglu_w2_w3_swapped", msg("w2 widens and w3 narrows: in the contract (LLaMA's names) w1 and w3 both map d_model -> d_ff, and w2 maps d_ff -> d_model, so SwiGLU(x) = w2(silu(w1(x)) * w3(x))"))
+    check(all(shapes[k] == s for k, s in want.items()), msg("w1 and w3 map d_model -> d_ff (weight [d_ff, d_model]), w2 maps d_ff -> d_model"))
 
 
 @exercise("SwiGLU", points=1)
 def test_swiglu_values(sub):
     p = swiglu_params(50)
     x = randn(53, 2, _int(54, 3, 8), D)
-    close(_swiglu(sub, p)(x), ref_swiglu(p, x), "with injected weights SwiGLU(x) should be "
-          "w2(silu(w1(x)) * w3(x)) at every position", atol=ATOL, suspects=swiglu_suspects(p, x))
+    close(_swiglu(sub, p)(x), ref_swiglu(p, x), msg("with injected weights SwiGLU(x) should be w2(silu(w1(x)) * w3(x)) at every position"), atol=ATOL, suspects=swiglu_suspects(p, x))
 
 
 @exercise("SwiGLU", points=0.5)
@@ -804,40 +755,25 @@ def test_swiglu_other_sizes(sub):
     p = swiglu_params(55, 6, 20)
     m = _swiglu(sub, p, 6, 20)
     for x in (randn(58, 5, 6), randn(59, 2, 3, 4, 6)):
-        close(m(x), ref_swiglu(p, x), f"SwiGLU(6, 20) on an input of shape {list(x.shape)} should "
-              f"work on the last axis and return the input's shape", atol=ATOL, suspects=swiglu_suspects(p, x))
+        close(m(x), ref_swiglu(p, x), msg("SwiGLU(6, 20) on an input of shape {x_shape} should work on the last axis and return the input's shape", x_shape=list(x.shape)), atol=ATOL, suspects=swiglu_suspects(p, x))
 
 
 # --- DecoderBlock ------------------------------------------------------------------------
 
-BLOCK_HINT = ("use the submodule names attn_norm, ffn_norm (RMSNorm), q_proj, k_proj, v_proj, out_proj "
-              "(bias-free nn.Linear(d_model, d_model)) and ffn (SwiGLU with w1, w2, w3)")
+BLOCK_HINT = (msg("use the submodule names attn_norm, ffn_norm (RMSNorm), q_proj, k_proj, v_proj, out_proj (bias-free nn.Linear(d_model, d_model)) and ffn (SwiGLU with w1, w2, w3)"))
 BLOCK_HINTS = {
-    "block_post_norm": "the norms follow the residual additions (post-norm, like lesson 08's post-LN): "
-                       "today's block normalises at the start of each branch, x = x + attn(attn_norm(x)), "
-                       "then x = x + ffn(ffn_norm(x))",
-    "block_residual_normalised": "the residual adds the normalised input: h = attn_norm(x), then x = x + "
-                                 "attn(h) with the un-normalised x (and the same for the feed-forward)",
-    "block_shared_norm": "one norm is used for both sub-layers: attn_norm before the attention, ffn_norm "
-                         "before the feed-forward, each with its own weight",
-    "block_no_rope": "q and k are not rotated: apply_rope(q, cos, sin) and apply_rope(k, cos, sin) after "
-                     "splitting the heads, before the scores",
-    "block_rope_q_only": "only q is rotated: rotate k too, so that q·k sees the distance between the "
-                         "positions",
-    "block_rope_on_v": "the values are rotated too: RoPE turns only q and k (positions belong in the "
-                       "scores, not in what is mixed)",
-    "block_scale_d_model": "the scores are divided by √d_model: divide by √d_head, the width of one head",
-    "block_no_causal": "there is no causal mask: each position sees the tokens after it; build "
-                       "torch.ones(L, L, dtype=torch.bool, device=x.device).tril() (True = may attend)",
-    "block_causal_inverted": "the causal mask is inverted: each position attends only to later ones; "
-                             "True = may attend, the lower triangle with the diagonal (tril)",
-    "block_key_mask_ignored": "key_mask is ignored: real tokens attend to the pads; combine it with the "
-                              "causal mask, causal & key_mask[:, None, None, :]",
-    "block_key_mask_inverted": "key_mask is inverted: True marks the real tokens (may attend), so the "
-                               "queries attend only to the pads",
-    "block_key_mask_query_axis": "key_mask is broadcast over the query axis (key_mask[:, None, :, None]): it "
-                                 "hides the pads' own rows of scores, so the real tokens still attend to the "
-                                 "pads; hide the pads' columns, the keys: key_mask[:, None, None, :]",
+    "block_post_norm": msg("the norms follow the residual additions (post-norm, like lesson 08's post-LN): today's block normalises at the start of each branch, x = x + attn(attn_norm(x)), then x = x + ffn(ffn_norm(x))"),
+    "block_residual_normalised": msg("the residual adds the normalised input: h = attn_norm(x), then x = x + attn(h) with the un-normalised x (and the same for the feed-forward)"),
+    "block_shared_norm": msg("one norm is used for both sub-layers: attn_norm before the attention, ffn_norm before the feed-forward, each with its own weight"),
+    "block_no_rope": msg("q and k are not rotated: apply_rope(q, cos, sin) and apply_rope(k, cos, sin) after splitting the heads, before the scores"),
+    "block_rope_q_only": msg("only q is rotated: rotate k too, so that q·k sees the distance between the positions"),
+    "block_rope_on_v": msg("the values are rotated too: RoPE turns only q and k (positions belong in the scores, not in what is mixed)"),
+    "block_scale_d_model": msg("the scores are divided by √d_model: divide by √d_head, the width of one head"),
+    "block_no_causal": msg("there is no causal mask: each position sees the tokens after it; build torch.ones(L, L, dtype=torch.bool, device=x.device).tril() (True = may attend)"),
+    "block_causal_inverted": msg("the causal mask is inverted: each position attends only to later ones; True = may attend, the lower triangle with the diagonal (tril)"),
+    "block_key_mask_ignored": msg("key_mask is ignored: real tokens attend to the pads; combine it with the causal mask, causal & key_mask[:, None, None, :]"),
+    "block_key_mask_inverted": msg("key_mask is inverted: True marks the real tokens (may attend), so the queries attend only to the pads"),
+    "block_key_mask_query_axis": msg("key_mask is broadcast over the query axis (key_mask[:, None, :, None]): it hides the pads' own rows of scores, so the real tokens still attend to the pads; hide the pads' columns, the keys: key_mask[:, None, None, :]"),
 }
 BLOCK_MISTAKES = ("block_post_norm", "block_residual_normalised", "block_shared_norm", "block_no_rope",
                   "block_rope_q_only", "block_rope_on_v", "block_scale_d_model", "block_no_causal",
@@ -886,10 +822,9 @@ def _check_block(sub, n):
     x, cos, sin = _block_input(n + 5)
     out = _block(sub, p)(x, cos, sin)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(x.shape),
-          f"DecoderBlock(x, cos, sin) should return a tensor of x's shape {list(x.shape)}")
+          msg("DecoderBlock(x, cos, sin) should return a tensor of x's shape {x_shape}", x_shape=list(x.shape)))
     want = ref_block(p, x, cos, sin)
-    message = ("with injected weights and cos, sin = table[:L], the block should compute x = x + "
-               "attn(attn_norm(x)), then x = x + ffn(ffn_norm(x)), with causal attention and RoPE on q and k")
+    message = (msg("with injected weights and cos, sin = table[:L], the block should compute x = x + attn(attn_norm(x)), then x = x + ffn(ffn_norm(x)), with causal attention and RoPE on q and k"))
     # every mistake shows before the last position (where an inverted causal mask leaves no key)
     close(out[:, :-1], want[:, :-1], message, atol=ATOL,
           suspects=block_suspects(p, x, cos, sin, select=lambda t: t[:, :-1]))
@@ -907,18 +842,15 @@ def _passes(fn, *args):
 @exercise("DecoderBlock", points=0.5)
 def test_block_structure(sub):
     shapes = sub.new("DecoderBlock", D, H, FF).state_shapes()
-    check(isinstance(shapes, dict), "DecoderBlock should be an nn.Module")
+    check(isinstance(shapes, dict), msg("DecoderBlock should be an nn.Module"))
     biases = [k for k in shapes if k.endswith("bias") and k.split(".")[0] in ("q_proj", "k_proj", "v_proj",
                                                                                 "out_proj")]
-    check(not biases, f"the attention projections have biases ({', '.join(biases)}): today's blocks "
-          f"have none, nn.Linear(d_model, d_model, bias=False)", mistake="block_bias")
+    check(not biases, msg("the attention projections have biases ({biases}): today's blocks have none, nn.Linear(d_model, d_model, bias=False)", biases=', '.join(biases)), mistake="block_bias")
     want = block_params(60)
     missing = [k for k in want if k not in shapes]
-    check(not missing, f"DecoderBlock has no parameter {', '.join(missing[:3])}"
-          f"{' ...' if len(missing) > 3 else ''}: {BLOCK_HINT}")
+    check(not missing, msg("DecoderBlock has no parameter {missing}{missing_2}: {BLOCK_HINT}", missing=', '.join(missing[:3]), missing_2=' ...' if len(missing) > 3 else '', BLOCK_HINT=BLOCK_HINT))
     wrong = [k for k in want if shapes[k] != list(want[k].shape)]
-    check(not wrong, f"DecoderBlock({D}, {H}, {FF}): {wrong[0] if wrong else ''} should have shape "
-          f"{list(want[wrong[0]].shape) if wrong else ''}")
+    check(not wrong, msg("DecoderBlock({D}, {H}, {FF}): {wrong} should have shape {want_wrong_shape}", D=D, H=H, FF=FF, wrong=wrong[0] if wrong else '', want_wrong_shape=list(want[wrong[0]].shape) if wrong else ''))
 
 
 @exercise("DecoderBlock", points=1.5)
@@ -938,9 +870,8 @@ def test_block_key_mask(sub):
     m = _block(sub, p)
     out = m(x, cos, sin, keys)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(x.shape),
-          f"DecoderBlock(x, cos, sin, key_mask) should return a tensor of x's shape {list(x.shape)}")
-    message = ("with left-padded rows (key_mask False at the pads) and cos, sin of shape [B, 1, L, d/2], "
-               "the real tokens must attend only to earlier real tokens")
+          msg("DecoderBlock(x, cos, sin, key_mask) should return a tensor of x's shape {x_shape}", x_shape=list(x.shape)))
+    message = (msg("with left-padded rows (key_mask False at the pads) and cos, sin of shape [B, 1, L, d/2], the real tokens must attend only to earlier real tokens"))
     want = ref_block(p, x, cos, sin, keys)[keys]
     if matches(out[keys], want, atol=ATOL):
         pass  # right, whatever the block does without a key mask
@@ -956,11 +887,8 @@ def test_block_key_mask(sub):
         for b in range(B):
             n = int(keys[b].sum())
             alone = m(x[b:b + 1, keys[b]], cos_t[:n], sin_t[:n])
-            close(out[b, keys[b]], alone[0], f"{message}: they should come out as the same row alone "
-                  f"gives them", atol=ATOL)
-    check(bool(torch.isfinite(out).all()), "a left pad's query has no key it may attend to, and its "
-          "softmax over all -inf gives NaN, which the next layer spreads: give such rows zero weights "
-          "(weights.nan_to_num(0.0), or mask with a large negative number instead of -inf)",
+            close(out[b, keys[b]], alone[0], msg("{message}: they should come out as the same row alone gives them", message=message), atol=ATOL)
+    check(bool(torch.isfinite(out).all()), msg("a left pad's query has no key it may attend to, and its softmax over all -inf gives NaN, which the next layer spreads: give such rows zero weights (weights.nan_to_num(0.0), or mask with a large negative number instead of -inf)"),
           mistake="block_nan_pad_rows")
 
 
@@ -972,13 +900,11 @@ def test_block_dropout(sub):
     m = _block(sub, p, dropout=1.0)
     m.train()
     out = m(x, cos, sin)
-    check(not matches(out, own, atol=ATOL), "DecoderBlock(dropout=p) applies no dropout in training "
-          "mode: x + dropout(attn(...)), x + dropout(ffn(...))", mistake="block_no_dropout")
-    close(out, x, "with dropout=1.0 in training mode both branches should be dropped entirely, leaving x: "
-          "apply the dropout to each branch's output before adding it, x + dropout(attn(attn_norm(x)))",
+    check(not matches(out, own, atol=ATOL), msg("DecoderBlock(dropout=p) applies no dropout in training mode: x + dropout(attn(...)), x + dropout(ffn(...))"), mistake="block_no_dropout")
+    close(out, x, msg("with dropout=1.0 in training mode both branches should be dropped entirely, leaving x: apply the dropout to each branch's output before adding it, x + dropout(attn(attn_norm(x)))"),
           atol=ATOL)
     m2 = _block(sub, p, dropout=0.5)
-    close(m2(x, cos, sin), own, "in eval mode dropout must do nothing", atol=ATOL)
+    close(m2(x, cos, sin), own, msg("in eval mode dropout must do nothing"), atol=ATOL)
 
 
 @exercise("DecoderBlock", points=0.5)
@@ -993,26 +919,20 @@ def test_block_runs_on_the_model_device(sub):
         _block(sub, p)(x, cos_t[pos][:, None], sin_t[pos][:, None], keys, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("block_mask_on_cpu", f"on a GPU this forward fails: {exc.message}; make the causal "
-                     f"mask on the input's device, torch.ones(L, L, dtype=torch.bool, device=x.device)")
+            diagnose("block_mask_on_cpu", msg("on a GPU this forward fails: {exc_message}; make the causal mask on the input's device, torch.ones(L, L, dtype=torch.bool, device=x.device)", exc_message=exc.message))
         raise
 
 
 # --- DecoderLM ---------------------------------------------------------------------------
 
-LM_HINT = ("use the submodule names embed (nn.Embedding), blocks (nn.ModuleList of DecoderBlock), norm "
-           "(RMSNorm) and lm_head (bias-free nn.Linear(d_model, vocab_size))")
+LM_HINT = (msg("use the submodule names embed (nn.Embedding), blocks (nn.ModuleList of DecoderBlock), norm (RMSNorm) and lm_head (bias-free nn.Linear(d_model, vocab_size))"))
 LM_HINTS = {
-    "lm_embed_scaled": "the embeddings are multiplied by √d_model (lesson 07's TokenEmbedding): today's "
-                       "decoder-only models use the table as it is, x = embed(ids)",
-    "lm_no_final_norm": "there is no final RMSNorm: pre-norm blocks leave the stream un-normalised, so "
-                        "logits = lm_head(norm(x))",
-    "lm_positions_from_1": "positions start at 1: a row's first real token is at position 0",
-    "lm_positions_from_row_start": "positions are counted from the padded row's start, so left pads shift "
-                                   "the real tokens' positions: count from each row's first real token, "
-                                   "e.g. (ids != pad_id).cumsum(1) - 1",
-    "lm_pads_attended": "the real tokens attend to the pads: pass key_mask = ids != pad_id to every block",
-    "lm_pad_id_hardcoded": "the pads are taken as id 0: use the model's pad_id (self.pad_id; 3 here)",
+    "lm_embed_scaled": msg("the embeddings are multiplied by √d_model (lesson 07's TokenEmbedding): today's decoder-only models use the table as it is, x = embed(ids)"),
+    "lm_no_final_norm": msg("there is no final RMSNorm: pre-norm blocks leave the stream un-normalised, so logits = lm_head(norm(x))"),
+    "lm_positions_from_1": msg("positions start at 1: a row's first real token is at position 0"),
+    "lm_positions_from_row_start": msg("positions are counted from the padded row's start, so left pads shift the real tokens' positions: count from each row's first real token, e.g. (ids != pad_id).cumsum(1) - 1"),
+    "lm_pads_attended": msg("the real tokens attend to the pads: pass key_mask = ids != pad_id to every block"),
+    "lm_pad_id_hardcoded": msg("the pads are taken as id 0: use the model's pad_id (self.pad_id; 3 here)"),
 }
 
 
@@ -1069,8 +989,7 @@ def lm_batch(n, pad_id, B=3, L=None):
 
 def _logits(m, ids, **kwargs):
     out = m(ids, **kwargs)
-    check(tuple(getattr(out, "shape", ())) == (*ids.shape, V), f"forward(ids) should return logits "
-          f"[B, L, vocab_size] = {[*ids.shape, V]}, got {list(getattr(out, 'shape', []))}")
+    check(tuple(getattr(out, "shape", ())) == (*ids.shape, V), msg("forward(ids) should return logits [B, L, vocab_size] = {ids_shape_V}, got {getattr_out}", ids_shape_V=[*ids.shape, V], getattr_out=list(getattr(out, 'shape', []))))
     return out
 
 
@@ -1078,39 +997,30 @@ def _logits(m, ids, **kwargs):
 def test_lm_structure_and_defaults(sub):
     m = sub.new("DecoderLM", 50)
     shapes = m.state_shapes()
-    check(isinstance(shapes, dict), "DecoderLM should be an nn.Module")
-    check("lm_head.bias" not in shapes, "lm_head has a bias: it is nn.Linear(d_model, vocab_size, "
-          "bias=False), so that its weight can be the embedding's", mistake="lm_head_bias")
+    check(isinstance(shapes, dict), msg("DecoderLM should be an nn.Module"))
+    check("lm_head.bias" not in shapes, msg("lm_head has a bias: it is nn.Linear(d_model, vocab_size, bias=False), so that its weight can be the embedding's"), mistake="lm_head_bias")
     for name in ("embed.weight", "norm.weight", "blocks.3.ffn.w1.weight"):
-        check(name in shapes, f"DecoderLM(50) has no {name}: {LM_HINT}, n_layer=4 blocks by default")
-    check("blocks.4.ffn.w1.weight" not in shapes, "DecoderLM(50) should have n_layer = 4 blocks by default")
-    check(shapes["embed.weight"] == [50, 128], f"DecoderLM(50)'s embedding should be [vocab_size, "
-          f"d_model] = [50, 128] by default, got {shapes['embed.weight']}")
+        check(name in shapes, msg("DecoderLM(50) has no {name}: {LM_HINT}, n_layer=4 blocks by default", name=name, LM_HINT=LM_HINT))
+    check("blocks.4.ffn.w1.weight" not in shapes, msg("DecoderLM(50) should have n_layer = 4 blocks by default"))
+    check(shapes["embed.weight"] == [50, 128], msg("DecoderLM(50)'s embedding should be [vocab_size, d_model] = [50, 128] by default, got {shapes}", shapes=shapes['embed.weight']))
     d_ff = shapes["blocks.0.ffn.w1.weight"][0]
-    check(d_ff == 344, f"with d_ff=None and d_model=128 the feed-forward should be 344 wide (the multiple "
-          f"of 8 nearest 8/3 · 128 = 341.3), got {d_ff}: d_ff = 8 * round(8 * d_model / 3 / 8)",
+    check(d_ff == 344, msg("with d_ff=None and d_model=128 the feed-forward should be 344 wide (the multiple of 8 nearest 8/3 · 128 = 341.3), got {d_ff}: d_ff = 8 * round(8 * d_model / 3 / 8)", d_ff=d_ff),
           mistake="lm_d_ff_default")
     cos, sin = m.get("cos"), m.get("sin")
-    check(isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor), "DecoderLM should keep the "
-          "rotary tables in buffers named cos and sin (self.register_buffer)")
+    check(isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor), msg("DecoderLM should keep the rotary tables in buffers named cos and sin (self.register_buffer)"))
     if tuple(cos.shape) == (512, 64):
-        diagnose("lm_rope_d_model", "the rotary tables are built for d_model: RoPE turns each head's "
-                 "vector, so build them with rope_angles(max_len, d_model // n_head), [512, 16] here")
-    check(tuple(cos.shape) == (512, 16) and tuple(sin.shape) == (512, 16), f"DecoderLM(50)'s buffers cos "
-          f"and sin should be rope_angles(max_len, d_model // n_head) = [512, 16], got {list(cos.shape)}")
-    check(m.get("pad_id") == 0, "the model should keep its padding id in the attribute pad_id (0 by default)")
+        diagnose("lm_rope_d_model", msg("the rotary tables are built for d_model: RoPE turns each head's vector, so build them with rope_angles(max_len, d_model // n_head), [512, 16] here"))
+    check(tuple(cos.shape) == (512, 16) and tuple(sin.shape) == (512, 16), msg("DecoderLM(50)'s buffers cos and sin should be rope_angles(max_len, d_model // n_head) = [512, 16], got {cos_shape}", cos_shape=list(cos.shape)))
+    check(m.get("pad_id") == 0, msg("the model should keep its padding id in the attribute pad_id (0 by default)"))
     small = sub.new("DecoderLM", V, d_model=D, n_head=H, n_layer=3, d_ff=FF, max_len=20, pad_id=5)
     info = small.inspect()
-    check("cos" in info["buffers"] and "sin" in info["buffers"], "cos and sin should be registered "
-          "buffers (self.register_buffer('cos', cos)), so that model.to(device) moves them",
+    check("cos" in info["buffers"] and "sin" in info["buffers"], msg("cos and sin should be registered buffers (self.register_buffer('cos', cos)), so that model.to(device) moves them"),
           mistake="lm_tables_not_buffers")
-    check(tuple(info["buffers"]["cos"].shape) == (20, DH // 2), f"DecoderLM(max_len=20, d_model={D}, "
-          f"n_head={H}).cos should be rope_angles(20, {DH}), [20, {DH // 2}]")
-    check(small.get("pad_id") == 5, "DecoderLM(pad_id=5) should keep pad_id = 5")
+    check(tuple(info["buffers"]["cos"].shape) == (20, DH // 2), msg("DecoderLM(max_len=20, d_model={D}, n_head={H}).cos should be rope_angles(20, {DH}), [20, {DH_2}]", D=D, H=H, DH=DH, DH_2=DH // 2))
+    check(small.get("pad_id") == 5, msg("DecoderLM(pad_id=5) should keep pad_id = 5"))
     check("blocks.2.ffn.w1.weight" in info["parameters"] and "blocks.3.ffn.w1.weight" not in info["parameters"],
-          "DecoderLM(n_layer=3) should have 3 blocks")
-    check(list(info["parameters"]["blocks.0.ffn.w1.weight"].shape) == [FF, D], f"DecoderLM(d_ff={FF}) "
-          f"should build blocks with that d_ff")
+          msg("DecoderLM(n_layer=3) should have 3 blocks"))
+    check(list(info["parameters"]["blocks.0.ffn.w1.weight"].shape) == [FF, D], msg("DecoderLM(d_ff={FF}) should build blocks with that d_ff", FF=FF))
 
 
 @exercise("DecoderLM", points=0.5)
@@ -1122,15 +1032,11 @@ def test_lm_tied_weights(sub):
         w = randn(80, V, D)
         m.load_state_dict({"embed.weight": w}, strict=False)
         if matches(m.get("lm_head.weight"), w):
-            diagnose("lm_tied_copied", "with tie_weights=True lm_head.weight should be the embedding's own "
-                     "parameter (self.lm_head.weight = self.embed.weight): the two share their values but "
-                     "are two parameters, which the optimizer updates apart")
-        diagnose("lm_tied_copied", "with tie_weights=True lm_head.weight should be the embedding's own "
-                 "parameter (self.lm_head.weight = self.embed.weight), not a copy: loading a new embedding "
-                 "left lm_head unchanged")
+            diagnose("lm_tied_copied", msg("with tie_weights=True lm_head.weight should be the embedding's own parameter (self.lm_head.weight = self.embed.weight): the two share their values but are two parameters, which the optimizer updates apart"))
+        diagnose("lm_tied_copied", msg("with tie_weights=True lm_head.weight should be the embedding's own parameter (self.lm_head.weight = self.embed.weight), not a copy: loading a new embedding left lm_head unchanged"))
     untied = sub.new("DecoderLM", V, d_model=D, n_head=H, n_layer=1, d_ff=FF, max_len=MAX_LEN, tie_weights=False)
     names = untied.inspect(values=False)["parameters"]
-    check("lm_head.weight" in names, "with tie_weights=False lm_head should have its own weight",
+    check("lm_head.weight" in names, msg("with tie_weights=False lm_head should have its own weight"),
           mistake="lm_tie_ignored")
 
 
@@ -1140,16 +1046,14 @@ def test_lm_logits(sub):
     g = gen(83)
     ids = torch.randint(1, V - 1, (_int(84, 2, 4), _int(85, 4, 9)), generator=g)  # no pads
     ids[:, 1] = 0  # a real token 0 in every row, never its first: pads taken as id 0 show on every run
-    close(_logits(m, ids), ref_lm(p, ids, V - 1), "with injected (tied) weights and no padding the "
-          "logits should be lm_head(norm(x)) after the blocks, x = embed(ids) and positions 0 … L - 1",
+    close(_logits(m, ids), ref_lm(p, ids, V - 1), msg("with injected (tied) weights and no padding the logits should be lm_head(norm(x)) after the blocks, x = embed(ids) and positions 0 … L - 1"),
           atol=ATOL, suspects=lm_suspects(p, ids, V - 1))
     names = sub.new("DecoderLM", V, d_model=D, n_head=H, n_layer=1, d_ff=FF, max_len=MAX_LEN,
                     tie_weights=False).inspect(values=False)["parameters"]
     if "lm_head.weight" not in names:
         return  # always tied: the check of tied weights charges that
     m, p = _lm(sub, 86, pad_id=V - 1, tied=False)
-    close(_logits(m, ids), ref_lm(p, ids, V - 1), "with tie_weights=False the logits should come from "
-          "lm_head's own weight", atol=ATOL, suspects=lm_suspects(p, ids, V - 1))
+    close(_logits(m, ids), ref_lm(p, ids, V - 1), msg("with tie_weights=False the logits should come from lm_head's own weight"), atol=ATOL, suspects=lm_suspects(p, ids, V - 1))
 
 
 @exercise("DecoderLM", points=1)
@@ -1163,16 +1067,12 @@ def test_lm_padding_and_positions(sub):
     out = _logits(m, ids)
     want = ref_lm(p, ids, pad_id, tables=tables)
     if not matches(out[keep], want[keep], atol=ATOL) and matches(out[keep], ref_lm(p, ids, pad_id)[keep], atol=ATOL):
-        check(False, "forward should take the angles from the model's buffers cos and sin, indexed by "
-              "each token's position (self.cos[positions]), not build new tables")
-    close(out[keep], want[keep], "with rows padded on the left and on the right (pad_id=3), the real "
-          "tokens' logits are wrong: pads are never attended to (key_mask = ids != pad_id) and each "
-          "token's position counts from its row's first real token", atol=ATOL,
+        check(False, msg("forward should take the angles from the model's buffers cos and sin, indexed by each token's position (self.cos[positions]), not build new tables"))
+    close(out[keep], want[keep], msg("with rows padded on the left and on the right (pad_id=3), the real tokens' logits are wrong: pads are never attended to (key_mask = ids != pad_id) and each token's position counts from its row's first real token"), atol=ATOL,
           suspects=lm_suspects(p, ids, pad_id, select=lambda t: t[keep], tables=tables))
-    check(bool(torch.isfinite(out).all()), "the logits of a left-padded batch hold NaN or inf")
+    check(bool(torch.isfinite(out).all()), msg("the logits of a left-padded batch hold NaN or inf"))
     row = ids[1:2][keep[1:2]][None]
-    close(out[1:2][keep[1:2]][None], _logits(m, row), "a left-padded row should give the same logits at "
-          "its real tokens as the same row alone", atol=ATOL)
+    close(out[1:2][keep[1:2]][None], _logits(m, row), msg("a left-padded row should give the same logits at its real tokens as the same row alone"), atol=ATOL)
 
 
 @exercise("DecoderLM", points=0.5)
@@ -1182,8 +1082,7 @@ def test_lm_dropout(sub):
     for i in range(2):
         block = m.get(f"blocks.{i}")
         block.train()
-        check(not torch.allclose(block(x, cos, sin), block(x, cos, sin)), f"DecoderLM(dropout=0.5) should "
-              f"pass its dropout to every DecoderBlock: in training mode block {i} drops nothing",
+        check(not torch.allclose(block(x, cos, sin), block(x, cos, sin)), msg("DecoderLM(dropout=0.5) should pass its dropout to every DecoderBlock: in training mode block {i} drops nothing", i=i),
               mistake="lm_dropout_not_passed")
 
 
@@ -1196,27 +1095,20 @@ def test_lm_runs_on_the_model_device(sub):
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
             if "plain tensor attribute" in exc.message:
-                diagnose("lm_tables_not_buffers", f"on a GPU this forward fails: {exc.message}; register "
-                         f"the tables with self.register_buffer('cos', cos) so that model.to(device) moves them")
-            diagnose("lm_tensor_on_cpu", f"on a GPU this forward fails: {exc.message}; make every tensor "
-                     f"built inside forward on the ids' device (torch.arange(L, device=ids.device))")
+                diagnose("lm_tables_not_buffers", msg("on a GPU this forward fails: {exc_message}; register the tables with self.register_buffer('cos', cos) so that model.to(device) moves them", exc_message=exc.message))
+            diagnose("lm_tensor_on_cpu", msg("on a GPU this forward fails: {exc_message}; make every tensor built inside forward on the ids' device (torch.arange(L, device=ids.device))", exc_message=exc.message))
         raise
 
 
 # --- lm_loss -----------------------------------------------------------------------------
 
 LOSS_HINTS = {
-    "loss_not_shifted": "the logits at position t are scored against ids[:, t], the token they already "
-                        "see: position t predicts the next token, so compare logits[:, :-1] with ids[:, 1:]",
-    "loss_shift_reversed": "the shift runs the wrong way: logits[:, :-1] (positions 0 … L - 2) predict "
-                           "ids[:, 1:] (the tokens after them)",
-    "loss_mask_ignored": "every position is counted, the prompt and the padding too: keep only the "
-                         "positions where loss_mask[:, 1:] is True",
-    "loss_mask_unshifted": "the positions are chosen with loss_mask[:, :-1]: the mask marks the targets, "
-                           "so it shifts with them, loss_mask[:, 1:]",
-    "loss_mean_all": "the masked losses are divided by the number of all positions: average over the "
-                     "selected positions only",
-    "loss_sum": "the losses are summed: lm_loss is their mean",
+    "loss_not_shifted": msg("the logits at position t are scored against ids[:, t], the token they already see: position t predicts the next token, so compare logits[:, :-1] with ids[:, 1:]"),
+    "loss_shift_reversed": msg("the shift runs the wrong way: logits[:, :-1] (positions 0 … L - 2) predict ids[:, 1:] (the tokens after them)"),
+    "loss_mask_ignored": msg("every position is counted, the prompt and the padding too: keep only the positions where loss_mask[:, 1:] is True"),
+    "loss_mask_unshifted": msg("the positions are chosen with loss_mask[:, :-1]: the mask marks the targets, so it shifts with them, loss_mask[:, 1:]"),
+    "loss_mean_all": msg("the masked losses are divided by the number of all positions: average over the selected positions only"),
+    "loss_sum": msg("the losses are summed: lm_loss is their mean"),
 }
 
 
@@ -1242,47 +1134,39 @@ def _loss(sub, logits, ids, mask):
     got = sub.call("lm_loss", logits, ids, mask)
     if isinstance(got, (float, int)) and not isinstance(got, bool):
         return torch.tensor(float(got))  # a number: its value is judged here, its type below
-    check(isinstance(got, torch.Tensor), f"lm_loss should return a 0-dim tensor, got a {type(got).__name__}")
-    check(tuple(got.shape) == (), f"lm_loss should return a 0-dim tensor, the mean, got shape {list(got.shape)}")
+    check(isinstance(got, torch.Tensor), msg("lm_loss should return a 0-dim tensor, got a {got}", got=type(got).__name__))
+    check(tuple(got.shape) == (), msg("lm_loss should return a 0-dim tensor, the mean, got shape {got_shape}", got_shape=list(got.shape)))
     return got
 
 
 @exercise("lm_loss", points=0.75)
 def test_lm_loss_values(sub):
     logits, ids, mask = loss_data(100)
-    close(_loss(sub, logits, ids, mask), ref_loss(logits, ids, mask), "lm_loss should be the mean "
-          "cross-entropy of logits[:, :-1] against ids[:, 1:] over the positions where loss_mask[:, 1:] "
-          "is True", atol=1e-5, suspects=loss_suspects(logits, ids, mask))
+    close(_loss(sub, logits, ids, mask), ref_loss(logits, ids, mask), msg("lm_loss should be the mean cross-entropy of logits[:, :-1] against ids[:, 1:] over the positions where loss_mask[:, 1:] is True"), atol=1e-5, suspects=loss_suspects(logits, ids, mask))
 
 
 @exercise("lm_loss", points=0.5)
 def test_lm_loss_only_the_answer(sub):
     logits, ids, mask = loss_data(102)
     want = ref_loss(logits, ids, mask)
-    close(_loss(sub, logits, ids, mask), want, "with a prompt, an answer and padding in every row the loss "
-          "should count the answer's tokens only", atol=1e-5, suspects=loss_suspects(logits, ids, mask))
+    close(_loss(sub, logits, ids, mask), want, msg("with a prompt, an answer and padding in every row the loss should count the answer's tokens only"), atol=1e-5, suspects=loss_suspects(logits, ids, mask))
     other = logits.clone()
     other[:, :-1][~mask[:, 1:]] = 30.0 * torch.randn(int((~mask[:, 1:]).sum()), logits.shape[-1],
                                                      generator=gen(103))
-    close(_loss(sub, other, ids, mask), want, "the logits that predict prompt or padding tokens must not "
-          "change the loss", atol=1e-5)
+    close(_loss(sub, other, ids, mask), want, msg("the logits that predict prompt or padding tokens must not change the loss"), atol=1e-5)
 
 
 @exercise("lm_loss", points=0.5)
 def test_lm_loss_large_logits(sub):
     logits, ids, mask = loss_data(104, scale=200.0)  # a confident model: some probabilities below 1e-300
     got = _loss(sub, logits, ids, mask)
-    check(bool(torch.isfinite(got)), "with large logits the loss is not finite: log(softmax(x)) rounds "
-          "tiny probabilities to 0 and log(0) = -inf; F.cross_entropy (or torch.log_softmax) subtracts the "
-          "maximum first and stays finite", mistake="loss_log_of_softmax")
-    close(got, ref_loss(logits, ids, mask), "with large logits the loss should still be the masked "
-          "cross-entropy", atol=1e-3, rtol=1e-5, suspects=loss_suspects(logits, ids, mask))
+    check(bool(torch.isfinite(got)), msg("with large logits the loss is not finite: log(softmax(x)) rounds tiny probabilities to 0 and log(0) = -inf; F.cross_entropy (or torch.log_softmax) subtracts the maximum first and stays finite"), mistake="loss_log_of_softmax")
+    close(got, ref_loss(logits, ids, mask), msg("with large logits the loss should still be the masked cross-entropy"), atol=1e-3, rtol=1e-5, suspects=loss_suspects(logits, ids, mask))
 
 
 @exercise("lm_loss", points=0.25)
 def test_lm_loss_is_a_tensor(sub):
     logits, ids, mask = loss_data(106)
     got = sub.call("lm_loss", logits, ids, mask)
-    check(not isinstance(got, (float, int)), "lm_loss returns a Python number: training calls "
-          "loss.backward(), so return the 0-dim tensor itself (no .item())", mistake="loss_not_a_tensor")
-    check(isinstance(got, torch.Tensor) and tuple(got.shape) == (), "lm_loss should return a 0-dim tensor")
+    check(not isinstance(got, (float, int)), msg("lm_loss returns a Python number: training calls loss.backward(), so return the 0-dim tensor itself (no .item())"), mistake="loss_not_a_tensor")
+    check(isinstance(got, torch.Tensor) and tuple(got.shape) == (), msg("lm_loss should return a 0-dim tensor"))

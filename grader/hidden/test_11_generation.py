@@ -57,6 +57,7 @@ from grader.check.framework import (
     per_run,
     suspect,
 )
+from grader.i18n import map_values, msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -248,22 +249,14 @@ def _attempt(n, i):
 # --- filter_logits ----------------------------------------------------------------------------
 
 FILTER_HINTS = {
-    "filter_temperature_multiplied": "the logits are multiplied by the temperature: divide them, logits / "
-                                     "temperature (a temperature below 1 sharpens the distribution)",
-    "filter_temperature_after": "the temperature is applied after the filtering: divide the logits by it "
-                                "first, so that top-p measures the probabilities that will be sampled",
-    "filter_topk_plus_one": "top-k keeps k + 1 tokens: keep the k largest logits (those at least as large "
-                            "as the k-th largest)",
-    "filter_topk_minus_one": "top-k keeps k - 1 tokens: keep the k largest logits, the k-th included",
-    "filter_topp_excludes_crossing": "top-p leaves out the token whose probability makes the total reach p: "
-                                     "a token is excluded only when the more likely tokens before it "
-                                     "already reach p",
-    "filter_topp_drops_top": "top-p excludes every token of a row whose most likely token alone is above "
-                             "p: the most likely token always stays",
-    "filter_topp_unsorted": "top-p adds the probabilities up in vocabulary order: sort them from the most "
-                            "likely down first (logits.sort(descending=True)), then map the choice back",
-    "filter_not_combined": "with both top_k and top_p only one filter is applied: apply top-k, then top-p "
-                           "to the tokens top-k kept",
+    "filter_temperature_multiplied": msg("the logits are multiplied by the temperature: divide them, logits / temperature (a temperature below 1 sharpens the distribution)"),
+    "filter_temperature_after": msg("the temperature is applied after the filtering: divide the logits by it first, so that top-p measures the probabilities that will be sampled"),
+    "filter_topk_plus_one": msg("top-k keeps k + 1 tokens: keep the k largest logits (those at least as large as the k-th largest)"),
+    "filter_topk_minus_one": msg("top-k keeps k - 1 tokens: keep the k largest logits, the k-th included"),
+    "filter_topp_excludes_crossing": msg("top-p leaves out the token whose probability makes the total reach p: a token is excluded only when the more likely tokens before it already reach p"),
+    "filter_topp_drops_top": msg("top-p excludes every token of a row whose most likely token alone is above p: the most likely token always stays"),
+    "filter_topp_unsorted": msg("top-p adds the probabilities up in vocabulary order: sort them from the most likely down first (logits.sort(descending=True)), then map the choice back"),
+    "filter_not_combined": msg("with both top_k and top_p only one filter is applied: apply top-k, then top-p to the tokens top-k kept"),
 }
 FILTER_IDS = {"filter_topk_plus_one": "filter_topk_count", "filter_topk_minus_one": "filter_topk_count",
               "filter_topk_only": "filter_not_combined", "filter_topp_only": "filter_not_combined"}
@@ -316,7 +309,7 @@ def close_logits(out, want, message, **kwargs):
     try:
         close(out, want, message, **kwargs)
     except Failed as exc:
-        raise Failed(SHOWN_INF.sub(r"\1inf", str(exc)), exc.mistake) from None
+        raise Failed(map_values(exc.message, lambda v: SHOWN_INF.sub(r"\1inf", v)), exc.mistake) from None
 
 
 FILTER_SUSPECTS = tuple(m for m in FILTER_HINTS if m not in ("filter_topk_only", "filter_topp_only"))
@@ -332,15 +325,12 @@ def _filter(sub, logits, **kwargs):
     the oracle's, each with -inf as -1e30."""
     out = sub.call("filter_logits", logits, **kwargs)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(logits.shape),
-          f"filter_logits should return a tensor of the logits' shape {list(logits.shape)}, got "
-          f"{list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__}")
-    check(out.dtype == logits.dtype, f"filter_logits of {str(logits.dtype)[6:]} logits returned "
-          f"{str(out.dtype)[6:]}: keep the logits' dtype")
+          msg("filter_logits should return a tensor of the logits' shape {logits_shape}, got {getattr_out_isinstance}", logits_shape=list(logits.shape), getattr_out_isinstance=list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__))
+    check(out.dtype == logits.dtype, msg("filter_logits of {logits_dtype} logits returned {out_dtype}: keep the logits' dtype", logits_dtype=str(logits.dtype)[6:], out_dtype=str(out.dtype)[6:]))
     want = ref_filter(logits, **kwargs)
     excluded = torch.isinf(want)
     if excluded.any() and bool(torch.isfinite(out[excluded]).all()) and float(out[excluded].max()) < -1e3:
-        diagnose("filter_not_neg_inf", "the excluded tokens hold a large negative number instead of -inf: "
-                 "use float(\"-inf\"), so that their probability is exactly 0 at any temperature")
+        diagnose("filter_not_neg_inf", msg("the excluded tokens hold a large negative number instead of -inf: use float(\"-inf\"), so that their probability is exactly 0 at any temperature"))
     return finite(out), finite(want)
 
 
@@ -372,7 +362,7 @@ def filter_case(n, temperature=1.0, top_k=None, top_p=None, differs_from=(), p_r
         outcomes = [torch.isinf(ref_filter(x, temperature, top_k, p, m)) for m in (None, *differs_from)]
         if all(not torch.equal(a, b) for i, a in enumerate(outcomes) for b in outcomes[i + 1:]):
             return x, p
-    raise RuntimeError("no clear filter_logits input found")  # a grader bug: the draws are generous
+    raise RuntimeError(msg("no clear filter_logits input found"))  # a grader bug: the draws are generous
 
 
 @exercise("filter_logits", points=0.5)
@@ -380,13 +370,12 @@ def test_filter_temperature(sub):
     x, _ = filter_case(1)
     T = 0.3 + 2.0 * float(torch.rand(1, generator=gen(2)))
     out, want = _filter(sub, x, temperature=T)
-    close_logits(out, want, f"with temperature={T:.3f} and no top_k or top_p, filter_logits should return "
-                 f"logits / temperature, nothing excluded", atol=1e-5, suspects=filter_suspects(x, temperature=T))
+    close_logits(out, want, msg("with temperature={T} and no top_k or top_p, filter_logits should return logits / temperature, nothing excluded", T=format(T, '.3f')), atol=1e-5, suspects=filter_suspects(x, temperature=T))
     out, want = _filter(sub, x)
-    close_logits(out, want, "with the default arguments filter_logits should return the logits unchanged", atol=1e-6)
+    close_logits(out, want, msg("with the default arguments filter_logits should return the logits unchanged"), atol=1e-6)
     x64 = x.double()
     out, want = _filter(sub, x64, temperature=T)
-    close_logits(out, want, f"float64 logits with temperature={T:.3f} should give logits / temperature in float64",
+    close_logits(out, want, msg("float64 logits with temperature={T} should give logits / temperature in float64", T=format(T, '.3f')),
                  atol=1e-12)
 
 
@@ -404,11 +393,8 @@ def test_filter_top_k(sub):
         except SubmissionError as exc:
             if k <= V:
                 raise
-            diagnose("filter_topk_above_vocab", f"filter_logits(logits, top_k={k}) on rows of V = {V} logits raised "
-                     f"{exc.exc_type} ({exc.message[:120]}) where top_k={V} works: top_k larger than V keeps every "
-                     f"token, so take min(top_k, V) (torch.topk cannot return more than V values)")
-        close_logits(out, want, f"with top_k={k} (and temperature={T:.3f}) each row should keep its {k} largest "
-                     f"logits, divided by the temperature, and hold -inf everywhere else", atol=1e-5,
+            diagnose("filter_topk_above_vocab", msg("filter_logits(logits, top_k={k}) on rows of V = {V} logits raised {exc_exc_type} ({exc_message}) where top_k={V} works: top_k larger than V keeps every token, so take min(top_k, V) (torch.topk cannot return more than V values)", k=k, V=V, exc_exc_type=exc.exc_type, exc_message=exc.message[:120]))
+        close_logits(out, want, msg("with top_k={k} (and temperature={T}) each row should keep its {k} largest logits, divided by the temperature, and hold -inf everywhere else", k=k, T=format(T, '.3f')), atol=1e-5,
                      suspects=filter_suspects(x, temperature=T, top_k=k))
 
 
@@ -419,36 +405,28 @@ def test_filter_top_p_keeps_one(sub):
     for p in (1e-6, 0.5 * top):
         out, want = _filter(sub, x, top_p=p)
         kept = (out > -1e29).sum(-1)
-        check(bool((kept > 0).all()), f"with top_p={p:.3g}, below every row's largest probability, a row "
-              f"kept no token: the most likely token always stays (top-p keeps at least one)",
+        check(bool((kept > 0).all()), msg("with top_p={p}, below every row's largest probability, a row kept no token: the most likely token always stays (top-p keeps at least one)", p=format(p, '.3g')),
               mistake="filter_topp_drops_top")
-        close_logits(out, want, f"with top_p={p:.3g}, below every row's largest probability, each row should keep "
-                     f"only its most likely token", atol=1e-5, suspects=filter_suspects(x, top_p=p))
+        close_logits(out, want, msg("with top_p={p}, below every row's largest probability, each row should keep only its most likely token", p=format(p, '.3g')), atol=1e-5, suspects=filter_suspects(x, top_p=p))
 
 
 @exercise("filter_logits", points=0.75)
 def test_filter_top_p(sub):
     x, p = filter_case(10, top_p="draw", differs_from=("filter_topp_excludes_crossing", "filter_topp_drops_top"))
     out, want = _filter(sub, x, top_p=p)
-    close_logits(out, want, f"with top_p={p:.4f} each row should keep its most likely tokens up to and including "
-                 f"the one whose probability brings the total to p, and -inf elsewhere", atol=1e-5,
+    close_logits(out, want, msg("with top_p={p} each row should keep its most likely tokens up to and including the one whose probability brings the total to p, and -inf elsewhere", p=format(p, '.4f')), atol=1e-5,
                  suspects=filter_suspects(x, top_p=p))
     T = (0.4 if _int(11, 0, 2) else 2.5)
     x, p = filter_case(12, temperature=T, top_p="draw",
                        differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
     out, want = _filter(sub, x, temperature=T, top_p=p)
-    close_logits(out, want, f"with temperature={T} and top_p={p:.4f}, top-p should measure the probabilities "
-                 f"of logits / temperature", atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
+    close_logits(out, want, msg("with temperature={T} and top_p={p}, top-p should measure the probabilities of logits / temperature", T=T, p=format(p, '.4f')), atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
     x, p, shift = overflow_case(13)
     out, want = _filter(sub, x + shift, top_p=p)
     if not matches(out, want, atol=1e-5) and matches(*_filter(sub, x, top_p=p), atol=1e-5):
         shifts = ", ".join(f"{v:+g}" for v in shift[:, 0].tolist())
-        diagnose("filter_softmax_overflow", f"with top_p={p:.4f}, rows shifted by {shifts} (the same distributions: "
-                 f"a softmax does not change when a row is shifted) kept other tokens than the rows themselves: "
-                 f"in float32 exp(100) is inf and exp(-1000) is 0, so exp(x) / exp(x).sum() gives NaN; use "
-                 f"torch.softmax, which subtracts the max")
-    close_logits(out, want, f"with top_p={p:.4f}, rows of logits near +1000, -1000 and +100 should keep the tokens that "
-                 f"the same rows shifted to near 0 keep", atol=1e-5)
+        diagnose("filter_softmax_overflow", msg("with top_p={p}, rows shifted by {shifts} (the same distributions: a softmax does not change when a row is shifted) kept other tokens than the rows themselves: in float32 exp(100) is inf and exp(-1000) is 0, so exp(x) / exp(x).sum() gives NaN; use torch.softmax, which subtracts the max", p=format(p, '.4f'), shifts=shifts))
+    close_logits(out, want, msg("with top_p={p}, rows of logits near +1000, -1000 and +100 should keep the tokens that the same rows shifted to near 0 keep", p=format(p, '.4f')), atol=1e-5)
 
 
 @exercise("filter_logits", points=0.25)
@@ -466,16 +444,11 @@ def test_filter_top_p_exact_total(sub):
         want = [round(p * size) for size in sizes]
         sizes_txt = ", ".join(str(s) for s in sizes)
         if kept == [w + 1 for w in want]:
-            diagnose("filter_topp_boundary", f"rows with {sizes_txt} equal logits (probabilities 1/{sizes[0]} "
-                     f"...) and top_p={p} kept {kept} tokens instead of {want}: the set ends at the first "
-                     f"token that brings the total to p, reached exactly here (exclude a token when the "
-                     f"tokens before it already reach p, a total >= p)")
-        check(kept == want, f"rows with {sizes_txt} equal logits and top_p={p} should keep {want} tokens "
-              f"(their probabilities reach p exactly), kept {kept}")
+            diagnose("filter_topp_boundary", msg("rows with {sizes_txt} equal logits (probabilities 1/{sizes} ...) and top_p={p} kept {kept} tokens instead of {want}: the set ends at the first token that brings the total to p, reached exactly here (exclude a token when the tokens before it already reach p, a total >= p)", sizes_txt=sizes_txt, sizes=sizes[0], p=p, kept=kept, want=want))
+        check(kept == want, msg("rows with {sizes_txt} equal logits and top_p={p} should keep {want} tokens (their probabilities reach p exactly), kept {kept}", sizes_txt=sizes_txt, p=p, want=want, kept=kept))
         ties = (x == 0.0)
         check(bool((out[out > -1e29] == 0.0).all()) and bool((out[~ties] <= -1e29).all()),
-              f"rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied "
-              f"largest logits, unchanged")
+              msg("rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied largest logits, unchanged", sizes_txt=sizes_txt, p=p))
     _top_p_one_keeps_all(sub, g)
 
 
@@ -488,11 +461,8 @@ def _top_p_one_keeps_all(sub, g, V=32_000):
     kept = int((out > -1e29).sum())
     ranked = x.sort(dim=-1, descending=True).values.softmax(-1)             # float32, as the mistake sums
     if kept < V and kept == int(((ranked.cumsum(-1) - ranked) < 1.0).sum()):
-        diagnose("filter_topp_float32_total", f"with top_p=1.0 on {V:,} tokens, filter_logits kept {kept:,}: "
-                 f"a running total of float32 probabilities reaches 1.0 before the last token; sum the "
-                 f"probabilities in float64 (probs.double()), or skip top-p when top_p is 1")
-    check(kept == V, f"with top_p=1.0 on {V:,} tokens every token should be kept (each has a probability "
-          f"above 0), kept {kept:,}")
+        diagnose("filter_topp_float32_total", msg("with top_p=1.0 on {V} tokens, filter_logits kept {kept}: a running total of float32 probabilities reaches 1.0 before the last token; sum the probabilities in float64 (probs.double()), or skip top-p when top_p is 1", V=format(V, ','), kept=format(kept, ',')))
+    check(kept == V, msg("with top_p=1.0 on {V} tokens every token should be kept (each has a probability above 0), kept {kept}", V=format(V, ','), kept=format(kept, ',')))
 
 
 OVERFLOW_SHIFTS = (1000.0, -1000.0, 100.0)
@@ -509,7 +479,7 @@ def overflow_case(n):
         if _totals_clear(x, 1.0, p) and bool(torch.isinf(ref_filter(x, top_p=p)).any(-1).all()):
             shift = torch.tensor([OVERFLOW_SHIFTS[b % 3] for b in range(B)])[:, None]
             return x, p, shift
-    raise RuntimeError("no clear overflow input found")
+    raise RuntimeError(msg("no clear overflow input found"))
 
 
 def _readings(x, T, k, p):
@@ -570,15 +540,14 @@ def combined_case(n):
                              for a, r, c in zip(agree, x, kept, strict=True)])
         if _enough(rows, k_binds, p_binds) and _told_apart(x, T, k, p, rows):
             return x, T, k, p, rows
-    raise RuntimeError("no clear top_k + top_p input found")
+    raise RuntimeError(msg("no clear top_k + top_p input found"))
 
 
 @exercise("filter_logits", points=0.5)
 def test_filter_top_k_and_top_p(sub):
     x, T, k, p, rows = combined_case(16)
     out, want = _filter(sub, x, temperature=T, top_k=k, top_p=p)
-    close_logits(out[rows], want[rows], f"with temperature={T:.3f}, top_k={k} and top_p={p:.4f} both filters apply: "
-                 f"in some rows top-k leaves fewer tokens than top-p would, in others top-p fewer than k", atol=1e-5,
+    close_logits(out[rows], want[rows], msg("with temperature={T}, top_k={k} and top_p={p} both filters apply: in some rows top-k leaves fewer tokens than top-p would, in others top-p fewer than k", T=format(T, '.3f'), k=k, p=format(p, '.4f')), atol=1e-5,
                  suspects=filter_suspects(x, tuple(FILTER_HINTS), temperature=T, top_k=k, top_p=p, rows=rows))
 
 
@@ -589,27 +558,21 @@ N_SEEDED = 1000  # draws compared one by one with torch.multinomial's (_drawn_as
 Z_BOUND = 6.0  # standard deviations: a correct sampler fails a bound with probability ~2e-9
 
 SAMPLE_HINTS = {
-    "sample_unfiltered": "the tokens are drawn from the unfiltered logits: draw from "
-                         "softmax(filter_logits(logits, temperature, top_k, top_p))",
-    "sample_temperature_after_softmax": "the temperature divides the probabilities, which "
-                                        "torch.multinomial normalises again (no effect): divide the logits, "
-                                        "filter_logits(logits, temperature, ...), before the softmax",
+    "sample_unfiltered": msg("the tokens are drawn from the unfiltered logits: draw from softmax(filter_logits(logits, temperature, top_k, top_p))"),
+    "sample_temperature_after_softmax": msg("the temperature divides the probabilities, which torch.multinomial normalises again (no effect): divide the logits, filter_logits(logits, temperature, ...), before the softmax"),
 }
 
 
 def _ids(out, B, what, long=False):
     """The ids sample returned, checked for their shape and for being integers (``long``: torch.long
     exactly, checked in one test only, so that another integer dtype costs that test alone)."""
-    check(isinstance(out, torch.Tensor), f"{what} should return a tensor of token ids, got {type(out).__name__}")
+    check(isinstance(out, torch.Tensor), msg("{what} should return a tensor of token ids, got {out}", what=what, out=type(out).__name__))
     if tuple(out.shape) == (B, 1):
-        diagnose("sample_not_squeezed", f"{what} returned shape [{B}, 1]: return one id per row, shape [B] "
-                 f"(torch.multinomial(...).squeeze(-1))")
-    check(tuple(out.shape) == (B,), f"{what} should return one id per row, shape [{B}], got {list(out.shape)}")
-    check(not out.is_floating_point() and out.dtype != torch.bool, f"{what} should return integer token "
-          f"ids (torch.long), got {str(out.dtype)[6:]}")
+        diagnose("sample_not_squeezed", msg("{what} returned shape [{B}, 1]: return one id per row, shape [B] (torch.multinomial(...).squeeze(-1))", what=what, B=B))
+    check(tuple(out.shape) == (B,), msg("{what} should return one id per row, shape [{B}], got {out_shape}", what=what, B=B, out_shape=list(out.shape)))
+    check(not out.is_floating_point() and out.dtype != torch.bool, msg("{what} should return integer token ids (torch.long), got {out_dtype}", what=what, out_dtype=str(out.dtype)[6:]))
     if long and out.dtype != torch.long:
-        diagnose("sample_not_long", f"{what} returned ids of dtype {str(out.dtype)[6:]}: token ids are torch.long "
-                 f"(what torch.multinomial and argmax return, and what nn.Embedding takes); do not convert them")
+        diagnose("sample_not_long", msg("{what} returned ids of dtype {out_dtype}: token ids are torch.long (what torch.multinomial and argmax return, and what nn.Embedding takes); do not convert them", what=what, out_dtype=str(out.dtype)[6:]))
     return out.long()
 
 
@@ -630,19 +593,15 @@ def test_sample_temperature_zero_and_top_k_one(sub):
                 sub.call("sample", x, generator=_generator(sub, 101), **{**kwargs, "temperature": 1.0})
             except SubmissionError:
                 raise exc from None
-            diagnose("sample_no_argmax_at_zero", f"sample(logits, temperature=0) raised {exc.exc_type} "
-                     f"({exc.message[:120]}) where temperature=1 works: dividing by a temperature of 0 gives "
-                     f"inf and NaN; at temperature 0 return logits.argmax(dim=-1)")
-        out = _ids(out, B, "sample(logits, temperature=0)", long=True)
+            diagnose("sample_no_argmax_at_zero", msg("sample(logits, temperature=0) raised {exc_exc_type} ({exc_message}) where temperature=1 works: dividing by a temperature of 0 gives inf and NaN; at temperature 0 return logits.argmax(dim=-1)", exc_exc_type=exc.exc_type, exc_message=exc.message[:120]))
+        out = _ids(out, B, msg("sample(logits, temperature=0)"), long=True)
         if not matches(out, want):
-            diagnose("sample_no_argmax_at_zero", "sample(logits, temperature=0) is not each row's argmax: "
-                     "temperature 0 means greedy, return logits.argmax(dim=-1)")
+            diagnose("sample_no_argmax_at_zero", msg("sample(logits, temperature=0) is not each row's argmax: temperature 0 means greedy, return logits.argmax(dim=-1)"))
     T = 0.5 + 1.5 * float(torch.rand(1, generator=gen(102)))
     flat = torch.randn(300, 9, generator=gen(103)) * 0.5  # a sampler that ignores top_k misses some argmax
     out = _ids(sub.call("sample", flat, temperature=T, top_k=1, generator=_generator(sub, 104)), 300,
-               "sample(logits, top_k=1)", long=True)
-    close(out, flat.argmax(-1), f"sample(logits, temperature={T:.3f}, top_k=1) keeps one token per row, so it "
-          f"should return each row's argmax")
+               msg("sample(logits, top_k=1)"), long=True)
+    close(out, flat.argmax(-1), msg("sample(logits, temperature={T}, top_k=1) keeps one token per row, so it should return each row's argmax", T=format(T, '.3f')))
 
 
 @exercise("sample", points=0.5)
@@ -652,11 +611,9 @@ def test_sample_uses_the_generator(sub):
     seed = int(torch.randint(0, 2**62, (1,), generator=g))
     first = _ids(sub.call("sample", x, generator=sub.fixture("generator", seed)), 500, "sample")
     again = _ids(sub.call("sample", x, generator=sub.fixture("generator", seed)), 500, "sample")
-    check(torch.equal(first, again), "two generators seeded alike gave different draws: draw with the "
-          "generator given, torch.multinomial(probs, 1, generator=generator)", mistake="sample_generator_ignored")
+    check(torch.equal(first, again), msg("two generators seeded alike gave different draws: draw with the generator given, torch.multinomial(probs, 1, generator=generator)"), mistake="sample_generator_ignored")
     other = _ids(sub.call("sample", x, generator=sub.fixture("generator", seed + 1)), 500, "sample")
-    check(not torch.equal(first, other), "generators seeded differently gave the same 500 draws: draw with "
-          "the generator given, torch.multinomial(probs, 1, generator=generator)",
+    check(not torch.equal(first, other), msg("generators seeded differently gave the same 500 draws: draw with the generator given, torch.multinomial(probs, 1, generator=generator)"),
           mistake="sample_generator_ignored")
 
 
@@ -682,7 +639,7 @@ def distribution_case(n, temperature, top_k=None, top_p=None):
         wrong = [ref_filter(x, temperature).softmax(-1)[0], ref_filter(x, 1.0, top_k, top_p).softmax(-1)[0]]
         if all(float((right - w).abs().max()) > 0.06 for w in wrong):
             return x
-    raise RuntimeError("no clear sampling input found")
+    raise RuntimeError(msg("no clear sampling input found"))
 
 
 def _draws(sub, x, n, T, k, p, N=N_DRAWS):
@@ -690,7 +647,7 @@ def _draws(sub, x, n, T, k, p, N=N_DRAWS):
     out = _ids(sub.call("sample", x.expand(N, -1).contiguous(), temperature=T, top_k=k, top_p=p,
                         generator=_generator(sub, n + 1)), N, "sample")
     V = x.shape[-1]
-    check(bool(((out >= 0) & (out < V)).all()), f"sample returned ids outside 0 … {V - 1}")
+    check(bool(((out >= 0) & (out < V)).all()), msg("sample returned ids outside 0 … {V}", V=V - 1))
     return torch.bincount(out, minlength=V).double()
 
 
@@ -713,8 +670,7 @@ def _drawn_as_torch(sub, x, n, T, k, p, N=N_SEEDED):
     return isinstance(out, torch.Tensor) and out.dtype == torch.long and torch.equal(out, want)
 
 
-OVERFLOW_HINT = ("in float32 exp(x) is inf above about 88 and 0 below about -103, so exp(logits) or exp(x) / "
-                 "exp(x).sum() gives inf or NaN: use torch.softmax, which subtracts the max")
+OVERFLOW_HINT = (msg("in float32 exp(x) is inf above about 88 and 0 below about -103, so exp(logits) or exp(x) / exp(x).sum() gives inf or NaN: use torch.softmax, which subtracts the max"))
 
 
 @exercise("sample", points=1)
@@ -733,25 +689,20 @@ def test_sample_distribution(sub):
             counts = _draws(sub, x + shift, n, T, k, p)
         except SubmissionError as exc:
             if shift and _fits(_draws(sub, x, n, T, k, p, N=2000), right):
-                diagnose("sample_softmax_overflow", f"sample raised {exc.exc_type} ({exc.message[:120]}) on logits "
-                         f"near {shift:+g} with {settings}, and draws well from the same logits shifted to near 0: "
-                         f"{OVERFLOW_HINT}")
+                diagnose("sample_softmax_overflow", msg("sample raised {exc_exc_type} ({exc_message}) on logits near {shift} with {settings}, and draws well from the same logits shifted to near 0: {OVERFLOW_HINT}", exc_exc_type=exc.exc_type, exc_message=exc.message[:120], shift=format(shift, '+g'), settings=settings, OVERFLOW_HINT=OVERFLOW_HINT))
             raise
         if _fits(counts, right):
             continue
         if shift and _fits(_draws(sub, x, n, T, k, p), right):
-            diagnose("sample_softmax_overflow", f"{N_DRAWS} draws from logits near {shift:+g} with {settings} do not "
-                     f"follow softmax(filter_logits(...)), while the same logits shifted to near 0 do: {OVERFLOW_HINT}")
+            diagnose("sample_softmax_overflow", msg("{N_DRAWS} draws from logits near {shift} with {settings} do not follow softmax(filter_logits(...)), while the same logits shifted to near 0 do: {OVERFLOW_HINT}", N_DRAWS=N_DRAWS, shift=format(shift, '+g'), settings=settings, OVERFLOW_HINT=OVERFLOW_HINT))
         for mistake, probs in (("sample_unfiltered", ref_filter(x, T).softmax(-1)[0]),
                                ("sample_temperature_after_softmax", ref_filter(x, 1.0, k, p).softmax(-1)[0])):
             if _fits(counts, probs):
-                diagnose(mistake, f"{SAMPLE_HINTS[mistake]} ({N_DRAWS} draws with {settings})")
+                diagnose(mistake, msg("{SAMPLE_HINTS_mistake} ({N_DRAWS} draws with {settings})", SAMPLE_HINTS_mistake=SAMPLE_HINTS[mistake], N_DRAWS=N_DRAWS, settings=settings))
         outside = int(counts[right == 0].sum())
-        check(outside == 0, f"{outside} of {N_DRAWS} draws with {settings} are tokens that filter_logits "
-              f"excludes: draw from softmax(filter_logits(logits, temperature, top_k, top_p))")
+        check(outside == 0, msg("{outside} of {N_DRAWS} draws with {settings} are tokens that filter_logits excludes: draw from softmax(filter_logits(logits, temperature, top_k, top_p))", outside=outside, N_DRAWS=N_DRAWS, settings=settings))
         worst = int(((counts - N_DRAWS * right).abs() / (N_DRAWS * right * (1 - right)).sqrt().clamp(min=1e-9)).argmax())
-        check(False, f"{N_DRAWS} draws with {settings} do not follow softmax(filter_logits(...)): token "
-              f"{worst} came {int(counts[worst])} times, expected about {N_DRAWS * float(right[worst]):.0f}")
+        check(False, msg("{N_DRAWS} draws with {settings} do not follow softmax(filter_logits(...)): token {worst} came {counts_worst} times, expected about {N_DRAWS_right_worst}", N_DRAWS=N_DRAWS, settings=settings, worst=worst, counts_worst=int(counts[worst]), N_DRAWS_right_worst=format(N_DRAWS * float(right[worst]), '.0f')))
 
 
 # --- decoder_step (and KVCache) ---------------------------------------------------------------
@@ -902,31 +853,19 @@ def ref_step(m, ids, cache, mistake=None):
 
 
 STEP_HINTS = {
-    "step_pads_attended": "the real tokens attend to the left pads: combine the causal mask with the key "
-                          "mask of every cached and new position (ids != model.pad_id)",
-    "step_no_causal": "there is no causal mask: a new token may attend to the cached positions and to the "
-                      "new tokens up to itself, torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)",
-    "step_no_causal_in_chunk": "several new tokens at once after the prompt see each other's future: the "
-                               "causal mask is needed for every chunk, not only the prompt, "
-                               "torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)",
-    "step_scale_d_model": "the scores are divided by √d_model: divide by √d_head, the width of one head",
-    "step_no_scale": "the scores are not scaled: divide q·kᵀ by √d_head, as lesson 10's block does",
-    "step_rope_on_v": "the values are rotated too: RoPE turns only q and k (positions belong in the scores, "
-                      "not in what is mixed), and the cache keeps the values as v_proj gives them",
-    "step_pad_id_hardcoded": "the pads are taken as id 0: use the model's pad_id (model.pad_id)",
-    "step_keys_before_rope": "the cache keeps the keys before RoPE: rotate k first and cache the rotated "
-                             "keys, so that each cached key keeps its own position's angle",
-    "step_positions_not_advanced": "the new tokens are placed at position 0: they come after the cached "
-                                   "positions, positions len(cache), len(cache) + 1, … counted from each "
-                                   "row's first real token",
-    "step_positions_with_pads": "the new tokens' positions count the left pads (len(cache) as it is): "
-                                "subtract each row's leading pads, as the prompt's positions do",
-    "step_positions_from_row_start": "the positions count the left pads: a row's positions start at 0 at its "
-                                     "first real token (subtract each row's leading pads), as in lesson 10's model",
-    "step_cache_not_extended": "the new tokens' keys and values are not added to the cache: after the "
-                               "prompt every step sees only the prompt and itself",
-    "step_cache_refilled": "the cache is replaced by the new tokens' keys and values at every step: "
-                           "append them to what it holds (torch.cat along the positions)",
+    "step_pads_attended": msg("the real tokens attend to the left pads: combine the causal mask with the key mask of every cached and new position (ids != model.pad_id)"),
+    "step_no_causal": msg("there is no causal mask: a new token may attend to the cached positions and to the new tokens up to itself, torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)"),
+    "step_no_causal_in_chunk": msg("several new tokens at once after the prompt see each other's future: the causal mask is needed for every chunk, not only the prompt, torch.ones(L, T0 + L, dtype=torch.bool).tril(T0)"),
+    "step_scale_d_model": msg("the scores are divided by √d_model: divide by √d_head, the width of one head"),
+    "step_no_scale": msg("the scores are not scaled: divide q·kᵀ by √d_head, as lesson 10's block does"),
+    "step_rope_on_v": msg("the values are rotated too: RoPE turns only q and k (positions belong in the scores, not in what is mixed), and the cache keeps the values as v_proj gives them"),
+    "step_pad_id_hardcoded": msg("the pads are taken as id 0: use the model's pad_id (model.pad_id)"),
+    "step_keys_before_rope": msg("the cache keeps the keys before RoPE: rotate k first and cache the rotated keys, so that each cached key keeps its own position's angle"),
+    "step_positions_not_advanced": msg("the new tokens are placed at position 0: they come after the cached positions, positions len(cache), len(cache) + 1, … counted from each row's first real token"),
+    "step_positions_with_pads": msg("the new tokens' positions count the left pads (len(cache) as it is): subtract each row's leading pads, as the prompt's positions do"),
+    "step_positions_from_row_start": msg("the positions count the left pads: a row's positions start at 0 at its first real token (subtract each row's leading pads), as in lesson 10's model"),
+    "step_cache_not_extended": msg("the new tokens' keys and values are not added to the cache: after the prompt every step sees only the prompt and itself"),
+    "step_cache_refilled": msg("the cache is replaced by the new tokens' keys and values at every step: append them to what it holds (torch.cat along the positions)"),
 }
 
 
@@ -947,8 +886,7 @@ def _cache(sub, model):
         except SubmissionError as exc:
             if exc.exc_type != "TypeError":
                 raise
-    raise Failed("KVCache() could not be built (nor KVCache(model), nor KVCache(n_layer)): the contract "
-                 "builds an empty cache with KVCache(), without arguments")
+    raise Failed(msg("KVCache() could not be built (nor KVCache(model), nor KVCache(n_layer)): the contract builds an empty cache with KVCache(), without arguments"))
 
 
 def _step(sub, model, ids, cache, pad_id, expect=None):
@@ -960,23 +898,16 @@ def _step(sub, model, ids, cache, pad_id, expect=None):
     out = stepped.value
     want = [*ids.shape, V_LM]
     if isinstance(out, torch.Tensor) and list(out.shape) == [ids.shape[0], V_LM]:
-        diagnose("step_last_position_only", f"decoder_step(model, ids, cache) with ids {list(ids.shape)} returned "
-                 f"{list(out.shape)}, the logits of the last position only: return those of every new token, "
-                 f"[B, L_new, V] (generate takes [:, -1] itself)")
-    check(isinstance(out, torch.Tensor) and list(out.shape) == want, f"decoder_step(model, ids, cache) with "
-          f"ids {list(ids.shape)} should return the logits of the new tokens, {want}, got "
-          f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+        diagnose("step_last_position_only", msg("decoder_step(model, ids, cache) with ids {ids_shape} returned {out_shape}, the logits of the last position only: return those of every new token, [B, L_new, V] (generate takes [:, -1] itself)", ids_shape=list(ids.shape), out_shape=list(out.shape)))
+    check(isinstance(out, torch.Tensor) and list(out.shape) == want, msg("decoder_step(model, ids, cache) with ids {ids_shape} should return the logits of the new tokens, {want}, got {out_shape_isinstance}", ids_shape=list(ids.shape), want=want, out_shape_isinstance=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
     if bool(out[ids != pad_id].isnan().any()):
-        diagnose("step_masked_with_neg_inf", "decoder_step returned NaN at real tokens of left-padded rows: a left "
-                 "pad's query has no key it may see, so scores hidden with -inf give it NaN, which the next layer's "
-                 "values carry to every token; fill the hidden scores with torch.finfo(scores.dtype).min")
+        diagnose("step_masked_with_neg_inf", msg("decoder_step returned NaN at real tokens of left-padded rows: a left pad's query has no key it may see, so scores hidden with -inf give it NaN, which the next layer's values carry to every token; fill the hidden scores with torch.finfo(scores.dtype).min"))
     check(bool(torch.isfinite(out[ids != pad_id]).all()),
-          "decoder_step returned NaN or inf at real tokens")
+          msg("decoder_step returned NaN or inf at real tokens"))
     return out if expect is None else (out, expected)
 
 
-ROTATED_TOO_LATE = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
-                              r"non-singleton dimension 2")
+ROTATED_TOO_LATE = re.compile(msg("size of tensor a \\((\\d+)\\) must match the size of tensor b \\((\\d+)\\) at non-singleton dimension 2"))
 
 
 def _later_step(sub, model, ids, cache, pad_id, T0, expect):
@@ -989,10 +920,7 @@ def _later_step(sub, model, ids, cache, pad_id, T0, expect):
         L = ids.shape[1]
         found = ROTATED_TOO_LATE.search(exc.message)
         if found and (int(found[1]), int(found[2])) == (T0 + L, L):
-            diagnose("step_keys_before_rope", f"after {T0} cached positions, {L} new token{'s' if L > 1 else ''} "
-                     f"raised {exc.exc_type} ({exc.message[:120]}): the keys of every position, cached ones "
-                     f"included, meet the angles of the new tokens only; rotate only the new keys, by their own "
-                     f"positions, and cache them after RoPE (a cached key keeps its rotation)")
+            diagnose("step_keys_before_rope", msg("after {T0} cached positions, {L} new token{s} raised {exc_exc_type} ({exc_message}): the keys of every position, cached ones included, meet the angles of the new tokens only; rotate only the new keys, by their own positions, and cache them after RoPE (a cached key keeps its rotation)", T0=T0, L=L, s='s' if L > 1 else '', exc_exc_type=exc.exc_type, exc_message=exc.message[:120]))
         raise
 
 
@@ -1016,9 +944,7 @@ def _diagnose_shared_cache(sub, model, ids, pad_id):
     except (Failed, SubmissionError):
         return
     if isinstance(attributes, dict) and _holds_no_keys(attributes):
-        diagnose("step_cache_shared", "after a prefill, a new KVCache() holds no keys or values itself: its lists "
-                 "belong to the class (written in the class body), so every KVCache() shares them and a new cache "
-                 "reads the keys of an older one; create them in __init__ (self.keys = [])")
+        diagnose("step_cache_shared", msg("after a prefill, a new KVCache() holds no keys or values itself: its lists belong to the class (written in the class body), so every KVCache() shares them and a new cache reads the keys of an older one; create them in __init__ (self.keys = [])"))
 
 
 @exercise("decoder_step", points=1.25)
@@ -1027,8 +953,7 @@ def test_step_prefill(sub):
     ids = lm_prompts(203, pad_id)
     out, want = _step(sub, model, ids, _cache(sub, model), pad_id, expect=lambda: m64(ids))
     real = ids != pad_id
-    close(out[real], want[real], "on a left-padded prompt and an empty KVCache(), decoder_step should "
-          "give the model's own logits, model(ids), at every real token", atol=ATOL,
+    close(out[real], want[real], msg("on a left-padded prompt and an empty KVCache(), decoder_step should give the model's own logits, model(ids), at every real token"), atol=ATOL,
           suspects=step_suspects(m64, [ids], lambda outs: outs[0][real]))
 
 
@@ -1051,10 +976,8 @@ def test_step_token_by_token(sub):
             full = torch.cat([full, new], 1)
             out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda f=full: m64(f))
             live = torch.tensor([t < 2 or b != ended for b in range(B)])
-            at_step = (f"step {t + 1} after the prompt" if t < 2 else f"step {t + 1} after the prompt, row {ended} "
-                       f"having ended (it is fed pad_id now), in the other rows")
-            close(out[live, 0], want[live, -1], f"fed one token at a time after a left-padded prompt, "
-                  f"decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", atol=ATOL,
+            at_step = (msg("step {t} after the prompt", t=t + 1) if t < 2 else msg("step {t} after the prompt, row {ended} having ended (it is fed pad_id now), in the other rows", t=t + 1, ended=ended))
+            close(out[live, 0], want[live, -1], msg("fed one token at a time after a left-padded prompt, decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", at_step=at_step), atol=ATOL,
                   suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
     except (Failed, SubmissionError) as exc:
         if getattr(exc, "mistake", None) is None:
@@ -1062,8 +985,7 @@ def test_step_token_by_token(sub):
         raise
     T = full.shape[1]
     n = cache.method("__len__")
-    check(n == T, f"after a prompt of {ids.shape[1]} columns and 5 tokens, len(cache) is {n}: it should be "
-          f"T = {T}, the number of positions cached (the columns of the key mask, pads included)",
+    check(n == T, msg("after a prompt of {ids_shape} columns and 5 tokens, len(cache) is {n}: it should be T = {T}, the number of positions cached (the columns of the key mask, pads included)", ids_shape=ids.shape[1], n=n, T=T),
           mistake="step_cache_len")
 
 
@@ -1081,9 +1003,7 @@ def test_step_chunk(sub):
         chunks.append(new)
         full = torch.cat([full, new], 1)
         out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda f=full: m64(f))
-        close(out, want[:, -L:], f"fed {L} new token{'s' if L > 1 else ''} at once after the prompt, "
-              f"decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache "
-              f"and to the new tokens up to itself)", atol=ATOL,
+        close(out, want[:, -L:], msg("fed {L} new token{s} at once after the prompt, decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache and to the new tokens up to itself)", L=L, s='s' if L > 1 else ''), atol=ATOL,
               suspects=step_suspects(m64, list(chunks), lambda outs: outs[-1]))
 
 
@@ -1096,8 +1016,7 @@ def test_step_runs_on_the_model_device(sub):
         sub.call("decoder_step", model, ids, cache, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("step_tensor_on_cpu", f"on a GPU this decoder_step fails: {exc.message}; make every tensor "
-                     f"built inside it on the ids' device (torch.arange(..., device=ids.device))")
+            diagnose("step_tensor_on_cpu", msg("on a GPU this decoder_step fails: {exc_message}; make every tensor built inside it on the ids' device (torch.arange(..., device=ids.device))", exc_message=exc.message))
         raise
 
 
@@ -1186,7 +1105,7 @@ def generate_case(n, T, ending):
             continue
         eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
         return state, m64, pad_id, left_pad(rows, pad_id), conts, eos_id
-    raise RuntimeError("no clear generation case found")
+    raise RuntimeError(msg("no clear generation case found"))
 
 
 def gen_expected(prompt, conts, eos, pad_id, T, mistake=None):
@@ -1208,12 +1127,9 @@ def gen_expected(prompt, conts, eos, pad_id, T, mistake=None):
 
 
 GEN_HINTS = {
-    "gen_no_pad_after_eos": "after a row's eos the following tokens should be model.pad_id while the other "
-                            "rows go on: token.masked_fill(done, model.pad_id)",
-    "gen_never_stops": "generation goes on after every row has produced eos: stop as soon as all of them "
-                       "have ended",
-    "gen_stops_at_first_eos": "generation stops when the first row ends: go on until every row has ended "
-                              "(done.all())",
+    "gen_no_pad_after_eos": msg("after a row's eos the following tokens should be model.pad_id while the other rows go on: token.masked_fill(done, model.pad_id)"),
+    "gen_never_stops": msg("generation goes on after every row has produced eos: stop as soon as all of them have ended"),
+    "gen_stops_at_first_eos": msg("generation stops when the first row ends: go on until every row has ended (done.all())"),
 }
 
 
@@ -1224,8 +1140,7 @@ def _generate(sub, model, prompt, *args, **kwargs):
 def _generated(out, prompt):
     """generate's output ``out``, once it is checked to be a tensor [B, L_prompt + T]."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == prompt.shape[0],
-          f"generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt "
-          f"({prompt.shape[0]}), got {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+          msg("generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt ({prompt_shape}), got {out_shape_isinstance}", prompt_shape=prompt.shape[0], out_shape_isinstance=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
     return out
 
 
@@ -1242,19 +1157,15 @@ def test_generate_greedy(sub):
     out = _generate(sub, model, prompt, T, eos)
     P = prompt.shape[1]
     if out.shape[1] == T and matches(out, want[:, P:]):
-        diagnose("gen_prompt_dropped", f"generate returned the {T} new tokens only: return the prompts followed by "
-                 f"them, [B, P + T]")
+        diagnose("gen_prompt_dropped", msg("generate returned the {T} new tokens only: return the prompts followed by them, [B, P + T]", T=T))
     if out.shape[1] in (P + T - 1, P + T + 1) and matches(out[:, :P + T - 1], want[:, :P + T - 1]):
-        diagnose("gen_length_off_by_one", f"with max_new_tokens={T} and no eos, generate made "
-                 f"{out.shape[1] - P} new tokens: it should make exactly max_new_tokens of them, after the prompt")
-    close(out, want, f"generate(model, prompt, max_new_tokens={T}, eos_id) on left-padded prompts whose "
-          f"continuations never meet eos should return the prompts followed by {T} greedy tokens "
-          f"(the argmax of the last position's logits, fed back)")
+        diagnose("gen_length_off_by_one", msg("with max_new_tokens={T} and no eos, generate made {out_shape_P} new tokens: it should make exactly max_new_tokens of them, after the prompt", T=T, out_shape_P=out.shape[1] - P))
+    close(out, want, msg("generate(model, prompt, max_new_tokens={T}, eos_id) on left-padded prompts whose continuations never meet eos should return the prompts followed by {T} greedy tokens (the argmax of the last position's logits, fed back)", T=T))
     pads = (prompt == pad_id).sum(-1)
     b = int(pads.argmax())  # the row with the most left pads: alone, its positions start elsewhere
     row = prompt[b:b + 1, int(pads[b]):]
     close(_generate(sub, model, row, T, eos), torch.cat([row, torch.tensor([conts[b]])], 1),
-          f"prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch")
+          msg("prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch", b=b))
 
 
 def dropped_out(m64, prompt, T, eos):
@@ -1285,24 +1196,18 @@ def test_generate_without_cache(sub):
         if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
             break
     else:
-        raise RuntimeError("no case where dropout shows found")
+        raise RuntimeError(msg("no case where dropout shows found"))
     model = sub.new("DecoderLM", V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
                     dropout=1.0, pad_id=pad_id)
     model.load_state_dict(state)
     model.eval()
-    close(_generate(sub, model, prompt, T, eos, use_cache=False), want, f"generate(..., use_cache=False) "
-          f"should return the same greedy tokens as with the cache (here {T} tokens after each prompt), "
-          f"computed by running model(ids) on the whole sequence at every step")
-    check(_training(model) is False, "generate left a model that was in eval mode in training mode: save "
-          "was_training = model.training first and call model.train(was_training) at the end",
+    close(_generate(sub, model, prompt, T, eos, use_cache=False), want, msg("generate(..., use_cache=False) should return the same greedy tokens as with the cache (here {T} tokens after each prompt), computed by running model(ids) on the whole sequence at every step", T=T))
+    check(_training(model) is False, msg("generate left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
           mistake="gen_mode_not_restored")
     model.train()
     out = _generate(sub, model, prompt, 1, eos, use_cache=False)
-    check(matches(out, want[:, :prompt.shape[1] + 1]), "a model left in training mode, built with dropout=1.0, "
-          "generates another first token than the same model in eval mode: generation runs with dropout off, so "
-          "call model.eval() before the loop (and restore the mode after it)", mistake="gen_no_eval")
-    check(_training(model) is True, "generate left a model that was in training mode in eval mode: save "
-          "was_training = model.training first and call model.train(was_training) at the end",
+    check(matches(out, want[:, :prompt.shape[1] + 1]), msg("a model left in training mode, built with dropout=1.0, generates another first token than the same model in eval mode: generation runs with dropout off, so call model.eval() before the loop (and restore the mode after it)"), mistake="gen_no_eval")
+    check(_training(model) is True, msg("generate left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end"),
           mistake="gen_mode_not_restored")
 
 
@@ -1314,9 +1219,7 @@ def test_generate_stops_and_pads(sub):
     out = _generate(sub, model, prompt, T, eos)
     ends = ends_of(conts, eos)
     want = gen_expected(prompt, conts, eos, pad_id, T)
-    close(out, want, f"rows that produce eos (id {eos}) after {', '.join(str(e + 1) for e in ends)} new tokens "
-          f"should be followed by pad_id ({pad_id}) while the others go on, and generation should stop when "
-          f"the last row has ended", suspects=[suspect(m, gen_expected(prompt, conts, eos, pad_id, T, m), hint)
+    close(out, want, msg("rows that produce eos (id {eos}) after {e_ends} new tokens should be followed by pad_id ({pad_id}) while the others go on, and generation should stop when the last row has ended", eos=eos, e_ends=', '.join(str(e + 1) for e in ends), pad_id=pad_id), suspects=[suspect(m, gen_expected(prompt, conts, eos, pad_id, T, m), hint)
                                                for m, hint in GEN_HINTS.items()])
 
 
@@ -1332,13 +1235,9 @@ def test_generate_uses_the_cache(sub):
         counts.append(model.get("embedded") - before)
     cached, uncached = counts
     if cached >= T * P:
-        diagnose("gen_cache_unused", f"with use_cache=True generate ran {cached} positions through the model for "
-                 f"a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the "
-                 f"prompt once to decoder_step with a KVCache(), then only each new token")
-    check(cached <= P + T, f"with use_cache=True generate ran {cached} positions through the model, a prompt "
-          f"of {P} and {T} new tokens: the prompt once and then each new token once is {P + T - 1}")
-    check(uncached > P + T, f"with use_cache=False generate ran only {uncached} positions through the model: "
-          f"without a cache it runs model(ids) on the whole sequence at every step", mistake="gen_cache_when_off")
+        diagnose("gen_cache_unused", msg("with use_cache=True generate ran {cached} positions through the model for a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the prompt once to decoder_step with a KVCache(), then only each new token", cached=cached, P=P, T=T))
+    check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {P_T}", cached=cached, P=P, T=T, P_T=P + T - 1))
+    check(uncached > P + T, msg("with use_cache=False generate ran only {uncached} positions through the model: without a cache it runs model(ids) on the whole sequence at every step", uncached=uncached), mistake="gen_cache_when_off")
 
 
 def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed, never=None):
@@ -1402,25 +1301,21 @@ def test_generate_passes_sampling_on(sub):
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
         if matches(plain, greedy):
-            diagnose("gen_sampling_args_dropped", "generate(..., temperature=1.5, top_k=1) should be greedy "
-                     "(top-k keeps one token), and it is not: pass temperature, top_k, top_p and generator on "
-                     "to sample(logits, temperature, top_k, top_p, generator)")
-        check(False, "generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)")
+            diagnose("gen_sampling_args_dropped", msg("generate(..., temperature=1.5, top_k=1) should be greedy (top-k keeps one token), and it is not: pass temperature, top_k, top_p and generator on to sample(logits, temperature, top_k, top_p, generator)"))
+        check(False, msg("generate(..., temperature=1.5, top_k=1) should give the greedy tokens (top-k keeps one)"))
     drawn = torch.cat([w[:, prompt.shape[1]:] for w in wants], 1)
     eos = next((t for t in range(V_LM) if t != pad_id and t not in drawn), eos)
     out = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
     if any(matches(out, want) for want in wants):
         return
     again = _generate(sub, model, prompt, T, eos, generator=sub.fixture("generator", seed), **settings)
-    check(matches(out, again), "two generators seeded alike gave different samples: pass generate's generator "
-          "on to sample", mistake="gen_generator_dropped")
+    check(matches(out, again), msg("two generators seeded alike gave different samples: pass generate's generator on to sample"), mistake="gen_generator_dropped")
     P = prompt.shape[1]
     for t in range(P, out.shape[1]):  # any draws that follow the generator, within top-k, are accepted
         within = _within_top_k(m64(out[:, :t])[:, -1], settings["top_k"], pad_id)
         allowed = within | (out[:, :t] == eos).any(1, keepdim=True) | (out[:, t:t + 1] == pad_id)
         picked = allowed.gather(1, out[:, t:t + 1].clamp(0, V_LM - 1))
-        check(bool(picked.all()), "with top_k=4 generate sampled a token outside the 4 most likely: pass "
-              "temperature, top_k, top_p and generator on to sample", mistake="gen_sampling_args_dropped")
+        check(bool(picked.all()), msg("with top_k=4 generate sampled a token outside the 4 most likely: pass temperature, top_k, top_p and generator on to sample"), mistake="gen_sampling_args_dropped")
 
 
 # --- beam_search ------------------------------------------------------------------------------
@@ -1486,7 +1381,7 @@ def transformer_case(n, max_len):
         met = [t for p in paths for t in p[1:]]
         eos = met[int(torch.randint(0, len(met), (1,), generator=g))]
         return state, src, eos, paths
-    raise RuntimeError("no clear Transformer case found")
+    raise RuntimeError(msg("no clear Transformer case found"))
 
 
 # lesson 08's scripted copy model (runtime.fixtures.copy_model): it predicts src[i] at target
@@ -1521,25 +1416,21 @@ def _hypotheses(out, B, max_len, eos, tails=True):
     follow an eos; not on a random Transformer, where a search that extends its finished
     hypotheses returns one that goes on after its eos or not, as the draw decides)."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B,
-          f"beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B}), got "
-          f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+          msg("beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B}), got {out_shape_isinstance}", B=B, out_shape_isinstance=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
     if out.shape[1] == max_len + 1:
-        diagnose("beam_max_len_off_by_one", f"beam_search returned {max_len + 1} tokens with max_len={max_len}: "
-                 f"max_len counts every token, bos included")
-    check(out.shape[1] <= max_len, f"beam_search returned {out.shape[1]} tokens with max_len={max_len}")
+        diagnose("beam_max_len_off_by_one", msg("beam_search returned {max_len} tokens with max_len={max_len_2}: max_len counts every token, bos included", max_len=max_len + 1, max_len_2=max_len))
+    check(out.shape[1] <= max_len, msg("beam_search returned {out_shape} tokens with max_len={max_len}", out_shape=out.shape[1], max_len=max_len))
     if not bool((out == BOS).any()):  # bos is never predicted here: no bos at all is bos left out
-        diagnose("beam_no_bos", "the rows beam_search returned hold no bos_id: return each hypothesis whole, "
-                 "bos_id first (as greedy_decode does)")
-    check(bool((out[:, 0] == BOS).all()), "every hypothesis should start with bos_id")
+        diagnose("beam_no_bos", msg("the rows beam_search returned hold no bos_id: return each hypothesis whole, bos_id first (as greedy_decode does)"))
+    check(bool((out[:, 0] == BOS).all()), msg("every hypothesis should start with bos_id"))
     rows = []
     for row in out.tolist():
         if eos in row[1:]:
             end = row.index(eos, 1)
             tail = row[end + 1:] if tails else []
             if any(t not in (PAD, eos) for t in tail):
-                diagnose("beam_finished_expanded", "a hypothesis goes on after its eos: a hypothesis that "
-                         "produced eos is finished, set aside and never extended (the rest of its row is pad)")
-            check(all(t == PAD for t in tail), "after a hypothesis's eos its row should hold pad_id only")
+                diagnose("beam_finished_expanded", msg("a hypothesis goes on after its eos: a hypothesis that produced eos is finished, set aside and never extended (the rest of its row is pad)"))
+            check(all(t == PAD for t in tail), msg("after a hypothesis's eos its row should hold pad_id only"))
             rows.append(tuple(row[:end + 1]))
         else:
             while row and row[-1] == PAD:
@@ -1567,18 +1458,15 @@ def test_beam_one_is_greedy(sub):
         want = greedy_of(copy_paths(src), COPY_EOS, max_len)
         while out.shape[1] > want.shape[1] and bool((out[:, -1] == PAD).all()):
             out = out[:, :-1]  # [B, <= max_len]: pad columns after every row has ended are allowed
-        close(out, want, f"with beam_size=1 and max_len={max_len}, on a model that copies its source (sources "
-              f"of different lengths, right-padded), beam_search should give greedy_decode's tokens",
+        close(out, want, msg("with beam_size=1 and max_len={max_len}, on a model that copies its source (sources of different lengths, right-padded), beam_search should give greedy_decode's tokens", max_len=max_len),
               suspects=[suspect("beam_no_memory_mask", greedy_of(copy_paths(src, masked=False), COPY_EOS, max_len),
-                                "the padded sources decode differently: pass the source padding mask to the "
-                                "decoder, model.decode(ys, memory, memory_mask=src_mask)")])
+                                msg("the padded sources decode differently: pass the source padding mask to the decoder, model.decode(ys, memory, memory_mask=src_mask)"))])
     max_len, src = t_len, t_src
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
     got = as_rows(_hypotheses(out, src.shape[0], max_len, eos, tails=False), max_len)  # tails: the copy model's
     want = as_rows([tuple(t for t in row if t != PAD) for row in greedy_of(paths, eos, max_len).tolist()], max_len)
-    close(got, want, f"with beam_size=1 and max_len={max_len}, on a lesson 08 Transformer with random weights, "
-          f"beam_search should give greedy_decode's tokens")
+    close(got, want, msg("with beam_size=1 and max_len={max_len}, on a lesson 08 Transformer with random weights, beam_search should give greedy_decode's tokens", max_len=max_len))
 
 
 @exercise("beam_search", points=0.5)
@@ -1593,35 +1481,24 @@ def test_beam_output_form(sub):
                                   max_len, COPY_EOS), max_len)
         close(got, as_rows([tuple(t for t in r if t != PAD) for r in
                             greedy_of(copy_paths(src), COPY_EOS, max_len).tolist()], max_len),
-              f"with beam_size=4 and max_len={max_len}, on a model that copies its source and is sure of every "
-              f"token, beam_search should return each source copied after bos, through its eos or up to max_len")
-        check(model.get("calls_in_training") == 0, "beam_search runs a model left in training mode without "
-              "switching it to eval mode, so dropout is on while it searches: call model.eval() first (and "
-              "restore the mode at the end)", mistake="beam_no_eval")
-        check(_training(model) is training, "beam_search left a model that was in training mode in eval mode: "
-              "save was_training = model.training first and call model.train(was_training) at the end"
-              if training else "beam_search left a model that was in eval mode in training mode: save "
-              "was_training = model.training first and call model.train(was_training) at the end",
+              msg("with beam_size=4 and max_len={max_len}, on a model that copies its source and is sure of every token, beam_search should return each source copied after bos, through its eos or up to max_len", max_len=max_len))
+        check(model.get("calls_in_training") == 0, msg("beam_search runs a model left in training mode without switching it to eval mode, so dropout is on while it searches: call model.eval() first (and restore the mode at the end)"), mistake="beam_no_eval")
+        check(_training(model) is training, msg("beam_search left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end")
+              if training else msg("beam_search left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
               mistake="beam_mode_not_restored")
     _beam_fake(sub, 407, [(ALIVE_AT_MAX, {})], 2, 3, None,
-               "with max_len=3, bos a a (probability 0.81), still in the beam at max_len, counts as finished and "
-               "beats bos eos (0.09): beam search should return it")
+               msg("with max_len=3, bos a a (probability 0.81), still in the beam at max_len, counts as finished and beats bos eos (0.09): beam search should return it"))
     (got,), _, (ids,), _ = _beam_tables(sub, 406, [(STOPPED_EARLY, {})], 2, 7, None, raw=True)
     if got == (BOS, ids["a"], ids["x"]):
-        diagnose("beam_unfinished_returned", "with beam_size=2 beam search returned bos a x, a hypothesis still "
-                 "in the beam (no eos, 3 of max_len=7 tokens), because it scored best when two others had "
-                 "finished: a hypothesis is finished when it ends with eos or reaches max_len, and only finished "
-                 "ones are returned (stopping early, return the best finished one)")
-    check(EOS_T in got or len(got) == 7, "with beam_size=2 and max_len=7, beam_search returned a hypothesis "
-          "that neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
+        diagnose("beam_unfinished_returned", msg("with beam_size=2 beam search returned bos a x, a hypothesis still in the beam (no eos, 3 of max_len=7 tokens), because it scored best when two others had finished: a hypothesis is finished when it ends with eos or reaches max_len, and only finished ones are returned (stopping early, return the best finished one)"))
+    check(EOS_T in got or len(got) == 7, msg("with beam_size=2 and max_len=7, beam_search returned a hypothesis that neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len"))
     max_len = _int(401, 6, 10)  # test_beam_one_is_greedy's Transformer, drawn once
     state, src, eos, _ = transformer_case(402, max_len)
     model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
     for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos, tails=False)):
-        check(h[-1] == eos or len(h) == max_len, f"row {b} of beam_search(beam_size=4, max_len={max_len}) "
-              f"neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
-        check(PAD not in h, f"row {b} of beam_search(beam_size=4) holds pad_id inside its hypothesis")
+        check(h[-1] == eos or len(h) == max_len, msg("row {b} of beam_search(beam_size=4, max_len={max_len}) neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len", b=b, max_len=max_len))
+        check(PAD not in h, msg("row {b} of beam_search(beam_size=4) holds pad_id inside its hypothesis", b=b))
     _beam_pads(sub, 408)
 
 
@@ -1641,17 +1518,13 @@ def _beam_pads(sub, n, B=3, L=7):
     model = sub.fixture("copy_model", vocab=COPY_V, pad_id=pad, bos_id=BOS, eos_id=COPY_EOS, junk_id=COPY_JUNK)
     model.eval()
     out = sub.call("beam_search", model, src, 2, max(ends) + 3, BOS, COPY_EOS)
-    check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, f"beam_search should return "
-          f"a tensor [B, <= max_len] of token ids, one row per source ({B})")
+    check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, msg("beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B})", B=B))
     while out.shape[1] > want.shape[1] and bool((out[:, -1] == pad).all()):
         out = out[:, :-1]  # pad columns after every row has ended are allowed
     padded = want == pad
     if out.shape == want.shape and torch.equal(out[~padded], want[~padded]) and bool((out[padded] == 0).all()):
-        diagnose("beam_pad_id_hardcoded", f"the rows that end before the longest one are padded with 0, and this "
-                 f"model's pad_id is {pad}: pad them with model.pad_id")
-    close(out, want, f"with a model whose pad_id is {pad} (a model that copies its source and is sure of every "
-          f"token), beam_search(beam_size=2) should return each source copied after bos through its eos, the rows "
-          f"that end before the longest one padded with model.pad_id")
+        diagnose("beam_pad_id_hardcoded", msg("the rows that end before the longest one are padded with 0, and this model's pad_id is {pad}: pad them with model.pad_id", pad=pad))
+    close(out, want, msg("with a model whose pad_id is {pad} (a model that copies its source and is sure of every token), beam_search(beam_size=2) should return each source copied after bos through its eos, the rows that end before the longest one padded with model.pad_id", pad=pad))
 
 
 # The table model's vocabulary: pad, bos, eos and seven words whose ids each run draws afresh.
@@ -1791,32 +1664,20 @@ def beam_with(next_logits, k, max_len, alpha, mistake=None):
 
 
 BEAM_HINTS = {
-    "beam_size_ignored": "only one hypothesis is kept: keep the beam_size best continuations of all the "
-                         "hypotheses at every step",
-    "beam_no_log_softmax": "the hypotheses' scores add up raw logits: add log-probabilities, "
-                           "torch.log_softmax(model.generator(...), dim=-1)",
-    "beam_sum_probs": "the scores add up probabilities: a hypothesis's log p is the sum of its tokens' "
-                      "log-probabilities (the log of their product)",
-    "beam_penalty_per_step": "the length penalty is applied at every step: keep each hypothesis's log p "
-                             "as a plain sum and divide by ((5 + |Y|) / 6)^α once, to compare finished ones",
-    "beam_penalty_counts_bos": "the length penalty counts bos: |Y| is the number of tokens after bos "
-                               "(eos included)",
-    "beam_alpha_ignored": "the length_penalty argument is ignored: α is the given length_penalty (0.6 only "
-                          "by default)",
-    "beam_no_length_penalty": "the best hypothesis is chosen by log p alone: compare log p / ((5 + |Y|) / 6)^α",
-    "beam_finished_expanded": "a hypothesis goes on after its eos: set a finished one aside, never extend it",
-    "beam_probs_multiplied": "the best sentence, long, has a probability below 1e-45, which is 0 in float32: the "
-                             "scores multiply probabilities; score in log space, adding each token's log_softmax",
-    "beam_alive_dropped": "the hypotheses still alive at max_len are dropped because another one ended with eos: "
-                          "when the loop ends, those left in the beam count as finished too",
-    "beam_penalty_multiplied": "log p is multiplied by the length penalty: divide it, log p / ((5 + |Y|) / 6)^α "
-                               "(log p is negative: multiplying favours the short hypotheses)",
-    "beam_score_last_token": "a hypothesis's score is its last token's log-probability: add it to the score of "
-                             "the hypothesis it extends, so that the score is the log p of the whole sentence",
-    "beam_best_by_length": "the best hypothesis is chosen by its length: choose by the normalised score, "
-                           "log p / ((5 + |Y|) / 6)^α",
-    "beam_last_finished": "the hypothesis returned is the last one to finish, not the best: return the finished "
-                          "one with the best log p / ((5 + |Y|) / 6)^α",
+    "beam_size_ignored": msg("only one hypothesis is kept: keep the beam_size best continuations of all the hypotheses at every step"),
+    "beam_no_log_softmax": msg("the hypotheses' scores add up raw logits: add log-probabilities, torch.log_softmax(model.generator(...), dim=-1)"),
+    "beam_sum_probs": msg("the scores add up probabilities: a hypothesis's log p is the sum of its tokens' log-probabilities (the log of their product)"),
+    "beam_penalty_per_step": msg("the length penalty is applied at every step: keep each hypothesis's log p as a plain sum and divide by ((5 + |Y|) / 6)^α once, to compare finished ones"),
+    "beam_penalty_counts_bos": msg("the length penalty counts bos: |Y| is the number of tokens after bos (eos included)"),
+    "beam_alpha_ignored": msg("the length_penalty argument is ignored: α is the given length_penalty (0.6 only by default)"),
+    "beam_no_length_penalty": msg("the best hypothesis is chosen by log p alone: compare log p / ((5 + |Y|) / 6)^α"),
+    "beam_finished_expanded": msg("a hypothesis goes on after its eos: set a finished one aside, never extend it"),
+    "beam_probs_multiplied": msg("the best sentence, long, has a probability below 1e-45, which is 0 in float32: the scores multiply probabilities; score in log space, adding each token's log_softmax"),
+    "beam_alive_dropped": msg("the hypotheses still alive at max_len are dropped because another one ended with eos: when the loop ends, those left in the beam count as finished too"),
+    "beam_penalty_multiplied": msg("log p is multiplied by the length penalty: divide it, log p / ((5 + |Y|) / 6)^α (log p is negative: multiplying favours the short hypotheses)"),
+    "beam_score_last_token": msg("a hypothesis's score is its last token's log-probability: add it to the score of the hypothesis it extends, so that the score is the log p of the whole sentence"),
+    "beam_best_by_length": msg("the best hypothesis is chosen by its length: choose by the normalised score, log p / ((5 + |Y|) / 6)^α"),
+    "beam_last_finished": msg("the hypothesis returned is the last one to finish, not the best: return the finished one with the best log p / ((5 + |Y|) / 6)^α"),
 }
 
 TRAP = {(): {"a": 0.5, "b": 0.4, "EOS": 0.02}, ("a",): {"x": 0.3, "EOS": 0.05}, ("a", "x"): {"EOS": 0.8},
@@ -1872,8 +1733,7 @@ def _beam_tables(sub, n, rows, k, max_len, alpha, raw=False, meanwhile=lambda fn
     expected = meanwhile(fns)
     out = searched.value
     if raw:
-        check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, f"beam_search should return "
-              f"a tensor [B, <= max_len] of token ids, one row per source ({B})")
+        check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B, msg("beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B})", B=B))
         returned = [row.tolist() for row in out]
         return [tuple(row[:len(row) - next((i for i, t in enumerate(reversed(row)) if t != PAD), len(row))])
                 for row in returned], fns, words, expected
@@ -1938,16 +1798,12 @@ def _beam_underflow(sub, n):
                        length_penalty=UNDERFLOW_ALPHA)
     except SubmissionError as exc:
         if "math domain error" in exc.message:
-            diagnose("beam_probs_multiplied", f"beam_search raised {exc.exc_type} ({exc.message[:80]}) on a long "
-                     f"sentence whose probability is below 1e-45, 0 in float32: the log of a product of "
-                     f"probabilities; score in log space, adding each token's log_softmax")
+            diagnose("beam_probs_multiplied", msg("beam_search raised {exc_exc_type} ({exc_message}) on a long sentence whose probability is below 1e-45, 0 in float32: the log of a product of probabilities; score in log space, adding each token's log_softmax", exc_exc_type=exc.exc_type, exc_message=exc.message[:80]))
         raise
     got = as_rows(_hypotheses(out, 1, UNDERFLOW_LEN, EOS_T), UNDERFLOW_LEN)
     fns = [logits_fn(table)]
     close(got, as_rows([best], UNDERFLOW_LEN),
-          f"with length_penalty={UNDERFLOW_ALPHA} and beam_size={UNDERFLOW_BEAM}, a sentence of 35 tokens whose "
-          f"probability is about 4e-48 (each word at most 0.03) beats the short ones that finish on the way: "
-          f"beam search should return it", suspects=[
+          msg("with length_penalty={UNDERFLOW_ALPHA} and beam_size={UNDERFLOW_BEAM}, a sentence of 35 tokens whose probability is about 4e-48 (each word at most 0.03) beats the short ones that finish on the way: beam search should return it", UNDERFLOW_ALPHA=UNDERFLOW_ALPHA, UNDERFLOW_BEAM=UNDERFLOW_BEAM), suspects=[
               suspect(m, (lambda m=m: as_rows([beam_with(f, UNDERFLOW_BEAM, UNDERFLOW_LEN, UNDERFLOW_ALPHA, m)
                                                for f in fns], UNDERFLOW_LEN)), BEAM_HINTS[m])
               for m in BEAM_HINTS if m != "beam_finished_expanded"])
@@ -1956,11 +1812,8 @@ def _beam_underflow(sub, n):
 @exercise("beam_search", points=0.75)
 def test_beam_beats_greedy(sub):
     _beam_fake(sub, 410, [(TRAP, {}), (TRAP, {("a",): 3.0, ("b",): -3.0})], 2, 7, None,
-               "with beam_size=2 on a model whose most likely first word leads to a worse sentence (greedy "
-               "takes it), beam search should keep both openings and return the sentence with the higher "
-               "normalised log p")
-    _beam_fake(sub, 411, [(TRAP, {}), (TRAP, {})], 3, 6, None, "with beam_size=3, as with 2, beam search "
-               "should return the better sentence that greedy misses")
+               msg("with beam_size=2 on a model whose most likely first word leads to a worse sentence (greedy takes it), beam search should keep both openings and return the sentence with the higher normalised log p"))
+    _beam_fake(sub, 411, [(TRAP, {}), (TRAP, {})], 3, 6, None, msg("with beam_size=3, as with 2, beam search should return the better sentence that greedy misses"))
 
 
 @exercise("beam_search", points=1)
@@ -1968,16 +1821,12 @@ def test_beam_length_penalty(sub):
     mixed: list[tuple] = [(long_or_short(1.257), {}), (long_or_short(1.1), {}), (long_or_short(1.5), {}), (TRAP, {}),
              (long_or_short(0.9, short=0.3, opening=0.6), {})]
     first_failure(
-        lambda: _beam_fake(sub, 420, mixed, 2, 7, None, "with the default length_penalty=0.6, sentences of "
-                           "different lengths are compared by log p / ((5 + |Y|) / 6)^0.6, |Y| the tokens after "
-                           "bos: here a longer sentence wins in the first two rows and the last, a shorter one in "
-                           "the third (and in the fourth row sentences of equal length)"),
+        lambda: _beam_fake(sub, 420, mixed, 2, 7, None, msg("with the default length_penalty=0.6, sentences of different lengths are compared by log p / ((5 + |Y|) / 6)^0.6, |Y| the tokens after bos: here a longer sentence wins in the first two rows and the last, a shorter one in the third (and in the fourth row sentences of equal length)")),
         lambda: _beam_fake(sub, 421, [(long_or_short(1.5), {}), (long_or_short(1.2), {}),
                                       (long_or_short(0.9, short=0.3, opening=0.6), {})], 2, 7, 2.0,
-                           "with length_penalty=2.0 the longer sentence wins in every row: log p / "
-                           "((5 + |Y|) / 6)^2"),
+                           msg("with length_penalty=2.0 the longer sentence wins in every row: log p / ((5 + |Y|) / 6)^2")),
         lambda: _beam_fake(sub, 422, [(long_or_short(1.257), {}), (long_or_short(1.1), {})], 2, 7, 0.0,
-                           "with length_penalty=0 the sentence with the higher log p wins, the short one here"),
+                           msg("with length_penalty=0 the sentence with the higher log p wins, the short one here")),
         lambda: _beam_underflow(sub, 423))
 
 
@@ -1985,10 +1834,6 @@ def test_beam_length_penalty(sub):
 def test_beam_scores(sub):
     first_failure(
         lambda: _beam_fake(sub, 430, [(SHORT_WINS, {}), (LATE_COST, {})], 2, 7, None,
-                           "a hypothesis's score is the sum of its tokens' log-probabilities, divided by the length "
-                           "penalty once at the end: here a short sentence beats a longer one whose every token is "
-                           "likely, and of two sentences of equal length the one with the higher log p wins"),
+                           msg("a hypothesis's score is the sum of its tokens' log-probabilities, divided by the length penalty once at the end: here a short sentence beats a longer one whose every token is likely, and of two sentences of equal length the one with the higher log p wins")),
         lambda: _beam_fake(sub, 432, [(spec, {}) for spec in WHICH_FINISHED], 2, 3, None,
-                           "with beam_size=2 and max_len=3, beam search should return the finished hypothesis with "
-                           "the best log p / ((5 + |Y|) / 6)^0.6 (here bos eos in the first row, bos a eos in the "
-                           "others)"))
+                           msg("with beam_size=2 and max_len=3, beam search should return the finished hypothesis with the best log p / ((5 + |Y|) / 6)^0.6 (here bos eos in the first row, bos a eos in the others)")))

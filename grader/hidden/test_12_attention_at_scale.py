@@ -28,6 +28,7 @@ from grader.check.framework import (
     matches,
     suspect,
 )
+from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
@@ -277,20 +278,15 @@ def largest_tensor(sub, request):
 def check_tile_bound(sub, request, bound, what, mistake, B, H, Lq, Lk, bq, bk):
     numel, shape = largest_tensor(sub, request)
     if numel > bound:
-        scores = "built the whole [Lq, Lk] score matrix" if Lq * Lk <= numel else "made a tensor larger than a tile"
-        diagnose(mistake, f"{what} {scores}: with Lq = {Lq}, Lk = {Lk}, block_q = {bq}, block_k = {bk} it "
-                 f"made a tensor of shape {shape} ({numel} elements), but nothing may be larger than the "
-                 f"inputs and outputs or one [B, H, block_q, block_k] = [{B}, {H}, {bq}, {bk}] tile: keep one "
-                 f"tile of scores at a time, and build masks for the tile only")
+        scores = msg("built the whole [Lq, Lk] score matrix") if Lq * Lk <= numel else msg("made a tensor larger than a tile")
+        diagnose(mistake, msg("{what} {scores}: with Lq = {Lq}, Lk = {Lk}, block_q = {bq}, block_k = {bk} it made a tensor of shape {shape} ({numel} elements), but nothing may be larger than the inputs and outputs or one [B, H, block_q, block_k] = [{B}, {H}, {bq}, {bk}] tile: keep one tile of scores at a time, and build masks for the tile only", what=what, scores=scores, Lq=Lq, Lk=Lk, bq=bq, bk=bk, shape=shape, numel=numel, B=B, H=H))
 
 
 # --- merge_softmax_stats -----------------------------------------------------------------
 
 MERGE_HINTS = {
-    "merge_older_not_rescaled": "l_a is added as it is: it was summed relative to m_a, so it must be "
-                                "rescaled to the new max too, l = l_a·exp(m_a − m) + l_b·exp(m_b − m)",
-    "merge_exp_flipped": "each sum is multiplied by exp(m − m_a) (or exp(m − m_b)): rescaling to a larger "
-                         "max shrinks it, l_a·exp(m_a − m) with m_a − m ≤ 0",
+    "merge_older_not_rescaled": msg("l_a is added as it is: it was summed relative to m_a, so it must be rescaled to the new max too, l = l_a·exp(m_a − m) + l_b·exp(m_b − m)"),
+    "merge_exp_flipped": msg("each sum is multiplied by exp(m − m_a) (or exp(m − m_b)): rescaling to a larger max shrinks it, l_a·exp(m_a − m) with m_a − m ≤ 0"),
 }
 
 
@@ -308,15 +304,15 @@ def ref_merge(m_a, l_a, m_b, l_b, *, mistake=None):
 def _merged(sub, *stats):
     got = sub.call("merge_softmax_stats", *stats)
     check(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got),
-          "merge_softmax_stats should return two tensors, (m, l)")
+          msg("merge_softmax_stats should return two tensors, (m, l)"))
     return got
 
 
 def _merge_case(sub, stats, what):
     m, total = _merged(sub, *stats)
     want_m, want_l = ref_merge(*stats)
-    close(m, want_m, f"{what}: m should be max(m_a, m_b)", atol=ATOL)
-    close(total, want_l, f"{what}: l should be l_a·exp(m_a − m) + l_b·exp(m_b − m)", atol=ATOL, rtol=1e-4,
+    close(m, want_m, msg("{what}: m should be max(m_a, m_b)", what=what), atol=ATOL)
+    close(total, want_l, msg("{what}: l should be l_a·exp(m_a − m) + l_b·exp(m_b − m)", what=what), atol=ATOL, rtol=1e-4,
           suspects=[suspect(k, ref_merge(*stats, mistake=k)[1], hint) for k, hint in MERGE_HINTS.items()])
 
 
@@ -325,8 +321,8 @@ def test_merge_values(sub):
     R, C = _int(1, 2, 5), _int(2, 3, 7)
     m_a, m_b = randn(3, R, C, scale=3.0), randn(4, R, C, scale=3.0)
     l_a, l_b = 1 + 4 * torch.rand(R, C, generator=gen(5)), 1 + 4 * torch.rand(R, C, generator=gen(6))
-    _merge_case(sub, (m_a, l_a, m_b, l_b), f"two blocks' statistics [{R}, {C}]")
-    _merge_case(sub, (m_a[:, :1], l_a[:, :1], m_b, l_b), f"[{R}, 1] merged with [{R}, {C}] (shapes broadcast)")
+    _merge_case(sub, (m_a, l_a, m_b, l_b), msg("two blocks' statistics [{R}, {C}]", R=R, C=C))
+    _merge_case(sub, (m_a[:, :1], l_a[:, :1], m_b, l_b), msg("[{R}, 1] merged with [{R}, {C}] (shapes broadcast)", R=R, C=C))
 
 
 @exercise("merge_softmax_stats", points=0.5)
@@ -334,12 +330,11 @@ def test_merge_one_block_empty(sub):
     n = _int(7, 3, 7)
     m_a, l_a = randn(8, n, scale=3.0), 1 + torch.rand(n, generator=gen(9))
     empty_m, empty_l = torch.full((n,), NEG), torch.zeros(n)
-    for stats, what in (((m_a, l_a, empty_m, empty_l), "(m_a, l_a) merged with an empty block (−inf, 0)"),
-                        ((empty_m, empty_l, m_a, l_a), "an empty block (−inf, 0) merged with (m_b, l_b)")):
+    for stats, what in (((m_a, l_a, empty_m, empty_l), msg("(m_a, l_a) merged with an empty block (−inf, 0)")),
+                        ((empty_m, empty_l, m_a, l_a), msg("an empty block (−inf, 0) merged with (m_b, l_b)"))):
         m, total = _merged(sub, *stats)
-        check(not (torch.isnan(m).any() or torch.isnan(total).any()), f"{what} gave NaN: an empty block "
-              f"must leave the other unchanged")
-        close(torch.stack([m, total]), torch.stack([m_a, l_a]), f"{what} should leave the other block unchanged",
+        check(not (torch.isnan(m).any() or torch.isnan(total).any()), msg("{what} gave NaN: an empty block must leave the other unchanged", what=what))
+        close(torch.stack([m, total]), torch.stack([m_a, l_a]), msg("{what} should leave the other block unchanged", what=what),
               atol=ATOL, suspects=[suspect(k, torch.stack(ref_merge(*stats, mistake=k)), hint)
                                    for k, hint in MERGE_HINTS.items()])
 
@@ -351,22 +346,16 @@ def test_merge_both_empty(sub):
     m_a[0], l_a[0] = NEG, 0.0                                  # both empty at 0, one empty elsewhere
     m, total = _merged(sub, m_a, l_a, torch.full((n,), NEG), torch.zeros(n))
     one_empty_right = matches(m[1:], m_a[1:]) and matches(total[1:], l_a[1:], atol=ATOL)
-    check(not torch.isnan(total[0]) and not torch.isnan(m[0]), "two empty blocks (max −inf, sum 0) gave NaN: "
-          "−inf − (−inf) is NaN; where the merged max is −inf subtract 0 instead, so the result is "
-          "(−inf, 0)", mistake="merge_nan_when_empty" if one_empty_right else None)
-    check(m[0] == NEG and total[0] == 0, f"two empty blocks should give (−inf, 0), got ({m[0]:g}, {total[0]:g})")
+    check(not torch.isnan(total[0]) and not torch.isnan(m[0]), msg("two empty blocks (max −inf, sum 0) gave NaN: −inf − (−inf) is NaN; where the merged max is −inf subtract 0 instead, so the result is (−inf, 0)"), mistake="merge_nan_when_empty" if one_empty_right else None)
+    check(m[0] == NEG and total[0] == 0, msg("two empty blocks should give (−inf, 0), got ({m}, {total})", m=format(m[0], 'g'), total=format(total[0], 'g')))
 
 
 # --- flash_attention ---------------------------------------------------------------------
 
 FLASH_HINTS = {
-    "flash_acc_not_rescaled": "the running output is not rescaled when the running max grows: before adding "
-                              "a tile's p·v, multiply the accumulator by exp(m_old − m_new), as the sum",
-    "flash_lse_before_last_block": "lse leaves out the last block of keys: take m + log(l) after every "
-                                   "key block has been merged",
-    "flash_causal_top_left": "the causal mask is aligned to the top left: query i is position i + (Lk − Lq) "
-                             "and sees keys j ≤ i + (Lk − Lq) (one new query sees every key, as in lesson "
-                             "11's cache step)",
+    "flash_acc_not_rescaled": msg("the running output is not rescaled when the running max grows: before adding a tile's p·v, multiply the accumulator by exp(m_old − m_new), as the sum"),
+    "flash_lse_before_last_block": msg("lse leaves out the last block of keys: take m + log(l) after every key block has been merged"),
+    "flash_causal_top_left": msg("the causal mask is aligned to the top left: query i is position i + (Lk − Lq) and sees keys j ≤ i + (Lk − Lq) (one new query sees every key, as in lesson 11's cache step)"),
 }
 
 
@@ -384,12 +373,11 @@ def _qkv(n, B, H, Lq, Lk, d, scale=1.0):
 def _flash(sub, q, k, v, **kwargs):
     got = sub.call("flash_attention", q, k, v, forbid=SDPA, **kwargs)
     check(isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got),
-          "flash_attention should return two tensors, (out, lse)")
+          msg("flash_attention should return two tensors, (out, lse)"))
     out, lse = got
     B, H, Lq, d = q.shape
     check(tuple(out.shape) == (B, H, Lq, d) and tuple(lse.shape) == (B, H, Lq),
-          f"flash_attention should return out [B, H, Lq, d] = {[B, H, Lq, d]} and lse [B, H, Lq] = "
-          f"{[B, H, Lq]}, got {list(out.shape)} and {list(lse.shape)}")
+          msg("flash_attention should return out [B, H, Lq, d] = {B_H_Lq} and lse [B, H, Lq] = {B_H_Lq_2}, got {out_shape} and {lse_shape}", B_H_Lq=[B, H, Lq, d], B_H_Lq_2=[B, H, Lq], out_shape=list(out.shape), lse_shape=list(lse.shape)))
     return out, lse
 
 
@@ -399,13 +387,11 @@ def flash_case(sub, q, k, v, what, causal=False, key_mask=None, bq=64, bk=64):
         no_key = ~allowed_keys(q.shape[0], q.shape[2], k.shape[2], causal, key_mask).any(-1)  # [B, 1, Lq]
         nan_rows = torch.isnan(out).any(-1) | torch.isnan(lse)
         if nan_rows.any() and no_key.expand_as(nan_rows)[nan_rows].all():
-            diagnose("flash_masked_row_nan", f"{what}: a query with no allowed key gave NaN: its l is 0 and "
-                     f"its max −inf; give it out 0 and lse −inf (divide by l only where l > 0, and shift by 0 "
-                     f"where the max is −inf)")
+            diagnose("flash_masked_row_nan", msg("{what}: a query with no allowed key gave NaN: its l is 0 and its max −inf; give it out 0 and lse −inf (divide by l only where l > 0, and shift by 0 where the max is −inf)", what=what))
     want_out, want_lse = ref_attention(q, k, v, causal, key_mask)
-    close(out, want_out, f"{what}: out should be softmax(q·kᵀ/√d)·v over the allowed keys", atol=ATOL,
+    close(out, want_out, msg("{what}: out should be softmax(q·kᵀ/√d)·v over the allowed keys", what=what), atol=ATOL,
           suspects=flash_suspects(q, k, v, causal, key_mask, bq, bk, lambda o, _: o))
-    close(lse, want_lse, f"{what}: lse should be the log-sum-exp of each query's allowed scores", atol=ATOL,
+    close(lse, want_lse, msg("{what}: lse should be the log-sum-exp of each query's allowed scores", what=what), atol=ATOL,
           suspects=flash_suspects(q, k, v, causal, key_mask, bq, bk, lambda _, s: s))
 
 
@@ -419,10 +405,10 @@ def test_flash_values(sub):
     B, H, d = _int(22, 1, 3), _int(23, 1, 3), 2 * _int(24, 2, 5)
     Lq, Lk = 3 * bq + _int(25, 1, bq), 4 * bk + _int(26, 1, bk)            # not multiples of the blocks
     q, k, v = _qkv(27, B, H, Lq, Lk, d, scale=1.5)
-    flash_case(sub, q, k, v, f"q [{B}, {H}, {Lq}, {d}], k and v with {Lk} keys, block_q={bq}, block_k={bk}",
+    flash_case(sub, q, k, v, msg("q [{B}, {H}, {Lq}, {d}], k and v with {Lk} keys, block_q={bq}, block_k={bk}", B=B, H=H, Lq=Lq, d=d, Lk=Lk, bq=bq, bk=bk),
                bq=bq, bk=bk)
     q, k, v = _qkv(30, 1, 2, 5, 9, 4)
-    flash_case(sub, q, k, v, "5 queries, 9 keys, with the default blocks (64)")
+    flash_case(sub, q, k, v, msg("5 queries, 9 keys, with the default blocks (64)"))
 
 
 @exercise("flash_attention", points=1)
@@ -431,11 +417,10 @@ def test_flash_causal_bottom_right(sub):
     Lq = _int(35, 4, 10)
     Lk = Lq + _int(36, 3, 12)
     q, k, v = _qkv(37, 2, 2, Lq, Lk, 6)
-    flash_case(sub, q, k, v, f"causal, {Lq} new queries after {Lk - Lq} earlier keys ({Lk} keys), "
-               f"block_q={bq}, block_k={bk}", causal=True, bq=bq, bk=bk)
+    flash_case(sub, q, k, v, msg("causal, {Lq} new queries after {Lk_Lq} earlier keys ({Lk} keys), block_q={bq}, block_k={bk}", Lq=Lq, Lk_Lq=Lk - Lq, Lk=Lk, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
     L = _int(40, 7, 15)
     q, k, v = _qkv(41, 1, 2, L, L, 4)
-    flash_case(sub, q, k, v, f"causal, Lq = Lk = {L}, block_q={bq}, block_k={bk}", causal=True, bq=bq, bk=bk)
+    flash_case(sub, q, k, v, msg("causal, Lq = Lk = {L}, block_q={bq}, block_k={bk}", L=L, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
 
 
 @exercise("flash_attention", points=1)
@@ -447,12 +432,10 @@ def test_flash_key_mask_and_empty_rows(sub):
     key_mask[0, 0] = True
     key_mask[1] = False                                            # a row with no key at all
     q, k, v = _qkv(49, B, 2, Lq, Lk, 4)
-    flash_case(sub, q, k, v, f"a key_mask [{B}, {Lk}] whose second row hides every key, block_q={bq}, "
-               f"block_k={bk}", key_mask=key_mask, bq=bq, bk=bk)
+    flash_case(sub, q, k, v, msg("a key_mask [{B}, {Lk}] whose second row hides every key, block_q={bq}, block_k={bk}", B=B, Lk=Lk, bq=bq, bk=bk), key_mask=key_mask, bq=bq, bk=bk)
     Lq, Lk = Lk, Lq                                                # more queries than keys: the first see none
     q, k, v = _qkv(52, 1, 2, Lq, Lk, 4)
-    flash_case(sub, q, k, v, f"causal, {Lq} queries and {Lk} keys (the first {Lq - Lk} queries see no key), "
-               f"block_q={bq}, block_k={bk}", causal=True, bq=bq, bk=bk)
+    flash_case(sub, q, k, v, msg("causal, {Lq} queries and {Lk} keys (the first {Lq_Lk} queries see no key), block_q={bq}, block_k={bk}", Lq=Lq, Lk=Lk, Lq_Lk=Lq - Lk, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
 
 
 @exercise("flash_attention", points=0.5)
@@ -462,13 +445,10 @@ def test_flash_large_scores(sub):
     q, k, v = _qkv(57, 1, 2, Lq, Lk, 4, scale=12.0)                  # scores of hundreds: exp overflows float32
     q[:, :, 0], k[:, :, -1] = torch.tensor([12.0, 0, 0, 0]), torch.tensor([60.0, 0, 0, 0])  # query 0's max: the last key
     out, lse = _flash(sub, q, k, v, block_q=bq, block_k=bk)
-    check(torch.isfinite(out).all() and torch.isfinite(lse).all(), f"with scores of a few hundred (largest "
-          f"{float((q.double() @ k.double().transpose(-2, -1)).abs().max() / 2):.0f}) the output has inf or "
-          f"NaN: exp overflows unless each tile's scores are shifted by the running max first "
-          f"(exp(s − m), lesson 01's stable softmax)", mistake="flash_no_max_subtracted")
+    check(torch.isfinite(out).all() and torch.isfinite(lse).all(), msg("with scores of a few hundred (largest {q_double_k}) the output has inf or NaN: exp overflows unless each tile's scores are shifted by the running max first (exp(s − m), lesson 01's stable softmax)", q_double_k=format(float((q.double() @ k.double().transpose(-2, -1)).abs().max() / 2), '.0f')), mistake="flash_no_max_subtracted")
     want_out, want_lse = ref_attention(q, k, v)
-    close(out, want_out, "with large scores out should still be softmax(q·kᵀ/√d)·v", atol=ATOL)
-    close(lse, want_lse, "with large scores lse should still be the log-sum-exp of the scores", atol=1e-3, rtol=1e-5)
+    close(out, want_out, msg("with large scores out should still be softmax(q·kᵀ/√d)·v"), atol=ATOL)
+    close(lse, want_lse, msg("with large scores lse should still be the log-sum-exp of the scores"), atol=1e-3, rtol=1e-5)
 
 
 def bound_case(n, B=1, H=2, d=2):
@@ -498,12 +478,9 @@ def test_flash_tile_bound(sub):
 # --- flash_attention_backward ------------------------------------------------------------
 
 BWD_HINTS = {
-    "bwd_tile_softmax": "each tile's probabilities are normalised within the tile (a softmax of the tile): "
-                        "a tile holds only some of a query's keys, so recompute P = exp(S − lse) with the "
-                        "saved log-sum-exp of all of them",
-    "bwd_delta_from_p": "D is summed from P ∘ dP within each tile: it needs all of a row's keys, so compute "
-                        "it once, before the loop, as D = rowsum(dO ∘ O)",
-    "bwd_missing_scale": "dq or dk lacks the factor 1/√d: S = q·kᵀ/√d, so dq = dS·K/√d and dk = dSᵀ·Q/√d",
+    "bwd_tile_softmax": msg("each tile's probabilities are normalised within the tile (a softmax of the tile): a tile holds only some of a query's keys, so recompute P = exp(S − lse) with the saved log-sum-exp of all of them"),
+    "bwd_delta_from_p": msg("D is summed from P ∘ dP within each tile: it needs all of a row's keys, so compute it once, before the loop, as D = rowsum(dO ∘ O)"),
+    "bwd_missing_scale": msg("dq or dk lacks the factor 1/√d: S = q·kᵀ/√d, so dq = dS·K/√d and dk = dSᵀ·Q/√d"),
 }
 
 
@@ -521,20 +498,16 @@ def backward_case(sub, q, k, v, what, causal=False, key_mask=None, bq=64, bk=64,
     got = sub.call("flash_attention_backward", q, k, v, out, lse, dout, causal=causal, key_mask=key_mask,
                    block_q=bq, block_k=bk, forbid=SDPA)
     check(isinstance(got, (tuple, list)) and len(got) == 3 and all(isinstance(t, torch.Tensor) for t in got),
-          "flash_attention_backward should return three tensors, (dq, dk, dv)")
+          msg("flash_attention_backward should return three tensors, (dq, dk, dv)"))
     for name, g, x in zip(("dq", "dk", "dv"), got, (q, k, v), strict=True):
-        check(tuple(g.shape) == tuple(x.shape), f"{name} should have the shape of {name[1:]}, "
-              f"{list(x.shape)}, got {list(g.shape)}")
+        check(tuple(g.shape) == tuple(x.shape), msg("{name} should have the shape of {name_2}, {x_shape}, got {g_shape}", name=name, name_2=name[1:], x_shape=list(x.shape), g_shape=list(g.shape)))
     if any(torch.isnan(g).any() for g in got):
         no_key = ~allowed_keys(q.shape[0], q.shape[2], k.shape[2], causal, key_mask).any(-1)
-        check(not no_key.any(), f"{what}: a query with no allowed key (lse −inf) gave NaN gradients: "
-              f"exp(S − lse) is exp(−inf + inf) there; such a row contributes nothing (replace its lse by "
-              f"+inf, or skip it)", mistake="bwd_masked_row_nan")
+        check(not no_key.any(), msg("{what}: a query with no allowed key (lse −inf) gave NaN gradients: exp(S − lse) is exp(−inf + inf) there; such a row contributes nothing (replace its lse by +inf, or skip it)", what=what), mistake="bwd_masked_row_nan")
     want = torch.cat([g.flatten() for g in ref_grads(q, k, v, dout, causal, key_mask)])
     args = (q, k, v, out, lse, dout)
     kwargs = {"causal": causal, "key_mask": key_mask, "block_q": bq, "block_k": bk}
-    close(torch.cat([g.flatten() for g in got]), want, f"{what}: (dq, dk, dv) should be the gradients of "
-          f"(out · dout).sum() (torch's autograd on the plain formula)", atol=ATOL, rtol=1e-4,
+    close(torch.cat([g.flatten() for g in got]), want, msg("{what}: (dq, dk, dv) should be the gradients of (out · dout).sum() (torch's autograd on the plain formula)", what=what), atol=ATOL, rtol=1e-4,
           suspects=bwd_suspects(args, kwargs))
 
 
@@ -544,7 +517,7 @@ def test_backward_values(sub):
     B, H, d = _int(72, 1, 3), 2, 2 * _int(73, 2, 4)
     Lq, Lk = 2 * bq + _int(74, 1, bq), 3 * bk + _int(75, 1, bk)
     q, k, v = _qkv(76, B, H, Lq, Lk, d, scale=1.5)
-    backward_case(sub, q, k, v, f"q [{B}, {H}, {Lq}, {d}], {Lk} keys, block_q={bq}, block_k={bk}",
+    backward_case(sub, q, k, v, msg("q [{B}, {H}, {Lq}, {d}], {Lk} keys, block_q={bq}, block_k={bk}", B=B, H=H, Lq=Lq, d=d, Lk=Lk, bq=bq, bk=bk),
                   bq=bq, bk=bk, n=79)
 
 
@@ -556,8 +529,7 @@ def test_backward_causal_and_key_mask(sub):
     key_mask = torch.rand(2, Lk, generator=gen(84)) > 0.3
     key_mask[:, 0] = True                                          # every query sees at least the first key
     q, k, v = _qkv(85, 2, 2, Lq, Lk, 4)
-    backward_case(sub, q, k, v, f"causal, {Lq} queries after {Lk - Lq} earlier keys, with a key mask, "
-                  f"block_q={bq}, block_k={bk}", causal=True, key_mask=key_mask, bq=bq, bk=bk, n=88)
+    backward_case(sub, q, k, v, msg("causal, {Lq} queries after {Lk_Lq} earlier keys, with a key mask, block_q={bq}, block_k={bk}", Lq=Lq, Lk_Lq=Lk - Lq, bq=bq, bk=bk), causal=True, key_mask=key_mask, bq=bq, bk=bk, n=88)
 
 
 @exercise("flash_attention_backward", points=0.5)
@@ -567,7 +539,7 @@ def test_backward_empty_rows(sub):
     key_mask = torch.rand(2, Lk, generator=gen(93)) > 0.3
     key_mask[0, 0], key_mask[1] = True, False                      # the second row has no key at all
     q, k, v = _qkv(94, 2, 2, _int(97, 3, 8), Lk, 4)
-    backward_case(sub, q, k, v, f"a key_mask whose second row hides every key, block_q={bq}, block_k={bk}",
+    backward_case(sub, q, k, v, msg("a key_mask whose second row hides every key, block_q={bq}, block_k={bk}", bq=bq, bk=bk),
                   key_mask=key_mask, bq=bq, bk=bk, n=98)
 
 
@@ -586,11 +558,8 @@ def test_backward_tile_bound(sub):
 # --- repeat_kv ---------------------------------------------------------------------------
 
 REPEAT_HINTS = {
-    "repeat_kv_tiled": "the heads are tiled (x.repeat(1, n_rep, 1, 1) gives heads 0, 1, 0, 1, …): each "
-                       "key–value head is repeated n_rep times in a row, 0, 0, 1, 1, … (output head h is "
-                       "input head h // n_rep, LLaMA's repeat_kv)",
-    "repeat_kv_wrong_axis": "the copies are made along another axis: repeat the heads, axis 1, "
-                            "[B, H_kv, L, d] → [B, H_kv·n_rep, L, d]",
+    "repeat_kv_tiled": msg("the heads are tiled (x.repeat(1, n_rep, 1, 1) gives heads 0, 1, 0, 1, …): each key–value head is repeated n_rep times in a row, 0, 0, 1, 1, … (output head h is input head h // n_rep, LLaMA's repeat_kv)"),
+    "repeat_kv_wrong_axis": msg("the copies are made along another axis: repeat the heads, axis 1, [B, H_kv, L, d] → [B, H_kv·n_rep, L, d]"),
 }
 
 
@@ -603,8 +572,7 @@ def ref_repeat(x, n_rep, mistake=None):
 
 
 def repeat_case(sub, x, n_rep):
-    close(sub.call("repeat_kv", x, n_rep), ref_repeat(x, n_rep), f"repeat_kv of [B, H_kv, L, d] = "
-          f"{list(x.shape)} with n_rep={n_rep}: output head h should be input head h // {n_rep}", atol=0,
+    close(sub.call("repeat_kv", x, n_rep), ref_repeat(x, n_rep), msg("repeat_kv of [B, H_kv, L, d] = {x_shape} with n_rep={n_rep}: output head h should be input head h // {n_rep}", x_shape=list(x.shape), n_rep=n_rep), atol=0,
           suspects=[suspect(m, ref_repeat(x, n_rep, m), hint) for m, hint in REPEAT_HINTS.items()])
 
 
@@ -625,9 +593,8 @@ def test_repeat_kv_sizes(sub):
 # --- sliding_window_mask ----------------------------------------------------------------
 
 WINDOW_HINTS = {
-    "window_off_by_one": "the window holds window + 1 keys: query i sees j with i − window < j ≤ i, the last "
-                         "`window` positions including itself",
-    "window_not_causal": "the window also sees later keys: it is causal, i − window < j ≤ i, never j > i",
+    "window_off_by_one": msg("the window holds window + 1 keys: query i sees j with i − window < j ≤ i, the last `window` positions including itself"),
+    "window_not_causal": msg("the window also sees later keys: it is causal, i − window < j ≤ i, never j > i"),
 }
 
 
@@ -645,9 +612,8 @@ def test_window_values(sub):
     for window in (_int(121, 2, 5), 1, L + 1):
         got = sub.call("sliding_window_mask", L, window)
         check(isinstance(got, torch.Tensor) and got.dtype == torch.bool,
-              "sliding_window_mask should return a bool tensor (True where attention is allowed)")
-        close(got, ref_window(L, window), f"sliding_window_mask({L}, {window}): query i may attend key j "
-              f"when i − {window} < j ≤ i", suspects=[suspect(m, ref_window(L, window, m), hint)
+              msg("sliding_window_mask should return a bool tensor (True where attention is allowed)"))
+        close(got, ref_window(L, window), msg("sliding_window_mask({L}, {window}): query i may attend key j when i − {window} < j ≤ i", L=L, window=window), suspects=[suspect(m, ref_window(L, window, m), hint)
                                                      for m, hint in WINDOW_HINTS.items()])
 
 
@@ -657,10 +623,9 @@ def test_window_device(sub):
         got = sub.call("sliding_window_mask", 5, 2, device="cpu:0", forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type in ("TypeError", "DeviceMismatch"):
-            diagnose("window_device_ignored", "sliding_window_mask(L, window, device) should build the mask "
-                     "on `device` (torch.arange(L, device=device)): on a GPU a model asks for its mask there")
+            diagnose("window_device_ignored", msg("sliding_window_mask(L, window, device) should build the mask on `device` (torch.arange(L, device=device)): on a GPU a model asks for its mask there"))
         raise
-    close(got, ref_window(5, 2), "sliding_window_mask(5, 2, device) should be the window-2 mask",
+    close(got, ref_window(5, 2), msg("sliding_window_mask(5, 2, device) should be the window-2 mask"),
           suspects=[suspect(m, ref_window(5, 2, m), hint) for m, hint in WINDOW_HINTS.items()])
 
 
@@ -668,13 +633,10 @@ def test_window_device(sub):
 
 D_MODEL = 16
 GQA_HINTS = {
-    "gqa_group_order": "query head h attends with key–value head h % n_kv_head: the groups are consecutive, "
-                       "query head h uses key–value head h // (n_head // n_kv_head) (repeat_kv)",
-    "gqa_rope_on_v": "the values are rotated too: RoPE turns q and k only",
-    "gqa_window_ignored": "the window is ignored: with a window, query i sees only keys i − window < j ≤ i "
-                          "(sliding_window_mask)",
-    "gqa_key_mask_ignored": "the key mask is ignored: a pad's key must not be attended to, "
-                            "allowed & key_mask[:, None, None, :]",
+    "gqa_group_order": msg("query head h attends with key–value head h % n_kv_head: the groups are consecutive, query head h uses key–value head h // (n_head // n_kv_head) (repeat_kv)"),
+    "gqa_rope_on_v": msg("the values are rotated too: RoPE turns q and k only"),
+    "gqa_window_ignored": msg("the window is ignored: with a window, query i sees only keys i − window < j ≤ i (sliding_window_mask)"),
+    "gqa_key_mask_ignored": msg("the key mask is ignored: a pad's key must not be attended to, allowed & key_mask[:, None, None, :]"),
 }
 
 
@@ -726,17 +688,13 @@ def gqa_weights(n, n_head, n_kv):
 def _gqa(sub, n_head, n_kv, weights, window=None):
     m = sub.new("GroupedQueryAttention", D_MODEL, n_head, n_kv, window=window)
     shapes = m.state_shapes()
-    check(isinstance(shapes, dict), "GroupedQueryAttention should be an nn.Module")
+    check(isinstance(shapes, dict), msg("GroupedQueryAttention should be an nn.Module"))
     if shapes.get("k_proj.weight") == [D_MODEL, D_MODEL] and n_kv < n_head:
-        diagnose("gqa_kv_d_model", f"k_proj projects to d_model = {D_MODEL}: with n_kv_head = {n_kv} key–value "
-                 f"heads of d_head = {D_MODEL // n_head} it is nn.Linear(d_model, n_kv_head · d_head = "
-                 f"{n_kv * D_MODEL // n_head}, bias=False), as v_proj: that is what shrinks the cache")
+        diagnose("gqa_kv_d_model", msg("k_proj projects to d_model = {D_MODEL}: with n_kv_head = {n_kv} key–value heads of d_head = {D_MODEL_n_head} it is nn.Linear(d_model, n_kv_head · d_head = {n_kv_D_MODEL_n_head}, bias=False), as v_proj: that is what shrinks the cache", D_MODEL=D_MODEL, n_kv=n_kv, D_MODEL_n_head=D_MODEL // n_head, n_kv_D_MODEL_n_head=n_kv * D_MODEL // n_head))
     for name, w in weights.items():
-        check(shapes.get(name) == list(w.shape), f"GroupedQueryAttention({D_MODEL}, {n_head}, {n_kv}) should "
-              f"have a bias-free {name.split('.')[0]} with weight {list(w.shape)}, found "
-              f"{shapes.get(name)}")
+        check(shapes.get(name) == list(w.shape), msg("GroupedQueryAttention({D_MODEL}, {n_head}, {n_kv}) should have a bias-free {name_split} with weight {w_shape}, found {shapes_name}", D_MODEL=D_MODEL, n_head=n_head, n_kv=n_kv, name_split=name.split('.')[0], w_shape=list(w.shape), shapes_name=shapes.get(name)))
     extra = sorted(set(shapes) - set(weights))
-    check(not extra, f"GroupedQueryAttention has parameters or buffers {extra}: the projections are bias-free")
+    check(not extra, msg("GroupedQueryAttention has parameters or buffers {extra}: the projections are bias-free", extra=extra))
     m.load_state_dict(weights)
     m.eval()
     return m
@@ -756,13 +714,11 @@ def gqa_case(sub, n, n_head, n_kv, what, window=None, padded=False):
     m = _gqa(sub, n_head, n_kv, weights, window)
     got = m(x, cos.float(), sin.float(), key_mask)
     check(isinstance(got, torch.Tensor) and tuple(got.shape) == (B, L, D_MODEL),
-          f"GroupedQueryAttention's forward should return [B, L, D] = {[B, L, D_MODEL]}")
+          msg("GroupedQueryAttention's forward should return [B, L, D] = {B_L_D_MODEL}", B_L_D_MODEL=[B, L, D_MODEL]))
     if padded:
-        check(not torch.isnan(got).any(), f"{what}: a left pad's query (no allowed key) gave NaN: fill the "
-              f"masked scores with torch.finfo(scores.dtype).min, not −inf", mistake="gqa_nan_pad_rows")
+        check(not torch.isnan(got).any(), msg("{what}: a left pad's query (no allowed key) gave NaN: fill the masked scores with torch.finfo(scores.dtype).min, not −inf", what=what), mistake="gqa_nan_pad_rows")
     ref = functools.partial(ref_gqa, weights, x, cos, sin, n_head, n_kv, window, key_mask)
-    close(got[real], ref()[real], f"{what}: the output should be out_proj of causal attention with RoPE on q and "
-          f"k, query head h using key–value head h // (n_head // n_kv_head)", atol=ATOL,
+    close(got[real], ref()[real], msg("{what}: the output should be out_proj of causal attention with RoPE on q and k, query head h using key–value head h // (n_head // n_kv_head)", what=what), atol=ATOL,
           suspects=[suspect(k, (lambda k=k: ref(mistake=k)[real]), hint) for k, hint in GQA_HINTS.items()])
 
 
@@ -772,30 +728,28 @@ def test_gqa_structure(sub):
     try:
         sub.new("GroupedQueryAttention", D_MODEL, 4, 3)
     except SubmissionError as exc:
-        check(exc.exc_type == "ValueError", f"GroupedQueryAttention({D_MODEL}, 4, 3) should raise ValueError "
-              f"(4 query heads cannot be shared out among 3 key–value heads), it raised {exc.exc_type}")
+        check(exc.exc_type == "ValueError", msg("GroupedQueryAttention({D_MODEL}, 4, 3) should raise ValueError (4 query heads cannot be shared out among 3 key–value heads), it raised {exc_exc_type}", D_MODEL=D_MODEL, exc_exc_type=exc.exc_type))
         return
-    diagnose("gqa_no_value_error", f"GroupedQueryAttention({D_MODEL}, n_head=4, n_kv_head=3) was built: "
-             f"n_head must be a multiple of n_kv_head, raise ValueError otherwise")
+    diagnose("gqa_no_value_error", msg("GroupedQueryAttention({D_MODEL}, n_head=4, n_kv_head=3) was built: n_head must be a multiple of n_kv_head, raise ValueError otherwise", D_MODEL=D_MODEL))
 
 
 @exercise("GroupedQueryAttention", points=1)
 def test_gqa_equals_multi_head(sub):
-    gqa_case(sub, 140, 4, 4, "with n_kv_head = n_head = 4 (lesson 10's attention)")
+    gqa_case(sub, 140, 4, 4, msg("with n_kv_head = n_head = 4 (lesson 10's attention)"))
 
 
 @exercise("GroupedQueryAttention", points=1)
 def test_gqa_groups(sub):
-    gqa_case(sub, 150, 4, 2, "4 query heads sharing 2 key–value heads")
-    gqa_case(sub, 160, 4, 1, "4 query heads sharing 1 key–value head (multi-query attention)")
+    gqa_case(sub, 150, 4, 2, msg("4 query heads sharing 2 key–value heads"))
+    gqa_case(sub, 160, 4, 1, msg("4 query heads sharing 1 key–value head (multi-query attention)"))
 
 
 @exercise("GroupedQueryAttention", points=0.5)
 def test_gqa_window(sub):
-    gqa_case(sub, 170, 4, 2, "with window=3", window=3)
+    gqa_case(sub, 170, 4, 2, msg("with window=3"), window=3)
 
 
 @exercise("GroupedQueryAttention", points=1)
 def test_gqa_key_mask(sub):
-    gqa_case(sub, 180, 4, 2, "a left-padded batch with its key_mask", padded=True)
-    gqa_case(sub, 190, 4, 2, "a left-padded batch with its key_mask and window=2", window=2, padded=True)
+    gqa_case(sub, 180, 4, 2, msg("a left-padded batch with its key_mask"), padded=True)
+    gqa_case(sub, 190, 4, 2, msg("a left-padded batch with its key_mask and window=2"), window=2, padded=True)

@@ -28,6 +28,7 @@ from typing import Any
 from coursekit.errors import UserError
 from grader import i18n, templating
 from grader.hint import Hint
+from grader.i18n import msg
 from grader.results import Report
 from grader.results.folder import Folder, RecordError, Status
 from grader.templating import points
@@ -85,9 +86,9 @@ def load(folder: str | Path) -> ClassData:
         raise ReportError(str(exc)) from None
     path, rows = grades.path, grades.rows
     if not grades.written_by_grade:
-        raise ReportError(f"{path} is not a grades.csv written by `python -m grader grade`")
+        raise ReportError(msg("{path} is not a grades.csv written by `python -m grader grade`", path=path))
     if not rows:
-        raise ReportError(f"{path} has no students")
+        raise ReportError(msg("{path} has no students", path=path))
     exercises = grades.exercises
     students = [Student(r["student_id"], float(r["score"]), float(r["max_score"]), r["status"],
                         r["message"], {x: float(r[x] or 0) for x in exercises}) for r in rows]
@@ -133,24 +134,23 @@ class Words:
     t: Callable[[str], str]
 
     def students(self, n: int) -> str:
-        return self.t(f"{n} student(s)")
+        return self.t(msg("{n} student(s)", n=n))
 
     def generated(self, when: str) -> str:
-        return self.t(f"generated {when}")
+        return self.t(msg("generated {when}", when=when))
 
     def active(self, n: int) -> str:
-        return self.t(f"{n} protections active")
+        return self.t(msg("{n} protections active", n=n))
 
     def of(self, top: str) -> str:
-        return self.t(f"out of {top}")
+        return self.t(msg("out of {top}", top=top))
 
     def lost(self, n: int) -> str:
-        return self.t(f"{n} student(s) lost points")
+        return self.t(msg("{n} student(s) lost points", n=n))
 
     def shared(self, amount: float, coverage: float) -> str:
         share = f"{100 * coverage:.0f}"
-        return self.t(f"(shared unusual code: {amount:.0f}; {share}% of the shorter one's; "
-                      "line numbers are the cell's)")
+        return self.t(msg("(shared unusual code: {amount}; {share}% of the shorter one's; line numbers are the cell's)", amount=format(amount, '.0f'), share=share))
 
 
 # --- numbers ----------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def exercise_rows(data: ClassData) -> list[dict[str, Any]]:
 
 def first_hint(message: str) -> str:
     """The leading hint of an exercise's message (the rest are related checks)."""
-    return re.split(r"; | \(\+\d+ related", message, maxsplit=1)[0].strip()
+    return re.split(msg("; | \\(\\+\\d+ related"), message, maxsplit=1)[0].strip()
 
 
 def hint_group(student: Student, exercise: str) -> tuple[str, str]:
@@ -216,7 +216,7 @@ def common_failures(data: ClassData, top: int = 5) -> dict[str, list[dict[str, A
         found[name] = [{"hint": Counter(h for _, h in g).most_common(1)[0][0], "count": len(g),
                         "students": sorted(sid for sid, _ in g)} for g in ranked[:top]]
         if len(ranked) > top:
-            found[name].append({"hint": f"{len(ranked) - top} other hint(s)",
+            found[name].append({"hint": msg("{ranked_top} other hint(s)", ranked_top=len(ranked) - top),
                                 "count": sum(len(g) for g in ranked[top:]), "students": []})
     return found
 
@@ -238,13 +238,13 @@ def to_look_at(data: ClassData, flags: dict[str, list[Any]], lang: str = "en") -
             reasons[s.student_id].append(t("handed in the notebook untouched (every answer cell "
                                            "is as handed out)"))
         elif s.max_score and s.score < LOW_SHARE * s.max_score:
-            reasons[s.student_id].append(t(f"scored {points(s.score)} of {points(s.max_score)}"))
+            reasons[s.student_id].append(t(msg("scored {points_s_score} of {points_s_max_score}", points_s_score=points(s.score), points_s_max_score=points(s.max_score))))
     for exercise, found in flags.items():
         for f in found:
             for one, other in ((f.a, f.b), (f.b, f.a)):
                 reasons[one.student].append(
-                    t(f"{exercise}: code identical to {other.student}'s (see below)") if f.identical
-                    else t(f"{exercise}: code unusually like {other.student}'s (see below)"))
+                    t(msg("{exercise}: code identical to {other_student}'s (see below)", exercise=exercise, other_student=other.student)) if f.identical
+                    else t(msg("{exercise}: code unusually like {other_student}'s (see below)", exercise=exercise, other_student=other.student)))
     order = {s.student_id: i for i, s in enumerate(data.students)}
     return [{"student": sid, "reasons": why} for sid, why in sorted(reasons.items(), key=lambda kv: order.get(kv[0], 0))]
 
@@ -287,11 +287,11 @@ def histogram_svg(data: ClassData, t: Callable[[str], str] = str) -> str:
             label=[t("graded"), t("did not run to the end")])
     median = statistics.median(scores)
     ax.axvline(median, color="#333", linestyle="--", linewidth=1)
-    ax.annotate(t(f"median {points(median)}"), (median, 1), xycoords=("data", "axes fraction"),
-                xytext=(-4, -2), textcoords="offset points", ha="right", va="top", fontsize=8)
+    ax.annotate(t(msg("median {points_median}", points_median=points(median))), (median, 1), xycoords=("data", msg("axes fraction")),
+                xytext=(-4, -2), textcoords=msg("offset points"), ha="right", va="top", fontsize=8)
     if stopped:
-        ax.legend(frameon=False, fontsize=8, loc="upper left")
-    ax.set_xlabel(t(f"points (of {points(top)})"))
+        ax.legend(frameon=False, fontsize=8, loc=msg("upper left"))
+    ax.set_xlabel(t(msg("points (of {points_top})", points_top=points(top))))
     ax.set_ylabel(t("students"))
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.spines[["top", "right"]].set_visible(False)
@@ -303,7 +303,7 @@ def exercises_svg(rows: list[dict[str, Any]], t: Callable[[str], str] = str) -> 
     ax = fig.add_subplot()
     names = [r["name"] for r in rows][::-1]
     left = [0] * len(rows)
-    for kind, label in (("full", "full marks"), ("partial", "some points"), ("zero", "no points")):
+    for kind, label in (("full", msg("full marks")), ("partial", msg("some points")), ("zero", msg("no points"))):
         values = [r[kind] for r in rows][::-1]
         ax.barh(names, values, left=left, color=COLORS[kind], label=t(label))
         for i, v in enumerate(values):
@@ -311,7 +311,7 @@ def exercises_svg(rows: list[dict[str, Any]], t: Callable[[str], str] = str) -> 
                 ax.text(left[i] + v / 2, i, str(v), ha="center", va="center", color="white", fontsize=8)
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_xlabel(t("students"))
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
+    ax.legend(loc=msg("lower center"), bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
@@ -332,11 +332,9 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
     context = lesson_context(data.lesson)
     names = eligible(context, data.exercises)
     if not names:
-        return {}, (f"Similarity was not checked: every exercise of {data.lesson} is too short "
-                    "for similar code to mean anything.")
+        return {}, (msg("Similarity was not checked: every exercise of {data_lesson} is too short for similar code to mean anything.", data_lesson=data.lesson))
     if submitted is None:
-        return {}, ("Similarity was not checked: the submitted notebooks were not found "
-                    "(pass --submitted SUBMITTED).")
+        return {}, (msg("Similarity was not checked: the submitted notebooks were not found (pass --submitted SUBMITTED)."))
     cells = {}
     # nbgrader's layout, as `grade` reads it: <student>/<lesson>/<notebook of any edition>
     notebooks = [path.name for path in catalogue.get(data.lesson).notebooks("student").values()]
@@ -349,8 +347,7 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
         except (NotebookError, OSError):
             continue
     flags = class_flags(data.lesson, cells, data.exercises, Settings(), context)
-    return flags, (f"Compared the {len(cells)} readable notebooks on {', '.join(names)} "
-                   f"(the other exercises are too short for similar code to mean anything).")
+    return flags, (msg("Compared the {cells} readable notebooks on {names} (the other exercises are too short for similar code to mean anything).", cells=len(cells), names=', '.join(names)))
 
 
 def render(data: ClassData, flags: dict[str, list[Any]], note: str, lang: str = "en") -> str:
@@ -389,11 +386,10 @@ def write_report(folder: str | Path, submitted: str | Path | None = None,
     target.write_text(render(data, flags, note, lang), encoding="utf-8")
     s = summary(data)
     n_flags = sum(len(f) for f in flags.values())
-    lines = [f"wrote {target}: {s['students']} student(s), {data.lesson}",
-             f"  scores: mean {s['mean']:.1f}, median {points(s['median'])} of {points(s['max_score'])}; "
-             f"{s['full_marks']} with full marks",
-             "  status: " + ", ".join(f"{k} {v}" for k, v in s["statuses"].items()),
-             f"  students to look at: {len(to_look_at(data, flags))}; similarity flags: {n_flags}",
+    lines = [msg("wrote {target}: {s} student(s), {data_lesson}", target=target, s=s['students'], data_lesson=data.lesson),
+             msg("  scores: mean {s}, median {points_s} of {points_s_2}; {s_2} with full marks", s=format(s['mean'], '.1f'), points_s=points(s['median']), points_s_2=points(s['max_score']), s_2=s['full_marks']),
+             msg("  status: {k_v_s}", k_v_s=", ".join(f"{k} {v}" for k, v in s["statuses"].items())),
+             msg("  students to look at: {to_look_at_data_flags}; similarity flags: {n_flags}", to_look_at_data_flags=len(to_look_at(data, flags)), n_flags=n_flags),
              f"  {t(note)}",
              f"  in {time.perf_counter() - started:.1f} s"]
     return target, "\n".join(t(line) for line in lines)

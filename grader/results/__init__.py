@@ -41,6 +41,7 @@ from enum import StrEnum
 from typing import Any
 
 from grader.hint import Hint
+from grader.i18n import msg
 from grader.templating import points
 
 
@@ -63,11 +64,10 @@ class Status(StrEnum):
 
 #: What happened, in a sentence, when the notebook's process did not see grading through.
 STOPPED = {
-    Status.TIMEOUT: "The notebook ran out of time (an infinite loop or a very slow cell?).",
-    Status.MEMORY: "The notebook ran out of memory.",
-    Status.CRASHED: "The notebook's process stopped before grading finished.",
-    Status.GARBLED: ("The notebook's process wrote garbage where the grader reads its answers "
-                     "(to a file descriptor it does not own?): it was stopped there."),
+    Status.TIMEOUT: msg("The notebook ran out of time (an infinite loop or a very slow cell?)."),
+    Status.MEMORY: msg("The notebook ran out of memory."),
+    Status.CRASHED: msg("The notebook's process stopped before grading finished."),
+    Status.GARBLED: (msg("The notebook's process wrote garbage where the grader reads its answers (to a file descriptor it does not own?): it was stopped there.")),
 }
 
 
@@ -198,11 +198,11 @@ class Report:
     def _what_happened(self) -> str:
         if self.status == Status.OK:
             score, top = points(self.score), points(self.max_score)
-            return f"Graded: {score} of {top} points."
+            return msg("Graded: {score} of {top} points.", score=score, top=top)
         if self.status in STOPPED:
             return STOPPED[Status(self.status)]
         first = self.exercises[0].message if self.exercises else ""
-        return self.reason or first or f"Not graded ({self.status})."
+        return self.reason or first or msg("Not graded ({status}).", status=self.status)
 
     def as_dict(self) -> dict[str, Any]:
         """The ``grader check --format json`` object of the spec."""

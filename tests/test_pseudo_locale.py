@@ -1,0 +1,190 @@
+"""A third language is one file (issue 53): a made-up language, ``xx`` (each translation the
+English in full-width letters between ⟦ ⟧, its ``{fields}`` kept), is one ``.po`` catalogue
+written from the source's ids into a folder of its own; then everything a student or an
+instructor reads is rendered in it -- every message of the catalogue, the grading of the planted
+bugs, the blank and the reference notebooks of two lessons, ``grader check``'s text, the feedback
+page, ``grade``'s summary and the class report -- and no English is left but the values
+(numbers, names, paths, the student's own words, Python's exception text)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import string
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from coursekit import catalogue
+from grader import i18n
+from grader.hint import Hint
+from grader.i18n import Message, catalogues
+from grader.i18n.message import parts
+from grader.results import ExerciseResult, Report, Status, not_graded
+
+pytestmark = pytest.mark.slow  # grades two lessons in full: over 30 s on 2 cores
+
+PSEUDO = "xx"
+FULL_WIDTH = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in string.ascii_letters})
+LESSONS = ["01_attention_by_hand", "05_layer_norm"]
+
+
+def pseudo(template: str) -> str:
+    """``template`` with every letter outside its fields made full-width, between ⟦ ⟧."""
+    out = "".join("{" + value + "}" if kind == "field"
+                  else value.translate(FULL_WIDTH).replace("{", "{{").replace("}", "}}")
+                  for kind, value in parts(template))
+    return f"⟦{out}⟧"
+
+
+@pytest.fixture()
+def xx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The made-up language's one file, the only catalogue of this test's locale folder."""
+    entries = {key: catalogues.Entry(pseudo(key)) for key in catalogues.source_templates()}
+    catalogues.write(PSEUDO, entries, root=tmp_path / "locale")
+    monkeypatch.setattr(catalogues, "LOCALE_DIR", tmp_path / "locale")
+    monkeypatch.setattr(i18n, "LANGUAGES", catalogues.languages())
+    catalogues.table.cache_clear()
+    yield PSEUDO
+    catalogues.table.cache_clear()
+
+
+def _values(message: object) -> list[str]:
+    """The arguments of a message (and of the messages in it) that are values, not words."""
+    if not isinstance(message, Message):
+        return []
+    found: list[str] = []
+    for value in message.args.values():
+        found += _values(value) if isinstance(value, Message) else [value]
+    return found
+
+
+def _without(text: str, values: Iterable[str]) -> str:
+    for value in sorted({v for v in values if v}, key=len, reverse=True):
+        text = text.replace(value, " ")
+    return text
+
+
+def _english(text: str, values: Iterable[str] = ()) -> list[str]:
+    """Runs of two English words left in ``text`` once ``values`` are taken out."""
+    return re.findall(r"[A-Za-z]{2,}[,;:.'’)]?[ \t]+[(]?[A-Za-z]{2,}", _without(text, values))
+
+
+def test_the_language_is_found_by_its_file(xx: str) -> None:
+    assert xx in i18n.LANGUAGES and i18n.choose(xx) == xx
+    assert i18n.render(i18n.msg("total"), xx) == "⟦ｔｏｔａｌ⟧"
+
+
+def test_every_message_of_the_catalogue_renders_with_no_english_left(xx: str) -> None:
+    ids = list(catalogues.source_templates())
+    assert len(ids) > 500
+    for key in ids:
+        sample = Message(key, {name: "7" for name in catalogues.fields(key)})
+        text, left = i18n.render_checked(sample, xx)
+        assert not left and not re.search(r"[A-Za-z]", text.replace("7", "")), (key, text)
+
+
+def _graded(lesson: str) -> list[Report]:
+    """The reports of the lesson's blank and reference notebooks and of its planted bugs."""
+    from planted import modules
+
+    from grader.check.engine import grade_in_process
+
+    entry = catalogue.get(lesson)
+    notebooks = [catalogue.read_json(entry.student()), catalogue.read_json(entry.solution())]
+    module = next(m for m in modules() if m.LESSON == lesson)
+    base = json.dumps(notebooks[1])
+    notebooks += [variant.apply(json.loads(base)) for variant in module.BUGS]
+    return [grade_in_process(nb, lesson, seed=20260101) for nb in notebooks]
+
+
+def _report_values(report: Report) -> list[str]:
+    values = [report.notebook, report.lesson, *(e.name for e in report.exercises)]
+    for e in report.exercises:
+        for hint in e.failures:
+            values += _values(hint.text)
+    return values
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_grading_a_lesson_says_everything_in_the_new_language(xx: str, lesson: str) -> None:
+    """Every hint of the planted bugs, the blank and the reference notebooks is a message
+    that renders in full; ``grader check``'s text and the feedback page have no English left."""
+    from grader.outputs.render import feedback_html, to_html, to_text
+
+    reports = _graded(lesson)
+    assert any(e.failures for r in reports for e in r.exercises)
+    for report in reports:
+        for e in report.exercises:
+            for hint in e.failures:
+                assert isinstance(hint.text, Message), f"a hint without an id: {hint.text!r}"
+                text, left = i18n.render_checked(hint.text, xx)
+                assert not left, (hint.text, left)
+                assert not re.search(r"[A-Za-z]{2,}", _without(text, _values(hint.text))), text
+        shown = i18n.localize(report, xx)
+        values = _report_values(report)
+        for page in (to_text(shown), _page_text(to_html(shown)), _page_text(feedback_html(shown, "s1"))):
+            assert not _english(page, values), (_english(page, values), page)
+
+
+def _page_text(page: str) -> str:
+    body = re.sub(r"<(svg|code|style|script)\b.*?</\1>", " ", page, flags=re.S)
+    return re.sub(r"<[^>]+>", "\n", body)
+
+
+def test_the_feedback_page_and_its_notes_say_everything_in_the_new_language(xx: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from grader.classgrade.late import Lateness
+    from grader.outputs.render import feedback_html
+
+    due = datetime(2026, 3, 2, 22, 59, tzinfo=UTC)
+    for late in (timedelta(0), timedelta(days=1, hours=11)):
+        note = Lateness(due + late, due, late, 0.2 if late else 0.0).describe()
+        report = Report("hank.ipynb", "01_attention_by_hand",
+                        [ExerciseResult("softmax", points=4.0, max_points=4.0)], notes=[note])
+        page = _page_text(feedback_html(i18n.localize(report, xx), "hank", penalty=0.8 if late else 0.0))
+        assert not _english(page, ["hank.ipynb", "01_attention_by_hand", "softmax", "UTC"]), page
+
+
+def test_grade_summary_and_class_report_say_everything_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``grade``'s summary (each line rendered as ``cli`` prints it) and ``report.html`` in
+    the class's language, which ``COURSE_LANG`` names."""
+    from grader.classgrade.classroom import Options, RunSummary, summary_lines
+    from grader.outputs.class_report import write_report
+    from grader.results.folder import Folder, grades_row
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    lesson = "10_decoder_only"
+    hint = i18n.msg("rope_angles should return two tensors, (cos, sin)")
+    folder = Folder(tmp_path / "out")
+    folder.prepare()
+    wrong = Report(f"s1/{lesson}/{lesson}.ipynb", lesson,
+                   [ExerciseResult("rope_angles", 0.25, 2.0, [Hint(hint)]), ExerciseResult("lm_loss", 2.0, 2.0)])
+    gone = not_graded(f"s2/{lesson}/{lesson}.ipynb", lesson, {"rope_angles": 2.0, "lm_loss": 2.0}, Status.MISSING,
+                      i18n.msg("No submission: no notebook of {lesson} in {student}/ (nbgrader's layout: "
+                               "{canonical}).", lesson=lesson, student="s2", canonical=f"s2/{lesson}/{lesson}.ipynb"))
+    for student, report in (("s1", wrong), ("s2", gone)):
+        folder.write_result(student, report)
+    names = ["rope_angles", "lm_loss"]
+    folder.write_grades([grades_row("s1", wrong, names), grades_row("s2", gone, names)], names)
+    with contextlib.redirect_stdout(io.StringIO()):
+        path, summary = write_report(folder.path)
+    page = path.read_text(encoding="utf-8")
+    values = [lesson, "s1", "s2", *names, str(folder.path), f"s2/{lesson}/{lesson}.ipynb", f"s1/{lesson}/{lesson}.ipynb"]
+    assert f'<html lang="{xx}">' in page
+    assert not _english(_page_text(page), values), _english(_page_text(page), values)
+    assert not _english(summary, values), summary
+
+    opts = Options(lesson=lesson, out=tmp_path / "out")
+    run = RunSummary(graded=3, reused=2, seconds=4.5, per_submission=[1.0, 2.0], protections=["bwrap"],
+                     missing={"memory-cap": "no cgroup"}, changed=["s1"], other_settings={"s2": "x"},
+                     waiting=["s3"], statuses={"s4": "ambiguous", "s1": "ok"})
+    t = i18n.words(i18n.class_language(None, ["en"]))
+    for line in summary_lines(run, opts):
+        said = t(line)
+        assert not _english(said, [*_values(line), "bwrap", "memory-cap", "no cgroup"]), (line, said)
