@@ -1552,6 +1552,11 @@ def as_rows(hypotheses, width):
     return torch.tensor([list(h) + [PAD] * (width - len(h)) for h in hypotheses])
 
 
+# max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 5 to 7, and
+# test_beam_output_form's (a search costs a decoder call per source and step)
+T_LENS, FORM_LEN = (5, 8), 5
+
+
 @exercise("beam_search", points=1)
 def test_beam_one_is_greedy(sub):
     src = copy_sources(400)
@@ -1559,7 +1564,7 @@ def test_beam_one_is_greedy(sub):
     lengths = (src.shape[1] + 2, 4)
     with sub.batch(lazy=True) as b:  # the Transformer's case below is drawn while the worker searches
         searched = [b.call("beam_search", model, src, 1, max_len, BOS, COPY_EOS) for max_len in lengths]
-    t_len = _int(401, 6, 10)
+    t_len = _int(401, *T_LENS)
     state, t_src, eos, paths = transformer_case(402, t_len)
     for max_len, out in zip(lengths, searched, strict=True):
         out = out.value
@@ -1579,9 +1584,6 @@ def test_beam_one_is_greedy(sub):
     want = as_rows([tuple(t for t in row if t != PAD) for row in greedy_of(paths, eos, max_len).tolist()], max_len)
     close(got, want, f"with beam_size=1 and max_len={max_len}, on a lesson 08 Transformer with random weights, "
           f"beam_search should give greedy_decode's tokens")
-
-
-FORM_LEN = 5  # max_len of test_beam_output_form's search on the Transformer
 
 
 @exercise("beam_search", points=0.5)
@@ -1617,7 +1619,7 @@ def test_beam_output_form(sub):
                  "ones are returned (stopping early, return the best finished one)")
     check(EOS_T in got or len(got) == 7, "with beam_size=2 and max_len=7, beam_search returned a hypothesis "
           "that neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len")
-    t_len = _int(401, 6, 10)  # test_beam_one_is_greedy's Transformer, drawn once
+    t_len = _int(401, *T_LENS)  # test_beam_one_is_greedy's Transformer, drawn once
     state, src, eos, _ = transformer_case(402, t_len)
     # its two padded sources (of different lengths) and a short max_len: the form's rules are
     # the same on fewer, shorter searches (a search costs a decoder call per source and step)
