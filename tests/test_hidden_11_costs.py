@@ -162,3 +162,32 @@ def test_the_table_model_looks_each_prefix_up_once() -> None:
                       hidden.BOS, hidden.EOS_T, length_penalty=hidden.UNDERFLOW_ALPHA)
     assert tuple(out[0].tolist()) == best
     assert sum(asked) > 1500 and getattr(model, "looked_up", sum(asked)) <= 120, (sum(asked), getattr(model, "looked_up", None))
+
+
+def test_the_form_check_searches_a_short_transformer_case(sub, monkeypatch) -> None:
+    """A search costs a decoder call per source and step (the reference, as most students',
+    searches source by source): test_beam_one_is_greedy's beam of 1 searches the Transformer's
+    three sources up to a max_len of 5 to 7, test_beam_output_form's beam of 4 its two padded
+    ones up to 5 (before: all three, both up to a max_len of 6 to 9). Over these ten runs the
+    Transformer's decoder expands 698 target positions on the reference (2,429 before)."""
+    from grader.runtime import fixtures
+
+    positions: list[int] = []
+    build = fixtures.FIXTURES["transformer"]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        model = build(*args, **kwargs)
+        decode = model.decode
+
+        def counting(tgt: torch.Tensor, *a: Any, **k: Any) -> torch.Tensor:
+            positions.append(tgt.numel())
+            return decode(tgt, *a, **k)
+
+        model.decode = counting
+        return model
+
+    monkeypatch.setitem(fixtures.FIXTURES, "transformer", counted)
+    for seed in range(1, 11):
+        results = run_hidden_tests(sub, "11_generation", only={"beam_search"}, seed=seed)
+        assert all(r.points == r.max_points for r in results), results
+    assert sum(positions) <= 760, sum(positions)
