@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from similarity_cases import copied_cases, independent_cases, reference_notebook  # noqa: E402
 
 from grader.check.engine import exercise_points  # noqa: E402
-from grader.hint import Hint  # noqa: E402
+from grader.common.hint import Hint  # noqa: E402
 from grader.outputs.class_report import write_report  # noqa: E402
 from grader.results import ExerciseResult, Report, Status  # noqa: E402
 from grader.results.folder import Folder, grades_row  # noqa: E402

@@ -56,10 +56,10 @@ from grader.check import runner  # noqa: E402
 from grader.check.engine import quiet  # noqa: E402
 from grader.check.notebook import cells_to_run, read_notebook  # noqa: E402
 from grader.check.remote import RemoteSubmission  # noqa: E402
-from grader.check.submission import InProcessSubmission  # noqa: E402
 from grader.classgrade import classroom  # noqa: E402
-from grader.limits import DEFAULT_LIMITS  # noqa: E402
+from grader.common.limits import DEFAULT_LIMITS  # noqa: E402
 from grader.sandbox import SandboxPool, default_worker_files  # noqa: E402
+from grader.testkit.submission import InProcessSubmission  # noqa: E402
 
 COLUMNS = ("start", "run nb", "hidden", "waiting", "grader", "stop", "total", "round trips", "requests",
            "floor")

@@ -43,7 +43,7 @@ variable             meaning
 ``GRADER_LOG_LEVEL``  what the grader says about its own work on stderr (``debug``,
                      ``info``, ``warning``, ``error``, ``critical``; default ``warning``),
                      where no ``--log-level`` or ``-v`` says (:func:`log_level`); a command
-                     given one sets it for the processes it starts (``grader.logs``)
+                     given one sets it for the processes it starts (``grader.common.logs``)
 ``GRADER_DEBUG``     any value but ``0``: the grader's log at ``debug``, and the traceback
                      of a hidden test's own error (a grader bug, not the student's)
                      printed even where no log is set up (:func:`debug`)

@@ -1,5 +1,5 @@
 """``python -m grader`` (or ``grader``): grade one notebook (check), a class (grade), build a
-student bundle. Every command takes ``-v`` / ``--log-level LEVEL`` (``grader.logs``)."""
+student bundle. Every command takes ``-v`` / ``--log-level LEVEL`` (``grader.common.logs``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coursekit.errors import UserError
-from grader import logs
 from grader.check import command as checking
 from grader.check import timeline
 from grader.check.command import CheckOptions, call_timeout_option, lesson_id
+from grader.common import logs
+from grader.common.limits import DEFAULT_LIMITS, GIB, Limits
 from grader.helper.client import ANSWER_MARGIN_S
-from grader.limits import DEFAULT_LIMITS, GIB, Limits
 from grader.runtime.wire import one_thread_each
 
 if TYPE_CHECKING:
@@ -136,8 +136,8 @@ def grade_options(args: argparse.Namespace) -> tuple[Path, Options]:
     """``grade``'s command line as the class grader's options (SUBMITTED, then the rest);
     UserError for what cannot be graded (no such folder or lesson, a student's folder given
     for the class, an unknown protection)."""
-    from grader.check.lessons import hidden_test_file
     from grader.classgrade.classroom import Options
+    from grader.testkit.lessons import hidden_test_file
 
     submitted = Path(args.submitted)
     if not submitted.is_dir():

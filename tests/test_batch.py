@@ -19,9 +19,9 @@ import pytest
 from grader.check.launch import LocalWorker
 from grader.check.messages import explain
 from grader.check.remote import RemoteSubmission
-from grader.check.submission import InProcessSubmission, Posted, Submission
-from grader.limits import DEFAULT_LIMITS
+from grader.common.limits import DEFAULT_LIMITS
 from grader.runtime.errors import CallCrashed, CallHung, ProtocolError, SubmissionError
+from grader.testkit.submission import InProcessSubmission, Posted, Submission
 
 NOTEBOOK = """
 import os, time

@@ -77,7 +77,7 @@ def test_the_notebook_is_sent_before_the_engine_is_waited_for(monkeypatch, capsy
 
 def test_no_worker_is_started_early_for_an_unknown_lesson_or_an_unreadable_notebook(tmp_path) -> None:
     from grader.check import launch
-    from grader.limits import DEFAULT_LIMITS
+    from grader.common.limits import DEFAULT_LIMITS
 
     source = _Counted()
     renamed = tmp_path / "submission_1234.ipynb"  # its lesson is found by its cells, later
@@ -92,7 +92,7 @@ def test_no_worker_is_started_early_for_an_unknown_lesson_or_an_unreadable_noteb
 
 def test_a_started_worker_grades_and_one_unused_is_stopped(monkeypatch) -> None:
     from grader.check import engine, launch
-    from grader.limits import DEFAULT_LIMITS
+    from grader.common.limits import DEFAULT_LIMITS
 
     source = _Counted()
     notebook = str(solution_path("02_split_heads"))

@@ -14,7 +14,7 @@ import pytest
 from grader import i18n
 from grader.classgrade.classroom import Options, RunSummary, editions_handed_in, summary_lines
 from grader.classgrade.late import parse
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.i18n import msg
 from grader.results import ExerciseResult, Report, Status, not_graded
 from grader.results.folder import grades_row

@@ -167,7 +167,7 @@ from grader.check.launch import LocalWorker
 from grader.check.notebook import cells_to_run, read_notebook
 from grader.check.remote import RemoteSubmission
 from grader.classgrade import classroom
-from grader.limits import DEFAULT_LIMITS
+from grader.common.limits import DEFAULT_LIMITS
 
 lesson = catalogue.get(sys.argv[1])
 classroom.warm_up(lesson.id)

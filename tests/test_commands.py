@@ -1,6 +1,6 @@
 """The commands (issue 53, items 6 and 7): ``-v`` / ``--log-level`` on every command of
 ``python -m grader`` and ``python -m grader.authoring`` (the standard ``logging`` module,
-``grader.logs``), the helper's log and ``errors.log`` written through it, every variable
+``grader.common.logs``), the helper's log and ``errors.log`` written through it, every variable
 the grader reads read in ``coursekit.settings``, the ``grader`` console script, the
 authoring tools as one command, and the limits' defaults read from ``Limits`` only."""
 
@@ -24,8 +24,9 @@ from support import ROOT
 
 from coursekit import settings
 from coursekit.errors import UserError
-from grader import cli, logs
-from grader.limits import DEFAULT_LIMITS, Limits
+from grader import cli
+from grader.common import logs
+from grader.common.limits import DEFAULT_LIMITS, Limits
 
 #: Each command of ``python -m grader`` with the arguments it requires.
 REQUIRED = {
@@ -318,7 +319,7 @@ def test_the_commands_take_their_limits_defaults_from_limits(
 
 def test_no_other_module_writes_a_limits_default_again() -> None:
     """Gradescope's package and its autograder.json default to ``Limits``' values, and the
-    check helper's client (which does not import ``grader.limits``) keeps its copy equal."""
+    check helper's client (which does not import ``grader.common.limits``) keeps its copy equal."""
     from grader.helper.client import DEFAULT_TIMEOUT_S
 
     assert DEFAULT_TIMEOUT_S == DEFAULT_LIMITS.wall_s

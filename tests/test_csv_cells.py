@@ -4,7 +4,7 @@ A student id is a folder name the student may choose: ``=HYPERLINK(...)``, ``@SU
 ``+1``, ``-1``, a tab or a carriage return first. Every writer (``grades.csv``, the course
 gradebook, the Canvas and Moodle exports, nbgrader's export) is checked by parsing what it
 wrote, never by opening a spreadsheet; the course's own readers give the ids back as they
-were (``grader.csvcells.read``)."""
+were (``grader.common.csvcells.read``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import csvcells
+from grader.common import csvcells
 from grader.outputs import gradebook, lms
 from grader.outputs.class_report import load
 from grader.results import Report, Status

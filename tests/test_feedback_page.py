@@ -11,7 +11,7 @@ import pytest
 
 from grader import i18n
 from grader.classgrade.late import parse
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.outputs.render import feedback_html, to_html
 from grader.results import ExerciseResult, Report
 

@@ -1,5 +1,5 @@
 """Hidden inputs are fresh for every grading run and reproducible from its seed, and the
-reference keeps full marks under many seeds (grader/check/framework.py)."""
+reference keeps full marks under many seeds (grader/testkit/framework.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from planted import Variant
 from support import lessons, solution_path
 
 from grader.check.engine import in_process_submission, run_hidden_tests
-from grader.check.framework import SEED_VARIABLE, grading_run, run_memo
 from grader.check.notebook import read_notebook
+from grader.testkit.framework import SEED_VARIABLE, grading_run, run_memo
 
 torch.set_num_threads(1)
 

@@ -21,9 +21,9 @@ import pytest
 from support import ROOT, lesson_path, solution_path
 
 from coursekit import catalogue
-from grader.check.parts import builds_on
 from grader.integrations.gradescope import SCHEMA_PATH
 from grader.integrations.gradescope.run import PRIVATE
+from grader.testkit.parts import builds_on
 
 pytestmark = [pytest.mark.e2e, pytest.mark.root, pytest.mark.slow]  # Gradescope runs run_autograder as root
 
@@ -97,7 +97,7 @@ def test_zip_layout_follows_gradescope_and_ships_no_solution(package) -> None:
     answers = [_normal(body) for kind, body in _REGION.findall(notebook_code(solution_path(LESSON)))
                if kind == "SOLUTION"]
     assert answers
-    parts = f"course/grader/hidden/parts_{LESSON[:2]}.py"  # what BUILDS_ON substitutes (grader.check.parts)
+    parts = f"course/grader/hidden/parts_{LESSON[:2]}.py"  # what BUILDS_ON substitutes (grader.testkit.parts)
     for name, text in texts.items():
         for answer in answers:
             assert name == parts or answer not in _normal(text), f"{name} holds a reference answer"

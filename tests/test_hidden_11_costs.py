@@ -21,8 +21,8 @@ from support import solution_path
 
 from coursekit import earlier
 from grader.check.engine import in_process_submission, run_hidden_tests
-from grader.check.framework import gen, grading_run
 from grader.hidden import test_11_generation as hidden
+from grader.testkit.framework import gen, grading_run
 
 torch.set_num_threads(1)
 

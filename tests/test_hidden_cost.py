@@ -13,10 +13,10 @@ import torch
 from support import solution_path
 
 from grader.check.engine import quiet, run_hidden_tests
-from grader.check.framework import grading_run
 from grader.check.notebook import cells_to_run, read_notebook
-from grader.check.submission import InProcessSubmission
 from grader.hidden import test_12_attention_at_scale as l12
+from grader.testkit.framework import grading_run
+from grader.testkit.submission import InProcessSubmission
 
 torch.set_num_threads(1)
 

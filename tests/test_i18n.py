@@ -20,7 +20,7 @@ from support import ROOT
 from coursekit import catalogue
 from grader import i18n
 from grader.check.engine import grade_in_process
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.i18n import catalogues, msg, with_detail
 from grader.results import ExerciseResult, Report
 

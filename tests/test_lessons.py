@@ -17,8 +17,8 @@ from coursekit import catalogue
 from grader.authoring import generate as authoring
 from grader.authoring.generate import graded_cells
 from grader.check.engine import exercise_points, run_hidden_tests
-from grader.check.lessons import HIDDEN_DIR, known_lessons
-from grader.check.submission import InProcessSubmission
+from grader.testkit.lessons import HIDDEN_DIR, known_lessons
+from grader.testkit.submission import InProcessSubmission
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
 

@@ -237,7 +237,7 @@ def test_ids_are_compared_in_one_unicode_form_and_look_alikes_spelled_out(tmp_pa
     target, text, mismatch = export([folder], roster, "moodle", key="login", out=tmp_path / "m.csv")
     assert target.read_text(encoding="utf-8").splitlines()[1] == f"{nfd},9,Graded: 9 of 10 points."
     assert mismatch and "Olga <\u043elga [U+043E l g a]>" in text
-    from grader import ids
+    from grader.common import ids
     assert ids.shown(nfd) == f"{nfd} [z o e U+0308]" and ids.shown(nfc) == f"{nfc} [z o U+00EB]"
     assert ids.shown("alice") == "alice" and ids.shown("bob ") == "bob  [b o b U+0020]"
 

@@ -1,5 +1,5 @@
 """Hints are folded the same way for every renderer: a diagnosis first, the symptoms it
-explains folded into it (grader/check/messages.py, grader/check/framework.py's suspects)."""
+explains folded into it (grader/check/messages.py, grader/testkit/framework.py's suspects)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from grader.check.framework import Failed, close, suspect
 from grader.check.messages import explain, fold
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.results import ExerciseResult
+from grader.testkit.framework import Failed, close, suspect
 
 torch.set_num_threads(1)
 def test_a_diagnosis_comes_first_and_folds_the_symptoms_it_explains() -> None:

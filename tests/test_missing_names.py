@@ -13,7 +13,7 @@ from support import solution_path
 
 from grader.check.engine import grade_in_process, grade_with_worker
 from grader.check.launch import LocalSource
-from grader.limits import DEFAULT_LIMITS
+from grader.common.limits import DEFAULT_LIMITS
 
 LESSON = "01_attention_by_hand"
 

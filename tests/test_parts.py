@@ -1,5 +1,5 @@
 """A mistake is charged once: while an exercise is graded, the exercises it builds on
-(its test file's BUILDS_ON) are the course's versions (grader.check.parts), in process and in
+(its test file's BUILDS_ON) are the course's versions (grader.testkit.parts), in process and in
 the sandbox, and the student's own come back afterwards."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from planted import modules
 from support import solution_path
 
-from grader.check import parts
 from grader.check.engine import grade_in_process
-from grader.check.lessons import hidden_test_file
-from grader.check.submission import InProcessSubmission
+from grader.testkit import parts
+from grader.testkit.lessons import hidden_test_file
+from grader.testkit.submission import InProcessSubmission
 
 LESSON = "07_positional_encoding"
 

@@ -1,7 +1,7 @@
 """Every grader is proven against planted mistakes and alternative correct solutions.
 
 Each planted bug (tests/planted/lNN.py) must lose points on its exercise and on no other
-(a mistake is charged once: grader.check.parts), the first hint the student reads there must
+(a mistake is charged once: grader.testkit.parts), the first hint the student reads there must
 name the planted mistake (its id), and no hint anywhere may name a mistake that was not made. Alternatives keep full marks. Hidden inputs are drawn
 from the grading run's seed, so a bug is caught on every draw only if it is caught under
 many: the whole lesson runs under the first seed, the bug's own exercise under nine more
@@ -72,7 +72,7 @@ def _check_bug(variant: Variant, results) -> None:
     charged_twice = {name: r.points for name, r in results.items()
                      if name != variant.exercise and r.points < r.max_points}
     assert not charged_twice, (f"{variant.description} also cost points on {charged_twice}: a mistake "
-                               f"is charged once, to its own exercise (BUILDS_ON, grader.check.parts)")
+                               f"is charged once, to its own exercise (BUILDS_ON, grader.testkit.parts)")
 
 
 @pytest.mark.parametrize(("lesson", "variant"), CASES, ids=_ids(CASES))
@@ -133,7 +133,7 @@ def test_a_worker_grades_as_the_process_itself(lesson: str, variant: Variant) ->
     from grader.check.launch import LocalWorker
     from grader.check.notebook import cells_to_run
     from grader.check.remote import RemoteSubmission
-    from grader.limits import DEFAULT_LIMITS
+    from grader.common.limits import DEFAULT_LIMITS
 
     nb = variant.apply(json.loads(_notebook(lesson)))
     local = _grade(lesson, variant, SEEDS[0])

@@ -20,7 +20,7 @@ import pytest
 
 from coursekit import catalogue
 from grader import i18n
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.i18n import Message, catalogues
 from grader.i18n.message import parts
 from grader.results import ExerciseResult, Report, Status, not_graded

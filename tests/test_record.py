@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.outputs import class_report, feedback, gradebook, lms
 from grader.results import ExerciseResult, Provenance, Report, Status, not_graded
 from grader.results.folder import (

@@ -10,7 +10,7 @@ import re
 
 from support import ROOT
 
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.outputs.render import feedback_html, to_text
 from grader.results import (
     STOPPED,
@@ -77,13 +77,13 @@ def test_the_readme_documents_every_status() -> None:
 
 
 def test_one_jinja_environment_renders_every_template() -> None:
-    """grader.templating is the only place a Jinja environment is made; it escapes HTML
+    """grader.common.templating is the only place a Jinja environment is made; it escapes HTML
     and XML templates and leaves Markdown, TOML and shell scripts as written."""
-    from grader.templating import escapes
+    from grader.common.templating import escapes
 
     makers = [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "grader").rglob("*.py"))
               if re.search(r"\bjinja2\.Environment\(|from jinja2 import", path.read_text(encoding="utf-8"))]
-    assert makers == ["grader/templating.py"]
+    assert makers == ["grader/common/templating.py"]
     assert escapes("feedback.html.j2") and escapes("class_report.html.j2") and escapes("x.xml.j2")
     assert not any(escapes(name) for name in ("release-README.md.j2", "setup.sh.j2", "run_autograder.j2",
                                                "release-pyproject.toml.j2", None))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.common.limits import Limits
 from grader.helper import lend
-from grader.limits import Limits
 from grader.runtime.wire import Channel
 from grader.sandbox import SandboxPool, SandboxWorker
 from grader.sandbox import pool as pool_module
@@ -145,9 +145,9 @@ def test_the_helpers_rpc_has_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_helper_stops_lending_to_a_silent_trusted_process(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import grader.limits
+    import grader.common.limits
 
-    monkeypatch.setattr(grader.limits, "DEFAULT_LIMITS", Limits(wall_s=0.3))
+    monkeypatch.setattr(grader.common.limits, "DEFAULT_LIMITS", Limits(wall_s=0.3))
     monkeypatch.setattr(pool_module, "RELEASE_MARGIN_S", 0.2)
     ours, theirs = socket.socketpair()
     began = time.monotonic()

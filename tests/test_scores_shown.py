@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.outputs.render import feedback_html, to_html, to_json, to_text
 from grader.results import ExerciseResult, Report
 from grader.results.folder import grades_row, grades_table, result_object

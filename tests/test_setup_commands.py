@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import ROOT
 
-from grader.templating import TEMPLATES
+from grader.common.templating import TEMPLATES
 
 #: A command that runs before a venv is there: making the venv, or asking the version.
 BEFORE_VENV = re.compile(r"(?<![\w/.-])python (?:-m venv|--version)\b")

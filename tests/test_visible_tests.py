@@ -68,7 +68,7 @@ SEED = 20260101
 def _charged_for(lesson: str, exercise: str) -> set[str]:
     """The exercises whose loss answers a visible test of ``exercise`` failing: itself and
     what it builds on (its hidden tests judge it with the course's versions of those, so a
-    mistake there is charged once, where it was made: grader.check.parts)."""
+    mistake there is charged once, where it was made: grader.testkit.parts)."""
     tests = importlib.import_module(f"grader.hidden.test_{lesson}")
     seen, todo = set(), [exercise]
     while todo:

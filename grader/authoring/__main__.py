@@ -23,7 +23,7 @@ import argparse
 import importlib
 import sys
 
-from grader import logs
+from grader.common import logs
 
 #: Each tool: its module (whose ``main(argv, prog=...)`` runs it) and what it does.
 TOOLS = {

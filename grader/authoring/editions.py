@@ -56,7 +56,7 @@ import nbformat
 
 from coursekit import catalogue
 from coursekit.catalogue import Lesson
-from grader import logs
+from grader.common import logs
 
 #: Chinese characters and full-width punctuation: a string holding one is a translation.
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")

@@ -30,7 +30,7 @@ from typing import Any
 from coursekit import catalogue
 from coursekit.catalogue import Lesson
 from coursekit.earlier import exported_cells
-from grader import logs
+from grader.common import logs
 
 FIRST_PARTY = {"coursekit", "grader"}
 LINE_LENGTH = 100

@@ -14,7 +14,7 @@ A bundle holds what students need and nothing secret:
 - a student README (how to install per OS: the CPU build of torch on Linux and Windows),
   a ``pyproject.toml`` and ``requirements.txt`` installing ``coursekit`` with the course's
   pins of what a student runs (``student-dependencies`` in ``pyproject.toml``), and
-  ``environment.yml`` (from ``grader/templates``);
+  ``environment.yml`` (from ``grader/common/templates``);
 - in each lesson's opening cell, the advice to grade yourself with ``python -m grader
   check`` (a command of the course repository) replaced by what this bundle offers.
 
@@ -41,7 +41,7 @@ from coursekit import catalogue
 from coursekit.catalogue import Catalogue, Lesson, SelectionError
 from coursekit.errors import UserError
 from grader.check.notebook import BEGIN_HIDDEN_TESTS, BEGIN_SOLUTION
-from grader.templating import render
+from grader.common.templating import render
 
 _SKIP = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".DS_Store"}
 _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
@@ -334,7 +334,7 @@ def _functions(source: str) -> list[tuple[str, str | None, str]]:
 
 def given_answers(lesson: Lesson) -> dict[str, tuple[str, ...]]:
     """``GIVEN_ANSWERS`` of the lesson's hidden graders (read with ``ast``): for each exercise,
-    the given code its grader refuses (``grader.check.parts.judged_alone``)."""
+    the given code its grader refuses (``grader.testkit.parts.judged_alone``)."""
     path = lesson.root / "grader" / "hidden" / f"test_{lesson.id}.py"
     if not path.is_file():
         return {}

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from coursekit.errors import UnknownLesson, UserError
-from grader import logs
 from grader.check import timeline
+from grader.common import logs
+from grader.common.limits import DEFAULT_LIMITS, Limits
 from grader.i18n import LANGUAGES
-from grader.limits import DEFAULT_LIMITS, Limits
 
 if TYPE_CHECKING:
     from grader.check.launch import WorkerSource

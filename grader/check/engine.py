@@ -17,14 +17,11 @@ import pytest
 from coursekit import catalogue, settings
 from coursekit.errors import UnknownLesson
 from grader.check import messages, runner, timeline
-from grader.check.framework import fresh_seed, grading_run
-from grader.check.lessons import HIDDEN_DIR, hidden_test_file, known_lessons
 from grader.check.notebook import cells_to_run, read_notebook
 from grader.check.plugin import CollectPoints
 from grader.check.remote import RemoteSubmission
-from grader.check.submission import InProcessSubmission, Submission
+from grader.common.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.i18n import msg, notebook_edition
-from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.results import ExerciseResult, Report, Status
 from grader.runtime.errors import (
     CallCrashed,
@@ -35,6 +32,9 @@ from grader.runtime.errors import (
     WorkerOutOfMemory,
     WorkerTimeout,
 )
+from grader.testkit.framework import fresh_seed, grading_run
+from grader.testkit.lessons import HIDDEN_DIR, hidden_test_file, known_lessons
+from grader.testkit.submission import InProcessSubmission, Submission
 
 if TYPE_CHECKING:
     from grader.check.launch import Started, WorkerSource
@@ -74,7 +74,7 @@ def run_hidden_tests(sub: Submission, lesson: str, only: set[str] | None = None,
                      use_pytest: bool = False, seed: int | None = None) -> list[ExerciseResult]:
     """Run the hidden graders of ``lesson`` (optionally only some exercises), with the
     fast thread-safe runner (default) or with pytest itself; hidden inputs are drawn from
-    ``seed`` (fresh for every run when ``None``: see ``grader.check.framework.fresh_seed``)."""
+    ``seed`` (fresh for every run when ``None``: see ``grader.testkit.framework.fresh_seed``)."""
     hidden_test_file(lesson)
     if not use_pytest:
         with timeline.span("hidden"):
@@ -202,9 +202,9 @@ def grade_with_worker(nb: dict[str, Any], lesson: str, worker: WorkerHandle, not
     A call that hangs or stops the worker costs only its exercise: with ``restart`` (a
     function returning a fresh worker), the exercises after it are graded in a fresh
     worker, the notebook run again there, and the exercise is not retried; its hint names
-    the call (``grader.check.calls``). Without ``restart``, every exercise left fails. Every
+    the call (``grader.testkit.calls``). Without ``restart``, every exercise left fails. Every
     check of the submission draws its hidden inputs from one ``seed`` (fresh when None:
-    ``grader.check.framework.fresh_seed``), recorded in the report when it was drawn at random.
+    ``grader.testkit.framework.fresh_seed``), recorded in the report when it was drawn at random.
     ``sub``: ``worker``'s submission, when the notebook's cells were sent to it already
     (``RemoteSubmission.begin_load``: ``grader.check.launch.start_early``)."""
     start = time.perf_counter()

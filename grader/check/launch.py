@@ -1,7 +1,7 @@
 """Where ``grader check`` gets the worker process that runs a notebook.
 
 A *worker source* hands out fresh workers (``start(limits)``) until it is closed. Every
-worker has the same small interface, whichever source made it (``grader.limits.WorkerHandle``:
+worker has the same small interface, whichever source made it (``grader.common.limits.WorkerHandle``:
 ``sock``, ``pid``, ``limits``, ``kill()``, ``finish()``, ``output_excerpt()`` and
 ``timed_out``), and enforces the notebook's wall clock itself.
 
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from coursekit import catalogue, settings
 from grader import COURSE_ROOT
 from grader.check import timeline
-from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
+from grader.common.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.runtime.errors import MEMORY_EXIT
 from grader.runtime.wire import one_thread_env
 from grader.sandbox.output import OutputTap

@@ -6,9 +6,7 @@ the student's own exception, or a fixed sentence. Never the hidden test's code.
 
 from __future__ import annotations
 
-from grader.check.framework import Failed
-from grader.check.submission import Posted
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.i18n import Message, msg, with_detail
 from grader.runtime.errors import (
     GIVEN,
@@ -22,6 +20,8 @@ from grader.runtime.errors import (
     WorkerOutOfMemory,
     WorkerTimeout,
 )
+from grader.testkit.framework import Failed
+from grader.testkit.submission import Posted
 
 LIBRARY_CALL = "library_call"  # the mistake ids every lesson shares: see explain()
 CHANGES_ITS_INPUT = "changes_its_input"  # grader.runtime.unchanged

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from grader.check import messages
-from grader.check.submission import Submission
 from grader.results import ExerciseResult
+from grader.testkit.submission import Submission
 
 SUBMISSION_KEY = pytest.StashKey[Submission]()
 

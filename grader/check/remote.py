@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from grader.check import timeline
-from grader.check.calls import describe_request
-from grader.check.submission import Later, Posted, Submission
-from grader.limits import DEFAULT_LIMITS
+from grader.common.limits import DEFAULT_LIMITS
 from grader.runtime import protocol, values
 from grader.runtime.errors import (
     BadValue,
@@ -24,6 +22,8 @@ from grader.runtime.errors import (
     WorkerDied,
     WorkerTimeout,
 )
+from grader.testkit.calls import describe_request
+from grader.testkit.submission import Later, Posted, Submission
 
 MAX_IN_FLIGHT = 64 << 10  # bytes of requests sent before their answers are read (well under
 # a socket's buffer: the sender never blocks while the worker waits to send an answer)
@@ -57,7 +57,7 @@ class RemoteSubmission(Submission):
     Once the worker times out, dies or sends garbage, every later request fails at once
     with the same error, so the remaining checks fail fast instead of waiting. A request
     that hangs or kills the worker raises ``CallHung`` / ``CallCrashed``, which name it
-    (function and argument shapes, never the values: ``grader.check.calls``).
+    (function and argument shapes, never the values: ``grader.testkit.calls``).
     """
 
     def __init__(self, sock: socket.socket, call_timeout: float = DEFAULT_LIMITS.call_s):

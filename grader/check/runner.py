@@ -6,7 +6,7 @@ nbgrader kernel, one per student in a class run, in threads), where starting pyt
 time costs more than the checks themselves and pytest's global state is not thread-safe.
 This runner calls the same test functions directly. It supports what hidden graders may
 use: the ``sub`` fixture, ``@exercise`` marks, ``@pytest.mark.parametrize`` and the
-``BUILDS_ON`` of a test module (grader.check.parts, as the hidden tests' conftest applies it);
+``BUILDS_ON`` of a test module (grader.testkit.parts, as the hidden tests' conftest applies it);
 ``tests/test_runner.py`` checks that it agrees with pytest on every lesson.
 """
 
@@ -22,11 +22,11 @@ from typing import Any
 
 from coursekit import settings
 from grader.check import messages
-from grader.check.framework import Failed, grading_run
-from grader.check.parts import judged_alone
-from grader.check.submission import Posted, Submission
 from grader.results import ExerciseResult
 from grader.runtime.errors import GradingError
+from grader.testkit.framework import Failed, grading_run
+from grader.testkit.parts import judged_alone
+from grader.testkit.submission import Posted, Submission
 
 _log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _grader_bug(exercise: str, exc: BaseException) -> None:
 def run(sub: Submission, lesson: str, only: set[str] | None = None,
         seed: int | None = None) -> list[ExerciseResult]:
     """Grade ``sub``: one grading run, its hidden inputs drawn from ``seed`` (fresh when
-    ``None``, see :func:`grader.check.framework.fresh_seed`)."""
+    ``None``, see :func:`grader.testkit.framework.fresh_seed`)."""
     results: dict[str, ExerciseResult] = {}
     with grading_run(seed):
         for _, exercise, points, fn, params in collect(lesson):

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from coursekit import catalogue
 from coursekit.errors import UserError
 from coursekit.settings import edition as course_edition
-from grader import i18n, ids, logs
+from grader import i18n
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
 from grader.check.launch import course_files
@@ -46,8 +46,9 @@ from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_noteb
 from grader.classgrade import find as submissions
 from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
+from grader.common import ids, logs
+from grader.common.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.i18n import msg
-from grader.limits import DEFAULT_LIMITS, Limits, WorkerHandle
 from grader.outputs.render import feedback_html
 from grader.results import Provenance, Report, Status, not_graded
 from grader.results.folder import Folder, grades_row

@@ -47,7 +47,7 @@ from grader import COURSE_ROOT
 from grader.runtime import forkserver
 
 if TYPE_CHECKING:
-    from grader.limits import Limits, WorkerHandle, WorkerStarter
+    from grader.common.limits import Limits, WorkerHandle, WorkerStarter
 
 
 class Job(Protocol):
@@ -319,7 +319,7 @@ def _fork_into(ends: list[int], theirs: list[int]) -> bool:
 
 
 if __name__ == "__main__":
-    from grader import logs
+    from grader.common import logs
 
     logs.configure()  # the level of the grade that started it ($GRADER_LOG_LEVEL)
     serve(int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]) if len(sys.argv) > 3 else [])

@@ -39,7 +39,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from coursekit.errors import UserError
-from grader import COURSE_ROOT, ids
+from grader import COURSE_ROOT
+from grader.common import ids
 from grader.i18n import msg
 
 DEFAULT_FILE = "deadlines.toml"
@@ -193,7 +194,7 @@ class Deadlines:
     source: str = ""
     timezone: str = "UTC"
     due: dict[str, datetime] = field(default_factory=dict)
-    # student (grader.ids.key) -> lesson|"*" -> extension
+    # student (grader.common.ids.key) -> lesson|"*" -> extension
     extensions: dict[str, dict[str, timedelta]] = field(default_factory=dict)
     rule: Penalty = field(default_factory=Penalty)
 

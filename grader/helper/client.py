@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 MAX_LINE = 64 << 20
 #: A check's time limit when its command line gives none: ``Limits().wall_s``, not imported
-#: (``grader.limits`` imports dataclasses and inspect, which a warm check's client otherwise
+#: (``grader.common.limits`` imports dataclasses and inspect, which a warm check's client otherwise
 #: never loads); tests/test_commands.py checks that they agree.
 DEFAULT_TIMEOUT_S = 120.0
 #: How much longer than the notebook's time limit a client waits for the helper's answer.
@@ -201,7 +201,7 @@ def _note(text: str) -> None:
     ``--log-level info`` and below)."""
     import logging  # here: a warm check imports no more than asking needs
 
-    from grader import logs
+    from grader.common import logs
 
     with contextlib.suppress(OSError, HelperUnavailable):
         logs.append(paths().log, logs.CLIENT, logging.getLogger(__name__), logging.INFO, "%s",

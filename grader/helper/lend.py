@@ -18,7 +18,7 @@ from grader.helper.private import HelperUnavailable, log
 from grader.runtime.wire import Channel
 
 if TYPE_CHECKING:
-    from grader.limits import Limits, WorkerHandle, WorkerStarter
+    from grader.common.limits import Limits, WorkerHandle, WorkerStarter
 
 RPC_WAIT_S = 90.0  # for the helper to answer a trusted process (start it, finish it ...)
 
@@ -112,7 +112,7 @@ class HelperWorker:
 def lend_workers(rpc: Channel, source: WorkerStarter) -> None:
     """Serve one trusted process's requests for workers until it closes the channel; then
     stop every worker it left running."""
-    from grader.limits import DEFAULT_LIMITS, Limits
+    from grader.common.limits import DEFAULT_LIMITS, Limits
     from grader.sandbox.pool import RELEASE_MARGIN_S
 
     workers: dict[int, WorkerHandle] = {}

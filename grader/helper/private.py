@@ -99,7 +99,7 @@ def course_env() -> dict[str, str]:
 def log(text: str, at: int = 20) -> None:
     """A line of the helper's log (``grader.helper``'s records, at ``logging.INFO`` unless
     ``at`` says): the helper's stderr, which the client that started it sends to
-    ``Paths.log`` (``grader.logs.HELPER``)."""
+    ``Paths.log`` (``grader.common.logs.HELPER``)."""
     import logging  # here: a warm check's client imports no more than asking needs
 
     logging.getLogger("grader.helper").log(at, "%s", text)

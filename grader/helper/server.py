@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import settings
-from grader import logs
+from grader.common import logs
 from grader.helper.client import connect, read_line, write_line
 from grader.helper.lend import lend_workers
 from grader.helper.private import HelperUnavailable, Paths, fingerprint, log, paths
@@ -105,7 +105,7 @@ class Helper:
 
     def _open_pool(self) -> None:
         from grader.check.launch import LocalSource, course_files
-        from grader.limits import DEFAULT_LIMITS
+        from grader.common.limits import DEFAULT_LIMITS
         from grader.sandbox import SandboxPool, default_worker_files
         from grader.sandbox.pool import DEFAULT_PRELOAD
 

@@ -71,11 +71,13 @@ def _warm_up() -> None:
         command,
         engine,  # noqa: F401 - imported once, here
         launch,  # noqa: F401
-        lessons,
-        parts,
         runner,
     )
     from grader.runtime import target  # noqa: F401 - backward(), values on the trusted side
+    from grader.testkit import (
+        lessons,
+        parts,
+    )
 
     command.parser()  # every check parses its command line
     for name in ("grader.sandbox", "safetensors",  # what a check's trusted process imports

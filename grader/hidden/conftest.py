@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from grader.check.framework import _RUN_SEED, fresh_seed, secret_to_seed
 from grader.check.plugin import SUBMISSION_KEY
-from grader.check.submission import Submission
 from grader.i18n import msg
+from grader.testkit.framework import _RUN_SEED, fresh_seed, secret_to_seed
+from grader.testkit.submission import Submission
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,8 +44,8 @@ def sub(request: pytest.FixtureRequest) -> Submission:
 @pytest.fixture(autouse=True)
 def course_versions_of_what_it_builds_on(request: pytest.FixtureRequest, sub: Submission) -> Iterator[None]:
     """The exercises a test's exercise builds on are the course's versions while it runs
-    (grader.check.parts; the engine's runner does the same)."""
-    from grader.check.parts import judged_alone
+    (grader.testkit.parts; the engine's runner does the same)."""
+    from grader.testkit.parts import judged_alone
 
     marker = request.node.get_closest_marker("exercise")
     with judged_alone(sub, request.module, str(marker.args[0]) if marker else ""):

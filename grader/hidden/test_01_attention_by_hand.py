@@ -8,7 +8,8 @@ it matches is the hint.
 
 import numpy as np
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.testkit.framework import (
     check,
     close,
     diagnose,
@@ -18,7 +19,6 @@ from grader.check.framework import (
     rng,
     suspect,
 )
-from grader.i18n import msg
 
 MISTAKES = {
     "scores_transposed": "the scores are K·Qᵀ (keys as rows) instead of Q·Kᵀ",
@@ -68,7 +68,7 @@ REQUIREMENTS = {
 }
 
 # attention is graded with the course's dot_scores and softmax, so a mistake in either is
-# charged once, to its own exercise (grader.check.parts)
+# charged once, to its own exercise (grader.testkit.parts)
 BUILDS_ON = {"attention": ("dot_scores", "softmax")}
 
 #: The library's one-call versions of what an exercise builds: refused (library_call).

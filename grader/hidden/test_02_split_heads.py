@@ -8,7 +8,8 @@ with the outputs of the common mistakes (``suspect``): the one it matches is the
 
 import numpy as np
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.testkit.framework import (
     check,
     close,
     diagnose,
@@ -18,7 +19,6 @@ from grader.check.framework import (
     shape_of,
     suspect,
 )
-from grader.i18n import msg
 
 MISTAKES = {
     "qkv_interleaved": "q, k, v taken as every third column instead of consecutive blocks",

@@ -16,7 +16,9 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     check,
     close,
@@ -27,8 +29,6 @@ from grader.check.framework import (
     shape_of,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "mask_inverted": "the mask is read the wrong way round (True taken as masked)",

@@ -22,7 +22,9 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn as nn
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     Failed,
     Tolerance,
@@ -35,8 +37,6 @@ from grader.check.framework import (
     shape_of,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "scale_d_model": "the scores are divided by √d_model instead of √d_head",

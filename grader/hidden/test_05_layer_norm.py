@@ -18,7 +18,9 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     Tolerance,
     check,
     close,
@@ -29,8 +31,6 @@ from grader.check.framework import (
     rng,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "ln_unbiased_var": "the variance is the unbiased one (divides by D - 1)",
@@ -113,7 +113,7 @@ REQUIREMENTS = {
 }
 
 # The notebook's given code that computes an exercise (section 7's hand-written backward pass):
-# refused while these exercises are graded (grader.check.parts.judged_alone; issue 49).
+# refused while these exercises are graded (grader.testkit.parts.judged_alone; issue 49).
 # (literals: release's leak scan reads them with ast.literal_eval)
 GIVEN_ANSWERS = {
     "layer_norm": ("LayerNormFunction", "FastLayerNorm"),

@@ -11,7 +11,9 @@ import math
 
 import torch
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     Tolerance,
     check,
@@ -23,8 +25,6 @@ from grader.check.framework import (
     python_lines,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "pe_concatenated": "the sines and cosines are concatenated instead of interleaved",
@@ -88,7 +88,7 @@ REQUIREMENTS = {
     },
 }
 
-# Graded with the course's table, so a wrong table costs only its own exercise (grader.check.parts).
+# Graded with the course's table, so a wrong table costs only its own exercise (grader.testkit.parts).
 BUILDS_ON = {"PositionalEncoding": ("sinusoidal_positional_encoding",)}
 
 

@@ -23,7 +23,9 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 from torch import nn
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     Failed,
     check,
@@ -36,8 +38,6 @@ from grader.check.framework import (
     run_memo,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "ffn_no_activation": "no activation between linear1 and linear2",
@@ -185,7 +185,7 @@ REQUIREMENTS = {
     },
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.testkit.parts).
 BUILDS_ON = {
     "EncoderLayer": ("PositionwiseFeedForward",),
     "DecoderLayer": ("PositionwiseFeedForward",),

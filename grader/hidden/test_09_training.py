@@ -13,7 +13,10 @@ import math
 
 import torch
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.runtime.fixtures import tiny_seq2seq
+from grader.testkit.framework import (
     ON_DEVICE_MODEL,
     Failed,
     check,
@@ -23,9 +26,6 @@ from grader.check.framework import (
     gen,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
-from grader.runtime.fixtures import tiny_seq2seq
 
 MISTAKES = {
     "noam_warmup_exponent": "the warm-up term uses warmup^-0.5 instead of warmup^-1.5",
@@ -95,7 +95,7 @@ REQUIREMENTS = {
     },
 }
 
-# train_step is graded with the course's loss, so a loss mistake is charged once (grader.check.parts).
+# train_step is graded with the course's loss, so a loss mistake is charged once (grader.testkit.parts).
 BUILDS_ON = {"train_step": ("label_smoothed_nll",)}
 
 NO_CE = ("torch.nn.functional.cross_entropy",)

@@ -16,7 +16,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     Failed,
     check,
@@ -27,8 +29,6 @@ from grader.check.framework import (
     matches,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "rms_subtracts_mean": "rms_norm subtracts the mean (that is LayerNorm without its bias)",
@@ -193,7 +193,7 @@ REQUIREMENTS = {
     },
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.testkit.parts).
 BUILDS_ON = {
     "RMSNorm": ("rms_norm",),
     "DecoderBlock": ("RMSNorm", "rms_norm", "apply_rope", "SwiGLU"),
@@ -201,7 +201,7 @@ BUILDS_ON = {
 }
 
 # The notebook's given code that computes an exercise: refused while that exercise is graded
-# (grader.check.parts.judged_alone), so that a forward returning block_forward(self, ...)[0]
+# (grader.testkit.parts.judged_alone), so that a forward returning block_forward(self, ...)[0]
 # earns nothing; release's leak scan accepts given code that repeats an answer only if listed here.
 GIVEN_ANSWERS = {
     "DecoderBlock": ("block_forward",),

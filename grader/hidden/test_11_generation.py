@@ -44,7 +44,9 @@ import re
 import numpy as np
 import torch
 
-from grader.check.framework import (
+from grader.i18n import map_values, msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     Failed,
     check,
@@ -57,8 +59,6 @@ from grader.check.framework import (
     per_run,
     suspect,
 )
-from grader.i18n import map_values, msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "filter_temperature_multiplied": "the logits are multiplied by the temperature instead of divided",
@@ -218,14 +218,14 @@ REQUIREMENTS = {
     },
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.testkit.parts).
 BUILDS_ON = {
     "sample": ("filter_logits",),
     "generate": ("sample", "filter_logits", "decoder_step", "KVCache"),
 }
 
 # The course's given code that computes an exercise: refused while that exercise is graded
-# (grader.check.parts.judged_alone), so that a decoder_step built on lesson10.block_forward (which
+# (grader.testkit.parts.judged_alone), so that a decoder_step built on lesson10.block_forward (which
 # takes past keys and values) or a generate returning lesson10.greedy_answers earns nothing.
 GIVEN_ANSWERS = {
     "decoder_step": ("lesson10.block_forward",),

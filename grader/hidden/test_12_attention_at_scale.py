@@ -18,7 +18,9 @@ import math
 
 import torch
 
-from grader.check.framework import (
+from grader.i18n import msg
+from grader.runtime.errors import SubmissionError
+from grader.testkit.framework import (
     ON_DEVICE,
     check,
     close,
@@ -28,8 +30,6 @@ from grader.check.framework import (
     matches,
     suspect,
 )
-from grader.i18n import msg
-from grader.runtime.errors import SubmissionError
 
 MISTAKES = {
     "merge_older_not_rescaled": "the older sum l_a is added without rescaling it to the new max",
@@ -113,7 +113,7 @@ REQUIREMENTS = {
     },
 }
 
-# Each exercise is graded with the course's versions of the ones it builds on (grader.check.parts).
+# Each exercise is graded with the course's versions of the ones it builds on (grader.testkit.parts).
 BUILDS_ON = {
     "flash_attention": ("merge_softmax_stats",),
     "GroupedQueryAttention": ("repeat_kv", "sliding_window_mask"),

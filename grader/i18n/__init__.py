@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grader.hint import Hint
+from grader.common.hint import Hint
 from grader.i18n import catalogues as _catalogue
 from grader.i18n.catalogues import LOCALE_DIR, Coverage, coverage, source_templates
 from grader.i18n.message import Message, fill, map_values, msg, parts, with_detail
@@ -192,7 +192,7 @@ def localize(report: Any, lang: str) -> Any:
 # --- the authors' command -------------------------------------------------------------------
 
 def main(argv: list[str] | None = None, prog: str = "python -m grader.authoring i18n") -> int:
-    from grader import logs
+    from grader.common import logs
 
     parser = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("command", choices=["status", "sync", "extract", "missing"],

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from coursekit.errors import UserError
-from grader import i18n, templating
-from grader.hint import Hint
+from grader import i18n
+from grader.common import templating
+from grader.common.hint import Hint
+from grader.common.templating import points
 from grader.i18n import msg
 from grader.results import Report
 from grader.results.folder import Folder, RecordError, Status
-from grader.templating import points
 
 OK = Status.OK
 LOW_SHARE = 0.5  # a graded notebook under this share of the points is worth a look

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from coursekit import catalogue
 from coursekit.errors import UnknownLesson
-from grader import csvcells
+from grader.common import csvcells
+from grader.common.templating import points as points_text
 from grader.outputs.lms import (
     Exported,
     Lesson,
@@ -37,7 +38,6 @@ from grader.outputs.lms import (
     read_lesson,
     read_roster,
 )
-from grader.templating import points as points_text
 
 
 def lesson_points() -> dict[str, float]:

@@ -17,14 +17,14 @@ never dropped silently. The two layouts written follow the LMS's own code:
   so only matched students are written).
 
 ``read_roster`` and :func:`pair` are the roster side, shared with the course-wide gradebook
-(``grader.outputs.gradebook``): ids are compared in one Unicode form (``grader.ids``), a
+(``grader.outputs.gradebook``): ids are compared in one Unicode form (``grader.common.ids``), a
 roster matching nobody is refused with nothing written, and any id left unmatched on either
 side is listed (:meth:`Match.mismatch`, and a non-zero exit status in both commands).
 
 The columns an LMS matches students on (Canvas's ``ID``, ``SIS User ID``, ``SIS Login ID``;
 Moodle's key column) are written exactly as the roster gave them: the LMS reads them, not
 a spreadsheet, and an id with a ``'`` before it would match nobody. Every other cell is
-neutralised as in every CSV of the course (``grader.csvcells``).
+neutralised as in every CSV of the course (``grader.common.csvcells``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from coursekit.errors import UserError
-from grader import csvcells, ids
+from grader.common import csvcells, ids
+from grader.common.templating import points
 from grader.results.folder import Folder, RecordError, Status
-from grader.templating import points
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_KEYS = {"login": "SIS Login ID", "sis": "SIS User ID", "id": "ID", "name": "Student"}
@@ -71,7 +71,7 @@ class Roster:
 
 @dataclass
 class Lesson:
-    """One graded folder: its ``grades.csv`` rows by student_id (in NFC, ``grader.ids.key``)."""
+    """One graded folder: its ``grades.csv`` rows by student_id (in NFC, ``grader.common.ids.key``)."""
 
     folder: Path
     lesson: str
@@ -90,7 +90,7 @@ class Match:
 
     def unmatched_lines(self, roster: Roster, left: str, dropped: str) -> list[str]:
         """The summary's lines naming every student that matched nothing (look-alike ids
-        spelled out, ``grader.ids.shown``); ``left`` and ``dropped`` say what the command
+        spelled out, ``grader.common.ids.shown``); ``left`` and ``dropped`` say what the command
         did with a roster student graded in no folder and a graded student not in the roster."""
         lines = []
         if self.roster_only:
@@ -214,7 +214,7 @@ def _id(student_id: str) -> str:
 
 def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = False) -> Match:
     """Pair roster rows with graded student_ids by ``key`` (case, surrounding spaces and
-    Unicode composition ignored: ``grader.ids``; with ``local_part``, only what precedes "@"
+    Unicode composition ignored: ``grader.common.ids``; with ``local_part``, only what precedes "@"
     in the roster's value, for rosters keyed by email and students by user name). Raises
     LmsError when a key is there twice, on either side."""
     by_key: dict[str, dict[str, str]] = {}

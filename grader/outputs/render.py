@@ -6,7 +6,7 @@ feedback page. The lower stages that show a report are handed these: ``grader ch
 ``grades.csv``'s row is the graded folder's data (``grader.results.folder.grades_row``).
 
 Each renders the report in the report's language (``grader.i18n.localize`` made it), the
-hints from their data (:class:`~grader.hint.Hint`'s text); the JSON object is the spec's
+hints from their data (:class:`~grader.common.hint.Hint`'s text); the JSON object is the spec's
 format, byte for byte.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import unicodedata
 
+from grader.common.templating import points
 from grader.results import Report, Status
-from grader.templating import points
 
 
 def to_json(report: Report) -> str:
@@ -75,8 +75,8 @@ def _pad(text: str, width: int) -> str:
 def to_html(report: Report) -> str:
     """``grader check --format html``: the text table's words, in the report's language, as
     an HTML fragment (the notebook's check cell shows it)."""
+    from grader.common.templating import render
     from grader.i18n import words
-    from grader.templating import render
 
     return render("check.html.j2", report=report, t=words(report.lang),
                   errors=report.cell_errors[:10])
@@ -86,8 +86,8 @@ def feedback_html(report: Report, student: str, penalty: float = 0.0) -> str:
     """The student's feedback page, in the report's language (:func:`grader.i18n.localize`):
     points and hints, never a hidden test's code. ``penalty``: points lost for lateness
     (the score shown is then ``grades.csv``'s, the raw score beside it)."""
+    from grader.common.templating import render
     from grader.i18n import words
-    from grader.templating import render
 
     return render("feedback.html.j2", report=report, student=student, t=words(report.lang),
                   errors=report.cell_errors[:10], excerpt=report.output_excerpt[:2000],

@@ -408,7 +408,7 @@ def lesson_context(lesson_id: str) -> Context:
     earlier lessons' reference modules they may import), the names graders read (hidden
     tests, visible tests) and the reference answers (the solutions notebook)."""
     from coursekit import catalogue
-    from grader.check.lessons import hidden_test_file
+    from grader.testkit.lessons import hidden_test_file
 
     lesson = catalogue.get(lesson_id)
     student = catalogue.code_cells(catalogue.read_json(lesson.student()))

@@ -1,7 +1,7 @@
 """What grading produced: one notebook's grade, as one model kept everywhere.
 
 A :class:`Report` is one notebook's grade: its :class:`ExerciseResult` s (points and the
-:class:`~grader.hint.Hint` s that say why points were lost, as data: text, mistake id,
+:class:`~grader.common.hint.Hint` s that say why points were lost, as data: text, mistake id,
 kind), a :class:`Status`, the notes of its message and, once ``grade`` has written it,
 what it was made from and with (:class:`Provenance`). :meth:`Report.to_dict` and
 :meth:`Report.from_dict` are its one serialiser (:mod:`grader.results.folder` keeps it in
@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from grader.hint import Hint
+from grader.common.hint import Hint
+from grader.common.templating import points
 from grader.i18n import msg
-from grader.templating import points
 
 
 class Status(StrEnum):

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from coursekit.errors import UserError
-from grader import csvcells
+from grader.common import csvcells
 from grader.results import Report, Status
 
 __all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "SPEC_KEYS", "Folder", "Grades", "RecordError",

@@ -23,7 +23,7 @@ Use (the engine's side)::
 ``SandboxUnavailable`` naming every missing protection; ``"none"`` runs unconfined.
 """
 
-from ..limits import Limits, WorkerHandle
+from ..common.limits import Limits, WorkerHandle
 from .pool import SandboxError, SandboxPool, SandboxWorker, default_worker_files
 from .probe import (
     PROTECTIONS,

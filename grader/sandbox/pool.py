@@ -28,7 +28,7 @@ from typing import Any
 from coursekit import settings
 from coursekit.errors import UserError
 
-from ..limits import DEFAULT_LIMITS, Limits
+from ..common.limits import DEFAULT_LIMITS, Limits
 from ..runtime import forkserver, wire
 from ..runtime.errors import MEMORY_EXIT
 from . import bwrap, probe
@@ -323,7 +323,7 @@ class _Zygote:
 
 
 class SandboxWorker:
-    """A running submission; implements ``grader.limits.WorkerHandle``."""
+    """A running submission; implements ``grader.common.limits.WorkerHandle``."""
 
     def __init__(
         self, pool: SandboxPool, zygote: _Zygote, sub_id: int, uid: int, limits: Limits

@@ -23,10 +23,10 @@ from pathlib import Path
 from coursekit import catalogue
 from coursekit.errors import UserError
 from grader import COURSE_ROOT
-from grader.check.parts import packaged_file, packaged_source
+from grader.common.limits import DEFAULT_LIMITS
+from grader.common.templating import render
 from grader.integrations.gradescope.run import Config
-from grader.limits import DEFAULT_LIMITS
-from grader.templating import render
+from grader.testkit.parts import packaged_file, packaged_source
 
 ROOT = COURSE_ROOT
 GRADER = ROOT / "grader"
@@ -81,8 +81,8 @@ def course_files(lesson: str) -> dict[str, Path]:
     """``course/...`` entries: the grader package with this lesson's hidden tests only
     (never another lesson's: a zip reaches every TA of a course), and the lesson's public
     files (the reference modules of the lessons before it)."""
-    from grader.check.lessons import HIDDEN_DIR, hidden_test_file
     from grader.classgrade.classroom import public_files
+    from grader.testkit.lessons import HIDDEN_DIR, hidden_test_file
 
     others = {p for p in HIDDEN_DIR.glob("test_*.py")} - {hidden_test_file(lesson)}
     files = {}
@@ -103,7 +103,7 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = DEFAULT_LIMITS.wal
     ends in ``.zip``). Raises UnknownLesson (a KeyError) for an unknown lesson, PackageError
     (a ValueError) for bad options."""
     from grader.check.engine import exercise_points
-    from grader.check.lessons import hidden_test_file
+    from grader.testkit.lessons import hidden_test_file
 
     hidden_test_file(lesson)
     for name, value in (("visibility", visibility), ("stdout visibility", stdout_visibility)):

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from coursekit import catalogue, settings
-from grader.limits import DEFAULT_LIMITS
-from grader.templating import points
+from grader.common.limits import DEFAULT_LIMITS
+from grader.common.templating import points
 
 ROOT_ENV = settings.GRADESCOPE_ROOT
 CONFIG_NAME = "autograder.json"
@@ -236,8 +236,8 @@ def grade(cfg: Config, layout: Layout, started: float) -> Graded:
     from grader.check.engine import exercise_points
     from grader.classgrade.classroom import Options, grade_notebook, workers
     from grader.classgrade.find import wrong_lesson
+    from grader.common.limits import DEFAULT_LIMITS
     from grader.i18n import choose, localize, translate
-    from grader.limits import DEFAULT_LIMITS
     from grader.results import not_graded
 
     memory = notebook_memory_bytes(cfg)

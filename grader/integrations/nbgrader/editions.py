@@ -35,8 +35,8 @@ from nbgrader.plugins.export import CsvExportPlugin
 from traitlets import Bool
 
 from coursekit import catalogue, settings
-from grader import csvcells, ids
 from grader.classgrade.find import find
+from grader.common import csvcells, ids
 
 #: The instructor's own COURSE_LANG, read once, before any notebook sets it.
 _INSTRUCTOR_LANG = settings.language()
@@ -114,7 +114,7 @@ class EditionsCsvExport(CsvExportPlugin):
                         continue
                     row = _row(gradebook, assignment, student, coursedir)
                     row["max_score"] = max_score
-                    # a student id or name is never a spreadsheet formula (grader.csvcells)
+                    # a student id or name is never a spreadsheet formula (grader.common.csvcells)
                     writer.writerow("" if row[k] is None else str(row[k]) for k in keys)
 
 

@@ -33,8 +33,8 @@ from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from grader import ids
 from grader.classgrade.late import DEFAULT_FILE, Deadlines, format_duration, format_local, load
+from grader.common import ids
 
 
 class CoursePenalty(LateSubmissionPlugin):
@@ -124,7 +124,7 @@ def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
     again from the due dates and extensions now (so that ``nbgrader export`` has an
     extension granted after grading). Returns what was written, one line each. A student is
     written as nbgrader's gradebook, or else ``folders`` (the course's student folders),
-    spells the same id (``grader.ids``): nbgrader compares ids exactly."""
+    spells the same id (``grader.common.ids``): nbgrader compares ids exactly."""
     deadlines = load(deadlines_file, lessons)
     done = []
     with Gradebook(db_url, course_id) as gb:

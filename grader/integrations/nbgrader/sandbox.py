@@ -37,9 +37,9 @@ from traitlets import Bool, Enum, Float, Unicode
 from coursekit import catalogue, settings
 from grader.check.engine import grade_with_worker
 from grader.check.launch import sandbox_notes
+from grader.common.limits import DEFAULT_LIMITS, Limits
 from grader.i18n import choose, localize, words
 from grader.kernel import CELL_ERROR, NO_HIDDEN_TESTS, exercise_text
-from grader.limits import DEFAULT_LIMITS, Limits
 from grader.results import Report, Status
 
 _POOLS: dict[tuple[str, str, str, Limits], Any] = {}

@@ -25,11 +25,11 @@ from typing import Any
 
 from coursekit import settings
 from grader.check.engine import quiet, run_hidden_tests
-from grader.check.submission import InProcessSubmission
+from grader.common.limits import DEFAULT_LIMITS
+from grader.common.templating import points as shown
 from grader.i18n import choose, msg, words
-from grader.limits import DEFAULT_LIMITS
 from grader.results import ExerciseResult
-from grader.templating import points as shown
+from grader.testkit.submission import InProcessSubmission
 
 
 def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:

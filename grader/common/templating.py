@@ -1,5 +1,5 @@
 """Text files the grader writes (feedback pages, a release's README and packaging files),
-rendered from Jinja2 templates in ``grader/templates/``."""
+rendered from Jinja2 templates in ``grader/common/templates/``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-GRADESCOPE_TEMPLATES = TEMPLATES.parent / "integrations" / "gradescope" / "templates"
+GRADESCOPE_TEMPLATES = TEMPLATES.parents[1] / "integrations" / "gradescope" / "templates"
 ESCAPED = (".html", ".htm", ".xml")
 
 

@@ -17,7 +17,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
-from grader.check import calls
 from grader.runtime import values
 from grader.runtime.errors import (
     CallHung,
@@ -28,6 +27,7 @@ from grader.runtime.errors import (
 )
 from grader.runtime.target import Target
 from grader.runtime.values import HandleRef
+from grader.testkit import calls
 
 
 class Submission(ABC):
@@ -374,7 +374,7 @@ class InProcessSubmission(Submission):
     Values are copied both ways exactly as over the wire, so a test sees the same thing
     whichever implementation runs it; but student code shares this process, so scores
     computed this way are advisory. With ``call_timeout``, a request that runs longer is
-    interrupted (``grader.check.calls.alarm``, main thread only) and raises ``CallHung``; every
+    interrupted (``grader.testkit.calls.alarm``, main thread only) and raises ``CallHung``; every
     later request then fails at once with it, as a hung worker's would.
     """
 

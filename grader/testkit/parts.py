@@ -40,7 +40,7 @@ def builds_on(lesson: str) -> tuple[str, ...]:
     """Every name the hidden tests of ``lesson`` substitute (the union of its BUILDS_ON)."""
     import importlib
 
-    from grader.check.lessons import hidden_test_file
+    from grader.testkit.lessons import hidden_test_file
 
     tests = importlib.import_module(f"grader.hidden.{hidden_test_file(lesson).stem}")
     return tuple(sorted({n for names in getattr(tests, "BUILDS_ON", {}).values() for n in names}))
