@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -242,3 +243,23 @@ def copy_of(course: Path, tmp_path: Path) -> Path:
     """A copy of an nbgrader course, for a test that adds students or grades to it."""
     shutil.copytree(course, tmp_path / "course", symlinks=True)
     return tmp_path / "course"
+
+
+# Gradescope's container, laid out in a temporary folder (tests/grader/integrations/gradescope/,
+# tests/grader/test_entry_points.py)
+def unpack(package: Path, root: Path) -> Path:
+    """A folder laid out like Gradescope's /autograder, the zip in source/."""
+    for name in ("source", "submission", "results"):
+        (root / name).mkdir(parents=True)
+    with zipfile.ZipFile(package) as zf:
+        zf.extractall(root / "source")
+        for info in zf.infolist():  # zipfile drops the mode bits; Gradescope's unzip keeps them
+            mode = info.external_attr >> 16
+            if mode:
+                os.chmod(root / "source" / info.filename, mode & 0o777)
+    return root
+
+
+# The interpreter run_autograder uses (setup.sh's venv on Gradescope); COURSE_TEST_PYTHON
+# may name another one with the course's packages, e.g. one any user can read.
+AUTOGRADER_PYTHON = os.environ.get("COURSE_TEST_PYTHON") or sys.executable

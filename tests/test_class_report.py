@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser_support import _missing, browser_page
 from support import ROOT, lesson_path, solution_path
-from test_browser import _missing, browser_page
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import ROOT, SANDBOX_REQUIRED, solution_path
-from test_gradescope import PYTHON, unpack
+from support import AUTOGRADER_PYTHON as PYTHON
+from support import ROOT, SANDBOX_REQUIRED, solution_path, unpack
 
 from grader.integrations.gradescope.run import PRIVATE
 from grader.sandbox import available_protections

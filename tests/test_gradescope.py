@@ -18,7 +18,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from support import ROOT, lesson_path, solution_path
+from support import AUTOGRADER_PYTHON as PYTHON
+from support import ROOT, lesson_path, solution_path, unpack
 
 from coursekit import catalogue
 from grader.integrations.gradescope import SCHEMA_PATH
@@ -45,24 +46,6 @@ def schema_validator() -> jsonschema.Draft202012Validator:
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
-
-
-def unpack(package: Path, root: Path) -> Path:
-    """A folder laid out like Gradescope's /autograder, the zip in source/."""
-    for name in ("source", "submission", "results"):
-        (root / name).mkdir(parents=True)
-    with zipfile.ZipFile(package) as zf:
-        zf.extractall(root / "source")
-        for info in zf.infolist():  # zipfile drops the mode bits; Gradescope's unzip keeps them
-            mode = info.external_attr >> 16
-            if mode:
-                os.chmod(root / "source" / info.filename, mode & 0o777)
-    return root
-
-
-# The interpreter run_autograder uses (setup.sh's venv on Gradescope); COURSE_TEST_PYTHON
-# may name another one with the course's packages, e.g. one any user can read.
-PYTHON = os.environ.get("COURSE_TEST_PYTHON") or sys.executable
 
 
 def run_autograder(root: Path, **env_extra: str) -> tuple[dict, str]:
