@@ -205,7 +205,7 @@ LESSONS: tuple[Lesson, ...] = (
            "Attention at scale: FlashAttention's tiles, grouped-query attention, sliding windows",
            graded=("merge_softmax_stats", "flash_attention", "flash_attention_backward", "repeat_kv",
                    "sliding_window_mask", "GroupedQueryAttention"),
-           # trains: grading its backward pass imports torch._dynamo (tests/test_classroom.py measures it)
+           # trains: grading its backward pass imports torch._dynamo (tests/grader/classgrade/test_classroom.py measures it)
            datasets=("numerals",), editions=("en", "zh"), trains=True,
            title_zh="大规模注意力：FlashAttention 的分块、分组查询注意力与滑动窗口"),
 )

@@ -59,7 +59,7 @@ Other programs' variables read here: ``CI`` (:func:`on_ci`), ``XDG_CACHE_HOME``
 ``PYTHONPATH`` is only passed on to the processes the grader starts, never read as a setting.
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
-``COURSE_BROWSER_ARTIFACTS``, ``COURSE_BROWSER_SCREENSHOT``: see ``tests/test_browser.py``).
+``COURSE_BROWSER_ARTIFACTS``, ``COURSE_BROWSER_SCREENSHOT``: see ``tests/lessons/test_browser.py``).
 The grader's time and memory limits are command-line options, not environment variables.
 Standard library only; :func:`load_preset` and :func:`choose_device` import torch when called
 (the lessons' presets, device and threads: one helper each, each lesson passing its own

@@ -1,4 +1,4 @@
-"""A real browser for the tests that drive one (tests/test_browser.py, the class report's
+"""A real browser for the tests that drive one (tests/lessons/test_browser.py, the class report's
 page): Debian's Chromium through Python Playwright, or why there is none."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Kernels started by the tests (nbclient, nbgrader) must import this checkout's packages.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     os.environ.setdefault("MPLBACKEND", "Agg")
-    # `grader check` in a test runs cold, never leaving a warm helper behind (tests/test_helper.py
+    # `grader check` in a test runs cold, never leaving a warm helper behind (tests/grader/helper/test_helper.py
     # starts its own, in a private folder).
     os.environ.setdefault("COURSE_CHECK_HELPER", "off")
 
@@ -81,7 +81,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def warm_check_env():
     """``helper_env`` of a helper of this test process's own, stopped at the end: for the
-    tests that need many verdicts, not the cold start (tests/test_helper.py shows that both
+    tests that need many verdicts, not the cold start (tests/grader/helper/test_helper.py shows that both
     agree)."""
     import tempfile
 

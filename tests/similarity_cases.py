@@ -1,4 +1,4 @@
-"""Cases for measuring the similarity flags (tests/test_similarity.py, benchmarks/similarity.py).
+"""Cases for measuring the similarity flags (tests/grader/outputs/test_similarity.py, benchmarks/similarity.py).
 
 - independent correct solutions of lessons 08 and 09's long exercises: the reference, the
   planted-bug sets' ALTERNATIVES and tests/fixtures/similarity/independent.py;

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The ``slow`` marker's bound: a test file that takes longer in the full run must carry it
 #: (pyproject's marker says the same; tests/conftest.py checks it at the end of the run).
-SLOW_FILE_S = float(os.environ.get("COURSE_SLOW_FILE_S", "30"))  # tests/test_markers.py: less
+SLOW_FILE_S = float(os.environ.get("COURSE_SLOW_FILE_S", "30"))  # tests/project/test_markers.py: less
 #: Seconds this process spent in :func:`built_once` (building a shared folder, or waiting
 #: for another worker to build it) since conftest last read it: charged to no file.
 shared_setup_s = 0.0
@@ -148,7 +148,7 @@ def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
 def executed_solution(tmp_path_factory: pytest.TempPathFactory, lesson: str, edition: str) -> Path:
     """The reference notebook of ``lesson`` in ``edition``, run top to bottom in a real kernel with
     the ``smoke`` preset (errors kept as outputs), written once a run and shared by every test
-    that reads its outputs (``tests/test_solutions_execute.py``, ``tests/test_zh_tables.py``)."""
+    that reads its outputs (``tests/lessons/test_solutions_execute.py``, ``tests/lessons/test_zh_tables.py``)."""
 
     def build(folder: Path) -> None:
         import nbformat

@@ -21,7 +21,7 @@ carries it), and the lessons' markdown shows it as ``![…](figures/<name>.png)`
   ``docs/figures/decoder_only_cpu.pt`` (``--retrain`` trains both again, a few minutes).
 
 Output is deterministic for pinned matplotlib, font and torch (no timestamps in the PNG);
-``tests/test_figures.py`` regenerates everything and compares the pixels with a tolerance.
+``tests/lessons/test_figures.py`` regenerates everything and compares the pixels with a tolerance.
 """
 
 from __future__ import annotations

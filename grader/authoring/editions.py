@@ -34,7 +34,7 @@ later are listed as stale, never silently left behind::
     python -m grader.authoring.editions new LESSON         # start an edition: a copy of the English one
 
 Then regenerate the student notebooks (``python -m grader.authoring.generate --assignments NN``).
-``tests/test_editions.py`` runs :func:`compare` on every lesson with a second edition.
+``tests/grader/authoring/test_editions.py`` runs :func:`compare` on every lesson with a second edition.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Regenerate them after editing a notebook::
 
     python -m grader.authoring.generate
 
-``tests/test_lessons.py`` fails while one is stale. ``python -m grader.authoring.generate
+``tests/lessons/test_lessons.py`` fails while one is stale. ``python -m grader.authoring.generate
 --assignments [LESSONS]`` first regenerates the student notebooks too (``nbgrader
 generate_assignment <id> --force`` for each lesson of the catalogue, every edition). This module is for
 authors only: it is not part of what students install or what a release ships.

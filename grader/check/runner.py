@@ -7,7 +7,7 @@ time costs more than the checks themselves and pytest's global state is not thre
 This runner calls the same test functions directly. It supports what hidden graders may
 use: the ``sub`` fixture, ``@exercise`` marks, ``@pytest.mark.parametrize`` and the
 ``BUILDS_ON`` of a test module (grader.testkit.parts, as the hidden tests' conftest applies it);
-``tests/test_runner.py`` checks that it agrees with pytest on every lesson.
+``tests/grader/check/test_runner.py`` checks that it agrees with pytest on every lesson.
 """
 
 from __future__ import annotations

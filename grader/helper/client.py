@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MAX_LINE = 64 << 20
 #: A check's time limit when its command line gives none: ``Limits().wall_s``, not imported
 #: (``grader.common.limits`` imports dataclasses and inspect, which a warm check's client otherwise
-#: never loads); tests/test_commands.py checks that they agree.
+#: never loads); tests/grader/test_commands.py checks that they agree.
 DEFAULT_TIMEOUT_S = 120.0
 #: How much longer than the notebook's time limit a client waits for the helper's answer.
 ANSWER_MARGIN_S = 120.0

@@ -137,7 +137,7 @@ MISTAKES = {
 
 #: What the lesson's text (both editions) asks of each exercise, each requirement with the
 #: diagnoses that grade it: ids of MISTAKES, or the shared ``library_call`` and
-#: ``changes_its_input`` (tests/test_requirements.py: each one declared, and proven on this
+#: ``changes_its_input`` (tests/grader/hidden/test_requirements.py: each one declared, and proven on this
 #: exercise by a planted bug; every diagnosis answers some requirement).
 REQUIREMENTS = {
     "filter_logits": {

@@ -23,11 +23,11 @@ hints nbgrader shows, ``grade``'s summary and the class report use the reader's 
 
 A translation cannot silently go stale: ``python -m grader.authoring i18n sync`` adds the
 source's new ids to each catalogue with an empty translation and drops those no longer in the
-source (a changed English sentence is a new id); ``tests/test_i18n.py`` fails while an id has
+source (a changed English sentence is a new id); ``tests/grader/i18n/test_i18n.py`` fails while an id has
 no translation or a translation's fields differ from its English ones, and grades the planted
 bugs, the blank and the reference notebooks of every lesson to check that every hint they
 produce is a message that translates in full (``... i18n status`` prints the coverage).
-A new language is one file: ``tests/test_pseudo_locale.py`` proves it with a made-up one.
+A new language is one file: ``tests/grader/i18n/test_pseudo_locale.py`` proves it with a made-up one.
 """
 
 from __future__ import annotations

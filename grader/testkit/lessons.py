@@ -17,7 +17,7 @@ HIDDEN_DIR = PACKAGE_DIR / "hidden"
 
 
 def known_lessons() -> list[str]:
-    """The catalogue's lesson ids (each has its hidden graders: tests/test_lessons.py checks)."""
+    """The catalogue's lesson ids (each has its hidden graders: tests/lessons/test_lessons.py checks)."""
     return catalogue.COURSE.ids()
 
 

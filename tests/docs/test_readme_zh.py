@@ -1,5 +1,5 @@
 """README.zh.md, the Chinese README: every command it shows is run, in order, in a temporary
-copy of the repository, and its sample outputs match (the rules of tests/test_readme.py;
+copy of the repository, and its sample outputs match (the rules of tests/docs/test_readme.py;
 ``make lab`` and ``make test`` are shown as text there and run by README.md's test). A
 block's commands run in one shell, so ``export`` carries to the next line."""
 

@@ -1,6 +1,6 @@
 """Feedback back to the students through nbgrader's exchange (grader/integrations/nbgrader/feedback.py,
 ``return-feedback --nbgrader``, grader/outputs/feedback.py) in a copy of the term's autograded
-nbgrader course. ``return-feedback --to``: tests/test_gradebook.py."""
+nbgrader course. ``return-feedback --to``: tests/grader/outputs/test_gradebook.py."""
 
 from __future__ import annotations
 

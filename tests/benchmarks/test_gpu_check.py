@@ -1,6 +1,6 @@
 """benchmarks/gpu_check.py, the GPU check of lessons 09 and 10, as far as a CPU can take it: it refuses
 at once without CUDA, and its parts run on the CPU with the smoke preset (`--cpu-smoke`).
-(Its notebook part runs lesson 09 through papermill, as tests/test_training.py does.)"""
+(Its notebook part runs lesson 09 through papermill, as tests/lessons/test_training.py does.)"""
 
 from __future__ import annotations
 

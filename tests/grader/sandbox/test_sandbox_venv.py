@@ -21,7 +21,7 @@ from grader.sandbox import available_protections
 
 pytestmark = pytest.mark.sandbox
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # A worker entry that answers one question: what does the sandboxed interpreter see?
 SCRIPT = r'''

@@ -20,7 +20,7 @@ import pytest
 
 from coursekit import catalogue
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # lesson number -> {name: signature}; methods as "Class.method". Signatures as the spec writes
 # them: argument names and defaults, without annotations and without ``self``.

@@ -3,7 +3,7 @@
 The environment is built as the guide says (``python -m grader release``, then a new
 virtual environment with the handout installed, not editable), except that nothing is
 downloaded: the venv sees this machine's packages through one ``.pth`` line (as in
-tests/test_release.py), which keeps the course repository's own install invisible. Then:
+tests/grader/authoring/test_release.py), which keeps the course repository's own install invisible. Then:
 every file of the environment and the handout is scanned for every solution region and
 hidden-test line (``grader.authoring.release.scan``); importing the grader, a hidden test or a
 reference module fails in it; and, as the guide's permissions make it, a ``useradd``

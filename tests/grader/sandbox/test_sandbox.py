@@ -38,7 +38,7 @@ from grader.sandbox.bwrap import python_dirs
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 ENTRY = b"""
 import json, struct

@@ -6,8 +6,8 @@ tests/conftest.py) holds every case an instructor meets: the reference answers, 
 (``... (1).ipynb``), a zip extracted whole (nested folders, ``__MACOSX``), two different
 worked notebooks, a truncated notebook, a late one (nbgrader's ``timestamp.txt``), an empty
 folder, an untouched notebook beside a worked copy, and one whose locked test cell was
-changed. Late work: tests/test_late.py; what nbgrader makes of the same class:
-tests/test_nbgrader_cells.py and its neighbours.
+changed. Late work: tests/grader/classgrade/test_late.py; what nbgrader makes of the same class:
+tests/grader/integrations/nbgrader/test_nbgrader_cells.py and its neighbours.
 """
 
 from __future__ import annotations

@@ -191,5 +191,5 @@ def test_a_tensor_arrives_in_a_process_that_has_not_imported_torch() -> None:
               "import socket; a, b = socket.socketpair(); a.sendall(sys.stdin.buffer.read())\n"
               "_, got = protocol.recv(b); print(type(got[0]).__name__, got[0].tolist(), got[1].tolist())")
     out = subprocess.run([sys.executable, "-c", script], input=message, capture_output=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[3])
     assert out.stdout.decode().split() == ["Tensor", "[0.0,", "1.0,", "2.0]", "[1.0,", "1.0]"]

@@ -6,7 +6,7 @@ README shell blocks carry a marker comment right above them:
   exit 0. Two commands are special: ``make lab`` (and ``jupyter lab``) open a server, so
   they are started, must serve JupyterLab (``/api/status`` answers) within the time limit,
   and are then stopped; ``make test`` runs the whole suite, which includes this file, so it
-  runs with ``PYTEST_ADDOPTS`` narrowing pytest to ``tests/test_environment.py`` (the
+  runs with ``PYTEST_ADDOPTS`` narrowing pytest to ``tests/project/test_environment.py`` (the
   command, its set-up and pytest are real; the suite is not run twice).
 - ``<!-- readme-test: run needs-grade -->``: as ``run``, the class grader's commands, run
   after all the ``run`` blocks, in the state they leave (``submitted/``).
@@ -193,7 +193,7 @@ def run(command: str, copy: Path, env: dict[str, str], config: Path) -> str:
         return serve(command, copy, env, config)
     run_env = dict(env)
     if command.startswith("make test"):
-        run_env["PYTEST_ADDOPTS"] = "-q tests/test_environment.py"
+        run_env["PYTEST_ADDOPTS"] = "-q tests/project/test_environment.py"
     proc = subprocess.run(["bash", "-c", command], cwd=copy, env=run_env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, \

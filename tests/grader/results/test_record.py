@@ -217,7 +217,7 @@ def test_grade_refuses_to_write_into_a_folder_of_a_newer_schema(tmp_path: Path) 
 #: A class graded by the grader before issue 53's one result (``results/`` and ``records/``
 #: written from two models): ann (full marks, a timestamp.txt), bob (the handout, untouched),
 #: cy (missing), dan (broken JSON), eve (softmax's sum over the whole array).
-BEFORE = Path(__file__).parent / "fixtures" / "graded_before_one_result"
+BEFORE = Path(__file__).parents[2] / "fixtures" / "graded_before_one_result"
 
 
 def test_a_students_two_files_become_one_file_of_the_same_report(tmp_path: Path) -> None:

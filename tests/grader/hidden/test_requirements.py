@@ -7,7 +7,7 @@ editions: their code cells are equal and their prose says the same), each with t
 ids whose checks grade it. Here, for every lesson: every graded exercise is listed; every id
 is declared (``MISTAKES``, or the shared ``library_call`` / ``changes_its_input``) and proven
 on that very exercise by a planted bug (tests/planted, which must lose points there with that
-first hint: tests/test_planted_bugs.py); and every declared diagnosis answers some
+first hint: tests/grader/hidden/test_planted_bugs.py); and every declared diagnosis answers some
 requirement, so that the graders charge no rule the text does not state.
 """
 

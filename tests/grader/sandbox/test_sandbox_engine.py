@@ -14,7 +14,7 @@ from support import hoarding, needs_bubblewrap
 
 from grader.sandbox import Limits, SandboxPool
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 LESSON = "01_attention_by_hand"
 SOLUTION = REPO / "solutions" / LESSON / f"{LESSON}.ipynb"
 STUDENT = REPO / "lessons" / LESSON / f"{LESSON}.ipynb"

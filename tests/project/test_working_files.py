@@ -130,7 +130,7 @@ def test_every_grade_a_test_runs_names_its_deadlines() -> None:
     """``grade`` without ``--deadlines`` reads ``deadlines.toml`` from the current folder, the
     class's course folder and the checkout: a test's result would depend on the instructor's
     file (a penalty, or an error while it is half-edited)."""
-    unnamed = [f"{path.name}:{line}" for path in sorted((ROOT / "tests").glob("*.py"))
+    unnamed = [f"{path.name}:{line}" for path in sorted((ROOT / "tests").rglob("*.py"))
                for line, text in _grade_commands(path) if "--deadlines" not in text]
     assert _grade_commands(ROOT / "tests" / "support.py"), "the scan finds no grade command"
     assert not unnamed, f"runs `grade` without --deadlines: {unnamed}"
