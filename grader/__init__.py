@@ -1,15 +1,9 @@
 """Grading package of the course "Attention, from 优秀 to a trainable Transformer".
 
-Layout:
-- ``grader.runtime``: code that runs next to student code (inside a notebook kernel or a
-  sandboxed worker). It never imports the hidden tests.
-- ``grader.hidden``: the hidden pytest graders, one module per lesson.
-- everything else: the trusted side, in the order a notebook goes through it: ``check``
-  (one notebook: its worker, the hidden tests, the result), ``sandbox`` (where the worker
-  runs), ``results`` (a grade, and the graded folder that keeps it), ``outputs`` (how a
-  result is shown: ``check``'s report, feedback, reports, gradebook, LMS files),
-  ``classgrade`` (a whole class), ``integrations`` (nbgrader, Gradescope),
-  ``authoring`` (lessons, editions, releases); CONTRIBUTING.md, "Where things live".
+The folders are the stages, in the order a notebook goes through the grader: ``STAGES``
+below, lowest first. A stage imports only itself and the stages before it
+(tests/grader/test_layering.py); CONTRIBUTING.md's "Where things live" lists them in this order
+(tests/grader/test_layering.py checks that too).
 """
 
 from pathlib import Path
@@ -19,3 +13,18 @@ __version__ = "0.1.0"
 #: This package's folder, and the course's (its parent: coursekit/, datasets/, ...).
 PACKAGE_DIR = Path(__file__).resolve().parent
 COURSE_ROOT = PACKAGE_DIR.parent
+
+#: The grader's stages, lowest first: (its packages, its role). A module imports only its own
+#: stage and the ones before it.
+STAGES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("runtime",), "what runs beside the student's code (standard library, numpy and torch only)"),
+    (("common", "i18n"), "what every stage shares: hints, limits, ids, CSV cells, templates, the log, the translations"),
+    (("sandbox",), "where a worker runs"),
+    (("testkit",), "what the hidden tests are written with"),
+    (("check", "hidden", "results"), "one notebook: its worker, the hidden tests, its result and the graded folder that keeps it"),
+    (("outputs",), "how a result is shown to people: check's report, feedback, class report, gradebook, LMS files"),
+    (("helper",), "check's warm per-user helper"),
+    (("classgrade",), "a whole class"),
+    (("integrations", "kernel", "authoring"), "the grader inside nbgrader, Gradescope and a notebook kernel; writing the course"),
+    (("cli", "__main__"), "the command line"),
+)

@@ -3,30 +3,25 @@ no import cycle, nothing but ``python -m grader`` imports the CLI, the runtime i
 the runtime, and no module overwrites another grader module's globals (what differs between
 callers is passed as arguments). Imports are read from the source (ast), at module level and
 inside functions alike: a function-level import that goes up is a cycle waiting for the next
-refactoring. The stages are CONTRIBUTING.md's "Where things live"."""
+refactoring. The stages are declared once, lowest first, in ``grader.STAGES``; the folders of ``grader/`` are
+the stages, and CONTRIBUTING.md's "Where things live" lists them in the same order."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from support import ROOT
 
+import grader
+
 Graph = dict[str, set[str]]
 
-#: Lowest first: a module may import its own stage and the stages before it.
-STAGES = [
-    # what every stage shares; the code that runs beside the student's
-    {"hint", "limits", "csvcells", "ids", "templating", "i18n", "logs", "runtime"},
-    {"sandbox"},  # where a worker runs
-    {"check", "results", "hidden"},  # one notebook: its worker, the hidden tests, the result
-    {"outputs"},  # how a result is shown to people (check's report, feedback, gradebook, LMS)
-    {"helper"},  # check's warm per-user helper
-    {"classgrade"},  # a whole class
-    {"integrations", "kernel", "authoring"},  # nbgrader, Gradescope; writing the course
-    {"cli", "__main__"},  # the command line
-]
+#: Lowest first: a module may import its own stage and the stages before it. Declared once,
+#: in ``grader.STAGES`` (with each stage's role), which CONTRIBUTING.md's table follows.
+STAGES = [set(packages) for packages, _role in grader.STAGES]
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -112,7 +107,8 @@ def stage(module: str) -> int:
     for level, names in enumerate(STAGES):
         if top in names:
             return level
-    raise AssertionError(f"{module} belongs to no stage: add it to STAGES and to CONTRIBUTING.md")
+    raise AssertionError(f"{module} belongs to no stage: add it to grader.STAGES (grader/__init__.py) "
+                         "and to CONTRIBUTING.md's table")
 
 
 def upward(graph: Graph) -> list[str]:
@@ -197,3 +193,61 @@ def test_no_module_overwrites_another_modules_global(tmp_path: Path) -> None:
         "def run():\n    from . import launch\n    launch.SOURCE = print\n")
     assert overwritten_globals(tmp_path) == ["grader.helper:3: launch.SOURCE"]
     assert overwritten_globals(ROOT) == []
+
+
+def loose_modules(root: Path) -> list[str]:
+    """What the top of ``root/grader`` holds besides ``__init__``, ``__main__``, ``cli`` and
+    packages."""
+    return sorted(p.name for p in (root / "grader").iterdir()
+                  if p.name not in {"__init__.py", "__main__.py", "cli.py", "__pycache__"}
+                  and not (p.is_dir() and (p / "__init__.py").exists()))
+
+
+def test_the_top_of_grader_holds_the_cli_and_packages(tmp_path: Path) -> None:
+    """The folder tree is the map: a module at the top of grader/ belongs in a stage's folder."""
+    (tmp_path / "grader" / "check").mkdir(parents=True)
+    for name in ("__init__.py", "cli.py", "hint.py", "check/__init__.py"):
+        (tmp_path / "grader" / name).write_text("")
+    assert loose_modules(tmp_path) == ["hint.py"]
+    assert loose_modules(ROOT) == []
+
+
+def test_every_package_is_one_stage() -> None:
+    """grader.STAGES names each package (and top-level module) of grader/ once, and nothing else."""
+    declared = [name for packages in STAGES for name in packages]
+    tops = {p.removesuffix(".py") for p in
+            {p.name for p in (ROOT / "grader").iterdir()} - {"__init__.py", "__pycache__", "locale"}}
+    assert len(declared) == len(set(declared)) and set(declared) == tops
+    assert all(role and "\n" not in role for _packages, role in grader.STAGES)
+
+
+def table_stages(contributing: str) -> list[str]:
+    """The packages and modules of grader/ that "Where things live"'s table names, in its order
+    (its first column; a data folder such as ``locale/`` is not one)."""
+    section = contributing.split("## Where things live", 1)[1]
+    rows = section.split("| stage | holds |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    names = []
+    for row in rows:
+        for word in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
+            name = word.removesuffix("/").removesuffix(".py")
+            if (ROOT / "grader" / f"{name}.py").is_file() or (ROOT / "grader" / name / "__init__.py").is_file():
+                names.append(name)
+    return names
+
+
+def test_contributing_lists_the_stages_in_their_order() -> None:
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    declared = [name for packages, _role in grader.STAGES for name in packages]
+    assert table_stages(text) == declared, "CONTRIBUTING.md's table and grader.STAGES differ"
+    # the check can fail: two rows swapped
+    swapped = text.replace("| `sandbox/` |", "| `SWAP` |").replace("| `runtime/` |", "| `sandbox/` |") \
+        .replace("| `SWAP` |", "| `runtime/` |")
+    assert table_stages(swapped) != declared
+
+
+def test_the_hidden_tests_import_only_the_testkit_and_the_runtime() -> None:
+    """What a hidden grader is written with is a package of its own (grader.testkit)."""
+    hidden = {m: targets for m, targets in GRAPH.items() if m.startswith("grader.hidden.test_")}
+    assert len(hidden) >= 12 and "grader.testkit.framework" in hidden["grader.hidden.test_01_attention_by_hand"]
+    assert {(m, t) for m, targets in hidden.items() for t in targets
+            if not t.startswith(("grader.testkit", "grader.runtime"))} == set()
