@@ -8,13 +8,13 @@ it matches is the hint.
 
 import numpy as np
 
-from grader.i18n import msg
 from grader.testkit.framework import (
     check,
     close,
     diagnose,
     exercise,
     matches,
+    msg,
     numpy_only,
     rng,
     suspect,

@@ -8,12 +8,12 @@ with the outputs of the common mistakes (``suspect``): the one it matches is the
 
 import numpy as np
 
-from grader.i18n import msg
 from grader.testkit.framework import (
     check,
     close,
     diagnose,
     exercise,
+    msg,
     numpy_only,
     rng,
     shape_of,

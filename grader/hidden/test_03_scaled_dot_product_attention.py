@@ -16,7 +16,6 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -26,6 +25,7 @@ from grader.testkit.framework import (
     exercise,
     gen,
     matches,
+    msg,
     shape_of,
     suspect,
 )

@@ -22,7 +22,6 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn as nn
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -34,6 +33,7 @@ from grader.testkit.framework import (
     exercise,
     gen,
     matches,
+    msg,
     shape_of,
     suspect,
 )

@@ -18,7 +18,6 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 import torch.nn.functional as F
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     Tolerance,
@@ -26,6 +25,7 @@ from grader.testkit.framework import (
     close,
     exercise,
     matches,
+    msg,
     numpy_only,
     python_lines,
     rng,

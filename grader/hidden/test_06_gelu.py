@@ -12,9 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
-from grader.testkit.framework import Tolerance, check, close, diagnose, exercise, gen, suspect
+from grader.testkit.framework import Tolerance, check, close, diagnose, exercise, gen, msg, suspect
 
 MISTAKES = {
     "gelu_is_tanh": "gelu computes the tanh approximation instead of x·Φ(x)",

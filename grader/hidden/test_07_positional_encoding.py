@@ -11,7 +11,6 @@ import math
 
 import torch
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -22,6 +21,7 @@ from grader.testkit.framework import (
     exercise,
     gen,
     matches,
+    msg,
     python_lines,
     suspect,
 )

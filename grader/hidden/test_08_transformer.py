@@ -23,7 +23,6 @@ import torch
 import torch.fx.experimental.symbolic_shapes  # noqa: F401
 from torch import nn
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -35,6 +34,7 @@ from grader.testkit.framework import (
     gen,
     identify,
     matches,
+    msg,
     run_memo,
     suspect,
 )

@@ -13,7 +13,6 @@ import math
 
 import torch
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.runtime.fixtures import tiny_seq2seq
 from grader.testkit.framework import (
@@ -24,6 +23,7 @@ from grader.testkit.framework import (
     diagnose,
     exercise,
     gen,
+    msg,
     suspect,
 )
 

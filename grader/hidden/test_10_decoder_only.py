@@ -16,7 +16,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -27,6 +26,7 @@ from grader.testkit.framework import (
     exercise,
     gen,
     matches,
+    msg,
     suspect,
 )
 

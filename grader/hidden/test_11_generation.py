@@ -44,7 +44,6 @@ import re
 import numpy as np
 import torch
 
-from grader.i18n import map_values, msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -55,7 +54,9 @@ from grader.testkit.framework import (
     exercise,
     first_failure,
     gen,
+    map_values,
     matches,
+    msg,
     per_run,
     suspect,
 )

@@ -18,7 +18,6 @@ import math
 
 import torch
 
-from grader.i18n import msg
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
@@ -28,6 +27,7 @@ from grader.testkit.framework import (
     exercise,
     gen,
     matches,
+    msg,
     suspect,
 )
 

@@ -31,7 +31,7 @@ DOMAIN = "grader"
 #: The flag of an entry that is the same in this language on purpose.
 SAME = "same"
 #: Where the ids are written (paths relative to the grader package).
-SOURCES = ("**/*.py", "templates/*.j2")
+SOURCES = ("**/*.py", "common/templates/*.j2")
 FIXED_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # the files' header dates: no diff on each sync
 
 

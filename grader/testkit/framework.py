@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 from coursekit import settings
-from grader.i18n import msg
+from grader.i18n import map_values, msg  # noqa: F401 - the hidden tests write their messages with these
 from grader.runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
 
 T = TypeVar("T")
