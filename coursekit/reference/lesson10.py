@@ -152,13 +152,14 @@ class Preset:
     d_ff: int | None = None           # None: the multiple of 8 nearest 8/3·d_model
     dropout: float = 0.0
     init_std: float = 0.02            # weights N(0, init_std²) (section 8.5)
-    zero_init: bool = False           # True: out_proj and ffn.w2 start at 0 (section 8.5)
-    rope_base: float = 10000.0        # RoPE's base (section 8.5)
+    zero_init: bool = True            # out_proj and ffn.w2 start at 0 (section 8.5)
+    rope_base: float = 100.0          # RoPE's base (section 8.5)
+    tie_weights: bool = False         # False: lm_head has a matrix of its own (section 8.5)
     # AdamW, learning rate: linear warm-up to lr, then a cosine down to min_lr_ratio·lr at decay_steps
     batch_size: int = 128
-    lr: float = 3e-3
-    warmup: int = 100
-    decay_steps: int = 600
+    lr: float = 6e-3
+    warmup: int = 50
+    decay_steps: int = 300
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.1         # on the matrices only
     betas: tuple[float, float] = (0.9, 0.95)
@@ -172,7 +173,7 @@ class Preset:
     target: float = 0.995
     max_steps: int = 20_000
     max_minutes: float = 5.0
-    eval_every: int = 25              # steps between two validations
+    eval_every: int = 20              # steps between two validations
     eval_examples: int | None = None  # valid pairs scored each time (None: all 2,099)
     eval_sample: int | None = 500     # of those, only the first while they score below target - 1 point
     test_examples: int | None = None  # test pairs scored at the end (None: all 5,247)
@@ -414,7 +415,8 @@ def build_model(cfg: Preset, vocab: CharVocab, device: str | torch.device = "cpu
     preset's switches."""
     device = torch.device(device)
     model = DecoderLM(len(vocab), d_model=cfg.d_model, n_head=cfg.n_head, n_layer=cfg.n_layer,
-                      d_ff=cfg.d_ff, max_len=64, dropout=cfg.dropout, pad_id=vocab.pad_id)
+                      d_ff=cfg.d_ff, max_len=64, dropout=cfg.dropout, pad_id=vocab.pad_id,
+                      tie_weights=cfg.tie_weights)
     model.cos, model.sin = rope_angles(model.cos.size(0), cfg.d_model // cfg.n_head, cfg.rope_base)  # the preset's base
     model = init_weights(model, cfg).to(device)
     if cfg.sdpa:
