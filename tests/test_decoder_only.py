@@ -189,6 +189,8 @@ def test_initialisation_optimiser_groups_and_schedule(vocab) -> None:
 def test_the_cpu_preset_gives_the_output_layer_a_matrix_of_its_own(vocab) -> None:
     cpu = PRESETS["cpu"]
     assert (cpu.tie_weights, cpu.zero_init, cpu.rope_base) == (False, True, 100.0), "the speed run's recipe"
+    assert cpu.min_lr_ratio == 0.0 and cpu.max_steps == cpu.decay_steps, "down to zero, where training ends"
+    assert PRESETS["gpu"].min_lr_ratio == 0.1 and PRESETS["gpu"].max_steps > PRESETS["gpu"].decay_steps
     model = build_model(cpu, vocab)
     assert model.lm_head.weight is not model.embed.weight, "tie_weights=False: an output matrix of its own"
     assert model.lm_head.weight.std().item() == pytest.approx(cpu.init_std, rel=0.2), "initialised as a matrix"

@@ -157,10 +157,10 @@ class Preset:
     tie_weights: bool = False         # False: lm_head has a matrix of its own (section 8.5)
     # AdamW, learning rate: linear warm-up to lr, then a cosine down to min_lr_ratio·lr at decay_steps
     batch_size: int = 128
-    lr: float = 6e-3
+    lr: float = 8e-3
     warmup: int = 50
     decay_steps: int = 300
-    min_lr_ratio: float = 0.1
+    min_lr_ratio: float = 0.0
     weight_decay: float = 0.1         # on the matrices only
     betas: tuple[float, float] = (0.9, 0.95)
     clip: float = 1.0                 # the gradients' largest norm
@@ -171,7 +171,7 @@ class Preset:
     compile: bool = False             # torch.compile the model's forward pass
     # when to stop: valid exact match >= target, or max_steps, or max_minutes of training
     target: float = 0.995
-    max_steps: int = 20_000
+    max_steps: int = 300              # the schedule's end: the rate is 0 from decay_steps on
     max_minutes: float = 5.0
     eval_every: int = 20              # steps between two validations
     eval_examples: int | None = None  # valid pairs scored each time (None: all 2,099)
@@ -191,7 +191,7 @@ PRESETS = {
                     eval_examples=100, test_examples=200),
     "cpu": Preset("cpu"),
     "gpu": Preset("gpu", d_model=256, n_head=8, n_layer=6, batch_size=512, lr=1e-3, warmup=200,
-                  decay_steps=2000, sdpa=True, amp=True, target=0.998, max_minutes=10.0, eval_every=100),
+                  decay_steps=2000, min_lr_ratio=0.1, max_steps=20_000, sdpa=True, amp=True, target=0.998, max_minutes=10.0, eval_every=100),
 }
 
 def load_preset(name: str | None = None, direction: str | None = None, **changes) -> Preset:
