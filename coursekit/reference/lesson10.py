@@ -191,7 +191,8 @@ PRESETS = {
                     eval_examples=100, test_examples=200),
     "cpu": Preset("cpu"),
     "gpu": Preset("gpu", d_model=256, n_head=8, n_layer=6, batch_size=512, lr=1e-3, warmup=200,
-                  decay_steps=2000, min_lr_ratio=0.1, max_steps=20_000, sdpa=True, amp=True, target=0.998, max_minutes=10.0, eval_every=100),
+                  decay_steps=2000, min_lr_ratio=0.1, max_steps=20_000, sdpa=True, amp=True, target=0.998,
+                  max_minutes=10.0, eval_every=100),
 }
 
 def load_preset(name: str | None = None, direction: str | None = None, **changes) -> Preset:
