@@ -151,14 +151,15 @@ class Preset:
     d_ff: int | None = None           # None: the multiple of 8 nearest 8/3·d_model
     dropout: float = 0.0
     init_std: float = 0.02            # weights N(0, init_std²) (section 8.5)
-    zero_init: bool = False           # True: out_proj and ffn.w2 start at 0 (section 8.5)
-    rope_base: float = 10000.0        # RoPE's base (section 8.5)
+    zero_init: bool = True            # out_proj and ffn.w2 start at 0 (section 8.5)
+    rope_base: float = 100.0          # RoPE's base (section 8.5)
+    tie_weights: bool = False         # False: lm_head has a matrix of its own (section 8.5)
     # AdamW, learning rate: linear warm-up to lr, then a cosine down to min_lr_ratio·lr at decay_steps
     batch_size: int = 128
-    lr: float = 3e-3
-    warmup: int = 100
-    decay_steps: int = 600
-    min_lr_ratio: float = 0.1
+    lr: float = 8e-3
+    warmup: int = 50
+    decay_steps: int = 300
+    min_lr_ratio: float = 0.0
     weight_decay: float = 0.1         # on the matrices only
     betas: tuple[float, float] = (0.9, 0.95)
     clip: float = 1.0                 # the gradients' largest norm
@@ -169,9 +170,9 @@ class Preset:
     compile: bool = False             # torch.compile the model's forward pass
     # when to stop: valid exact match >= target, or max_steps, or max_minutes of training
     target: float = 0.995
-    max_steps: int = 20_000
+    max_steps: int = 300              # the schedule's end: the rate is 0 from decay_steps on
     max_minutes: float = 5.0
-    eval_every: int = 25              # steps between two validations
+    eval_every: int = 20              # steps between two validations
     eval_examples: int | None = None  # valid pairs scored each time (None: all 2,099)
     eval_sample: int | None = 500     # of those, only the first while they score below target - 1 point
     test_examples: int | None = None  # test pairs scored at the end (None: all 5,247)
@@ -189,7 +190,8 @@ PRESETS = {
                     eval_examples=100, test_examples=200),
     "cpu": Preset("cpu"),
     "gpu": Preset("gpu", d_model=256, n_head=8, n_layer=6, batch_size=512, lr=1e-3, warmup=200,
-                  decay_steps=2000, sdpa=True, amp=True, target=0.998, max_minutes=10.0, eval_every=100),
+                  decay_steps=2000, min_lr_ratio=0.1, max_steps=20_000, sdpa=True, amp=True, target=0.998,
+                  max_minutes=10.0, eval_every=100),
 }
 
 def load_preset(name: str | None = None, direction: str | None = None, **changes) -> Preset:
@@ -396,7 +398,8 @@ def build_model(cfg: Preset, vocab: CharVocab, device: str | torch.device = "cpu
     preset's switches."""
     device = torch.device(device)
     model = DecoderLM(len(vocab), d_model=cfg.d_model, n_head=cfg.n_head, n_layer=cfg.n_layer,
-                      d_ff=cfg.d_ff, max_len=64, dropout=cfg.dropout, pad_id=vocab.pad_id)
+                      d_ff=cfg.d_ff, max_len=64, dropout=cfg.dropout, pad_id=vocab.pad_id,
+                      tie_weights=cfg.tie_weights)
     model.cos, model.sin = rope_angles(model.cos.size(0), cfg.d_model // cfg.n_head, cfg.rope_base)  # the preset's base
     model = init_weights(model, cfg).to(device)
     if cfg.sdpa:

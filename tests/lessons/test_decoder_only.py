@@ -186,6 +186,21 @@ def test_initialisation_optimiser_groups_and_schedule(vocab) -> None:
     assert rates[110] == rates[149] == pytest.approx(cfg.lr * cfg.min_lr_ratio)
 
 
+def test_the_cpu_preset_gives_the_output_layer_a_matrix_of_its_own(vocab) -> None:
+    cpu = PRESETS["cpu"]
+    assert (cpu.tie_weights, cpu.zero_init, cpu.rope_base) == (False, True, 100.0), "the speed run's recipe"
+    assert cpu.min_lr_ratio == 0.0 and cpu.max_steps == cpu.decay_steps, "down to zero, where training ends"
+    assert PRESETS["gpu"].min_lr_ratio == 0.1 and PRESETS["gpu"].max_steps > PRESETS["gpu"].decay_steps
+    model = build_model(cpu, vocab)
+    assert model.lm_head.weight is not model.embed.weight, "tie_weights=False: an output matrix of its own"
+    assert model.lm_head.weight.std().item() == pytest.approx(cpu.init_std, rel=0.2), "initialised as a matrix"
+    optimizer, _ = make_optimizer(model, cpu)
+    assert any(p is model.lm_head.weight for p in optimizer.param_groups[0]["params"]), \
+        "the output matrix is trained, with weight decay"
+    tied = build_model(dataclasses.replace(cpu, tie_weights=True), vocab)
+    assert tied.lm_head.weight is tied.embed.weight
+
+
 def test_build_model_turns_rope_by_the_presets_base(vocab) -> None:
     from coursekit.reference.lesson10 import rope_angles
 
