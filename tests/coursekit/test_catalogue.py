@@ -154,6 +154,28 @@ def _imported_modules(path) -> set[str]:
     return found
 
 
+def _imported_at_import(path) -> set[str]:
+    """What importing the module imports: its imports outside functions and ``TYPE_CHECKING``."""
+    import ast
+
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." if node.level else (node.module or "").split(".")[0])
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
 def test_coursekit_never_imports_the_grader() -> None:
     from grader.authoring.release import imports_grader
 
@@ -166,6 +188,22 @@ def test_coursekit_never_imports_the_grader() -> None:
 def test_what_students_code_imports_of_coursekit_is_standard_library_only() -> None:
     import sys
 
+    allowed = set(sys.stdlib_module_names) | {"coursekit"}
     for name in ("catalogue", "earlier", "settings"):
-        modules = _imported_modules(catalogue.ROOT / "coursekit" / f"{name}.py") - {"."}
-        assert modules <= set(sys.stdlib_module_names) | {"coursekit"}, (name, modules)
+        path = catalogue.ROOT / "coursekit" / f"{name}.py"
+        modules = _imported_modules(path) - {"."}
+        # settings' helpers for lessons 09-11 (choose_device, load_preset) import torch when
+        # called, and only then: a numpy lesson imports settings without torch installed
+        assert modules <= allowed | ({"torch"} if name == "settings" else set()), (name, modules)
+        assert _imported_at_import(path) - {"."} <= allowed, (name, _imported_at_import(path))
+
+
+def test_settings_imports_torch_only_when_its_helpers_are_called() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from coursekit import settings; "
+            "assert 'torch' not in sys.modules; settings.choose_device(); assert 'torch' in sys.modules")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=catalogue.ROOT)
+    assert proc.returncode == 0, proc.stderr

@@ -133,7 +133,7 @@ def test_one_authoring_command_runs_each_tool() -> None:
         assert re.search(r"grader DEBUG: python -m grader\.authoring i18n: .*'command': "
                          r"'status'", proc.stderr), proc.stderr
         outputs.add(proc.stdout)
-    assert len(outputs) == 1 and "templates translated" in outputs.pop()
+    assert len(outputs) == 1 and "messages translated" in outputs.pop()
     proc = subprocess.run([sys.executable, "-m", "grader.authoring", "i18n", "status"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert "DEBUG" not in proc.stderr
