@@ -145,13 +145,18 @@ def _imported_modules(path) -> set[str]:
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            found.add("." if node.level else (node.module or "").split(".")[0])
-    return found
+    return {name for node in ast.walk(tree) for name in _imported_by(node)}
+
+
+def _imported_by(node) -> set[str]:
+    """The top-level packages an import statement names (``.``: a relative import)."""
+    import ast
+
+    if isinstance(node, ast.Import):
+        return {a.name.split(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        return {"." if node.level else (node.module or "").split(".")[0]}
+    return set()
 
 
 def _imported_at_import(path) -> set[str]:
@@ -165,10 +170,7 @@ def _imported_at_import(path) -> set[str]:
             return
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             return
-        if isinstance(node, ast.Import):
-            found.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            found.add("." if node.level else (node.module or "").split(".")[0])
+        found.update(_imported_by(node))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
