@@ -63,13 +63,14 @@ The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHRO
 The grader's time and memory limits are command-line options, not environment variables.
 Standard library only; :func:`load_preset` and :func:`choose_device` import torch when called
 (the lessons' presets, device and threads: one helper each, each lesson passing its own
-``PRESETS``).
+``PRESETS``; a preset field added after checkpoints were saved, :func:`added_field`, and the
+preset a checkpoint was saved with, :func:`saved_preset`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -106,6 +107,9 @@ GRADESCOPE_ROOT = "AUTOGRADER_ROOT"
 #: typeshed's ``DataclassInstance``: this module is what students' code imports, and the course's
 #: import checks read every import, ``TYPE_CHECKING`` ones too.)
 PresetT = TypeVar("PresetT")
+T = TypeVar("T")
+#: The key of a preset field's metadata that holds the value it had before it existed (:func:`added_field`).
+SAVED_BEFORE = "saved_before"
 #: The direction of the numerals task when neither an argument nor ``$COURSE_DIRECTION`` says.
 DEFAULT_DIRECTION = "digits2zh"
 
@@ -169,6 +173,27 @@ def load_preset(presets: Mapping[str, PresetT], name: str | None = None, directi
 
 
 _direction = direction  # load_preset's argument of that name hides the function
+
+
+def added_field(default: T, *, before: T) -> T:
+    """A preset field added after checkpoints were saved without it, declared next to the
+    field: ``rope_base: float = settings.added_field(100.0, before=10000.0)``. ``default`` is
+    today's; ``before``, the value that applied while the field did not exist, is what a
+    checkpoint saved then gets from :func:`saved_preset`."""
+    import dataclasses  # here, as in load_preset
+
+    return dataclasses.field(default=default, metadata={SAVED_BEFORE: before})
+
+
+def saved_preset(preset_class: Callable[..., PresetT], config: Mapping[str, Any]) -> PresetT:
+    """The preset a checkpoint was saved with, from its ``config`` (the preset's fields as a
+    dict): a field missing from it, added to ``preset_class`` since, takes the value that
+    applied then (its :func:`added_field` ``before``), not today's default."""
+    import dataclasses
+
+    then = {f.name: f.metadata[SAVED_BEFORE] for f in dataclasses.fields(preset_class)  # type: ignore[arg-type]
+            if SAVED_BEFORE in f.metadata and f.name not in config}
+    return preset_class(**{**then, **config})
 
 
 def choose_device() -> torch.device:

@@ -42,7 +42,7 @@ class Preset:
     batch_size: int = 128
     lr_factor: float = 0.44
     warmup: int = 30
-    decay_steps: int | None = 200
+    decay_steps: int | None = settings.added_field(200, before=None)
     min_lr_ratio: float = 0.05
     smoothing: float = 0.0
     oversample: int = 2000           # repeat each number length up to this many pairs (0: off)
@@ -53,8 +53,9 @@ class Preset:
     max_minutes: float = 5.0
     eval_every: int = 20             # steps between two validations
     eval_examples: int | None = None  # valid pairs scored each time (None: all 2,099)
-    screen_examples: int | None = 256  # ... but the first this many first: all of them only
-                                       # when these come within screen_margin of the target
+    screen_examples: int | None = settings.added_field(256, before=None)  # ... but the first this
+                                       # many first: all of them only when these come within
+                                       # screen_margin of the target
     screen_margin: float = 0.02
     test_examples: int | None = None  # test pairs scored at the end (None: all 5,247)
 
@@ -245,7 +246,8 @@ def save_checkpoint(path: str | Path, model: Transformer, cfg: Preset, src_vocab
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu"):
     """(model in eval mode on device, preset, source vocabulary, target vocabulary)."""
     saved = torch.load(path, map_location="cpu")
-    cfg = Preset(**{"decay_steps": None, **saved["config"]})  # saved before decay_steps existed: noam_lr's decay
+    # a field added to Preset since the save: the value it had then (settings.added_field)
+    cfg = settings.saved_preset(Preset, saved["config"])
     src_vocab, tgt_vocab = CharVocab.from_dict(saved["src_vocab"]), CharVocab.from_dict(saved["tgt_vocab"])
     model = build_model(cfg, src_vocab, tgt_vocab)
     model.load_state_dict(saved["model"])

@@ -151,9 +151,9 @@ class Preset:
     d_ff: int | None = None           # None: the multiple of 8 nearest 8/3·d_model
     dropout: float = 0.0
     init_std: float = 0.02            # weights N(0, init_std²) (section 8.5)
-    zero_init: bool = True            # out_proj and ffn.w2 start at 0 (section 8.5)
-    rope_base: float = 100.0          # RoPE's base (section 8.5)
-    tie_weights: bool = False         # False: lm_head has a matrix of its own (section 8.5)
+    zero_init: bool = settings.added_field(True, before=False)      # out_proj and ffn.w2 start at 0 (section 8.5)
+    rope_base: float = settings.added_field(100.0, before=10000.0)  # RoPE's base (section 8.5)
+    tie_weights: bool = settings.added_field(False, before=True)    # False: lm_head has a matrix of its own (section 8.5)
     # AdamW, learning rate: linear warm-up to lr, then a cosine down to min_lr_ratio·lr at decay_steps
     batch_size: int = 128
     lr: float = 8e-3
@@ -174,7 +174,7 @@ class Preset:
     max_minutes: float = 5.0
     eval_every: int = 20              # steps between two validations
     eval_examples: int | None = None  # valid pairs scored each time (None: all 2,099)
-    eval_sample: int | None = 500     # of those, only the first while they score below target - 1 point
+    eval_sample: int | None = settings.added_field(500, before=None)  # of those, only the first while they score below target - 1 point
     test_examples: int | None = None  # test pairs scored at the end (None: all 5,247)
 
     def __post_init__(self) -> None:
@@ -504,7 +504,8 @@ def save_checkpoint(path: str | Path, model: nn.Module, cfg: Preset, vocab: Char
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu"):
     """(model in eval mode on device, preset, vocabulary, history)."""
     saved = torch.load(path, map_location="cpu")
-    cfg = Preset(**{**saved["config"], "betas": tuple(saved["config"]["betas"])})
+    # a field added to Preset since the save: the value it had then (settings.added_field)
+    cfg = settings.saved_preset(Preset, {**saved["config"], "betas": tuple(saved["config"]["betas"])})
     vocab = CharVocab.from_dict(saved["vocab"])
     model = build_model(replace(cfg, compile=False), vocab, device)
     model.load_state_dict(saved["model"])

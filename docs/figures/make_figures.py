@@ -3,6 +3,7 @@
     python docs/figures/make_figures.py                 # all lessons
     python docs/figures/make_figures.py --lessons 03,08 # some
     python docs/figures/make_figures.py --retrain       # also retrain lessons 09's and 10's models
+    python docs/figures/make_figures.py --lessons 09 --retrain  # retrain lesson 09's only
 
 Each figure is written to ``solutions/<lesson>/figures/<name>.png`` (and, for a lesson
 with a Chinese edition, ``<name>.zh.png``: its diagrams' words come from ``TEXT_ZH``, its
@@ -1205,7 +1206,7 @@ history = History(**torch.load(CHECKPOINT_PATH, map_location="cpu")["history"])
 
 # The preset's target (99.5% valid exact match) decides when the reference run stops, not
 # the 5-minute budget, which a busy machine may exhaust first.
-_UNTIMED = 'CFG = replace(CFG, max_minutes=60.0)\n'
+_UNTIMED = 'import dataclasses\nCFG = dataclasses.replace(CFG, max_minutes=60.0)\n'
 
 _SAVE_09 = """
 import torch
@@ -1277,6 +1278,9 @@ def retrain_10() -> None:
         env=spec.env, globals=spec.globals))
 
 
+RETRAIN: dict[str, Callable[[], None]] = {"09": retrain_09, "10": retrain_10}
+
+
 def make(lessons: list[str] | None = None, out: Path | None = None) -> list[Path]:
     """Write the figures of ``lessons`` (default all), in every edition the lesson has
     (``<name>.png``, ``<name>.zh.png``), and return their paths."""
@@ -1325,12 +1329,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lessons", help="comma-separated lesson numbers, e.g. 03,08 (default: all)")
     parser.add_argument("--out", type=Path, help="write into OUT/<lesson>/figures instead of solutions/")
-    parser.add_argument("--retrain", action="store_true", help="retrain lessons 09's and 10's models first")
+    parser.add_argument("--retrain", action="store_true",
+                        help="retrain the chosen lessons' models first (09's and 10's)")
     args = parser.parse_args(argv)
+    lessons = args.lessons.split(",") if args.lessons else None
     if args.retrain:
-        retrain_09()
-        retrain_10()
-    for path in make(args.lessons.split(",") if args.lessons else None, args.out):
+        for lesson, retrain in RETRAIN.items():
+            if lessons is None or lesson in lessons:
+                retrain()
+    for path in make(lessons, args.out):
         print(path.relative_to(args.out or ROOT) if args.out else path.relative_to(ROOT))
 
 

@@ -98,3 +98,26 @@ def test_choose_threads_without_a_load_average(monkeypatch) -> None:
 
     monkeypatch.setattr(os, "getloadavg", missing)
     assert settings.choose_threads() == 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Grown:
+    """Toy with two fields added after checkpoints were saved; one without a value from then."""
+    name: str
+    width: int = 8
+    base: float = settings.added_field(100.0, before=10000.0)
+    sample: int | None = settings.added_field(500, before=None)
+    margin: float = 0.02
+
+
+def test_a_field_added_later_has_todays_default_in_new_presets() -> None:
+    assert Grown("cpu") == Grown("cpu", 8, 100.0, 500, 0.02)
+
+
+def test_a_saved_preset_takes_the_values_that_applied_when_it_was_saved() -> None:
+    old = {"name": "cpu", "width": 4}                      # saved before base, sample and margin
+    assert settings.saved_preset(Grown, old) == Grown("cpu", 4, base=10000.0, sample=None)
+    assert settings.saved_preset(Grown, old).margin == 0.02, "no value from then: today's default"
+    assert settings.saved_preset(Grown, {**old, "base": 50.0, "sample": 7}) == Grown("cpu", 4, 50.0, 7), \
+        "a saved value wins"
+    assert old == {"name": "cpu", "width": 4}, "the checkpoint's dict is left as it was"

@@ -229,6 +229,31 @@ def test_fit_stops_on_its_budget_and_the_checkpoint_reloads(vocab, tmp_path) -> 
     assert exact_match(model, valid, vocab)[0] == exact_match(reloaded, valid, vocab2)[0]
 
 
+def test_a_checkpoint_saved_before_the_recipe_fields_loads_as_it_was_trained(vocab, tmp_path) -> None:
+    """A checkpoint saved before zero_init, rope_base, tie_weights and eval_sample existed: it
+    loads with the values that applied then (base 10000, a tied table), not today's defaults, so
+    the preset it shows is the one its model runs with."""
+    from coursekit.reference.lesson10 import History, rope_angles
+
+    then = dict(zero_init=False, rope_base=10000.0, tie_weights=True, eval_sample=None)
+    cfg = replace_preset(PRESETS["smoke"], **then)
+    torch.manual_seed(0)
+    model = build_model(cfg, vocab).eval()
+    path = tmp_path / "old.pt"
+    save_checkpoint(path, model, cfg, vocab, History())
+    saved = torch.load(path)
+    for name in then:
+        del saved["config"][name]
+    torch.save(saved, path)
+    reloaded, loaded, _, _ = load_checkpoint(path)
+    assert loaded == cfg and "rope_base=10000.0" in repr(loaded)
+    cos, sin = rope_angles(reloaded.cos.size(0), cfg.d_model // cfg.n_head, loaded.rope_base)
+    assert torch.equal(reloaded.cos, cos) and torch.equal(reloaded.sin, sin), "the base it shows is the one it runs"
+    assert reloaded.lm_head.weight is reloaded.embed.weight
+    sources = [s for s, _ in PAIRS]
+    assert translate(reloaded, sources, vocab) == translate(model, sources, vocab)
+
+
 def test_validation_scores_a_sample_until_it_nears_the_target(monkeypatch) -> None:
     import coursekit.reference.lesson10 as lesson10
 

@@ -193,7 +193,9 @@ def test_fit_step_hook_replaces_the_training_step() -> None:
     assert len(seen) == 5 and history.loss == [1.0] * 5
 
 
-def test_a_checkpoint_saved_before_the_schedule_fields_loads_with_the_papers_decay(tmp_path) -> None:
+def test_a_checkpoint_saved_before_the_schedule_fields_loads_as_it_was_trained(tmp_path) -> None:
+    """The paper's decay (decay_steps None) and validation on all pairs (screen_examples None),
+    what applied before those fields existed, not today's defaults."""
     _, model, cfg, src_vocab, tgt_vocab, _ = _tiny_run(max_steps=1)
     cfg = dataclasses.replace(cfg, warmup=1000)  # beyond the cpu preset's decay_steps, as gpu's
     save_checkpoint(tmp_path / "old.pt", model, cfg, src_vocab, tgt_vocab, 1)
@@ -202,7 +204,7 @@ def test_a_checkpoint_saved_before_the_schedule_fields_loads_with_the_papers_dec
         del saved["config"][name]
     torch.save(saved, tmp_path / "old.pt")
     _, loaded, *_ = load_checkpoint(tmp_path / "old.pt")
-    assert loaded == dataclasses.replace(cfg, decay_steps=None)
+    assert loaded == dataclasses.replace(cfg, decay_steps=None, screen_examples=None)
 
 
 def test_checkpoint_round_trip_rebuilds_preset_vocabularies_and_model(tmp_path) -> None:
