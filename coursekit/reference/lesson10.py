@@ -156,7 +156,7 @@ class Preset:
     tie_weights: bool = settings.added_field(False, before=True)    # False: lm_head has a matrix of its own (section 8.5)
     # AdamW, learning rate: linear warm-up to lr, then a cosine down to min_lr_ratio·lr at decay_steps
     batch_size: int = 128
-    lr: float = 8e-3
+    lr: float = 1e-2
     warmup: int = 50
     decay_steps: int = 300
     min_lr_ratio: float = 0.0

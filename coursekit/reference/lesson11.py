@@ -217,7 +217,7 @@ def find_checkpoint(file_name: str, lesson: str, preset: str) -> Path | None:
 
 # About how many steps each lesson's fit takes to its `cpu` preset's target, from the course's
 # benchmarks (a count of steps, the same on every machine).
-TYPICAL_STEPS = {"09": 160, "10": 300}
+TYPICAL_STEPS = {"09": 160, "10": 280}
 PROBE_STEPS = 4      # training steps timed for the estimate, after one untimed step
 
 def probe(run, cfg) -> tuple[float, float]:
