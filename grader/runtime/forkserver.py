@@ -23,19 +23,26 @@ What they share:
   with more may inherit a lock another thread held);
 - :func:`die_with_parent`: the parent-death signal (Linux);
 - :func:`reaped`: the children that have ended, reaped without waiting;
-- :func:`expect`: the control channel's next message, of a given ``op`` (the server's
-  ``{"op": "ready"}`` above all), waited for at most so long;
+- the one serve loop and its messages: each server's requests and replies are
+  dataclasses that name their ``op`` (and the descriptors a request brings, ``fds``);
+  :func:`serve` receives a request, checks it (an unknown one, or one whose fields or
+  descriptors do not fit, is answered :class:`Refused`), calls its handler, sends the
+  reply and ends at the channel's end, with bounded waits between requests;
+  :func:`expect` is the other side: the next message, of the types awaited, within a bound
+  (:class:`NoAnswer` otherwise, at once where the server has ended);
 - :class:`Child`: the trusted side's handle on a server or a forked process: alive,
   bounded wait, kill (by pidfd where it is not our child: never a process that took its
   pid since), clean-up.
 
 The control channel itself is ``grader.runtime.wire.Channel`` (JSON lines, descriptors
-passed with SCM_RIGHTS); :func:`expect` takes any object with its ``recv``.
+passed with SCM_RIGHTS); this module takes any object with its ``send``, ``recv``,
+``pending`` and ``sock``, so that it imports nothing of the grader.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import signal
@@ -44,8 +51,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
 
 PR_SET_PDEATHSIG = 1
 #: What a forked child exits with when it cannot become what it was forked to be.
@@ -132,28 +139,197 @@ def reaped() -> Iterator[tuple[int, int]]:
         yield pid, status
 
 
+class Message(Protocol):
+    """A request or reply of a fork server's control channel: a dataclass whose class names
+    its ``op`` (and, for a request, how many descriptors come with it: ``fds``, 0 unless
+    said); its fields cross as JSON."""
+
+    op: ClassVar[str]
+
+
+M = TypeVar("M")
+#: What a handler answers: a reply, a reply and the descriptors handed over with it (then
+#: closed here), or None (no reply).
+Answer = Message | tuple[Message, Sequence[int]] | None
+#: What serves a request: its handler, given the request and the descriptors it brought.
+Handler = Callable[[Any, list[int]], Answer]
+
+
+@dataclasses.dataclass
+class Refused:
+    """The answer to a request that is not served: an unknown ``op``, fields or descriptors
+    that do not fit, or (where the server says so) a request whose handler failed."""
+
+    op: ClassVar[str] = "refused"
+    error: str
+
+
+class BadMessage(ValueError):
+    """A message that is none of the kinds awaited, or whose fields do not fit its kind."""
+
+
+def encode(message: Message) -> dict[str, Any]:
+    """``message`` as it crosses: its ``op`` and its fields."""
+    fields = dataclasses.fields(message)  # type: ignore[arg-type]  # a dataclass, by Message's word
+    return {"op": message.op, **{f.name: getattr(message, f.name) for f in fields}}
+
+
+def decode(kinds: Mapping[str, type[M]], message: dict[str, Any]) -> M:
+    """The message of ``kinds`` (by ``op``) that ``message`` is; BadMessage where none is."""
+    op = message.get("op")
+    kind = kinds.get(op) if isinstance(op, str) else None
+    if kind is None:
+        raise BadMessage(f"unknown request {op!r}")
+    try:
+        return kind(**{k: v for k, v in message.items() if k != "op"})
+    except TypeError as exc:
+        raise BadMessage(f"{op!r} with fields that do not fit ({exc})") from None
+
+
+def tell(channel: Any, message: Message, fds: Sequence[int] = ()) -> None:
+    """Send ``message`` (a reply, or news nothing asked for: a server's ``ready``)."""
+    channel.send(encode(message), fds)
+
+
+def serve(channel: Any, handlers: Mapping[Any, Handler], *,
+          tick: Callable[[], float | None] = lambda: None,
+          silent: Callable[[], bool] = lambda: True,
+          watch: Mapping[int, Callable[[], None]] | None = None,
+          failed: Callable[[Exception], Message] | None = None) -> None:
+    """Serve ``channel`` until it ends (its other end closed, or it fails): each request is
+    decoded into its type (a key of ``handlers``), handed with its descriptors to its
+    handler, and answered (see :data:`Answer`); the request's descriptors are closed once its
+    handler returns. An unknown request, or one whose fields or number of descriptors do not
+    fit, is answered :class:`Refused`; a handler's exception is answered ``failed(exc)``
+    where ``failed`` is given, and otherwise ends the server (its driver sees the channel
+    end). Before each wait ``tick()`` says how long to wait (None: until a request comes);
+    after a wait that brought nothing, ``silent()`` says whether to go on. ``watch``: more
+    descriptors waited on, each with what to do once it is readable."""
+    kinds = {kind.op: kind for kind in handlers}
+    watched = dict(watch or {})
+    while True:
+        if not channel.pending():  # a stream (no SOCK_SEQPACKET) may bring several at once
+            ready = select.select([channel.sock, *watched], [], [], tick())[0]
+            for fd in watched:
+                if fd in ready:
+                    watched[fd]()
+            if not ready and not silent():
+                return
+            if channel.sock not in ready:
+                continue
+        if not _answer_one(channel, kinds, handlers, failed):
+            return
+
+
+def _answer_one(channel: Any, kinds: Mapping[str, type], handlers: Mapping[Any, Handler],
+                failed: Callable[[Exception], Message] | None) -> bool:
+    """Read one request and answer it; False at the channel's end."""
+    try:
+        message, fds = channel.recv()
+    except ValueError as exc:  # not a JSON object
+        return _reply(channel, Refused(str(exc)))
+    except OSError:
+        return False
+    if message is None:
+        return False
+    try:
+        try:
+            request: Any = decode(kinds, message)
+            if len(fds) != getattr(request, "fds", 0):
+                raise BadMessage(f"{message.get('op')!r} with {len(fds)} descriptor(s)")
+        except BadMessage as exc:
+            return _reply(channel, Refused(str(exc)))
+        try:
+            answer = handlers[type(request)](request, fds)
+        except Exception as exc:
+            if failed is None:
+                raise
+            answer = failed(exc)
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return _reply(channel, answer)
+
+
+def _reply(channel: Any, answer: Answer) -> bool:
+    if answer is None:
+        return True
+    reply, fds = answer if isinstance(answer, tuple) else (answer, ())
+    try:
+        tell(channel, reply, fds)
+    except OSError:
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return True
+
+
 class NoAnswer(Exception):
     """The control channel brought something else than the message awaited (``got``:
-    None at its end or after the wait)."""
+    None at its end or after the wait), or a :class:`Refused` (``got``: it)."""
 
-    def __init__(self, op: str, got: dict[str, Any] | None):
-        super().__init__(f"no {op!r} (got {got!r})")
+    def __init__(self, awaited: str, got: Any, why: str = "", timed_out: bool = False):
+        super().__init__(why or f"no {awaited!r} (got {got!r})")
         self.got = got
+        self.timed_out = timed_out  # nothing came within the bound
 
 
-def expect(channel: Any, op: str, timeout: float | None) -> dict[str, Any]:
-    """The next message on ``channel`` (a ``wire.Channel``), which must be ``{"op": op,
-    ...}`` and come within ``timeout`` s (None: wait); any descriptors with it are
-    closed. :class:`NoAnswer` otherwise."""
+def expect(channel: Any, kinds: type[M] | tuple[type, ...], timeout: float | None,
+           fds: bool = False) -> Any:
+    """The next message on ``channel``, of one of ``kinds`` (dataclasses of
+    :class:`Message`'s kind), within ``timeout`` s (None: wait); with ``fds``,
+    ``(message, the descriptors that came with it)`` (otherwise they are closed).
+    :class:`NoAnswer` otherwise: at once where the other end has ended, and for a
+    :class:`Refused` (which says why)."""
+    wanted = kinds if isinstance(kinds, tuple) else (kinds,)
     try:
-        message, fds = channel.recv(timeout)
-    except (TimeoutError, OSError, ValueError):
-        raise NoAnswer(op, None) from None
+        message, got = channel.recv(timeout)
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+        raise _no_answer(wanted, timeout, exc) from None
+    return _typed(wanted, message, got, fds)
+
+
+def call(channel: Any, request: Message, kinds: type[M], timeout: float | None,
+         fds: Sequence[int] = ()) -> tuple[M, list[int]]:
+    """Send ``request`` (with ``fds``) and wait at most ``timeout`` s for its reply, of type
+    ``kinds``, and the descriptors that came with it (the channel is held for the round
+    trip). :class:`NoAnswer` where none comes in time, the other end has ended (then at
+    once), or it refused."""
+    try:
+        message, got = channel.call(encode(request), timeout, fds)
+    except (OSError, ValueError) as exc:  # ConnectionError: it ended
+        raise _no_answer((kinds,), timeout, exc) from None
+    return _typed((kinds,), message, got, True)
+
+
+def _no_answer(wanted: tuple[type, ...], timeout: float | None, exc: Exception) -> NoAnswer:
+    awaited = "|".join(kind.op for kind in wanted)  # type: ignore[attr-defined]
+    if isinstance(exc, TimeoutError):
+        return NoAnswer(awaited, None, f"no {awaited!r} within {timeout:g} s", timed_out=True)
+    return NoAnswer(awaited, None, f"no {awaited!r}: {exc}")
+
+
+def _typed(wanted: tuple[type, ...], message: dict[str, Any] | None, fds: list[int],
+           keep_fds: bool) -> Any:
+    awaited = "|".join(kind.op for kind in wanted)  # type: ignore[attr-defined]
+    reply: Any = None
+    if message is not None:
+        with contextlib.suppress(BadMessage):
+            reply = decode({kind.op: kind for kind in (*wanted, Refused)}, message)  # type: ignore[attr-defined]
+    if reply is None or (isinstance(reply, Refused) and Refused not in wanted):
+        for fd in fds:
+            os.close(fd)
+        if message is None:
+            raise NoAnswer(awaited, None, f"no {awaited!r}: the other end has ended")
+        why = f"{awaited!r} refused: {reply.error}" if isinstance(reply, Refused) else ""
+        raise NoAnswer(awaited, reply or message, why)
+    if keep_fds:
+        return reply, fds
     for fd in fds:
         os.close(fd)
-    if message is None or message.get("op") != op:
-        raise NoAnswer(op, message)
-    return message
+    return reply
 
 
 class Child:

@@ -34,6 +34,7 @@ from grader.sandbox import (
     missing_protections,
     plan,
 )
+from grader.sandbox._zygote import Kill
 from grader.sandbox.bwrap import python_dirs
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -832,7 +833,7 @@ def test_a_dead_clone_is_replaced_while_its_first_zygote_keeps_grading() -> None
         root, clone = p._zygotes
         held = p.start()
         assert held._zygote is root
-        root.send({"op": "kill", "id": clone.clone_id})  # as when a clone stops answering
+        root.send(Kill(clone.clone_id))  # as when a clone stops answering
         deadline = time.monotonic() + 10
         while clone.alive() and time.monotonic() < deadline:
             time.sleep(0.01)
