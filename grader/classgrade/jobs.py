@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, ClassVar, NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from grader import COURSE_ROOT
 from grader.runtime import forkserver
@@ -78,26 +78,22 @@ class Job(Protocol):
 class Take:
     """The job, pickled (trusted to trusted)."""
 
-    op: ClassVar[str] = "job"
     pickle: str
 
 
 @dataclass
 class Ready:
-    op: ClassVar[str] = "ready"
     points: dict[str, float]  # the lesson's, per exercise
     pid: int
 
 
 @dataclass
 class Grade:
-    op: ClassVar[str] = "grade"
     student: str
 
 
 @dataclass
 class Graded:
-    op: ClassVar[str] = "graded"
     student: str
     seconds: float | None  # None: stopped
 

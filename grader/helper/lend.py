@@ -6,7 +6,7 @@ kills and finishes them for it, handing over each worker's socket (``grader.runt
   grader's one serve loop (``grader.runtime.forkserver.serve``);
 - :class:`HelperSource`: the trusted process's side, a ``grader.check.launch.WorkerSource``.
 
-The requests and their replies are the dataclasses below (each names its ``op``); a request
+The requests and their replies are the dataclasses below (a class's name is its ``op``); a request
 that fails is answered ``forkserver.Refused`` with what went wrong.
 """
 
@@ -16,7 +16,7 @@ import contextlib
 import logging
 import socket
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from grader.helper.private import HelperUnavailable, log
 from grader.runtime import forkserver
@@ -32,38 +32,32 @@ R = TypeVar("R")
 # -- trusted process -> the pool's holder ----------------------------------------------------
 @dataclass
 class Start:
-    op: ClassVar[str] = "start"
     limits: dict[str, Any]
     wait_s: float | None = None
 
 
 @dataclass
 class Kill:
-    op: ClassVar[str] = "kill"
     id: int
 
 
 @dataclass
 class Finish:
-    op: ClassVar[str] = "finish"
     id: int
 
 
 @dataclass
 class Release:
-    op: ClassVar[str] = "release"
     id: int
 
 
 @dataclass
 class AskTimedOut:
-    op: ClassVar[str] = "timed_out"
     id: int
 
 
 @dataclass
 class AskExcerpt:
-    op: ClassVar[str] = "excerpt"
     id: int
     max_chars: int = 2000
 
@@ -73,32 +67,28 @@ class AskExcerpt:
 class Started:
     """With the worker's socket."""
 
-    op: ClassVar[str] = "started"
     id: int
     pid: int
 
 
 @dataclass
 class Done:
-    op: ClassVar[str] = "done"
+    """Kill or Release done."""
 
 
 @dataclass
 class Finished:
-    op: ClassVar[str] = "finished"
     status: str
     timed_out: bool
 
 
 @dataclass
 class TimedOut:
-    op: ClassVar[str] = "is_timed_out"
     value: bool
 
 
 @dataclass
 class Excerpt:
-    op: ClassVar[str] = "text"
     text: str
 
 
@@ -113,7 +103,7 @@ class HelperSource:
         self.missing = dict((sandbox or {}).get("missing", {}))  # as the helper's pool has it
         self.unavailable = str((sandbox or {}).get("unavailable", ""))
 
-    def call(self, request: forkserver.Message, kind: type[R], timeout: float | None = None
+    def call(self, request: Any, kind: type[R], timeout: float | None = None
              ) -> tuple[R, list[int]]:
         """``request``'s reply and fds; HelperUnavailable (not a SandboxError, which ``main``
         would report) when the helper cannot give one, so the client checks the cold way."""
@@ -123,7 +113,7 @@ class HelperSource:
         except forkserver.NoAnswer as exc:
             if exc.timed_out:
                 raise HelperUnavailable(f"the check helper did not answer within {timeout:g} s "
-                                        f"({request.op})") from None
+                                        f"({type(request).__name__.lower()})") from None
             if isinstance(exc.got, forkserver.Refused):
                 raise HelperUnavailable(exc.got.error) from None
             raise HelperUnavailable(f"the check helper did not answer ({exc})") from None

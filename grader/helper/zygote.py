@@ -28,21 +28,19 @@ from grader.runtime.wire import Channel, one_thread_each, pair
 
 @dataclass
 class Ready:
-    op: ClassVar[str] = "ready"
+    """Warm: the graders are imported."""
 
 
 @dataclass
 class Fork:
     """A check: the client's request, with its connection and the lending channel."""
 
-    op: ClassVar[str] = "fork"
     fds: ClassVar[int] = 2
     request: dict[str, Any]
 
 
 @dataclass
 class Forked:
-    op: ClassVar[str] = "forked"
     pid: int
 
 

@@ -23,13 +23,11 @@ What they share:
   with more may inherit a lock another thread held);
 - :func:`die_with_parent`: the parent-death signal (Linux);
 - :func:`reaped`: the children that have ended, reaped without waiting;
-- the one serve loop and its messages: each server's requests and replies are
-  dataclasses that name their ``op`` (and the descriptors a request brings, ``fds``);
-  :func:`serve` receives a request, checks it (an unknown one, or one whose fields or
-  descriptors do not fit, is answered :class:`Refused`), calls its handler, sends the
-  reply and ends at the channel's end, with bounded waits between requests;
-  :func:`expect` is the other side: the next message, of the types awaited, within a bound
-  (:class:`NoAnswer` otherwise, at once where the server has ended);
+- the one serve loop: each server's requests and replies are dataclasses (the class's
+  name is the message's ``op``; ``fds``, the descriptors a request brings); :func:`serve`
+  answers each request with its handler, refuses one it does not serve (:class:`Refused`)
+  and ends with the channel, with bounded waits; :func:`expect` and :func:`call` are the
+  other side (:class:`NoAnswer`, within the bound, and at once where the server ended);
 - :class:`Child`: the trusted side's handle on a server or a forked process: alive,
   bounded wait, kill (by pidfd where it is not our child: never a process that took its
   pid since), clean-up.
@@ -52,7 +50,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, TypeVar
 
 PR_SET_PDEATHSIG = 1
 #: What a forked child exits with when it cannot become what it was forked to be.
@@ -139,28 +137,19 @@ def reaped() -> Iterator[tuple[int, int]]:
         yield pid, status
 
 
-class Message(Protocol):
-    """A request or reply of a fork server's control channel: a dataclass whose class names
-    its ``op`` (and, for a request, how many descriptors come with it: ``fds``, 0 unless
-    said); its fields cross as JSON."""
-
-    op: ClassVar[str]
-
-
-M = TypeVar("M")
-#: What a handler answers: a reply, a reply and the descriptors handed over with it (then
-#: closed here), or None (no reply).
-Answer = Message | tuple[Message, Sequence[int]] | None
-#: What serves a request: its handler, given the request and the descriptors it brought.
+#: A handler's answer to a request: a reply (a dataclass), a reply and the descriptors
+#: handed over with it (closed here once sent), or None (no reply).
+Answer = Any
+#: What serves one kind of request: given the request and the descriptors it brought.
 Handler = Callable[[Any, list[int]], Answer]
+M = TypeVar("M")
 
 
 @dataclasses.dataclass
 class Refused:
-    """The answer to a request that is not served: an unknown ``op``, fields or descriptors
-    that do not fit, or (where the server says so) a request whose handler failed."""
+    """The answer to a request that is not served (an unknown ``op``, fields or descriptors
+    that do not fit), or whose handler failed where the server says so."""
 
-    op: ClassVar[str] = "refused"
     error: str
 
 
@@ -168,16 +157,19 @@ class BadMessage(ValueError):
     """A message that is none of the kinds awaited, or whose fields do not fit its kind."""
 
 
-def encode(message: Message) -> dict[str, Any]:
-    """``message`` as it crosses: its ``op`` and its fields."""
-    fields = dataclasses.fields(message)  # type: ignore[arg-type]  # a dataclass, by Message's word
-    return {"op": message.op, **{f.name: getattr(message, f.name) for f in fields}}
+def tell(channel: Any, message: Any, fds: Sequence[int] = ()) -> None:
+    """Send ``message`` (a reply, or news nothing asked for: a server's ``Ready``)."""
+    channel.send(_encode(message), fds)
 
 
-def decode(kinds: Mapping[str, type[M]], message: dict[str, Any]) -> M:
-    """The message of ``kinds`` (by ``op``) that ``message`` is; BadMessage where none is."""
+def _encode(message: Any) -> dict[str, Any]:
+    fields = dataclasses.fields(message)
+    return {"op": type(message).__name__, **{f.name: getattr(message, f.name) for f in fields}}
+
+
+def _decode(kinds: Iterable[type[M]], message: dict[str, Any]) -> M:
     op = message.get("op")
-    kind = kinds.get(op) if isinstance(op, str) else None
+    kind = next((k for k in kinds if k.__name__ == op), None)
     if kind is None:
         raise BadMessage(f"unknown request {op!r}")
     try:
@@ -186,26 +178,19 @@ def decode(kinds: Mapping[str, type[M]], message: dict[str, Any]) -> M:
         raise BadMessage(f"{op!r} with fields that do not fit ({exc})") from None
 
 
-def tell(channel: Any, message: Message, fds: Sequence[int] = ()) -> None:
-    """Send ``message`` (a reply, or news nothing asked for: a server's ``ready``)."""
-    channel.send(encode(message), fds)
-
-
 def serve(channel: Any, handlers: Mapping[Any, Handler], *,
           tick: Callable[[], float | None] = lambda: None,
           silent: Callable[[], bool] = lambda: True,
           watch: Mapping[int, Callable[[], None]] | None = None,
-          failed: Callable[[Exception], Message] | None = None) -> None:
+          failed: Callable[[Exception], Any] | None = None) -> None:
     """Serve ``channel`` until it ends (its other end closed, or it fails): each request is
-    decoded into its type (a key of ``handlers``), handed with its descriptors to its
-    handler, and answered (see :data:`Answer`); the request's descriptors are closed once its
-    handler returns. An unknown request, or one whose fields or number of descriptors do not
-    fit, is answered :class:`Refused`; a handler's exception is answered ``failed(exc)``
-    where ``failed`` is given, and otherwise ends the server (its driver sees the channel
-    end). Before each wait ``tick()`` says how long to wait (None: until a request comes);
-    after a wait that brought nothing, ``silent()`` says whether to go on. ``watch``: more
-    descriptors waited on, each with what to do once it is readable."""
-    kinds = {kind.op: kind for kind in handlers}
+    decoded into its type (a key of ``handlers``) and answered by its handler (see
+    :data:`Answer`); its descriptors are closed once the handler returns. An unknown
+    request, or one whose fields or descriptors do not fit, is answered :class:`Refused`; a
+    handler's exception is answered ``failed(exc)`` where given, else it ends the server
+    (its driver sees the channel end). Before each wait ``tick()`` bounds it (None: until a
+    request comes); after one that brought nothing, ``silent()`` says whether to go on.
+    ``watch``: more descriptors waited on, each with what to do once it is readable."""
     watched = dict(watch or {})
     while True:
         if not channel.pending():  # a stream (no SOCK_SEQPACKET) may bring several at once
@@ -217,12 +202,12 @@ def serve(channel: Any, handlers: Mapping[Any, Handler], *,
                 return
             if channel.sock not in ready:
                 continue
-        if not _answer_one(channel, kinds, handlers, failed):
+        if not _answer_one(channel, handlers, failed):
             return
 
 
-def _answer_one(channel: Any, kinds: Mapping[str, type], handlers: Mapping[Any, Handler],
-                failed: Callable[[Exception], Message] | None) -> bool:
+def _answer_one(channel: Any, handlers: Mapping[Any, Handler],
+                failed: Callable[[Exception], Any] | None) -> bool:
     """Read one request and answer it; False at the channel's end."""
     try:
         message, fds = channel.recv()
@@ -234,7 +219,7 @@ def _answer_one(channel: Any, kinds: Mapping[str, type], handlers: Mapping[Any, 
         return False
     try:
         try:
-            request: Any = decode(kinds, message)
+            request: Any = _decode(handlers, message)
             if len(fds) != getattr(request, "fds", 0):
                 raise BadMessage(f"{message.get('op')!r} with {len(fds)} descriptor(s)")
         except BadMessage as exc:
@@ -253,11 +238,10 @@ def _answer_one(channel: Any, kinds: Mapping[str, type], handlers: Mapping[Any, 
 
 
 def _reply(channel: Any, answer: Answer) -> bool:
-    if answer is None:
-        return True
     reply, fds = answer if isinstance(answer, tuple) else (answer, ())
     try:
-        tell(channel, reply, fds)
+        if reply is not None:
+            tell(channel, reply, fds)
     except OSError:
         return False
     finally:
@@ -267,64 +251,56 @@ def _reply(channel: Any, answer: Answer) -> bool:
 
 
 class NoAnswer(Exception):
-    """The control channel brought something else than the message awaited (``got``:
-    None at its end or after the wait), or a :class:`Refused` (``got``: it)."""
+    """No message of the kinds awaited: none within the bound (``timed_out``), the channel's
+    end, something else (``got``: it, a :class:`Refused` included)."""
 
-    def __init__(self, awaited: str, got: Any, why: str = "", timed_out: bool = False):
-        super().__init__(why or f"no {awaited!r} (got {got!r})")
-        self.got = got
-        self.timed_out = timed_out  # nothing came within the bound
+    def __init__(self, why: str, got: Any = None, timed_out: bool = False):
+        super().__init__(why)
+        self.got, self.timed_out = got, timed_out
 
 
 def expect(channel: Any, kinds: type[M] | tuple[type, ...], timeout: float | None,
            fds: bool = False) -> Any:
-    """The next message on ``channel``, of one of ``kinds`` (dataclasses of
-    :class:`Message`'s kind), within ``timeout`` s (None: wait); with ``fds``,
-    ``(message, the descriptors that came with it)`` (otherwise they are closed).
-    :class:`NoAnswer` otherwise: at once where the other end has ended, and for a
-    :class:`Refused` (which says why)."""
+    """The next message on ``channel``, of one of ``kinds``, within ``timeout`` s (None:
+    wait); with ``fds``, ``(message, the descriptors that came with it)`` (otherwise they
+    are closed). :class:`NoAnswer` otherwise: at once where the other end has ended."""
     wanted = kinds if isinstance(kinds, tuple) else (kinds,)
     try:
         message, got = channel.recv(timeout)
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError
-        raise _no_answer(wanted, timeout, exc) from None
+        return _typed(wanted, None, [], fds, exc, timeout)
     return _typed(wanted, message, got, fds)
 
 
-def call(channel: Any, request: Message, kinds: type[M], timeout: float | None,
+def call(channel: Any, request: Any, kind: type[M], timeout: float | None,
          fds: Sequence[int] = ()) -> tuple[M, list[int]]:
-    """Send ``request`` (with ``fds``) and wait at most ``timeout`` s for its reply, of type
-    ``kinds``, and the descriptors that came with it (the channel is held for the round
+    """Send ``request`` (with ``fds``) and wait at most ``timeout`` s for its reply, a
+    ``kind``, and the descriptors that came with it (the channel is held for the round
     trip). :class:`NoAnswer` where none comes in time, the other end has ended (then at
     once), or it refused."""
     try:
-        message, got = channel.call(encode(request), timeout, fds)
+        message, got = channel.call(_encode(request), timeout, fds)
     except (OSError, ValueError) as exc:  # ConnectionError: it ended
-        raise _no_answer((kinds,), timeout, exc) from None
-    return _typed((kinds,), message, got, True)
-
-
-def _no_answer(wanted: tuple[type, ...], timeout: float | None, exc: Exception) -> NoAnswer:
-    awaited = "|".join(kind.op for kind in wanted)  # type: ignore[attr-defined]
-    if isinstance(exc, TimeoutError):
-        return NoAnswer(awaited, None, f"no {awaited!r} within {timeout:g} s", timed_out=True)
-    return NoAnswer(awaited, None, f"no {awaited!r}: {exc}")
+        return _typed((kind,), None, [], True, exc, timeout)
+    return _typed((kind,), message, got, True)
 
 
 def _typed(wanted: tuple[type, ...], message: dict[str, Any] | None, fds: list[int],
-           keep_fds: bool) -> Any:
-    awaited = "|".join(kind.op for kind in wanted)  # type: ignore[attr-defined]
-    reply: Any = None
-    if message is not None:
-        with contextlib.suppress(BadMessage):
-            reply = decode({kind.op: kind for kind in (*wanted, Refused)}, message)  # type: ignore[attr-defined]
-    if reply is None or (isinstance(reply, Refused) and Refused not in wanted):
+           keep_fds: bool, failure: Exception | None = None, timeout: float | None = None
+           ) -> Any:
+    awaited = "|".join(kind.__name__ for kind in wanted)
+    if isinstance(failure, TimeoutError):
+        raise NoAnswer(f"no {awaited} within {timeout:g} s", timed_out=True)
+    if message is None:
+        raise NoAnswer(f"no {awaited}: {failure or 'the other end has ended'}")
+    reply: Any = message
+    with contextlib.suppress(BadMessage):
+        reply = _decode((*wanted, Refused), message)
+    if not isinstance(reply, wanted):
         for fd in fds:
             os.close(fd)
-        if message is None:
-            raise NoAnswer(awaited, None, f"no {awaited!r}: the other end has ended")
-        why = f"{awaited!r} refused: {reply.error}" if isinstance(reply, Refused) else ""
-        raise NoAnswer(awaited, reply or message, why)
+        why = f"{awaited} refused: {reply.error}" if isinstance(reply, Refused) else ""
+        raise NoAnswer(why or f"no {awaited} (got {reply!r})", reply)
     if keep_fds:
         return reply, fds
     for fd in fds:

@@ -59,7 +59,6 @@ _CLONES: dict[int, int] = {}  # pid -> id of the zygotes forked from us (see _cl
 class Spawn:
     """One submission's worker: its id, and how it is confined."""
 
-    op: ClassVar[str] = "spawn"
     fds: ClassVar[int] = 2  # its socket, its output pipe
     id: int
     uid: int
@@ -77,34 +76,29 @@ class Spawn:
 
 @dataclass
 class Clone:
-    op: ClassVar[str] = "clone"
     fds: ClassVar[int] = 1  # the clone's control socket
     id: int
 
 
 @dataclass
 class Kill:
-    op: ClassVar[str] = "kill"
     id: int
 
 
 @dataclass
 class Ready:
-    op: ClassVar[str] = "ready"
     pid: int
     threads: int
 
 
 @dataclass
 class Spawned:
-    op: ClassVar[str] = "spawned"
     id: int
     pid: int
 
 
 @dataclass
 class Exit:
-    op: ClassVar[str] = "exit"
     id: int
     status: int
 

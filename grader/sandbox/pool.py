@@ -292,7 +292,7 @@ class _Zygote:
         self._await_ready(timeout, "a clone of the sandbox zygote did not start")
         return self
 
-    def send(self, msg: forkserver.Message, fds: Sequence[int] = ()) -> None:
+    def send(self, msg: Any, fds: Sequence[int] = ()) -> None:
         forkserver.tell(self.channel, msg, fds)
 
     def recv(self, timeout: float | None) -> Any:

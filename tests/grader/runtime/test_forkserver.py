@@ -141,13 +141,11 @@ def test_may_fork_only_with_one_thread() -> None:
 
 @dataclass
 class Ready:
-    op: ClassVar[str] = "ready"
     pid: int
 
 
 @dataclass
 class Echo:
-    op: ClassVar[str] = "echo"
     text: str
 
 
@@ -155,13 +153,11 @@ class Echo:
 class Pass:
     """A request that brings one descriptor."""
 
-    op: ClassVar[str] = "pass"
     fds: ClassVar[int] = 1
 
 
 @dataclass
 class Said:
-    op: ClassVar[str] = "said"
     text: str
 
 
@@ -169,7 +165,7 @@ def test_expect_bounds_the_wait_and_names_what_came_instead() -> None:
     ours, theirs = pair()
     channel, server = Channel(ours), Channel(theirs)
     began = time.monotonic()
-    with pytest.raises(forkserver.NoAnswer, match="no 'ready' within 0.05 s") as waited:
+    with pytest.raises(forkserver.NoAnswer, match="no Ready within 0.05 s") as waited:
         forkserver.expect(channel, Ready, timeout=0.05)
     assert waited.value.got is None and waited.value.timed_out
     assert time.monotonic() - began < 5
@@ -214,12 +210,12 @@ def test_the_serve_loop_answers_refuses_what_it_does_not_serve_and_serves_on() -
     client.send({"op": "format_disk"})
     refused = forkserver.expect(client, forkserver.Refused, 5)
     assert refused.error == "unknown request 'format_disk'"
-    with pytest.raises(forkserver.NoAnswer, match="'said' refused: unknown request 'said'"):
+    with pytest.raises(forkserver.NoAnswer, match="Said refused: unknown request 'Said'"):
         forkserver.call(client, Said("not a request"), Said, 5)  # a reply is no request
-    client.send({"op": "echo", "text": "x", "extra": 1})
+    client.send({"op": "Echo", "text": "x", "extra": 1})
     assert "fields that do not fit" in forkserver.expect(client, forkserver.Refused, 5).error
     read_fd, write_fd = os.pipe()
-    with pytest.raises(forkserver.NoAnswer, match="'pass' with 0 descriptor"):
+    with pytest.raises(forkserver.NoAnswer, match="'Pass' with 0 descriptor"):
         forkserver.call(client, Pass(), Said, 5)
     assert forkserver.call(client, Pass(), Said, 5, fds=[read_fd])[0] == Said("1 fd")
     os.close(read_fd)
@@ -260,8 +256,8 @@ def test_a_failed_handler_is_refused_where_the_server_says_and_ends_it_otherwise
 
     ours, theirs = pair()
     client, server = Channel(ours), Channel(theirs)
-    client.send({"op": "echo", "text": "?"})
-    client.send({"op": "echo", "text": "?"})
+    client.send({"op": "Echo", "text": "?"})
+    client.send({"op": "Echo", "text": "?"})
     client.sock.shutdown(socket.SHUT_WR)
     forkserver.serve(server, {Echo: fail},
                      failed=lambda exc: forkserver.Refused(f"{type(exc).__name__}: {exc}"))
@@ -269,7 +265,7 @@ def test_a_failed_handler_is_refused_where_the_server_says_and_ends_it_otherwise
     assert forkserver.expect(client, forkserver.Refused, 5).error == "RuntimeError: no disk"
     ours, theirs = pair()
     client, server = Channel(ours), Channel(theirs)
-    client.send({"op": "echo", "text": "?"})
+    client.send({"op": "Echo", "text": "?"})
     with pytest.raises(RuntimeError, match="no disk"):
         forkserver.serve(server, {Echo: fail})
 
