@@ -14,8 +14,13 @@ one core's worth of it. So the class grader starts N trusted processes::
                                     would (classroom.ClassJob.grade), and answers each with
                                     the seconds it took
 
+Each trusted process is served by the grader's one serve loop (``forkserver.serve``) on a
+control channel (``grader.runtime.wire.Channel``) whose messages are the dataclasses below:
+:class:`Take` (the job) once, then :class:`Grade` per student; back :class:`Ready` once warm,
+then :class:`Graded` per student.
+
 On Linux the first trusted process, once warm, forks the other N - 1 (each with its own
-stdin, answers and socket, passed to it when it started), so torch and the hidden tests are
+control channel and lending socket, passed to it when it started), so torch and the hidden tests are
 imported once, not once per job, and their memory is shared: a fork server, built as the
 grader's others are (``grader.runtime.forkserver``). A fork is the leader of a process
 group of its own and dies with the process it came from, as that one does with ``grade``.
@@ -24,8 +29,8 @@ A trusted process that dies mid-submission is replaced and the submission graded
 by the new one (a failure of the machinery is retried once, as in-process); a second death
 records the submission as ``error``. Student code never runs in these processes: it runs in
 the sandboxed workers, exactly as with one job. Options cross as a pickle from this process
-to its own child (both trusted): a ``Job`` (``classroom.ClassJob``); nothing of a
-student's is pickled.
+to its own child (both trusted): a ``Job`` (``classroom.ClassJob``), in :class:`Take`;
+nothing of a student's is pickled.
 """
 
 from __future__ import annotations
@@ -40,11 +45,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import IO, TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from grader import COURSE_ROOT
 from grader.runtime import forkserver
+from grader.runtime.wire import Channel, pair
 
 if TYPE_CHECKING:
     from grader.common.limits import Limits, WorkerHandle, WorkerStarter
@@ -65,6 +72,30 @@ class Job(Protocol):
               stop: threading.Event) -> float | None:
         """Grade ``student`` and write their files: the seconds it took (None: stopped)."""
         ...
+
+
+@dataclass
+class Take:
+    """The job, pickled (trusted to trusted)."""
+
+    pickle: str
+
+
+@dataclass
+class Ready:
+    points: dict[str, float]  # the lesson's, per exercise
+    pid: int
+
+
+@dataclass
+class Grade:
+    student: str
+
+
+@dataclass
+class Graded:
+    student: str
+    seconds: float | None  # None: stopped
 
 
 def cores() -> int:
@@ -93,22 +124,18 @@ def forks() -> bool:
 
 
 class _Ends:
-    """The pipes and socket of one trusted process: stdin (students), answers, and the
-    socket it borrows sandboxed workers over."""
+    """The sockets of one trusted process: its control channel (students, answers) and the
+    one it borrows sandboxed workers over."""
 
     def __init__(self) -> None:
-        from grader.runtime.wire import pair
-
+        self.ctl, self.their_ctl = pair()
         self.rpc, self.their_rpc = pair()
-        self.their_stdin, self.stdin = os.pipe()
-        self.answers, self.their_answers = os.pipe()
 
     def theirs(self) -> list[int]:
-        return [self.their_stdin, self.their_answers, self.their_rpc.fileno()]
+        return [self.their_ctl.fileno(), self.their_rpc.fileno()]
 
     def close_theirs(self) -> None:
-        os.close(self.their_stdin)
-        os.close(self.their_answers)
+        self.their_ctl.close()
         self.their_rpc.close()
 
 
@@ -119,14 +146,12 @@ class TrustedProcess:
     def __init__(self, pool: WorkerStarter, ends: _Ends,
                  proc: subprocess.Popen[bytes] | None = None):
         from grader.helper.lend import lend_workers
-        from grader.runtime.wire import Channel
 
         self.proc = proc
         self.pid = proc.pid if proc is not None else None  # a fork's: when it has said it
         # ``grade`` started it (a group of its own), or the first one forked it (a pidfd)
         self._child = forkserver.Child.started(proc, group=True) if proc is not None else None
-        self.stdin: IO[bytes] = os.fdopen(ends.stdin, "wb")
-        self.answers: IO[str] = os.fdopen(ends.answers, "r", encoding="utf-8")
+        self.ctl = Channel(ends.ctl)
         self.points: dict[str, float] | None = None  # the lesson's, once the process has said
         # the pool's own start(limits, wait_s=) is what lend_workers calls
         self.lender = threading.Thread(target=lend_workers, args=(Channel(ends.rpc), pool),
@@ -140,51 +165,45 @@ class TrustedProcess:
         process that dies before it has read its job, or a fork that cannot be made, is
         found dead by its first student, and a process of its own replaces it."""
         first, more = _Ends(), [_Ends() for _ in range(forks)]
-        theirs = [first.their_rpc.fileno(), first.their_answers]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.classgrade.jobs", *map(str, theirs),
-             json.dumps([ends.theirs() for ends in more])],
-            stdin=first.their_stdin, pass_fds=theirs + [fd for e in more for fd in e.theirs()],
+            [sys.executable, "-m", "grader.classgrade.jobs", *map(str, first.theirs()),
+             json.dumps([ends.theirs() for ends in more])], stdin=subprocess.DEVNULL,
+            pass_fds=[fd for e in (first, *more) for fd in e.theirs()],
             env=_same_grader_env(), start_new_session=True)  # Ctrl-C reaches ``grade``, which kills it first
         for ends in (first, *more):
             ends.close_theirs()
         made = [cls(pool, first, proc)] + [cls(pool, ends) for ends in more]
         with contextlib.suppress(OSError):  # it died already: its first student finds it dead
-            made[0]._send(base64.b64encode(pickle.dumps(job)).decode("ascii"))
+            forkserver.tell(made[0].ctl, Take(base64.b64encode(pickle.dumps(job)).decode("ascii")))
         return made
-
-    def _send(self, line: str) -> None:
-        self.stdin.write((line + "\n").encode("utf-8"))
-        self.stdin.flush()
 
     def grade(self, student: str) -> float | None:
         """The seconds ``student`` took (None: stopped); OSError when the process died."""
-        self._send(json.dumps({"student": student}))
-        while True:
-            line = self.answers.readline()
-            if not line:
-                status = self.proc.poll() if self.proc is not None else "unknown"
-                raise OSError(f"the trusted grading process {self.pid} died (exit status {status})")
-            answer = json.loads(line)
-            if "points" not in answer:
-                return None if answer["seconds"] is None else float(answer["seconds"])
-            self.points = {str(k): float(v) for k, v in answer["points"].items()}
-            if self._child is None and self.pid is None:  # a fork: it says which process it is
-                self.pid = int(answer["pid"])
-                self._child = forkserver.Child(self.pid)  # never another that took its pid since
+        try:
+            if self.points is None:
+                self._ready(forkserver.expect(self.ctl, Ready, None))
+            graded, _ = forkserver.call(self.ctl, Grade(student), Graded, None)
+        except forkserver.NoAnswer:
+            status = self.proc.poll() if self.proc is not None else "unknown"
+            raise OSError(f"the trusted grading process {self.pid} died (exit status {status})"
+                          ) from None
+        return None if graded.seconds is None else float(graded.seconds)
+
+    def _ready(self, ready: Ready) -> None:
+        self.points = {str(k): float(v) for k, v in ready.points.items()}
+        if self._child is None and self.pid is None:  # a fork: it says which process it is
+            self.pid = int(ready.pid)
+            self._child = forkserver.Child(self.pid)  # never another that took its pid since
 
     def kill(self) -> None:
         if self._child is not None:
             self._child.close(grace_s=0, killed_s=None)
-        for stream in (self.answers, self.stdin):
-            with contextlib.suppress(OSError):
-                stream.close()
+        self.ctl.close()
         self.lender.join(timeout=5)
 
     def end_input(self) -> None:
-        """No more students: the process exits when its input ends."""
-        with contextlib.suppress(OSError):
-            self.stdin.close()
+        """No more students: the process exits when its channel ends."""
+        self.ctl.close()
 
     def close(self) -> None:
         """End of the run: wait for the process to exit (its input ended), then clean up."""
@@ -268,41 +287,34 @@ class Jobs:
 
 # --- the trusted process -----------------------------------------------------------------
 
-def serve(rpc_fd: int, answers_fd: int, forks: list[list[int]]) -> NoReturn:
+def serve(ctl_fd: int, rpc_fd: int, forks: list[list[int]]) -> NoReturn:
     """Read the job (a :class:`Job`, pickled), warm up, fork a process for each of
-    ``forks`` (the ends of another job: its stdin, answers and socket); then grade one
-    student per line of stdin until it ends, and exit."""
+    ``forks`` (the ends of another job: its control channel and socket); then grade one
+    student per request until the channel ends, and exit."""
     from grader.check.engine import exercise_points
     from grader.helper.lend import HelperSource
-    from grader.runtime.wire import Channel, exit_now
+    from grader.runtime.wire import exit_now
 
     with contextlib.suppress(OSError):  # killed with ``grade``: a killed run writes nothing more
         forkserver.die_with_parent()
-    os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own pipe
-    job: Job = pickle.loads(base64.b64decode(sys.stdin.readline()))
+    os.dup2(2, 1)  # whatever a grader prints goes to stderr; answers have their own channel
+    ctl = Channel(socket.socket(fileno=ctl_fd))
+    job: Job = pickle.loads(base64.b64decode(forkserver.expect(ctl, Take, None).pickle))
     job.warm_up()
-    students: IO[str] = sys.stdin
     for i, ends in enumerate(forks):
-        if _fork_into(ends, [rpc_fd, answers_fd, *(fd for e in forks[i + 1:] for fd in e)]):
-            rpc_fd, answers_fd = ends[2], ends[1]
-            students = os.fdopen(ends[0], "r", encoding="utf-8")  # not our stdin's buffer
+        if _fork_into(ends, [ctl.sock, rpc_fd, *(fd for e in forks[i + 1:] for fd in e)]):
+            ctl, rpc_fd = Channel(socket.socket(fileno=ends[0])), ends[1]
             break
-    answers = os.fdopen(answers_fd, "w", encoding="utf-8")
     source = HelperSource(Channel(socket.socket(fileno=rpc_fd)))
     start = partial(source.start, job.limits)
     stop = threading.Event()
-    answers.write(json.dumps({"points": exercise_points(job.lesson), "pid": os.getpid()}) + "\n")
-    answers.flush()
-    for line in students:
-        student = json.loads(line)["student"]
-        seconds = job.grade(student, start, stop)
-        answers.write(json.dumps({"student": student, "seconds": seconds}) + "\n")
-        answers.flush()
-    answers.close()
+    forkserver.tell(ctl, Ready(exercise_points(job.lesson), os.getpid()))
+    forkserver.serve(ctl, {Grade: lambda req, _: Graded(req.student,
+                                                         job.grade(req.student, start, stop))})
     exit_now(0)  # every record is written: skip the interpreter's clean-up of torch and the graders
 
 
-def _fork_into(ends: list[int], theirs: list[int]) -> bool:
+def _fork_into(ends: list[int], theirs: list[int | socket.socket]) -> bool:
     """Fork a process for another job: True in it (``theirs``, the fds it must not keep,
     closed; killed alone, as the leader of a process group of its own, and with the process
     it is forked from, as that one with ``grade``), False here (``ends`` closed; also where

@@ -2,25 +2,94 @@
 ``grade --jobs N``) asks for sandboxed workers, and the process that holds the pool starts,
 kills and finishes them for it, handing over each worker's socket (``grader.runtime.wire``).
 
-- :func:`lend_workers`: the pool's side, one thread per trusted process;
+- :func:`lend_workers`: the pool's side, one thread per trusted process, served by the
+  grader's one serve loop (``grader.runtime.forkserver.serve``);
 - :class:`HelperSource`: the trusted process's side, a ``grader.check.launch.WorkerSource``.
+
+The requests and their replies are the dataclasses below (a class's name is its ``op``); a request
+that fails is answered ``forkserver.Refused`` with what went wrong.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from grader.helper.private import HelperUnavailable, log
+from grader.runtime import forkserver
 from grader.runtime.wire import Channel
 
 if TYPE_CHECKING:
     from grader.common.limits import Limits, WorkerHandle, WorkerStarter
 
 RPC_WAIT_S = 90.0  # for the helper to answer a trusted process (start it, finish it ...)
+R = TypeVar("R")
+
+
+# -- trusted process -> the pool's holder ----------------------------------------------------
+@dataclass
+class Start:
+    limits: dict[str, Any]
+    wait_s: float | None = None
+
+
+@dataclass
+class Kill:
+    id: int
+
+
+@dataclass
+class Finish:
+    id: int
+
+
+@dataclass
+class Release:
+    id: int
+
+
+@dataclass
+class AskTimedOut:
+    id: int
+
+
+@dataclass
+class AskExcerpt:
+    id: int
+    max_chars: int = 2000
+
+
+# -- and back ---------------------------------------------------------------------------------
+@dataclass
+class Started:
+    """With the worker's socket."""
+
+    id: int
+    pid: int
+
+
+@dataclass
+class Done:
+    """Kill or Release done."""
+
+
+@dataclass
+class Finished:
+    status: str
+    timed_out: bool
+
+
+@dataclass
+class TimedOut:
+    value: bool
+
+
+@dataclass
+class Excerpt:
+    text: str
 
 
 class HelperSource:
@@ -34,24 +103,20 @@ class HelperSource:
         self.missing = dict((sandbox or {}).get("missing", {}))  # as the helper's pool has it
         self.unavailable = str((sandbox or {}).get("unavailable", ""))
 
-    def call(self, message: dict[str, Any], timeout: float | None = None
-             ) -> tuple[dict[str, Any], list[int]]:
-        """``message``'s reply and fds; HelperUnavailable (not a SandboxError, which ``main``
+    def call(self, request: Any, kind: type[R], timeout: float | None = None
+             ) -> tuple[R, list[int]]:
+        """``request``'s reply and fds; HelperUnavailable (not a SandboxError, which ``main``
         would report) when the helper cannot give one, so the client checks the cold way."""
         timeout = RPC_WAIT_S if timeout is None else timeout
-
         try:
-            reply, fds = self.rpc.call(message, timeout)
-        except TimeoutError:
-            raise HelperUnavailable(f"the check helper did not answer within {timeout:g} s "
-                               f"({message.get('op')})") from None
-        except (OSError, ValueError) as exc:
+            return forkserver.call(self.rpc, request, kind, timeout)
+        except forkserver.NoAnswer as exc:
+            if exc.timed_out:
+                raise HelperUnavailable(f"the check helper did not answer within {timeout:g} s "
+                                        f"({type(request).__name__.lower()})") from None
+            if isinstance(exc.got, forkserver.Refused):
+                raise HelperUnavailable(exc.got.error) from None
             raise HelperUnavailable(f"the check helper did not answer ({exc})") from None
-        if not reply.get("ok"):
-            for fd in fds:
-                os.close(fd)
-            raise HelperUnavailable(str(reply.get("error", "the check helper refused")))
-        return reply, fds
 
     def start(self, limits: Limits, wait_s: float | None = None) -> HelperWorker:
         from grader.check import timeline
@@ -61,10 +126,9 @@ class HelperSource:
 
             if wait_s is None:
                 wait_s = limits.wall_s + RELEASE_MARGIN_S  # for one of its zygotes to come free
-            reply, fds = self.call({"op": "start", "limits": limits.as_dict(), "wait_s": wait_s},
+            reply, fds = self.call(Start(limits.as_dict(), wait_s), Started,
                                    timeout=wait_s + RPC_WAIT_S)
-        return HelperWorker(self, int(reply["id"]), int(reply["pid"]), socket.socket(fileno=fds[0]),
-                            limits)
+        return HelperWorker(self, reply.id, reply.pid, socket.socket(fileno=fds[0]), limits)
 
     def close(self) -> None:
         return None
@@ -81,105 +145,114 @@ class HelperWorker:
 
     def kill(self) -> None:
         if self._status is None:
-            self.source.call({"op": "kill", "id": self.id})
+            self.source.call(Kill(self.id), Done)
 
     def finish(self) -> str:
         if self._status is None:
             with contextlib.suppress(OSError):
                 self.sock.close()
-            reply, _ = self.source.call({"op": "finish", "id": self.id})
-            self._status, self._timed_out = str(reply["status"]), bool(reply["timed_out"])
+            reply, _ = self.source.call(Finish(self.id), Finished)
+            self._status, self._timed_out = reply.status, reply.timed_out
         return self._status
 
     def release(self) -> None:
         if self._status is None:
             with contextlib.suppress(OSError):
                 self.sock.close()
-            self.source.call({"op": "release", "id": self.id})
+            self.source.call(Release(self.id), Done)
             self._status, self._timed_out = "ok", False  # it answered its shutdown
 
     @property
     def timed_out(self) -> bool:
         if self._status is not None:
             return self._timed_out
-        return bool(self.source.call({"op": "timed_out", "id": self.id})[0]["value"])
+        return self.source.call(AskTimedOut(self.id), TimedOut)[0].value
 
     def output_excerpt(self, max_chars: int = 2000) -> str:
-        return str(self.source.call({"op": "excerpt", "id": self.id,
-                                     "max_chars": int(max_chars)})[0]["text"])
+        return self.source.call(AskExcerpt(self.id, int(max_chars)), Excerpt)[0].text
 
 
-def lend_workers(rpc: Channel, source: WorkerStarter) -> None:
-    """Serve one trusted process's requests for workers until it closes the channel; then
-    stop every worker it left running."""
-    from grader.common.limits import DEFAULT_LIMITS, Limits
-    from grader.sandbox.pool import RELEASE_MARGIN_S
+class _Lender:
+    """The workers lent to one trusted process, and its requests' handlers."""
 
-    workers: dict[int, WorkerHandle] = {}
-    finished: dict[int, str] = {}
-    try:
-        while True:
-            walls = [w.limits.wall_s for w in workers.values()]
-            idle_s = max([DEFAULT_LIMITS.wall_s, *walls]) + RELEASE_MARGIN_S
-            try:
-                message, fds = rpc.recv(timeout=idle_s)
-            except TimeoutError:
-                log(f"a check's trusted process sent nothing for {idle_s:g} s: its workers "
-                    "are stopped", logging.WARNING)
-                return
-            for fd in fds:
-                os.close(fd)
-            if message is None:
-                return
-            op, wid = message.get("op"), message.get("id")
-            try:
-                reply = _worker_op(op, wid, message, workers, finished, source, Limits, rpc)
-            except Exception as exc:  # noqa: BLE001 - the trusted process reports it
-                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-            if reply is not None:
-                rpc.send(reply)
-    except OSError:
-        return
-    finally:
-        for wid, worker in workers.items():
-            if wid not in finished:
+    def __init__(self, source: WorkerStarter):
+        self.source = source
+        self.workers: dict[int, WorkerHandle] = {}
+        self.finished: dict[int, str] = {}
+        self.handlers: dict[Any, forkserver.Handler] = {Start: self.start, Kill: self.kill, Finish: self.finish,
+                         Release: self.release, AskTimedOut: self.timed_out,
+                         AskExcerpt: self.excerpt}
+
+    def idle_s(self) -> float:
+        """How long the trusted process may stay silent: the longest wall clock of its
+        workers (or the default one), and the time to finish one."""
+        from grader.common.limits import DEFAULT_LIMITS
+        from grader.sandbox.pool import RELEASE_MARGIN_S
+
+        walls = [w.limits.wall_s for w in self.workers.values()]
+        return max([DEFAULT_LIMITS.wall_s, *walls]) + RELEASE_MARGIN_S
+
+    def silent(self) -> bool:
+        log(f"a check's trusted process sent nothing for {self.idle_s():g} s: its workers "
+            "are stopped", logging.WARNING)
+        return False
+
+    def start(self, req: Start, _: list[int]) -> forkserver.Answer:
+        from grader.common.limits import Limits
+
+        fields = {k: v for k, v in dict(req.limits).items() if k in Limits.__dataclass_fields__}
+        wait_s = float(req.wait_s) if isinstance(req.wait_s, (int, float)) else None
+        worker = self.source.start(Limits(**fields), wait_s=wait_s)
+        wid = len(self.workers) + 1
+        self.workers[wid] = worker
+        # the trusted process holds it now: its end closes the worker's
+        return Started(wid, worker.pid), [worker.sock.detach()]
+
+    def kill(self, req: Kill, _: list[int]) -> forkserver.Answer:
+        if self._running(req.id):
+            self.workers[req.id].kill()
+        return Done()
+
+    def finish(self, req: Finish, _: list[int]) -> forkserver.Answer:
+        if self._running(req.id):
+            self.finished[req.id] = self.workers[req.id].finish()
+        return Finished(self.finished[req.id], self.workers[req.id].timed_out)
+
+    def release(self, req: Release, _: list[int]) -> forkserver.Answer:
+        if self._running(req.id):
+            self.workers[req.id].release()
+            self.finished[req.id] = "ok"
+        return Done()
+
+    def timed_out(self, req: AskTimedOut, _: list[int]) -> forkserver.Answer:
+        return TimedOut(self.workers[int(req.id)].timed_out)
+
+    def excerpt(self, req: AskExcerpt, _: list[int]) -> forkserver.Answer:
+        return Excerpt(self.workers[int(req.id)].output_excerpt(int(req.max_chars)))
+
+    def _running(self, wid: int) -> bool:
+        """Lent, and not finished yet (KeyError: never lent)."""
+        self.workers[wid]  # noqa: B018 - KeyError for a worker never lent
+        return wid not in self.finished
+
+    def stop_all(self) -> None:
+        for wid, worker in self.workers.items():
+            if wid not in self.finished:
                 with contextlib.suppress(Exception):
                     worker.kill()
                     worker.finish()
 
 
-def _worker_op(op: Any, wid: Any, message: dict[str, Any], workers: dict[int, WorkerHandle],
-               finished: dict[int, str], source: WorkerStarter, limits_type: type[Limits],
-               rpc: Channel) -> dict[str, Any] | None:
-    if op == "start":
-        fields = {k: v for k, v in dict(message["limits"]).items()
-                  if k in limits_type.__dataclass_fields__}
-        wait_s = message.get("wait_s")
-        worker = source.start(limits_type(**fields),
-                              wait_s=float(wait_s) if isinstance(wait_s, (int, float)) else None)
-        wid = len(workers) + 1
-        workers[wid] = worker
-        rpc.send({"ok": True, "id": wid, "pid": worker.pid}, [worker.sock.fileno()])
-        worker.sock.close()  # the trusted process holds it now: its end closes the worker's
-        return None
-    worker = workers[int(wid)]
-    if op == "kill":
-        if int(wid) not in finished:
-            worker.kill()
-        return {"ok": True}
-    if op == "finish":
-        if int(wid) not in finished:
-            finished[int(wid)] = worker.finish()
-        return {"ok": True, "status": finished[int(wid)],
-                "timed_out": worker.timed_out}
-    if op == "release":
-        if int(wid) not in finished:
-            worker.release()
-            finished[int(wid)] = "ok"
-        return {"ok": True}
-    if op == "timed_out":
-        return {"ok": True, "value": worker.timed_out}
-    if op == "excerpt":
-        return {"ok": True, "text": worker.output_excerpt(int(message.get("max_chars", 2000)))}
-    return {"ok": False, "error": f"unknown request {op!r}"}
+def _refused(exc: Exception) -> forkserver.Refused:
+    return forkserver.Refused(f"{type(exc).__name__}: {exc}")
 
+
+def lend_workers(rpc: Channel, source: WorkerStarter) -> None:
+    """Serve one trusted process's requests for workers until it closes the channel (or
+    stays silent past every bound); then stop every worker it left running."""
+    lender = _Lender(source)
+    try:
+        forkserver.serve(rpc, lender.handlers, tick=lender.idle_s, silent=lender.silent,
+                         failed=_refused)
+    finally:
+        lender.stop_all()

@@ -2,7 +2,9 @@
 tests' modules) that never grades anything, and forks one trusted process per check. That
 process runs ``grader.check.command.main`` with the client's command line, its workers lent by
 the helper (``lend.HelperSource``), and writes the answer to the client itself. A fork server
-built as the grader's others are (``grader.runtime.forkserver``)."""
+built as the grader's others are, served by their one loop (``grader.runtime.forkserver``):
+it says :class:`Ready` once warm, and answers each :class:`Fork` (with the client's
+connection and the trusted process's lending channel) :class:`Forked`."""
 
 from __future__ import annotations
 
@@ -15,12 +17,31 @@ import sys
 import tempfile
 import threading
 import traceback
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from grader.helper.lend import HelperSource
 from grader.helper.private import HelperUnavailable
 from grader.runtime import forkserver
 from grader.runtime.wire import Channel, one_thread_each, pair
+
+
+@dataclass
+class Ready:
+    """Warm: the graders are imported."""
+
+
+@dataclass
+class Fork:
+    """A check: the client's request, with its connection and the lending channel."""
+
+    fds: ClassVar[int] = 2
+    request: dict[str, Any]
+
+
+@dataclass
+class Forked:
+    pid: int
 
 
 class TrustedZygote:
@@ -46,16 +67,15 @@ class TrustedZygote:
         with self._lock:
             try:
                 if not self._ready:
-                    forkserver.expect(self.ctrl, "ready", timeout)
+                    forkserver.expect(self.ctrl, Ready, timeout)
                     self._ready = True
             except forkserver.NoAnswer:
                 raise HelperUnavailable("the trusted zygote did not start") from None
-            self.ctrl.send({"op": "fork", "request": req}, fds)
             try:
-                message = forkserver.expect(self.ctrl, "forked", 30.0)
+                forked, _ = forkserver.call(self.ctrl, Fork(req), Forked, 30.0, fds)
             except forkserver.NoAnswer:
                 raise HelperUnavailable("the trusted zygote did not fork") from None
-        return int(message["pid"])
+        return forked.pid
 
     def alive(self) -> bool:
         return self.process.alive()
@@ -99,26 +119,32 @@ def _trusted_zygote(ctrl: Channel) -> None:
         _warm_up()
     except Exception:  # noqa: BLE001 - logged; each check imports what it lacks
         traceback.print_exc()
-    ctrl.send({"op": "ready"})
-    spare: tuple[int, Channel] | None = None
-    running: set[int] = set()
-    while True:
-        if spare is None and not running:
-            spare = _fork_ahead(ctrl)
-        try:
-            message, fds = ctrl.recv(timeout=1.0 if spare is not None else 0.05)
-        except TimeoutError:
-            _reap(running)
-            continue
-        if message is None:
-            return
-        pid = _hand_over(ctrl, spare, message["request"], fds)
-        spare = None
-        for fd in fds:
-            os.close(fd)
-        running.add(pid)
-        ctrl.send({"op": "forked", "pid": pid})
-        _reap(running)
+    forkserver.tell(ctrl, Ready())
+    forker = _Forker(ctrl)
+    forkserver.serve(ctrl, {Fork: forker.fork}, tick=forker.tick)
+
+
+class _Forker:
+    """The trusted processes: the one forked ahead, and those running a check."""
+
+    def __init__(self, ctrl: Channel):
+        self.ctrl = ctrl
+        self.spare: tuple[int, Channel] | None = None
+        self.running: set[int] = set()
+
+    def tick(self) -> float:
+        """Reap the checks that ended; fork one ahead once none runs. How long to wait:
+        short while a check runs (its end is when to fork the next one ahead)."""
+        self.running.difference_update(pid for pid, _ in forkserver.reaped())
+        if self.spare is None and not self.running:
+            self.spare = _fork_ahead(self.ctrl)
+        return 1.0 if self.spare is not None else 0.05
+
+    def fork(self, req: Fork, fds: list[int]) -> Forked:
+        pid = _hand_over(self.ctrl, self.spare, req, fds)
+        self.spare = None
+        self.running.add(pid)
+        return Forked(pid)
 
 
 def _fork_ahead(ctrl: Channel) -> tuple[int, Channel]:
@@ -129,35 +155,30 @@ def _fork_ahead(ctrl: Channel) -> tuple[int, Channel]:
     if pid == 0:
         waiting = Channel(theirs)
         try:
-            message, fds = waiting.recv()
-        except (OSError, ValueError):
+            req, fds = forkserver.expect(waiting, Fork, None, fds=True)
+        except forkserver.NoAnswer:
             os._exit(0)
         waiting.close()
-        if message is not None:
-            _trusted_process(message["request"], fds)
+        _trusted_process(req.request, fds)
         os._exit(0)
     theirs.close()
     return pid, Channel(ours)
 
 
-def _hand_over(ctrl: Channel, spare: tuple[int, Channel] | None, req: dict[str, Any],
+def _hand_over(ctrl: Channel, spare: tuple[int, Channel] | None, req: Fork,
                fds: list[int]) -> int:
     """The pid of the trusted process that runs ``req``: the one forked ahead, or (checks
     at once, or that one gone) one forked now."""
     for ahead in (spare, None):
         pid, waiting = ahead or _fork_ahead(ctrl)
         try:
-            waiting.send({"request": req}, fds)
+            forkserver.tell(waiting, req, fds)
             return pid
         except OSError:
             continue
         finally:
             waiting.close()
     raise HelperUnavailable("no trusted process took the check")
-
-
-def _reap(running: set[int]) -> None:
-    running.difference_update(pid for pid, _ in forkserver.reaped())
 
 
 def _trusted_process(req: dict[str, Any], fds: list[int]) -> None:

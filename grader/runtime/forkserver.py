@@ -23,19 +23,24 @@ What they share:
   with more may inherit a lock another thread held);
 - :func:`die_with_parent`: the parent-death signal (Linux);
 - :func:`reaped`: the children that have ended, reaped without waiting;
-- :func:`expect`: the control channel's next message, of a given ``op`` (the server's
-  ``{"op": "ready"}`` above all), waited for at most so long;
+- the one serve loop: each server's requests and replies are dataclasses (the class's
+  name is the message's ``op``; ``fds``, the descriptors a request brings); :func:`serve`
+  answers each request with its handler, refuses one it does not serve (:class:`Refused`)
+  and ends with the channel, with bounded waits; :func:`expect` and :func:`call` are the
+  other side (:class:`NoAnswer`, within the bound, and at once where the server ended);
 - :class:`Child`: the trusted side's handle on a server or a forked process: alive,
   bounded wait, kill (by pidfd where it is not our child: never a process that took its
   pid since), clean-up.
 
 The control channel itself is ``grader.runtime.wire.Channel`` (JSON lines, descriptors
-passed with SCM_RIGHTS); :func:`expect` takes any object with its ``recv``.
+passed with SCM_RIGHTS); this module takes any object with its ``send``, ``recv``,
+``pending`` and ``sock``, so that it imports nothing of the grader.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import signal
@@ -44,8 +49,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 PR_SET_PDEATHSIG = 1
 #: What a forked child exits with when it cannot become what it was forked to be.
@@ -132,28 +137,175 @@ def reaped() -> Iterator[tuple[int, int]]:
         yield pid, status
 
 
-class NoAnswer(Exception):
-    """The control channel brought something else than the message awaited (``got``:
-    None at its end or after the wait)."""
+#: A handler's answer to a request: a reply (a dataclass), a reply and the descriptors
+#: handed over with it (closed here once sent), or None (no reply).
+Answer = Any
+#: What serves one kind of request: given the request and the descriptors it brought.
+Handler = Callable[[Any, list[int]], Answer]
+M = TypeVar("M")
 
-    def __init__(self, op: str, got: dict[str, Any] | None):
-        super().__init__(f"no {op!r} (got {got!r})")
-        self.got = got
+
+@dataclasses.dataclass
+class Refused:
+    """The answer to a request that is not served (an unknown ``op``, fields or descriptors
+    that do not fit), or whose handler failed where the server says so."""
+
+    error: str
 
 
-def expect(channel: Any, op: str, timeout: float | None) -> dict[str, Any]:
-    """The next message on ``channel`` (a ``wire.Channel``), which must be ``{"op": op,
-    ...}`` and come within ``timeout`` s (None: wait); any descriptors with it are
-    closed. :class:`NoAnswer` otherwise."""
+class BadMessage(ValueError):
+    """A message that is none of the kinds awaited, or whose fields do not fit its kind."""
+
+
+def tell(channel: Any, message: Any, fds: Sequence[int] = ()) -> None:
+    """Send ``message`` (a reply, or news nothing asked for: a server's ``Ready``)."""
+    channel.send(_encode(message), fds)
+
+
+def _encode(message: Any) -> dict[str, Any]:
+    fields = dataclasses.fields(message)
+    return {"op": type(message).__name__, **{f.name: getattr(message, f.name) for f in fields}}
+
+
+def _decode(kinds: Iterable[type[M]], message: dict[str, Any]) -> M:
+    op = message.get("op")
+    kind = next((k for k in kinds if k.__name__ == op), None)
+    if kind is None:
+        raise BadMessage(f"unknown request {op!r}")
     try:
-        message, fds = channel.recv(timeout)
-    except (TimeoutError, OSError, ValueError):
-        raise NoAnswer(op, None) from None
+        return kind(**{k: v for k, v in message.items() if k != "op"})
+    except TypeError as exc:
+        raise BadMessage(f"{op!r} with fields that do not fit ({exc})") from None
+
+
+def serve(channel: Any, handlers: Mapping[Any, Handler], *,
+          tick: Callable[[], float | None] = lambda: None,
+          silent: Callable[[], bool] = lambda: True,
+          watch: Mapping[int, Callable[[], None]] | None = None,
+          failed: Callable[[Exception], Any] | None = None) -> None:
+    """Serve ``channel`` until it ends (its other end closed, or it fails): each request is
+    decoded into its type (a key of ``handlers``) and answered by its handler (see
+    :data:`Answer`); its descriptors are closed once the handler returns. An unknown
+    request, or one whose fields or descriptors do not fit, is answered :class:`Refused`; a
+    handler's exception is answered ``failed(exc)`` where given, else it ends the server
+    (its driver sees the channel end). Before each wait ``tick()`` bounds it (None: until a
+    request comes); after one that brought nothing, ``silent()`` says whether to go on.
+    ``watch``: more descriptors waited on, each with what to do once it is readable."""
+    watched = dict(watch or {})
+    while True:
+        if not channel.pending():  # a stream (no SOCK_SEQPACKET) may bring several at once
+            ready = select.select([channel.sock, *watched], [], [], tick())[0]
+            for fd in watched:
+                if fd in ready:
+                    watched[fd]()
+            if not ready and not silent():
+                return
+            if channel.sock not in ready:
+                continue
+        if not _answer_one(channel, handlers, failed):
+            return
+
+
+def _answer_one(channel: Any, handlers: Mapping[Any, Handler],
+                failed: Callable[[Exception], Any] | None) -> bool:
+    """Read one request and answer it; False at the channel's end."""
+    try:
+        message, fds = channel.recv()
+    except ValueError as exc:  # not a JSON object
+        return _reply(channel, Refused(str(exc)))
+    except OSError:
+        return False
+    if message is None:
+        return False
+    try:
+        try:
+            request: Any = _decode(handlers, message)
+            if len(fds) != getattr(request, "fds", 0):
+                raise BadMessage(f"{message.get('op')!r} with {len(fds)} descriptor(s)")
+        except BadMessage as exc:
+            return _reply(channel, Refused(str(exc)))
+        try:
+            answer = handlers[type(request)](request, fds)
+        except Exception as exc:
+            if failed is None:
+                raise
+            answer = failed(exc)
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return _reply(channel, answer)
+
+
+def _reply(channel: Any, answer: Answer) -> bool:
+    reply, fds = answer if isinstance(answer, tuple) else (answer, ())
+    try:
+        if reply is not None:
+            tell(channel, reply, fds)
+    except OSError:
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return True
+
+
+class NoAnswer(Exception):
+    """No message of the kinds awaited: none within the bound (``timed_out``), the channel's
+    end, something else (``got``: it, a :class:`Refused` included)."""
+
+    def __init__(self, why: str, got: Any = None, timed_out: bool = False):
+        super().__init__(why)
+        self.got, self.timed_out = got, timed_out
+
+
+def expect(channel: Any, kinds: type[M] | tuple[type, ...], timeout: float | None,
+           fds: bool = False) -> Any:
+    """The next message on ``channel``, of one of ``kinds``, within ``timeout`` s (None:
+    wait); with ``fds``, ``(message, the descriptors that came with it)`` (otherwise they
+    are closed). :class:`NoAnswer` otherwise: at once where the other end has ended."""
+    wanted = kinds if isinstance(kinds, tuple) else (kinds,)
+    try:
+        message, got = channel.recv(timeout)
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+        return _typed(wanted, None, [], fds, exc, timeout)
+    return _typed(wanted, message, got, fds)
+
+
+def call(channel: Any, request: Any, kind: type[M], timeout: float | None,
+         fds: Sequence[int] = ()) -> tuple[M, list[int]]:
+    """Send ``request`` (with ``fds``) and wait at most ``timeout`` s for its reply, a
+    ``kind``, and the descriptors that came with it (the channel is held for the round
+    trip). :class:`NoAnswer` where none comes in time, the other end has ended (then at
+    once), or it refused."""
+    try:
+        message, got = channel.call(_encode(request), timeout, fds)
+    except (OSError, ValueError) as exc:  # ConnectionError: it ended
+        return _typed((kind,), None, [], True, exc, timeout)
+    return _typed((kind,), message, got, True)
+
+
+def _typed(wanted: tuple[type, ...], message: dict[str, Any] | None, fds: list[int],
+           keep_fds: bool, failure: Exception | None = None, timeout: float | None = None
+           ) -> Any:
+    awaited = "|".join(kind.__name__ for kind in wanted)
+    if isinstance(failure, TimeoutError):
+        raise NoAnswer(f"no {awaited} within {timeout:g} s", timed_out=True)
+    if message is None:
+        raise NoAnswer(f"no {awaited}: {failure or 'the other end has ended'}")
+    reply: Any = message
+    with contextlib.suppress(BadMessage):
+        reply = _decode((*wanted, Refused), message)
+    if not isinstance(reply, wanted):
+        for fd in fds:
+            os.close(fd)
+        why = f"{awaited} refused: {reply.error}" if isinstance(reply, Refused) else ""
+        raise NoAnswer(why or f"no {awaited} (got {reply!r})", reply)
+    if keep_fds:
+        return reply, fds
     for fd in fds:
         os.close(fd)
-    if message is None or message.get("op") != op:
-        raise NoAnswer(op, message)
-    return message
+    return reply
 
 
 class Child:

@@ -149,11 +149,12 @@ class Channel:
             raise ValueError("a message that is not a JSON object")
         return message, fds
 
-    def call(self, message: dict[str, Any], timeout: float) -> tuple[dict[str, Any], list[int]]:
-        """Send ``message`` and wait at most ``timeout`` s for the reply (TimeoutError);
-        ConnectionError when the other end closed."""
+    def call(self, message: dict[str, Any], timeout: float | None, fds: Sequence[int] = ()
+             ) -> tuple[dict[str, Any], list[int]]:
+        """Send ``message`` (with ``fds``) and wait at most ``timeout`` s (None: until it
+        comes) for the reply (TimeoutError); ConnectionError when the other end closed."""
         with self._call_lock:
-            self.send(message)
+            self.send(message, fds)
             reply, fds = self.recv(timeout)
         if reply is None:
             raise ConnectionError("the other end closed the channel")

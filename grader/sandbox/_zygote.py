@@ -23,11 +23,12 @@ kernel kills whatever else is left in the namespace. ``"plain"`` mode (no namesp
 allowed here) uses a scratch folder on disk, and the zygote, a child subreaper, kills
 whatever W left behind. Either way the exit is reported once nothing of W is left.
 
-Control messages, trusted side -> zygote: ``{"op": "spawn", "id", ...}`` with fds
-``[socket, output]``, ``{"op": "clone", "id"}`` with fd ``[control socket]`` (the clone
-says ``ready`` there), ``{"op": "kill", "id"}`` (a worker or a clone). Zygote -> trusted side: ``{"op":
-"ready"}`` once, ``{"op": "spawned", "id", "pid"}`` and ``{"op": "exit", "id",
-"status"}`` (W's wait status).
+Its control channel is served by the grader's one serve loop (``forkserver.serve``); the
+messages are the dataclasses below: trusted side -> zygote :class:`Spawn` (with fds
+``[socket, output]``), :class:`Clone` (with fd ``[control socket]``: the clone says
+:class:`Ready` there), :class:`Kill` (a worker or a clone); zygote -> trusted side
+:class:`Ready` once, :class:`Spawned` per spawn, and :class:`Exit` (W's wait status) once
+nothing of W is left.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ import importlib
 import io
 import json
 import os
-import select
 import signal
 import socket
 import struct
 import sys
 import traceback
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 _SANDBOX_FD = 3
 _WAKE_FDS: list[int] = []  # the zygote's signal wake-up pipe, closed in each child
@@ -52,6 +53,54 @@ _OWN_PID_NS = [-1]  # "ns" mode: our own pid namespace, to return to after each 
 _ZYGOTE_PID = [-1]
 _SLEEP = ""  # "ns" mode: the program each submission's process 1 runs
 _CLONES: dict[int, int] = {}  # pid -> id of the zygotes forked from us (see _clone)
+
+
+@dataclass
+class Spawn:
+    """One submission's worker: its id, and how it is confined."""
+
+    fds: ClassVar[int] = 2  # its socket, its output pipe
+    id: int
+    uid: int
+    gid: int
+    scratch: str
+    scratch_bytes: int
+    tmpfs: bool
+    drop_uid: bool
+    drop_caps: bool
+    no_new_privs: bool
+    rlimits: dict[str, int] = field(default_factory=dict)
+    warm: bool = False
+    nproc_base: int = 0  # the zygote's count of its uid's processes
+
+
+@dataclass
+class Clone:
+    fds: ClassVar[int] = 1  # the clone's control socket
+    id: int
+
+
+@dataclass
+class Kill:
+    id: int
+
+
+@dataclass
+class Ready:
+    pid: int
+    threads: int
+
+
+@dataclass
+class Spawned:
+    id: int
+    pid: int
+
+
+@dataclass
+class Exit:
+    id: int
+    status: int
 
 
 def _wire() -> Any:
@@ -63,10 +112,6 @@ def _wire() -> Any:
 def _forks() -> Any:
     """The pool's copy of ``grader/runtime/forkserver.py`` beside this file."""
     return importlib.import_module("forkserver")
-
-
-def _send(ctrl: socket.socket, **msg: Any) -> None:
-    ctrl.sendall(_wire().encode(msg))
 
 
 def _import_preloads(cfg: dict[str, Any], key: str = "preload") -> None:
@@ -129,24 +174,24 @@ def _own_processes() -> int:
     return count
 
 
-def _confine(req: dict[str, Any], flt: Any) -> None:
+def _confine(req: Spawn, flt: Any) -> None:
     # the code folder's top level in the sandbox: grader/sandbox/_confine.py, copied beside us
     import _confine as cf  # type: ignore[import-not-found]
 
-    uid, gid, scratch = req["uid"], req["gid"], req["scratch"]
-    if not req["tmpfs"]:
+    uid, gid, scratch = req.uid, req.gid, req.scratch
+    if not req.tmpfs:
         os.makedirs(scratch, mode=0o700, exist_ok=True)
-        if req["drop_uid"]:
+        if req.drop_uid:
             os.chown(scratch, uid, gid)
-    if req["rlimits"]:  # --memory is the submission's own, beside what the fork inherited
-        cf.set_rlimits(req["rlimits"], req["nproc_base"], memory_base=cf.data_in_use())
-    if req["drop_uid"]:
+    if req.rlimits:  # --memory is the submission's own, beside what the fork inherited
+        cf.set_rlimits(req.rlimits, req.nproc_base, memory_base=cf.data_in_use())
+    if req.drop_uid:
         cf.drop_privileges(uid, gid)
-    elif req["drop_caps"]:
+    elif req.drop_caps:
         cf.drop_capabilities()
-    if (req["drop_uid"] or req["drop_caps"]) and not cf.capabilities_all_zero():
+    if (req.drop_uid or req.drop_caps) and not cf.capabilities_all_zero():
         raise RuntimeError("capabilities still present after the privilege drop")
-    if req["no_new_privs"]:
+    if req.no_new_privs:
         cf.set_no_new_privs()
     if flt is not None:
         flt.load()
@@ -161,7 +206,7 @@ def _enter_scratch(scratch: str) -> None:
     tempfile.tempdir = None
 
 
-def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) -> None:
+def _worker(req: Spawn, fds: list[int], cfg: dict[str, Any], flt: Any) -> None:
     """W: confine ourselves, then serve the grader until it is done with us."""
     sock = _redirect_fds(fds[0], fds[1])
     if isinstance(sys.stdout, io.TextIOWrapper):
@@ -170,14 +215,14 @@ def _worker(req: dict[str, Any], fds: list[int], cfg: dict[str, Any], flt: Any) 
         if cfg["mode"] == "ns":
             import _confine as cf
 
-            cf.private_mounts(req["scratch"], req["scratch_bytes"], req["uid"], req["gid"],
+            cf.private_mounts(req.scratch, req.scratch_bytes, req.uid, req.gid,
                               cfg["keep_under_scratch"], new_proc=True)
             cf.set_dumpable()
         _handshake(sock)
         _confine(req, flt)
-        _enter_scratch(req["scratch"])
+        _enter_scratch(req.scratch)
         _wire().one_torch_thread()
-        if req.get("warm"):  # a spare, waiting for its submission
+        if req.warm:  # a spare, waiting for its submission
             with contextlib.suppress(Exception):  # only ever a speed-up
                 _wire().warm_up_torch()
         module, _, func = cfg["entry"].partition(":")
@@ -217,13 +262,13 @@ def _fork(ctrl: socket.socket, cfg: dict[str, Any], **how: Any) -> int:
 
 def _spawn(
     ctrl: socket.socket,
-    req: dict[str, Any],
+    req: Spawn,
     fds: list[int],
     cfg: dict[str, Any],
     flt: Any,
     children: dict[int, tuple[int, str | None, int]],
-) -> None:
-    req["nproc_base"] = 0 if req["drop_uid"] else _own_processes() + 1
+) -> Spawned:
+    req.nproc_base = 0 if req.drop_uid else _own_processes() + 1
     sys.stdout.flush()
     sys.stderr.flush()
     init = 0
@@ -248,12 +293,10 @@ def _spawn(
             _worker(req, fds, cfg, flt)
         finally:
             os._exit(70)
-    for fd in fds:
-        os.close(fd)
     # a scratch folder inside the zygote's own sandbox is removed once the submission ends
-    leftover = req["scratch"] if cfg["mode"] != "ns" and cfg["in_bwrap"] else None
-    children[pid] = (req["id"], leftover, init)
-    _send(ctrl, op="spawned", id=req["id"], pid=pid)
+    leftover = req.scratch if cfg["mode"] != "ns" and cfg["in_bwrap"] else None
+    children[pid] = (req.id, leftover, init)
+    return Spawned(req.id, pid)  # its descriptors are closed here once this returns
 
 
 def _spawn_init(close: list[int]) -> int:
@@ -296,7 +339,7 @@ def _kill_orphans(timeout_s: float = 5.0) -> None:
                     time.sleep(0.001)  # not dead yet: the next round looks again
 
 
-def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
+def _reap(channel: Any, children: dict[int, tuple[int, str | None, int]],
           cfg: dict[str, Any]) -> None:
     for pid, status in _forks().reaped():
         _CLONES.pop(pid, None)
@@ -313,16 +356,16 @@ def _reap(ctrl: socket.socket, children: dict[int, tuple[int, str | None, int]],
                 import shutil
 
                 shutil.rmtree(leftover, ignore_errors=True)
-            _send(ctrl, op="exit", id=sub, status=status)
+            _forks().tell(channel, Exit(sub, status))
 
 
-def _kill(req: dict[str, Any], children: dict[int, tuple[int, str | None, int]]) -> None:
+def _kill(req: Kill, children: dict[int, tuple[int, str | None, int]]) -> None:
     for pid, clone in _CLONES.items():
-        if clone == req.get("id"):  # its own pid namespace ends with it, and its workers
+        if clone == req.id:  # its own pid namespace ends with it, and its workers
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     for pid, (sub, _, init) in children.items():
-        if sub == req.get("id"):
+        if sub == req.id:
             if init:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(init, signal.SIGKILL)
@@ -340,37 +383,23 @@ def _serve(ctrl: socket.socket, cfg: dict[str, Any], flt: Any, first: bool = Fal
     signal.signal(signal.SIGCHLD, lambda *_: None)
     _WAKE_FDS[:] = [wake_r, wake_w]
     children: dict[int, tuple[int, str | None, int]] = {}
+
+    def reap() -> None:  # SIGCHLD woke us
+        with contextlib.suppress(BlockingIOError):
+            while os.read(wake_r, 4096):
+                pass
+        _reap(channel, children, cfg)
+
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
-    _send(ctrl, op="ready", pid=os.getpid(), threads=threads)
+    _forks().tell(channel, Ready(os.getpid(), threads))
     if first:  # the pool's first request waits on these, not its ``ready`` (see _import_preloads)
         _import_preloads(cfg, "preload_late")
-    while True:
-        watched: list[socket.socket | int] = [ctrl, wake_r]
-        readable, _, _ = select.select(watched, [], [])
-        if wake_r in readable:
-            while True:
-                try:
-                    if not os.read(wake_r, 4096):
-                        break
-                except BlockingIOError:
-                    break
-            _reap(ctrl, children, cfg)
-        asked = ctrl in readable
-        while asked or channel.pending():  # a stream (no SOCK_SEQPACKET) may bring several
-            asked = False
-            req, fds = channel.recv()
-            if req is None:  # the pool closed: no finalization (seconds, with torch loaded)
-                _end(ctrl)
-            if req.get("op") == "spawn" and len(fds) == 2:
-                _spawn(ctrl, req, fds, cfg, flt, children)
-                continue
-            if req.get("op") == "clone" and len(fds) == 1:
-                _clone(ctrl, req, fds[0], cfg, flt)
-                continue
-            for fd in fds:
-                os.close(fd)
-            if req.get("op") == "kill":
-                _kill(req, children)
+    _forks().serve(channel, {
+        Spawn: lambda req, fds: _spawn(ctrl, req, fds, cfg, flt, children),
+        Clone: lambda req, fds: _clone(ctrl, req, fds[0], cfg, flt),
+        Kill: lambda req, fds: _kill(req, children),
+    }, watch={wake_r: reap})
+    _end(ctrl)  # the pool closed: no finalization (seconds, with torch loaded)
 
 
 def _end(ctrl: socket.socket) -> None:
@@ -387,20 +416,18 @@ def _end(ctrl: socket.socket) -> None:
     os._exit(0)
 
 
-def _clone(ctrl: socket.socket, req: dict[str, Any], fd: int, cfg: dict[str, Any],
+def _clone(ctrl: socket.socket, req: Clone, fd: int, cfg: dict[str, Any],
            flt: Any) -> None:
     """Fork a zygote that serves the control socket ``fd``: it has everything we imported
     (shared, copy-on-write) without importing it again. It dies with us; in "ns" mode it
     is process 1 of a pid namespace of its own, below ours, as we are below the one we
     were started in."""
-    try:
+    try:  # fd is closed here once this returns
         pid = _fork(ctrl, cfg, dies_with_parent=True)
     except OSError:  # the pool hears nothing on fd, and starts a zygote itself
-        os.close(fd)
         return
     if pid:
-        os.close(fd)
-        _CLONES[pid] = req.get("id", -1)
+        _CLONES[pid] = req.id
         return
     try:
         _CLONES.clear()

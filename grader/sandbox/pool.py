@@ -32,6 +32,7 @@ from ..common.limits import DEFAULT_LIMITS, Limits
 from ..runtime import forkserver, wire
 from ..runtime.errors import MEMORY_EXIT
 from . import bwrap, probe
+from ._zygote import Clone, Exit, Kill, Ready, Spawn, Spawned
 from .cgroup import PoolCgroups, SubmissionCgroup, kill_until_gone
 from .output import OutputTap
 
@@ -266,12 +267,12 @@ class _Zygote:
 
     def _await_ready(self, timeout: float, failed: str) -> None:
         try:
-            ready = forkserver.expect(self.channel, "ready", timeout)
+            ready = forkserver.expect(self.channel, Ready, timeout)
         except forkserver.NoAnswer as exc:
             self.broken = self.parent is not None  # a clone may still be starting: killed
             self.close()
             raise SandboxError(f"{failed} (got {exc.got!r}); see its traceback on stderr") from None
-        self.threads = ready.get("threads")
+        self.threads = ready.threads
 
     @classmethod
     def clone(cls, parent: _Zygote, clone_id: int, timeout: float) -> _Zygote:
@@ -282,7 +283,7 @@ class _Zygote:
         theirs = self._open_channel()
         self.parent, self.clone_id = parent, clone_id
         try:
-            parent.send({"op": "clone", "id": clone_id}, [theirs.fileno()])
+            parent.send(Clone(clone_id), [theirs.fileno()])
         except OSError as exc:
             self.channel.close()
             raise SandboxError(f"the sandbox zygote could not be cloned ({exc})") from None
@@ -291,18 +292,16 @@ class _Zygote:
         self._await_ready(timeout, "a clone of the sandbox zygote did not start")
         return self
 
-    def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        self.channel.send(msg, fds)
+    def send(self, msg: Any, fds: Sequence[int] = ()) -> None:
+        forkserver.tell(self.channel, msg, fds)
 
-    def recv(self, timeout: float | None) -> dict[str, Any] | None:
-        """The next message, or None on timeout or EOF."""
+    def recv(self, timeout: float | None) -> Any:
+        """The next message (a ``Spawned``, an ``Exit``, or what else came), or None on
+        timeout or EOF."""
         try:
-            msg, fds = self.channel.recv(timeout)
-        except (TimeoutError, OSError):
-            return None
-        for fd in fds:
-            os.close(fd)
-        return msg
+            return forkserver.expect(self.channel, (Spawned, Exit), timeout)
+        except forkserver.NoAnswer as exc:
+            return exc.got
 
     def alive(self) -> bool:
         if self.parent is not None:
@@ -315,7 +314,7 @@ class _Zygote:
         if self.parent is not None:  # it exits at the end of its socket; or ask its parent
             if self.broken and self.parent.alive():
                 with contextlib.suppress(OSError):
-                    self.parent.send({"op": "kill", "id": self.clone_id})
+                    self.parent.send(Kill(self.clone_id))
             return
         assert self.proc is not None  # SIGKILLed after its grace: only a process stuck in
         forkserver.Child.started(self.proc, group=True).close(  # the kernel stays 10 s
@@ -364,7 +363,7 @@ class SandboxWorker:
                     os.kill(target, signal.SIGKILL)
         elif self.status is None:  # not joined yet: only the zygote knows where it is
             with contextlib.suppress(OSError):
-                self._zygote.send({"op": "kill", "id": self.id})
+                self._zygote.send(Kill(self.id))
         if self.cgroup is None and self._pool.plan.uid_drop:
             _kill_uid(self.uid, 2.0)  # no cgroup: setsid'd descendants still share our uid
 
@@ -443,8 +442,8 @@ class SandboxWorker:
                 if not self._zygote.alive():
                     return -1
                 return None
-            if msg.get("op") == "exit" and msg.get("id") == self.id:
-                return int(msg["status"])
+            if isinstance(msg, Exit) and msg.id == self.id:
+                return int(msg.status)
 
     def _classify(self) -> str:
         status = -1 if self.status is None else self.status  # -1: its zygote died first
@@ -864,18 +863,18 @@ class SandboxPool:
             theirs.close()
             os.close(out_w)
         msg = zygote.recv(self.answer_timeout)
-        while msg is not None and msg.get("op") == "exit" and msg.get("id") != worker.id:
+        while isinstance(msg, Exit) and msg.id != worker.id:
             msg = zygote.recv(self.answer_timeout)  # a late exit report of an earlier worker
-        if msg is None or msg.get("op") != "spawned":
+        if not isinstance(msg, Spawned):
             if zygote.alive():
                 zygote.broken = True
                 raise SandboxError(f"the sandbox zygote did not answer within "
                                    f"{self.answer_timeout:g} s (got {msg!r}); it is replaced")
             raise SandboxError(f"the sandbox zygote died before forking a worker (got {msg!r})")
-        worker.pid = self._join(worker, ours, int(msg["pid"]))
+        worker.pid = self._join(worker, ours, msg.pid)
         self._await_ready(ours)
 
-    def _spawn_request(self, worker: SandboxWorker) -> dict[str, Any]:
+    def _spawn_request(self, worker: SandboxWorker) -> Spawn:
         plan, lim = self.plan, worker.limits
         if plan.namespaces:
             scratch = "/tmp"  # a fresh tmpfs in the submission's own mount namespace
@@ -894,20 +893,19 @@ class SandboxPool:
                 rlimits["max_pids"] = lim.max_pids
             if "memory" not in plan.cgroups:
                 rlimits["memory_bytes"] = lim.memory_bytes
-        return {
-            "op": "spawn",
-            "id": worker.id,
-            "uid": worker.uid if plan.uid_drop else os.getuid(),
-            "gid": worker.uid if plan.uid_drop else os.getgid(),
-            "scratch": scratch,
-            "scratch_bytes": lim.scratch_bytes,
-            "tmpfs": plan.namespaces,
-            "drop_uid": plan.uid_drop,
-            "drop_caps": plan.namespaces or bool(plan.bwrap),
-            "no_new_privs": plan.no_new_privs,
-            "rlimits": rlimits,
-            "warm": worker.ahead,
-        }
+        return Spawn(
+            id=worker.id,
+            uid=worker.uid if plan.uid_drop else os.getuid(),
+            gid=worker.uid if plan.uid_drop else os.getgid(),
+            scratch=scratch,
+            scratch_bytes=lim.scratch_bytes,
+            tmpfs=plan.namespaces,
+            drop_uid=plan.uid_drop,
+            drop_caps=plan.namespaces or bool(plan.bwrap),
+            no_new_privs=plan.no_new_privs,
+            rlimits=rlimits,
+            warm=worker.ahead,
+        )
 
     def _join(self, worker: SandboxWorker, sock: socket.socket, pid: int) -> int:
         """Receive the worker's pid (translated by the kernel), put it in its cgroup, go.

@@ -296,8 +296,9 @@ def test_a_trusted_process_that_dies_before_it_reads_its_job_is_replaced(monkeyp
 
     real_popen, spawned = subprocess.Popen, []
 
-    def stand_in(args, **kwargs):  # reads its input until it ends; the first is dead at once
-        proc = real_popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read()"], **kwargs)
+    def stand_in(args, **kwargs):  # reads its channel until it ends; the first is dead at once
+        reads = "import os, sys\nwhile os.read(int(sys.argv[1]), 1 << 16): pass"
+        proc = real_popen([sys.executable, "-c", reads, args[3]], **kwargs)
         spawned.append(proc)
         if len(spawned) == 1:
             proc.kill()
@@ -305,7 +306,7 @@ def test_a_trusted_process_that_dies_before_it_reads_its_job_is_replaced(monkeyp
         return proc
 
     def sent(self, student: str) -> float:  # what matters here: the student reaches a live process
-        self._send(student)
+        class_jobs.forkserver.tell(self.ctl, class_jobs.Grade(student))
         return 1.5
 
     monkeypatch.setattr(class_jobs.subprocess, "Popen", stand_in)

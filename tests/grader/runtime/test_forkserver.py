@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -136,25 +139,148 @@ def test_may_fork_only_with_one_thread() -> None:
         thread.join()
 
 
+@dataclass
+class Ready:
+    pid: int
+
+
+@dataclass
+class Echo:
+    text: str
+
+
+@dataclass
+class Pass:
+    """A request that brings one descriptor."""
+
+    fds: ClassVar[int] = 1
+
+
+@dataclass
+class Said:
+    text: str
+
+
 def test_expect_bounds_the_wait_and_names_what_came_instead() -> None:
     ours, theirs = pair()
     channel, server = Channel(ours), Channel(theirs)
-    with pytest.raises(forkserver.NoAnswer) as waited:
-        forkserver.expect(channel, "ready", timeout=0.05)
-    assert waited.value.got is None
+    began = time.monotonic()
+    with pytest.raises(forkserver.NoAnswer, match="no Ready within 0.05 s") as waited:
+        forkserver.expect(channel, Ready, timeout=0.05)
+    assert waited.value.got is None and waited.value.timed_out
+    assert time.monotonic() - began < 5
     server.send({"op": "oops"})
     with pytest.raises(forkserver.NoAnswer, match="got {'op': 'oops'}") as wrong:
-        forkserver.expect(channel, "ready", timeout=5)
+        forkserver.expect(channel, Ready, timeout=5)
     assert wrong.value.got == {"op": "oops"}
     read_fd, write_fd = os.pipe()
-    server.send({"op": "ready", "pid": 7}, [read_fd])
-    assert forkserver.expect(channel, "ready", timeout=5) == {"op": "ready", "pid": 7}
+    forkserver.tell(server, Ready(7), [read_fd])
+    assert forkserver.expect(channel, Ready, timeout=5) == Ready(7)
     os.close(read_fd)
     os.close(write_fd)
     server.close()
-    with pytest.raises(forkserver.NoAnswer):  # its end: no wait
-        forkserver.expect(channel, "ready", timeout=None)
+    with pytest.raises(forkserver.NoAnswer, match="the other end has ended"):  # no wait
+        forkserver.expect(channel, Ready, timeout=None)
     channel.close()
+
+
+def _serving(**how) -> tuple[Channel, threading.Thread, list]:
+    """A channel to a serve loop in a thread that echoes and counts the descriptors it is
+    passed (``ended`` gets True once the loop returns)."""
+    ours, theirs = pair()
+    server, ended = Channel(theirs), []
+
+    def passed(req: Pass, fds: list[int]) -> Said:
+        os.fstat(fds[0])
+        return Said(f"{len(fds)} fd")
+
+    def run() -> None:
+        forkserver.serve(server, {Echo: lambda req, _: Said(req.text), Pass: passed}, **how)
+        ended.append(True)
+        server.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return Channel(ours), thread, ended
+
+
+def test_the_serve_loop_answers_refuses_what_it_does_not_serve_and_serves_on() -> None:
+    client, thread, _ = _serving()
+    assert forkserver.call(client, Echo("hi"), Said, 5) == (Said("hi"), [])
+    client.send({"op": "format_disk"})
+    refused = forkserver.expect(client, forkserver.Refused, 5)
+    assert refused.error == "unknown request 'format_disk'"
+    with pytest.raises(forkserver.NoAnswer, match="Said refused: unknown request 'Said'"):
+        forkserver.call(client, Said("not a request"), Said, 5)  # a reply is no request
+    client.send({"op": "Echo", "text": "x", "extra": 1})
+    assert "fields that do not fit" in forkserver.expect(client, forkserver.Refused, 5).error
+    read_fd, write_fd = os.pipe()
+    with pytest.raises(forkserver.NoAnswer, match="'Pass' with 0 descriptor"):
+        forkserver.call(client, Pass(), Said, 5)
+    assert forkserver.call(client, Pass(), Said, 5, fds=[read_fd])[0] == Said("1 fd")
+    os.close(read_fd)
+    with pytest.raises(BrokenPipeError):  # the loop closed the copy it was passed
+        for _ in range(1 << 16):
+            os.write(write_fd, b"x" * 4096)
+    os.close(write_fd)
+    assert forkserver.call(client, Echo("still here"), Said, 5)[0] == Said("still here")
+    client.close()
+    thread.join(5)
+    assert not thread.is_alive(), "the loop did not end with its channel"
+
+
+def test_a_request_after_the_servers_end_gets_a_clear_error_at_once() -> None:
+    client, thread, ended = _serving()
+    client.sock.shutdown(socket.SHUT_WR)  # our end of the channel: the loop ends
+    thread.join(5)
+    assert ended == [True]
+    began = time.monotonic()
+    with pytest.raises(forkserver.NoAnswer, match="the other end has ended|not sent|Broken pipe"):
+        forkserver.call(client, Echo("anyone?"), Said, timeout=60)
+    assert time.monotonic() - began < 5, "the request waited out its bound"
+    client.close()
+
+
+def test_a_silent_client_is_given_up_after_the_bound_the_server_sets() -> None:
+    ticks: list[float] = []
+    client, thread, ended = _serving(tick=lambda: ticks.append(0.05) or 0.05,
+                                     silent=lambda: len(ticks) < 3)
+    thread.join(5)
+    assert ended == [True] and len(ticks) == 3
+    client.close()
+
+
+def test_a_failed_handler_is_refused_where_the_server_says_and_ends_it_otherwise() -> None:
+    def fail(req, fds):
+        raise RuntimeError("no disk")
+
+    ours, theirs = pair()
+    client, server = Channel(ours), Channel(theirs)
+    client.send({"op": "Echo", "text": "?"})
+    client.send({"op": "Echo", "text": "?"})
+    client.sock.shutdown(socket.SHUT_WR)
+    forkserver.serve(server, {Echo: fail},
+                     failed=lambda exc: forkserver.Refused(f"{type(exc).__name__}: {exc}"))
+    assert forkserver.expect(client, forkserver.Refused, 5).error == "RuntimeError: no disk"
+    assert forkserver.expect(client, forkserver.Refused, 5).error == "RuntimeError: no disk"
+    ours, theirs = pair()
+    client, server = Channel(ours), Channel(theirs)
+    client.send({"op": "Echo", "text": "?"})
+    with pytest.raises(RuntimeError, match="no disk"):
+        forkserver.serve(server, {Echo: fail})
+
+
+def test_the_loop_wakes_for_a_watched_descriptor() -> None:
+    read_fd, write_fd = os.pipe()
+    seen: list[bytes] = []
+    client, thread, ended = _serving(watch={read_fd: lambda: seen.append(os.read(read_fd, 9))})
+    os.write(write_fd, b"child")
+    assert forkserver.call(client, Echo("after"), Said, 5)[0] == Said("after")
+    assert seen == [b"child"]
+    client.close()
+    thread.join(5)
+    os.close(read_fd)
+    os.close(write_fd)
 
 
 def test_close_waits_its_grace_then_kills_a_started_process() -> None:

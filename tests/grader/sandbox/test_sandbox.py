@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.runtime import forkserver
 from grader.sandbox import (
     PROTECTIONS,
     Limits,
@@ -34,6 +35,7 @@ from grader.sandbox import (
     missing_protections,
     plan,
 )
+from grader.sandbox._zygote import Kill
 from grader.sandbox.bwrap import python_dirs
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -832,7 +834,7 @@ def test_a_dead_clone_is_replaced_while_its_first_zygote_keeps_grading() -> None
         root, clone = p._zygotes
         held = p.start()
         assert held._zygote is root
-        root.send({"op": "kill", "id": clone.clone_id})  # as when a clone stops answering
+        root.send(Kill(clone.clone_id))  # as when a clone stops answering
         deadline = time.monotonic() + 10
         while clone.alive() and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -844,6 +846,24 @@ def test_a_dead_clone_is_replaced_while_its_first_zygote_keeps_grading() -> None
         for one in (w, held):
             one.sock.close()
             assert one.finish() == "ok"
+
+
+def test_the_zygote_refuses_what_it_does_not_serve_and_serves_on() -> None:
+    """The zygote's one serve loop: an unknown request, or a spawn without its descriptors,
+    is refused (the pool hears why at once, not after its answer bound) and the zygote
+    still forks the next worker."""
+    with SandboxPool(jobs=1, entry=ENTRY_NAME, worker_files=WORKER_FILES, preload=()) as p:
+        (zygote,) = p._zygotes
+        zygote.channel.send({"op": "Exec", "argv": ["sh"]})
+        assert forkserver.expect(zygote.channel, forkserver.Refused, 10).error == \
+            "unknown request 'Exec'"
+        zygote.channel.send({"op": "Spawn", "id": 99})
+        assert "fields that do not fit" in forkserver.expect(zygote.channel, forkserver.Refused,
+                                                             10).error
+        w = p.start()
+        assert w._zygote is zygote and run(w, "result = 'served'")["result"] == "served"
+        w.sock.close()
+        assert w.finish() == "ok"
 
 
 def test_replacing_a_first_zygote_spares_the_submissions_of_its_clones() -> None:
