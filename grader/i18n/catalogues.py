@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
-from grader.i18n.message import parts
+from grader.i18n.message import escape, parts
 
 PACKAGE = Path(__file__).resolve().parents[1]   # grader/
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
@@ -116,12 +116,8 @@ def ids_in_python(source: str) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("msg", "t"):
             text = _first_string(node)
             if text is not None:
-                found.append(text if node.func.id == "msg" else _escape(text))
+                found.append(text if node.func.id == "msg" else escape(text))
     return found
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 _T_CALL = re.compile(r"""\bt\(\s*"((?:[^"\\]|\\.)*)"\s*\)""")
@@ -129,7 +125,7 @@ _T_CALL = re.compile(r"""\bt\(\s*"((?:[^"\\]|\\.)*)"\s*\)""")
 
 def ids_in_jinja(source: str) -> list[str]:
     """The words of a template marked ``t("...")``."""
-    return [_escape(m.group(1)) for m in _T_CALL.finditer(source)]
+    return [escape(m.group(1)) for m in _T_CALL.finditer(source)]
 
 
 def source_templates(root: Path = PACKAGE) -> dict[str, list[str]]:
