@@ -186,7 +186,7 @@ class SandboxSource:
                                     worker_files={**default_worker_files(), **course_files()})
             self.pool.open(while_booting)
         self.description = "sandboxed: " + ", ".join(self.pool.protections)
-        self.missing = dict(self.pool.plan.missing)
+        self.missing = self.pool.plan.report()["missing"]
         self.unavailable = ""
 
     def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle:

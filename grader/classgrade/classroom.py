@@ -492,7 +492,7 @@ class _ClassRun:
 
     def summary(self, pool: SandboxPool, graded: int) -> RunSummary:
         return RunSummary(graded, len(self.plan.kept), 0.0, self.seconds, pool.protections,
-                          missing=dict(pool.plan.missing), left=len(self.plan.todo) - graded,
+                          missing=pool.plan.report()["missing"], left=len(self.plan.todo) - graded,
                           changed=self.plan.changed, waiting=self.plan.waiting)
 
     def other_settings(self) -> dict[str, str]:

@@ -233,8 +233,8 @@ def write_results(layout: Layout, doc: dict[str, Any]) -> None:
 @dataclass
 class Graded:
     doc: dict[str, Any]
-    protections: dict[str, str]  # active protection -> how it is met
-    missing: dict[str, str]  # missing protection -> why
+    protections: dict[str, Message | str]  # active protection -> how it is met
+    missing: dict[str, Message | str]  # missing protection -> why
     memory_bytes: int
 
 
@@ -278,12 +278,12 @@ def grade(cfg: Config, layout: Layout, started: float) -> Graded:
                   for e in report.cell_errors[:10]]
     active, missing = dict(plan.active), dict(plan.missing)
     if private and (plan.uid_drop or plan.bwrap):
-        active[PRIVATE] = ("/autograder (graders, results, submission metadata) is root-only while "
-                           "the notebook runs as " + ("another uid" if plan.uid_drop else "a sandbox "
-                                                      "that does not even see it"))
+        active[PRIVATE] = msg("/autograder (graders, results, submission metadata) is root-only while "
+                              "the notebook runs as {who}", who=msg("another uid") if plan.uid_drop
+                              else msg("a sandbox that does not even see it"))
     elif os.geteuid() == 0:
-        missing[PRIVATE] = ("the notebook runs as root here (no uid of its own, no bwrap): file "
-                            "permissions cannot keep it out of /autograder")
+        missing[PRIVATE] = msg("the notebook runs as root here (no uid of its own, no bwrap): file "
+                               "permissions cannot keep it out of /autograder")
     doc = document(cfg, report.exercises, lines, status=report.status,
                    seconds=time.monotonic() - started,
                    extra={"notebook": shown, "protections": list(active), "missing": list(missing)},
@@ -312,10 +312,11 @@ def report_stdout(cfg: Config, outcome: Graded, seconds: float) -> None:
     print(f"notebook: {doc['extra_data'].get('notebook')}   status: {doc['extra_data']['status']}")
     print(f"isolation {cfg.isolation}: {len(outcome.protections)} protections active"
           + (f", {len(outcome.missing)} missing" if outcome.missing else ""))
+    t = words(choose(None))
     for name, how in outcome.protections.items():
-        print(f"  + {name}: {how}")
+        print(t(msg("  + {name}: {how}", name=name, how=how)))
     for name, why in outcome.missing.items():
-        print(f"  - {name}: MISSING, {why}")
+        print(t(msg("  - {name}: MISSING, {why}", name=name, why=why)))
     limit = container_memory_limit()
     print(f"limits per notebook: {cfg.timeout_s:g} s, {outcome.memory_bytes / (1 << 30):.2f} GiB "
           f"(container: {'no limit' if limit is None else f'{limit / (1 << 30):.2f} GiB'})")

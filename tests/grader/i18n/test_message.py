@@ -29,7 +29,7 @@ def test_a_message_is_no_string_and_string_operations_refuse_it() -> None:
     assert str(hint) == "the output of the decoder layer is wrong"
     for lose_the_id in (lambda: hint + " (see above)", lambda: "hint: " + hint,  # type: ignore[operator]
                         lambda: f"{hint}", lambda: format(hint, ""), lambda: "; ".join([hint]),  # type: ignore[list-item]
-                        lambda: "{}".format(hint), lambda: "decoder" in hint):  # type: ignore[operator]
+                        lambda: f"{hint}", lambda: "decoder" in hint):  # type: ignore[operator]
         with pytest.raises(TypeError):
             lose_the_id()
 
