@@ -263,6 +263,13 @@ class RunSummary:
         return statistics.median(self.per_submission) if self.per_submission else 0.0
 
 
+def progress_label(opts: Options) -> str:
+    """The progress bar's label, in the class's language as far as it is known before grading
+    (``--lang``, ``COURSE_LANG``)."""
+    label = msg("grading {opts_lesson}", opts_lesson=opts.lesson)
+    return i18n.render(label, i18n.class_language(opts.lang, ()))
+
+
 def summary_lines(summary: RunSummary, opts: Options) -> list[Message]:
     """What ``grade`` prints when it is done, a sentence a line (each a template of the
     catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
@@ -456,8 +463,7 @@ class _ClassRun:
         executor = ThreadPoolExecutor(max(1, opts.jobs))
         futures = self._submit(executor, pool)
         try:
-            label = msg("grading {opts_lesson}", opts_lesson=opts.lesson)
-            with tqdm(total=len(futures), desc=i18n.render(label, i18n.class_language(opts.lang, ())), unit="nb",
+            with tqdm(total=len(futures), desc=progress_label(opts), unit="nb",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
                     took = future.result()
