@@ -3,7 +3,8 @@ English in full-width letters between ⟦ ⟧, its ``{fields}`` kept), is one ``
 written from the source's ids into a folder of its own; then everything a student or an
 instructor reads is rendered in it -- every message of the catalogue, the grading of the planted
 bugs, the blank and the reference notebooks of two lessons, ``grader check``'s text, the feedback
-page, ``grade``'s summary and the class report -- and no English is left but the values
+page, ``grade``'s summary, its progress bar and sandbox plan, the class report and Gradescope's
+results -- and no English is left but the values
 (numbers, names, paths, the student's own words, Python's exception text)."""
 
 from __future__ import annotations
