@@ -210,6 +210,21 @@ def test_the_sandbox_plan_says_everything_in_the_new_language(
         assert "MISSING" not in shown.describe(xx) and "protections active" not in shown.describe(xx)
 
 
+def test_checks_sandbox_notes_say_everything_in_the_new_language(xx: str) -> None:
+    """What ``grader check`` says on stderr when the sandbox could not start or lacks a
+    protection."""
+    from types import SimpleNamespace
+
+    from grader.check.launch import sandbox_notes
+
+    for source in (SimpleNamespace(unavailable="bwrap: Operation not permitted", missing={}),
+                   SimpleNamespace(unavailable="", missing={"memory-cap": "no cgroup", "no-network": "x"})):
+        notes = sandbox_notes(source)  # type: ignore[arg-type]
+        assert notes
+        for note in notes:
+            _said_without_english([note], i18n.render(note, xx), ["python -m grader selftest"])
+
+
 def test_the_progress_bar_says_its_label_in_the_new_language(
         xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from grader.classgrade.classroom import Options, progress_label
