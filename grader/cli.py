@@ -208,8 +208,8 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
     rule = deadlines.rule
     print(f"{args.file}: {len(deadlines.due)} due date(s), {len(deadlines.extensions)} "
           f"student(s) with an extension; penalty {rule.per_day:.0%} of the raw score per day "
-          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)}"
-          + (f", nothing after {format_duration(rule.zero_after)}" if rule.zero_after else ""))
+          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)!s}"
+          + (f", nothing after {format_duration(rule.zero_after)!s}" if rule.zero_after else ""))
     if args.no_gradebook:
         return 0
     from grader.integrations.nbgrader.late import write_to_gradebook
