@@ -112,19 +112,21 @@ def cmd_grade(args: argparse.Namespace) -> int:
     import signal
 
     from grader.classgrade.classroom import Interrupted, grade_class
+    from grader.i18n import class_language
 
     submitted, opts = grade_options(args)
+    said_now = class_language(args.lang, ())  # the class's editions are known once graded
     warnings.simplefilter("ignore")  # oracles' warnings are not the instructor's business
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         summary = grade_class(submitted, opts,
-                              on_plan=lambda plan: print(plan.describe(), file=sys.stderr))
+                              on_plan=lambda plan: print(plan.describe(said_now), file=sys.stderr))
     except KeyboardInterrupt:  # before grading began (then grade_class raises Interrupted)
         return _interrupted(Interrupted(signal.SIGINT))
     except Interrupted as exc:
         return _interrupted(exc)
     from grader.classgrade.classroom import editions_handed_in, summary_lines
-    from grader.i18n import class_language, words
+    from grader.i18n import words
 
     t = words(class_language(args.lang, editions_handed_in(opts.out, summary.statuses)))
     for line in summary_lines(summary, opts):
@@ -206,8 +208,8 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
     rule = deadlines.rule
     print(f"{args.file}: {len(deadlines.due)} due date(s), {len(deadlines.extensions)} "
           f"student(s) with an extension; penalty {rule.per_day:.0%} of the raw score per day "
-          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)}"
-          + (f", nothing after {format_duration(rule.zero_after)}" if rule.zero_after else ""))
+          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)!s}"
+          + (f", nothing after {format_duration(rule.zero_after)!s}" if rule.zero_after else ""))
     if args.no_gradebook:
         return 0
     from grader.integrations.nbgrader.late import write_to_gradebook

@@ -128,7 +128,7 @@ def run_check(opts: CheckOptions, show: Show, source: SourceFactory | None = Non
     stderr. ``color``: colours in the text report (None: when stdout is a terminal). Raises
     UserError."""
     from grader.check import launch
-    from grader.i18n import choose, localize
+    from grader.i18n import choose, localize, render
 
     out = _private_stdout() if opts.format in ("json", "html") else sys.stdout
     limits = DEFAULT_LIMITS.with_(wall_s=opts.timeout, call_s=opts.call_timeout)
@@ -142,7 +142,7 @@ def run_check(opts: CheckOptions, show: Show, source: SourceFactory | None = Non
     out.write(show(result, opts.format, out.isatty() if color is None else color))
     out.flush()
     for note in notes:
-        print(note, file=sys.stderr)
+        print(render(note, result.lang), file=sys.stderr)
     return 0
 
 

@@ -44,6 +44,7 @@ from grader.sandbox.output import OutputTap
 
 if TYPE_CHECKING:
     from grader.check.remote import RemoteSubmission
+    from grader.i18n import Message
 
 PACKAGE_PARENT = str(COURSE_ROOT)
 DATA_SUFFIXES = {".tsv", ".md", ".txt", ".py", ".json"}
@@ -186,7 +187,7 @@ class SandboxSource:
                                     worker_files={**default_worker_files(), **course_files()})
             self.pool.open(while_booting)
         self.description = "sandboxed: " + ", ".join(self.pool.protections)
-        self.missing = dict(self.pool.plan.missing)
+        self.missing = self.pool.plan.report()["missing"]
         self.unavailable = ""
 
     def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle:
@@ -209,20 +210,23 @@ def default_source(limits: Limits, while_booting: Callable[[], None] | None = No
         return LocalSource((str(exc).splitlines() or [type(exc).__name__])[0])
 
 
-def sandbox_notes(source: WorkerSource) -> list[str]:
+def sandbox_notes(source: WorkerSource) -> list[Message]:
     """What a check says on stderr about the sandbox it ran in, whichever source it had
     (its own pool, the helper's, plain processes): nothing when every protection is on."""
+    from grader.i18n import msg
+
     if source.unavailable:
-        return [f"grader: the sandbox could not start here ({source.unavailable}); "
-                "checking in a plain process"]
+        return [msg("grader: the sandbox could not start here ({why}); checking in a plain process",
+                    why=source.unavailable)]
     missing = source.missing
     if not missing:
         return []
     from grader.sandbox.probe import PROTECTIONS
 
-    return [f"grader: sandboxed with {len(PROTECTIONS) - len(missing)} of {len(PROTECTIONS)} "
-            f"protections here, without {', '.join(missing)} (the score is the same; "
-            "`python -m grader selftest` says why)"]
+    return [msg("grader: sandboxed with {active} of {protections} protections here, without {missing} "
+                "(the score is the same; `python -m grader selftest` says why)",
+                active=len(PROTECTIONS) - len(missing), protections=len(PROTECTIONS),
+                missing=", ".join(missing))]
 
 
 class BackgroundImports:

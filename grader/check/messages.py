@@ -6,6 +6,8 @@ the student's own exception, or a fixed sentence. Never the hidden test's code.
 
 from __future__ import annotations
 
+import re
+
 from grader.common.hint import Hint
 from grader.i18n import Message, msg, with_detail
 from grader.runtime.errors import (
@@ -29,7 +31,7 @@ GIVEN_ANSWER = "given_answer"  # Target.refuse: the notebook's given code, calle
 SHARED_MISTAKES = (LIBRARY_CALL, CHANGES_ITS_INPUT, GIVEN_ANSWER)
 UNCHANGED_RULE = (msg("a function must leave what it is given as it was (the caller still needs it): compute into a new array or tensor, `x = x - mean` rather than `x -= mean`, and no `add_`, `masked_fill_` or `x[...] = ...` on an argument"))
 
-FORBIDDEN_HINT = {
+FORBIDDEN_HINT: dict[str, Message | str] = {
     "torch.nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention",
     "torch.nn.functional.multi_head_attention_forward": "nn.MultiheadAttention",
     "torch.nn.functional.layer_norm": msg("F.layer_norm / nn.LayerNorm"),
@@ -44,9 +46,9 @@ FORBIDDEN_HINT = {
 }
 
 
-def describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> Message | str:
     """What a runtime exception (raised beside the submission, whose text stays English there)
-    says, as a message: a call that hung or crashed, the memory limit, the wall clock."""
+    says, as a message (its own text when it carries none): a call that hung or crashed, the memory limit, the wall clock."""
     if isinstance(exc, CallHung):
         return msg("{call} gave no answer within {seconds} s", call=exc.call, seconds=format(exc.seconds, "g"))
     if isinstance(exc, CallCrashed):
@@ -81,14 +83,28 @@ def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:
         folded = sum(1 for h in failures if h.text != shown[0].text)
     if folded:
         first = shown[0]
-        note = msg("+{folded} related check{s} failed", folded=folded, s='s' if folded > 1 else '')
-        text: str = with_detail(first.text, note)
+        note = _related(folded)
+        text: Message | str = with_detail(first.text, note)
         if lang != "en":  # the failures are rendered already (i18n.localize): so is the count
             from grader.i18n import render
 
             text = render(text, lang)
         shown[0] = first.with_text(text)
     return shown
+
+
+def _related(folded: int) -> Message:
+    return msg("+{folded} related check{s} failed", folded=folded, s='s' if folded > 1 else '')
+
+
+def leading(text: Message | str) -> Message | str:
+    """A hint that :func:`fold` shows, without the count of related checks it added (a hint
+    read back as English text: the text before that count, or before a second hint)."""
+    if isinstance(text, Message):
+        detail = text.args.get("detail")
+        folded = isinstance(detail, Message) and detail.id == _related(2).id
+        return text.args["message"] if folded and text.id == with_detail("", "").id else text
+    return re.split(r"; | \(\+\d+ related", text, maxsplit=1)[0].strip()
 
 
 def explain(exc: BaseException | None, exercise: str) -> Hint:
@@ -106,7 +122,7 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
     return Hint(_explain_error(exc, exercise), None, "error")
 
 
-def _explain_error(exc: BaseException | None, exercise: str) -> str:
+def _explain_error(exc: BaseException | None, exercise: str) -> Message:
     if isinstance(exc, MissingName) and exc.cause:
         return (msg("`{exc_name}` is not defined: its cell failed with {exc_cause}, so nothing in that cell ran; fix that error first", exc_name=exc.name, exc_cause=exc.cause))
     if isinstance(exc, MissingName):

@@ -48,7 +48,7 @@ from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
 from grader.common import ids, logs
 from grader.common.limits import DEFAULT_LIMITS, Limits, WorkerHandle
-from grader.i18n import msg
+from grader.i18n import Message, msg
 from grader.outputs.render import feedback_html
 from grader.results import Provenance, Report, Status, not_graded
 from grader.results.folder import Folder, grades_row
@@ -263,11 +263,18 @@ class RunSummary:
         return statistics.median(self.per_submission) if self.per_submission else 0.0
 
 
-def summary_lines(summary: RunSummary, opts: Options) -> list[str]:
+def progress_label(opts: Options) -> str:
+    """The progress bar's label, in the class's language as far as it is known before grading
+    (``--lang``, ``COURSE_LANG``)."""
+    label = msg("grading {opts_lesson}", opts_lesson=opts.lesson)
+    return i18n.render(label, i18n.class_language(opts.lang, ()))
+
+
+def summary_lines(summary: RunSummary, opts: Options) -> list[Message]:
     """What ``grade`` prints when it is done, a sentence a line (each a template of the
     catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
     changed = msg(" ({summary_changed} changed since graded)", summary_changed=len(summary.changed)) if summary.changed else ""
-    lines: list[str] = [msg("graded {summary_graded} submission(s){changed}, kept {summary_reused} earlier result(s) in {summary_seconds} s (median {summary_median_s} s per submission)", summary_graded=summary.graded, changed=changed, summary_reused=summary.reused, summary_seconds=format(summary.seconds, '.1f'), summary_median_s=format(summary.median_s, '.2f'))]
+    lines: list[Message] = [msg("graded {summary_graded} submission(s){changed}, kept {summary_reused} earlier result(s) in {summary_seconds} s (median {summary_median_s} s per submission)", summary_graded=summary.graded, changed=changed, summary_reused=summary.reused, summary_seconds=format(summary.seconds, '.1f'), summary_median_s=format(summary.median_s, '.2f'))]
     if summary.waiting:
         lines.append(msg("not regraded (changed since graded, not chosen with --student): {summary_waiting}", summary_waiting=', '.join(summary.waiting)))
     if summary.other_settings:
@@ -456,7 +463,7 @@ class _ClassRun:
         executor = ThreadPoolExecutor(max(1, opts.jobs))
         futures = self._submit(executor, pool)
         try:
-            with tqdm(total=len(futures), desc=msg("grading {opts_lesson}", opts_lesson=opts.lesson), unit="nb",
+            with tqdm(total=len(futures), desc=progress_label(opts), unit="nb",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
                     took = future.result()
@@ -491,18 +498,19 @@ class _ClassRun:
 
     def summary(self, pool: SandboxPool, graded: int) -> RunSummary:
         return RunSummary(graded, len(self.plan.kept), 0.0, self.seconds, pool.protections,
-                          missing=dict(pool.plan.missing), left=len(self.plan.todo) - graded,
+                          missing=pool.plan.report()["missing"], left=len(self.plan.todo) - graded,
                           changed=self.plan.changed, waiting=self.plan.waiting)
 
     def other_settings(self) -> dict[str, str]:
-        """The kept results made under other settings than this run's: how."""
+        """The kept results made under other settings than this run's: how (English, as
+        ``run.json`` keeps it)."""
         other: dict[str, str] = {}
         folder = Folder(self.opts.out)
         for student in self.plan.kept:
             made = _made(folder.read_result(student)).graded_with
             if not provenance.same_settings(made, self.job.settings):
-                other[student] = (msg("isolation {made}, grader {made_2}", made=made.get('isolation'), made_2=made.get('grader'))
-                                  if made else msg("made before results recorded their settings"))
+                other[student] = str(msg("isolation {made}, grader {made_2}", made=made.get('isolation'), made_2=made.get('grader'))
+                                     if made else msg("made before results recorded their settings"))
         return other
 
     def finish(self, pool: SandboxPool, started: float) -> RunSummary:
@@ -557,7 +565,7 @@ _log = logging.getLogger(__name__)
 def _log_error(out: Path, student: str, attempt: int, exc: BaseException) -> None:
     """The instructor's record of what went wrong in the grader itself (trusted code only):
     ``errors.log``, and the log at ``info``."""
-    logs.append(out / "errors.log", logs.ERRORS, _log, logging.INFO, msg("%s (attempt %d)"),
+    logs.append(out / "errors.log", logs.ERRORS, _log, logging.INFO, "%s (attempt %d)",
                 student, attempt + 1, exc=exc)
 
 

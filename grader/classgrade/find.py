@@ -27,7 +27,7 @@ from typing import Any
 from coursekit import catalogue
 from coursekit.earlier import unfinished
 from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
-from grader.i18n import msg
+from grader.i18n import Message, msg
 
 JUNK_PARTS = {"__MACOSX", ".ipynb_checkpoints", ".git", "__pycache__"}
 MAX_CANDIDATES = 50  # a folder with more notebooks than this is not a submission
@@ -41,7 +41,7 @@ class Found:
 
     path: Path | None
     candidates: list[Path] = field(default_factory=list)
-    note: str = ""
+    note: Message | str = ""
     problem: str = ""  # "missing" or "ambiguous" when path is None
 
 
@@ -129,12 +129,12 @@ def other_lesson(nb: dict[str, Any], lesson: catalogue.Lesson) -> catalogue.Less
     return best if best is not None and overlap[best] else None
 
 
-def wrong_lesson(found: catalogue.Lesson, lesson: catalogue.Lesson) -> str:
+def wrong_lesson(found: catalogue.Lesson, lesson: catalogue.Lesson) -> Message:
     """What a student reads who handed in lesson ``found``'s notebook for ``lesson``."""
     return (msg("This is lesson {found_number}'s notebook, not lesson {lesson_number}'s: nothing in it was graded. Hand in your lesson {lesson_number} notebook.", found_number=found.number, lesson_number=lesson.number))
 
 
-def _which(path: Path, canonical: list[Path], student_folder: Path) -> str:
+def _which(path: Path, canonical: list[Path], student_folder: Path) -> Message | str:
     if path in canonical:
         return ""
     return msg("Graded {shown_path_student_folder} (not at nbgrader's name {canonical_name}).", shown_path_student_folder=_shown(path, student_folder), canonical_name=canonical[0].name)

@@ -41,7 +41,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from coursekit.errors import UserError
 from grader import COURSE_ROOT
 from grader.common import ids
-from grader.i18n import msg
+from grader.i18n import Message, msg
 
 DEFAULT_FILE = "deadlines.toml"
 TIMESTAMP_FILE = "timestamp.txt"  # nbgrader's, beside the submitted notebook
@@ -114,7 +114,7 @@ def read_timestamp(folder: Path) -> datetime | None:
 
 def format_utc(moment: datetime | None) -> str:
     """A moment as nbgrader writes it (``grades.csv``'s columns, records): UTC."""
-    return moment.astimezone(UTC).strftime(msg("%Y-%m-%d %H:%M:%S UTC")) if moment else ""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
 
 
 def format_local(moment: datetime | None, zone: str = "UTC") -> str:
@@ -123,7 +123,7 @@ def format_local(moment: datetime | None, zone: str = "UTC") -> str:
     return f"{moment.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M:%S} {zone}" if moment else ""
 
 
-def format_duration(delta: timedelta) -> str:
+def format_duration(delta: timedelta) -> Message:
     """``1 day 11 hours``, ``14 hours 31 minutes``, ``5 minutes``: each shape one template
     of the catalogues (grader.i18n), so that the whole duration translates."""
     seconds = int(delta.total_seconds())
@@ -176,7 +176,7 @@ class Lateness:
     def penalty(self, raw_score: float) -> float:
         return round(raw_score * self.fraction, 4)
 
-    def describe(self) -> str:
+    def describe(self) -> Message:
         """One sentence, as the feedback page and ``grades.csv`` show it (and translate it:
         the sentence is the catalogue's template, so nothing may change it afterwards)."""
         if self.submitted is None:
@@ -222,7 +222,7 @@ class Deadlines:
         return round(raw_score * self.rule.fraction(timedelta(seconds=seconds_late)), 4)
 
 
-def _due(text: Any, zone: ZoneInfo, where: str) -> datetime:
+def _due(text: Any, zone: ZoneInfo, where: Message | str) -> datetime:
     if isinstance(text, datetime):
         value = text
     else:

@@ -41,7 +41,7 @@ def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
             read_notebook(p), lesson.id, pool.start(), notebook=str(p), restart=pool.start), path)
             for kind, path in paths.items()}
         reports = {kind: future.result() for kind, future in futures.items()}
-        protections, missing = list(pool.protections), dict(pool.plan.missing)
+        protections, missing = list(pool.protections), pool.plan.report()["missing"]
     good, blank = reports["solution"], reports["blank"]
     problems = []
     if good.status != "ok" or good.score != good.max_score:

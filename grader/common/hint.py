@@ -9,7 +9,10 @@ id and arguments of its text, a :class:`grader.i18n.Message`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.i18n.message import Message
 
 #: What a hint is: it names a mistake (``diagnosis``), the notebook raised or is broken
 #: (``error``), or it says what is wrong without knowing why (``symptom``).
@@ -18,11 +21,12 @@ KINDS = ("diagnosis", "error", "symptom")
 
 @dataclass(frozen=True)
 class Hint:
-    """A sentence for the student; ``mistake`` is the id of the mistake it diagnoses (a key
+    """A sentence for the student (``text``: a message, or, once rendered in a reader's
+    language by :func:`grader.i18n.localize`, its text); ``mistake`` is the id of the mistake it diagnoses (a key
     of the lesson's ``MISTAKES``), ``None`` for a symptom or an error; ``kind`` defaults
     to ``diagnosis`` with a mistake, else ``symptom``."""
 
-    text: str
+    text: Message | str
     mistake: str | None = None
     kind: str = field(default="")
 
@@ -31,9 +35,9 @@ class Hint:
             object.__setattr__(self, "kind", "diagnosis" if self.mistake else "symptom")
 
     def __str__(self) -> str:
-        return self.text
+        return str(self.text)
 
-    def with_text(self, text: str) -> Hint:
+    def with_text(self, text: Message | str) -> Hint:
         """The same hint (mistake, kind) told in other words: translated, or with a note."""
         return Hint(text, self.mistake, self.kind)
 
@@ -51,7 +55,7 @@ class Hint:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Hint:
         mistake = data.get("mistake")
-        text: str = str(data.get("text", ""))
+        text: Message | str = str(data.get("text", ""))
         if isinstance(data.get("id"), str):
             from grader.i18n.message import Message
 

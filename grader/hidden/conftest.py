@@ -17,12 +17,12 @@ from grader.testkit.submission import Submission
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--notebook", default=None, help=msg("notebook to grade (direct pytest runs)"))
-    parser.addoption("--seed", default=None, help=msg("seed of the hidden inputs (default: fresh, or COURSE_GRADER_SEED)"))
+    parser.addoption("--notebook", default=None, help=str(msg("notebook to grade (direct pytest runs)")))
+    parser.addoption("--seed", default=None, help=str(msg("seed of the hidden inputs (default: fresh, or COURSE_GRADER_SEED)")))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", msg("exercise(name, points): exercise and points of a check"))
+    config.addinivalue_line("markers", str(msg("exercise(name, points): exercise and points of a check")))
     if _RUN_SEED.get() is None:  # a direct pytest run (the engine sets its own): one seed
         seed = config.getoption("--seed", None)
         _RUN_SEED.set(secret_to_seed(seed) if seed else fresh_seed())
@@ -34,7 +34,7 @@ def sub(request: pytest.FixtureRequest) -> Submission:
         return request.config.stash[SUBMISSION_KEY]
     path = request.config.getoption("--notebook")
     if not path:
-        pytest.skip(msg("hidden graders need --notebook (or run them through python -m grader)"))
+        pytest.skip(str(msg("hidden graders need --notebook (or run them through python -m grader)")))
     from grader.check.engine import in_process_submission
     from grader.check.notebook import read_notebook
 

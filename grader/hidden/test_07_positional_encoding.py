@@ -14,6 +14,7 @@ import torch
 from grader.runtime.errors import SubmissionError
 from grader.testkit.framework import (
     ON_DEVICE,
+    Message,
     Tolerance,
     check,
     close,
@@ -114,7 +115,7 @@ def ref_pe(max_len, d_model, first=0, exponent="2i", multiply=False, layout="int
 
 
 def pe_suspects(max_len, d_model, transform=lambda t: t):
-    options: list[tuple[str, dict, str]] = [
+    options: list[tuple[str, dict, Message]] = [
         ("pe_concatenated", {"layout": "concatenated"}, msg("the columns should interleave sin, cos, sin, cos, … (PE[:, 0::2] = sin, PE[:, 1::2] = cos), not all sines then all cosines")),
         ("pe_sin_cos_swapped", {"swap": True}, msg("the sines belong in the even columns 2i and the cosines in the odd columns 2i+1 (position 0 is [0, 1, 0, 1, …])")),
         ("pe_exponent_j", {"exponent": "j"}, msg("columns 2i and 2i+1 share one frequency 1/10000^(2i/D): the exponent uses 2i for both, not the column index")),
@@ -122,7 +123,7 @@ def pe_suspects(max_len, d_model, transform=lambda t: t):
         ("pe_exponent_i", {"exponent": "i"}, msg("the exponent is 2i/D with 2i the even column index (0, 2, 4, …), not i/D")),
         ("pe_multiplied", {"multiply": True}, msg("the angle is pos / 10000^(2i/D): divide by the power, do not multiply")),
     ]
-    return [suspect(m, transform(ref_pe(max_len, d_model, **kw)), msg) for m, kw, msg in options]
+    return [suspect(m, transform(ref_pe(max_len, d_model, **kw)), message) for m, kw, message in options]
 
 
 PE_TOL: Tolerance = {"atol": 1e-4, "rtol": 0}  # float32 angles: pos · ω carries ~1e-5 error at pos ≈ 100

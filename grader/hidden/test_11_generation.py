@@ -54,7 +54,6 @@ from grader.testkit.framework import (
     exercise,
     first_failure,
     gen,
-    map_values,
     matches,
     msg,
     per_run,
@@ -310,7 +309,7 @@ def close_logits(out, want, message, **kwargs):
     try:
         close(out, want, message, **kwargs)
     except Failed as exc:
-        raise Failed(map_values(exc.message, lambda v: SHOWN_INF.sub(r"\1inf", v)), exc.mistake) from None
+        raise Failed(exc.message and exc.message.map_values(lambda v: SHOWN_INF.sub(r"\1inf", v)), exc.mistake) from None
 
 
 FILTER_SUSPECTS = tuple(m for m in FILTER_HINTS if m not in ("filter_topk_only", "filter_topp_only"))
@@ -908,7 +907,7 @@ def _step(sub, model, ids, cache, pad_id, expect=None):
     return out if expect is None else (out, expected)
 
 
-ROTATED_TOO_LATE = re.compile(msg("size of tensor a \\((\\d+)\\) must match the size of tensor b \\((\\d+)\\) at non-singleton dimension 2"))
+ROTATED_TOO_LATE = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension 2")
 
 
 def _later_step(sub, model, ids, cache, pad_id, T0, expect):

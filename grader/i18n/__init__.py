@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,9 +43,19 @@ from typing import Any
 from grader.common.hint import Hint
 from grader.i18n import catalogues as _catalogue
 from grader.i18n.catalogues import LOCALE_DIR, Coverage, coverage, source_templates
-from grader.i18n.message import Message, fill, map_values, msg, parts, with_detail
+from grader.i18n.message import (
+    Message,
+    concat,
+    escape,
+    fill,
+    join,
+    map_values,
+    msg,
+    parts,
+    with_detail,
+)
 
-__all__ = ["LANGUAGES", "Message", "msg", "with_detail", "map_values", "render", "translate", "translate_checked", "choose",
+__all__ = ["LANGUAGES", "Message", "msg", "with_detail", "concat", "join", "map_values", "render", "translate", "translate_checked", "choose",
            "class_language", "notebook_edition", "words", "localize", "catalogue", "coverage",
            "source_templates", "Coverage", "LOCALE_DIR", "fields"]
 
@@ -70,11 +80,7 @@ def fields(template: str) -> list[str]:
 
 # --- rendering ------------------------------------------------------------------------------
 
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def render_checked(text: str, lang: str) -> tuple[str, list[str]]:
+def render_checked(text: Message | str, lang: str) -> tuple[str, list[str]]:
     """``text`` in ``lang`` and the ids (or English arguments) left untranslated.
 
     A :class:`Message` is told from its id; plain text is a fixed word or sentence whose id is
@@ -83,7 +89,7 @@ def render_checked(text: str, lang: str) -> tuple[str, list[str]]:
         return str(text), []
     table = catalogue(lang)
     if not isinstance(text, Message):
-        target = table.get(_escape(text))
+        target = table.get(escape(text))
         if target:
             return fill(target, {}), []
         return str(text), [text] if _is_words(text) else []
@@ -105,7 +111,7 @@ def render_checked(text: str, lang: str) -> tuple[str, list[str]]:
     return fill(target, values), left
 
 
-def render(text: str, lang: str) -> str:
+def render(text: Message | str, lang: str) -> str:
     """A message (or a fixed word) in ``lang``; English where the catalogue has no translation."""
     return render_checked(text, lang)[0]
 
@@ -166,9 +172,10 @@ def notebook_edition(nb: dict[str, Any] | None, name: str | Path = "") -> str:
     return "en"
 
 
-def words(lang: str) -> Any:
-    """``t(text)``: the fixed words of a page or a table (``hint``, ``total``) in ``lang``."""
-    return lambda text: translate(text, lang)
+def words(lang: str) -> Callable[[Message | str], str]:
+    """``t(text)``: the fixed words of a page or a table (``hint``, ``total``), or a
+    message, in ``lang``."""
+    return lambda text: render(text, lang)
 
 
 def _rendered_hint(failure: Hint, lang: str) -> Hint:

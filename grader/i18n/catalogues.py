@@ -16,6 +16,8 @@ counts what is missing.
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
-from grader.i18n.message import parts
+from grader.i18n.message import escape, parts
 
 PACKAGE = Path(__file__).resolve().parents[1]   # grader/
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
@@ -88,13 +90,54 @@ def write(lang: str, entries: dict[str, Entry], root: Path | None = None) -> Pat
     return path
 
 
+#: Bumped when :func:`table`'s reading of a catalogue changes: its kept copies are then unused.
+TABLE_FORMAT = 1
+
+
 @cache
 def table(lang: str) -> dict[str, str]:
     """``{id: translation}`` of ``lang`` (empty for English): what :func:`grader.i18n.render`
-    reads."""
-    if lang == "en":
+    reads. The ``.po`` stays the source: its table is kept as JSON in this user's cache,
+    named by the file's SHA-256 (a changed catalogue is read again), since parsing it with
+    Babel costs each process tens of milliseconds and reading the copy about one."""
+    import hashlib
+    import json
+
+    path = po_path(lang)
+    if lang == "en" or not path.is_file():
         return {}
-    return {key: entry.text for key, entry in read(lang).items() if entry.text}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+    kept = _table_cache() / f"{DOMAIN}-{lang}-{TABLE_FORMAT}-{digest}.json"
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads(kept.read_text(encoding="utf-8"))
+        if isinstance(found, dict):
+            return found
+    out = {key: entry.text for key, entry in read(lang).items() if entry.text}
+    _keep(kept, json.dumps(out, ensure_ascii=False))
+    return out
+
+
+def _table_cache() -> Path:
+    from coursekit import settings
+
+    return settings.cache_home() / "attention-course" / "catalogues"
+
+
+def _keep(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (two processes may write it at once); a folder
+    that cannot be written keeps nothing."""
+    import tempfile
+
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(partial, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
 
 
 def fields(template: str) -> list[str]:
@@ -116,12 +159,8 @@ def ids_in_python(source: str) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("msg", "t"):
             text = _first_string(node)
             if text is not None:
-                found.append(text if node.func.id == "msg" else _escape(text))
+                found.append(text if node.func.id == "msg" else escape(text))
     return found
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 _T_CALL = re.compile(r"""\bt\(\s*"((?:[^"\\]|\\.)*)"\s*\)""")
@@ -129,7 +168,7 @@ _T_CALL = re.compile(r"""\bt\(\s*"((?:[^"\\]|\\.)*)"\s*\)""")
 
 def ids_in_jinja(source: str) -> list[str]:
     """The words of a template marked ``t("...")``."""
-    return [_escape(m.group(1)) for m in _T_CALL.finditer(source)]
+    return [escape(m.group(1)) for m in _T_CALL.finditer(source)]
 
 
 def source_templates(root: Path = PACKAGE) -> dict[str, list[str]]:

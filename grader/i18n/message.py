@@ -6,18 +6,20 @@ sentence for a student or an instructor::
     check(ok, msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument",
                   axis=axis))
 
-A :class:`Message` *is* its English text (a ``str``: code that only passes a message on, joins
-it into the gradebook or compares it, needs no change) and carries its ``id`` (the template,
-``msgid`` of the ``.po`` catalogues) and ``args``: each argument's value as text, or a message
-of its own (a hint inside another, the evidence in parentheses), which is rendered in the same
-language. :func:`grader.i18n.render` tells it in another language from the id; the text is
-never matched back. A message that goes through plain string operations (``+``, an f-string,
-slicing) becomes plain text and loses its id: build the larger message with :func:`msg`.
+A :class:`Message` is a value of its own, not a ``str``: its ``id`` (the template, ``msgid``
+of the ``.po`` catalogues) and ``args``, each argument's value as text or a message of its
+own (a hint inside another, the evidence in parentheses), rendered in the same language.
+``str(m)`` is its English text; :func:`grader.i18n.render` tells it in another language from
+the id (the text is never matched back). What needs text renders it, in the reader's
+language where a reader is known; ``+``, ``str.join``, an f-string or ``format`` of a message
+raise ``TypeError`` (they would keep the English and lose the id): a larger message is one
+whose arguments are messages (:func:`msg`, :func:`with_detail`, :func:`concat`, :func:`join`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 
@@ -51,25 +53,56 @@ def parts(template: str) -> list[tuple[str, str]]:
     return out
 
 
+def escape(text: str) -> str:
+    """Plain text as a template: its braces doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def fill(template: str, values: Mapping[str, str]) -> str:
     """``template`` with each ``{name}`` replaced by ``values[name]`` (kept when absent)."""
     return "".join(values.get(v, "{" + v + "}") if k == "field" else v for k, v in parts(template))
 
 
-class Message(str):
-    """The English text of ``template`` filled with ``args``; ``id`` and ``args`` kept."""
+class Message:
+    """The message of ``template`` filled with ``args``: an immutable value (``id``, ``args``).
 
+    It is no ``str``: ``str(m)`` is its English text, :func:`grader.i18n.render` tells it in a
+    language; ``+``, ``"".join`` and an f-string raise ``TypeError`` (they would keep the
+    English and lose the id): a larger message is a message whose arguments are messages."""
+
+    __slots__ = ("id", "args")
     id: str
-    args: dict[str, str | Message]
+    args: Mapping[str, str | Message]
 
-    def __new__(cls, template: str, args: Mapping[str, Any] | None = None) -> Message:
+    def __init__(self, template: str, args: Mapping[str, Any] | None = None) -> None:
         values = {k: v if isinstance(v, Message) else format(v, "") for k, v in (args or {}).items()}
-        self = super().__new__(cls, fill(template, values))
-        self.id, self.args = template, values
-        return self
+        object.__setattr__(self, "id", template)
+        object.__setattr__(self, "args", MappingProxyType(values))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Message is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Message is immutable: cannot delete {name}")
+
+    def __str__(self) -> str:
+        """The English text."""
+        return fill(self.id, {k: str(v) for k, v in self.args.items()})
+
+    def __format__(self, spec: str) -> str:
+        raise TypeError(f"{self!r} in an f-string or format() would lose its id: compose it with "
+                        "msg(...) or take its text with str() or grader.i18n.render()")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.id, self.args) == (other.id, other.args)
+
+    def __hash__(self) -> int:
+        return hash((self.id, tuple(sorted(self.args.items()))))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Message, (self.id, self.args))
+        return (Message, (self.id, dict(self.args)))
 
     def __repr__(self) -> str:
         return f"msg({self.id!r}{''.join(f', {k}={v!r}' for k, v in self.args.items())})"
@@ -107,12 +140,38 @@ def msg(template: str, /, **args: Any) -> Message:
     return Message(template, args)
 
 
-def with_detail(message: str, detail: str) -> Message:
+def with_detail(message: Message | str, detail: Message | str) -> Message:
     """``message (detail)``: a hint and its evidence or note in parentheses, each a message
     (each language writes its own brackets: ``{message}（{detail}）``)."""
     return msg("{message} ({detail})", message=message, detail=detail)
 
 
-def map_values(text: str, fn: Callable[[str], str]) -> str:
+def map_values(text: Message | str, fn: Callable[[str], str]) -> Message | str:
     """:meth:`Message.map_values` of a message; ``fn(text)`` of plain text."""
     return text.map_values(fn) if isinstance(text, Message) else fn(text)
+
+
+def concat(*pieces: Message | str) -> Message | str:
+    """The pieces side by side: plain text when none is a message, else a message whose
+    template is the text pieces (braces escaped) around a field for each message, so that
+    each keeps its id and renders in the reader's language while the text between (code,
+    punctuation) stays as it is. What ``+`` of a message and a string would have been."""
+    if not any(isinstance(piece, Message) for piece in pieces):
+        return "".join(str(piece) for piece in pieces)
+    template, args = "", dict[str, Message]()
+    for piece in pieces:
+        if isinstance(piece, Message):
+            name = f"part{len(args)}"
+            template += "{" + name + "}"
+            args[name] = piece
+        else:
+            template += escape(piece)
+    return Message(template, args)
+
+
+def join(separator: str, items: Iterable[Message | str]) -> Message | str:
+    """``separator.join(items)`` for items that may be messages (see :func:`concat`)."""
+    pieces: list[Message | str] = []
+    for item in items:
+        pieces += [separator, item] if pieces else [item]
+    return concat(*pieces)

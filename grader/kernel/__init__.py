@@ -21,13 +21,14 @@ costs its exercise only, as under ``grade``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from coursekit import settings
 from grader.check.engine import quiet, run_hidden_tests
 from grader.common.limits import DEFAULT_LIMITS
 from grader.common.templating import points as shown
-from grader.i18n import choose, msg, words
+from grader.i18n import Message, choose, msg, words
 from grader.results import ExerciseResult
 from grader.testkit.submission import InProcessSubmission
 
@@ -39,7 +40,7 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
         try:
             results = run_hidden_tests(sub, lesson, only={exercise})
         except Exception as exc:  # noqa: BLE001 - never write to stderr from a grade cell
-            failure: str = msg("{exercise}: the grader could not run ({exc}: {exc_2})", exercise=exercise, exc=type(exc).__name__, exc_2=exc)
+            failure: Message | str = msg("{exercise}: the grader could not run ({exc}: {exc_2})", exercise=exercise, exc=type(exc).__name__, exc_2=exc)
         else:
             failure = ""
     t = words(choose(None))  # $COURSE_LANG: nbgrader_config.py sets it per notebook's edition
@@ -61,7 +62,7 @@ VISIBLE_TESTS_RAN = (msg("The visible tests of this exercise run when you press 
 NO_HIDDEN_TESTS = (msg("This test cell calls none of the course's hidden tests, so the sandboxed grader gave it no points."))
 
 
-def exercise_text(exercise: str, results: list[ExerciseResult], t: Any) -> tuple[str, float]:
+def exercise_text(exercise: str, results: list[ExerciseResult], t: Callable[[Message | str], str]) -> tuple[str, float]:
     """What a test cell shows for its exercise (the points, then each hint; ``t``
     translates) and the points earned, as nbgrader reads them for partial credit."""
     points = float(sum(r.points for r in results))

@@ -27,10 +27,11 @@ from typing import Any
 
 from coursekit.errors import UserError
 from grader import i18n
+from grader.check.messages import leading
 from grader.common import templating
 from grader.common.hint import Hint
 from grader.common.templating import points
-from grader.i18n import msg
+from grader.i18n import Message, concat, msg
 from grader.results import Report
 from grader.results.folder import Folder, RecordError, Status
 
@@ -132,7 +133,7 @@ def said(student: Student, lang: str) -> str:
 class Words:
     """The page's sentences with values in them, in its language (``t``: ``i18n.words``)."""
 
-    t: Callable[[str], str]
+    t: Callable[[Message | str], str]
 
     def students(self, n: int) -> str:
         return self.t(msg("{n} student(s)", n=n))
@@ -182,23 +183,18 @@ def exercise_rows(data: ClassData) -> list[dict[str, Any]]:
     return rows
 
 
-def first_hint(message: str) -> str:
-    """The leading hint of an exercise's message (the rest are related checks)."""
-    return re.split(msg("; | \\(\\+\\d+ related"), message, maxsplit=1)[0].strip()
-
-
-def hint_group(student: Student, exercise: str) -> tuple[str, str]:
+def hint_group(student: Student, exercise: str) -> tuple[str, Message | str]:
     """The group of the student's leading hint on ``exercise`` and its text: the mistake it
     diagnoses; a hint that names no mistake (a symptom, an error), or one of a folder
     written before hints were kept as data, by its text with numbers left out."""
     data = student.hint_data.get(exercise)
     if data:
-        hint = first_hint(data[0].text)
+        hint = leading(data[0].text)
         if data[0].mistake:
             return f"mistake:{data[0].mistake}", hint
-        return f"{data[0].kind}:{_NUMBER.sub('#', hint)}", hint
-    hint = first_hint(student.hints[exercise])
-    return f"text:{_NUMBER.sub('#', hint)}", hint
+        return f"{data[0].kind}:{_NUMBER.sub('#', str(hint))}", hint
+    hint = leading(student.hints[exercise])
+    return f"text:{_NUMBER.sub('#', str(hint))}", hint
 
 
 def common_failures(data: ClassData, top: int = 5) -> dict[str, list[dict[str, Any]]]:
@@ -207,13 +203,13 @@ def common_failures(data: ClassData, top: int = 5) -> dict[str, list[dict[str, A
     that differ only in numbers."""
     found: dict[str, list[dict[str, Any]]] = {}
     for name in data.exercises:
-        groups: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        groups: dict[str, list[tuple[str, Message | str]]] = defaultdict(list)
         for s in data.students:
             top_points = data.max_points.get(name, 0)
             if s.status == OK and s.points[name] < top_points and s.hints.get(name):
                 key, hint = hint_group(s, name)
                 groups[key].append((s.student_id, hint))
-        ranked = sorted(groups.values(), key=lambda g: (-len(g), g[0][1]))
+        ranked = sorted(groups.values(), key=lambda g: (-len(g), str(g[0][1])))
         found[name] = [{"hint": Counter(h for _, h in g).most_common(1)[0][0], "count": len(g),
                         "students": sorted(sid for sid, _ in g)} for g in ranked[:top]]
         if len(ranked) > top:
@@ -273,7 +269,7 @@ def _figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def histogram_svg(data: ClassData, t: Callable[[str], str] = str) -> str:
+def histogram_svg(data: ClassData, t: Callable[[Message | str], str] = str) -> str:
     """Scores of the notebooks that ran, and (stacked, red) of those that did not."""
     scores = [s.score for s in data.students]
     ran = [s.score for s in data.students if s.status == OK]
@@ -288,10 +284,10 @@ def histogram_svg(data: ClassData, t: Callable[[str], str] = str) -> str:
             label=[t("graded"), t("did not run to the end")])
     median = statistics.median(scores)
     ax.axvline(median, color="#333", linestyle="--", linewidth=1)
-    ax.annotate(t(msg("median {points_median}", points_median=points(median))), (median, 1), xycoords=("data", msg("axes fraction")),
-                xytext=(-4, -2), textcoords=msg("offset points"), ha="right", va="top", fontsize=8)
+    ax.annotate(t(msg("median {points_median}", points_median=points(median))), (median, 1), xycoords=("data", "axes fraction"),
+                xytext=(-4, -2), textcoords="offset points", ha="right", va="top", fontsize=8)
     if stopped:
-        ax.legend(frameon=False, fontsize=8, loc=msg("upper left"))
+        ax.legend(frameon=False, fontsize=8, loc="upper left")
     ax.set_xlabel(t(msg("points (of {points_top})", points_top=points(top))))
     ax.set_ylabel(t("students"))
     ax.yaxis.get_major_locator().set_params(integer=True)
@@ -299,7 +295,7 @@ def histogram_svg(data: ClassData, t: Callable[[str], str] = str) -> str:
     return _svg(fig)
 
 
-def exercises_svg(rows: list[dict[str, Any]], t: Callable[[str], str] = str) -> str:
+def exercises_svg(rows: list[dict[str, Any]], t: Callable[[Message | str], str] = str) -> str:
     fig = _figure(6.4, 0.45 * len(rows) + 0.9)
     ax = fig.add_subplot()
     names = [r["name"] for r in rows][::-1]
@@ -312,7 +308,7 @@ def exercises_svg(rows: list[dict[str, Any]], t: Callable[[str], str] = str) -> 
                 ax.text(left[i] + v / 2, i, str(v), ha="center", va="center", color="white", fontsize=8)
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_xlabel(t("students"))
-    ax.legend(loc=msg("lower center"), bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
@@ -324,7 +320,7 @@ def listing(source: str, first_line: int, marked: set[int]) -> list[dict[str, An
             for i, line in enumerate(source.splitlines())]
 
 
-def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[Any]], str]:
+def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[Any]], Message]:
     """Flags per exercise, and a sentence on what was compared."""
     from coursekit import catalogue
     from grader.check.notebook import NotebookError, cells_to_run, read_notebook
@@ -351,7 +347,7 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
     return flags, (msg("Compared the {cells} readable notebooks on {names} (the other exercises are too short for similar code to mean anything).", cells=len(cells), names=', '.join(names)))
 
 
-def render(data: ClassData, flags: dict[str, list[Any]], note: str, lang: str = "en") -> str:
+def render(data: ClassData, flags: dict[str, list[Any]], note: Message | str, lang: str = "en") -> str:
     """The page, in ``lang``."""
     t = i18n.words(lang)
     zh = lang == "zh"
@@ -387,10 +383,10 @@ def write_report(folder: str | Path, submitted: str | Path | None = None,
     target.write_text(render(data, flags, note, lang), encoding="utf-8")
     s = summary(data)
     n_flags = sum(len(f) for f in flags.values())
-    lines = [msg("wrote {target}: {s} student(s), {data_lesson}", target=target, s=s['students'], data_lesson=data.lesson),
+    lines: list[Message | str] = [msg("wrote {target}: {s} student(s), {data_lesson}", target=target, s=s['students'], data_lesson=data.lesson),
              msg("  scores: mean {s}, median {points_s} of {points_s_2}; {s_2} with full marks", s=format(s['mean'], '.1f'), points_s=points(s['median']), points_s_2=points(s['max_score']), s_2=s['full_marks']),
              msg("  status: {k_v_s}", k_v_s=", ".join(f"{k} {v}" for k, v in s["statuses"].items())),
              msg("  students to look at: {to_look_at_data_flags}; similarity flags: {n_flags}", to_look_at_data_flags=len(to_look_at(data, flags)), n_flags=n_flags),
-             f"  {t(note)}",
-             f"  in {time.perf_counter() - started:.1f} s"]
+             concat("  ", note),
+             msg("  in {seconds} s", seconds=format(time.perf_counter() - started, ".1f"))]
     return target, "\n".join(t(line) for line in lines)

@@ -38,7 +38,7 @@ def to_text(report: Report, color: bool = False) -> str:
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
         lines.append(f"  {mark} {e.name:<{width}}  {points(e.points):>5} / {points(e.max_points)}")
-        lines += [f"      {_label(t('hint:'))}{hint.text}" for hint in e.hints]
+        lines += [f"      {_label(t('hint:'))}{t(hint.text)}" for hint in e.hints]
     lines.append(f"    {_pad(t('total'), width)}  {points(report.score):>5} / {points(report.max_score)}")
     if report.status != Status.OK:
         lines += ["", paint(report.said(t), "33")]

@@ -42,7 +42,7 @@ from typing import Any
 
 from grader.common.hint import Hint
 from grader.common.templating import points
-from grader.i18n import msg
+from grader.i18n import Message, join, msg
 
 
 class Status(StrEnum):
@@ -96,8 +96,13 @@ class ExerciseResult:
 
     @property
     def message(self) -> str:
-        """The hints in one line (the ``message`` of the ``check`` object)."""
-        return "; ".join(h.text for h in self.hints)
+        """The hints in one line, in English (the ``message`` of the ``check`` object)."""
+        return str(self.summary)
+
+    @property
+    def summary(self) -> Message | str:
+        """The hints in one line, as a message (each hint keeps its id)."""
+        return join("; ", (h.text for h in self.hints))
 
     def as_dict(self) -> dict[str, Any]:
         """The exercise of the ``grader check --format json`` object of the spec."""
@@ -163,11 +168,11 @@ class Report:
     lesson: str
     exercises: list[ExerciseResult]
     status: Status = Status.OK
-    reason: str = ""
+    reason: Message | str = ""
     cell_errors: list[dict[str, Any]] = field(default_factory=list)
     output_excerpt: str = ""
     seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)  # e.g. a call that hung, which file was graded
+    notes: list[Message | str] = field(default_factory=list)  # e.g. a call that hung, which file was graded
     seed: int | None = None  # the hidden inputs' seed, when drawn at random (reproducible)
     edition: str = "en"   # the notebook's edition (grader.i18n.notebook_edition)
     lang: str = "en"      # the language of its hints (grader.i18n.localize); records stay English
@@ -186,22 +191,22 @@ class Report:
 
     @property
     def message(self) -> str:
-        """What happened to the submission, in a sentence."""
-        return " ".join([self._what_happened(), *self.notes])
+        """What happened to the submission, in a sentence, in English."""
+        return " ".join(str(part) for part in [self._what_happened(), *self.notes])
 
-    def said(self, t: Callable[[str], str] | None = None) -> str:
+    def said(self, t: Callable[[Message | str], str] | None = None) -> str:
         """:attr:`message` with each sentence put through ``t`` (``i18n.words``): the verdict
         and every note are templates of their own, which the joined message is not."""
         parts = [(t or str)(part) for part in [self._what_happened(), *self.notes] if part]
         return ("" if self.lang == "zh" else " ").join(parts)
 
-    def _what_happened(self) -> str:
+    def _what_happened(self) -> Message | str:
         if self.status == Status.OK:
             score, top = points(self.score), points(self.max_score)
             return msg("Graded: {score} of {top} points.", score=score, top=top)
         if self.status in STOPPED:
             return STOPPED[Status(self.status)]
-        first = self.exercises[0].message if self.exercises else ""
+        first = self.exercises[0].summary if self.exercises else ""
         return self.reason or first or msg("Not graded ({status}).", status=self.status)
 
     def as_dict(self) -> dict[str, Any]:
@@ -216,7 +221,7 @@ class Report:
         seed and the :class:`Provenance` (the same file's keys of its own:
         ``grader.results.folder``)."""
         data = dict(self.as_dict(), exercises=[e.to_dict() for e in self.exercises],
-                    status=str(self.status), notes=list(self.notes), seed=self.seed)
+                    status=str(self.status), notes=[str(n) for n in self.notes], seed=self.seed)
         return data | (self.made.to_dict() if self.made is not None else {})
 
     @classmethod
@@ -234,7 +239,7 @@ class Report:
 
 
 def not_graded(notebook: str, lesson: str, exercises: dict[str, float], status: Status,
-               reason: str) -> Report:
+               reason: Message | str) -> Report:
     """A report for a notebook that never ran: every exercise 0 of its points, ``reason`` as hint."""
     results = [ExerciseResult(name, 0.0, points, [Hint(reason)]) for name, points in exercises.items()]
     return Report(notebook, lesson, results, status=status, reason=reason)

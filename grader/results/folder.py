@@ -100,7 +100,7 @@ def grades_row(student: str, report: Report, exercises: list[str],
     the note ends the message."""
     points = {x.name: round(x.points, 4) for x in report.exercises}
     penalty = float(late["late_submission_penalty"]) if late else 0.0
-    message = " ".join([report.message, late.get("note", "")] if late else [report.message])
+    message = " ".join([report.message, str(late.get("note", ""))] if late else [report.message])
     row = [student, report.lesson, round(report.score - penalty, 4), report.max_score,
            str(report.status), _one_line(message.strip())] + [points.get(x, 0) for x in exercises]
     return row + ([late[c] for c in LATE_COLUMNS] if late else [])

@@ -69,10 +69,11 @@ class ProtocolError(GradingError):
 
 
 class CallHung(WorkerTimeout):
-    """One request of a check (``call``, described without its values) got no answer."""
+    """One request of a check (``call``, described without its values: text or a
+    :class:`grader.i18n.Message`) got no answer."""
 
-    def __init__(self, call: str, seconds: float):
-        super().__init__(f"{call} gave no answer within {seconds:g} s")
+    def __init__(self, call: object, seconds: float):
+        super().__init__(f"{call!s} gave no answer within {seconds:g} s")
         self.call = call
         self.seconds = seconds
 
@@ -80,8 +81,8 @@ class CallHung(WorkerTimeout):
 class CallCrashed(WorkerDied):
     """The worker stopped while it answered one request of a check (``call``)."""
 
-    def __init__(self, call: str):
-        super().__init__(f"the notebook's process stopped during {call}")
+    def __init__(self, call: object):
+        super().__init__(f"the notebook's process stopped during {call!s}")
         self.call = call
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from coursekit import settings
 from coursekit.errors import UserError
+from grader.i18n import Message, join, msg, render
 
 from . import bwrap as bw
 from . import cgroup
@@ -83,24 +84,30 @@ class SandboxPlan:
     cgroups: dict[str, tuple[int, Path]] = field(default_factory=dict)
     rlimits: bool = False
     unavailable: dict[str, str] = field(default_factory=dict)  # mechanism -> why not
-    active: dict[str, str] = field(default_factory=dict)  # protection -> how
-    missing: dict[str, str] = field(default_factory=dict)  # protection -> why not
+    active: dict[str, Message | str] = field(default_factory=dict)  # protection -> how
+    missing: dict[str, Message | str] = field(default_factory=dict)  # protection -> why not
 
     @property
     def protections(self) -> list[str]:
         return list(self.active)
 
     def report(self) -> dict[str, dict[str, str]]:
-        """What ``run.json`` records: ``{"active": {name: how}, "missing": {name: why}}``."""
-        return {"active": dict(self.active), "missing": dict(self.missing)}
+        """What ``run.json`` records: ``{"active": {name: how}, "missing": {name: why}}``
+        (English)."""
+        return {"active": {k: str(v) for k, v in self.active.items()},
+                "missing": {k: str(v) for k, v in self.missing.items()}}
 
-    def describe(self) -> str:
-        """The lines ``grade`` prints: each protection and how it is met, or why not."""
-        lines = [f"isolation {self.isolation}: {len(self.active)} of {len(PROTECTIONS)} "
-                 "protections active"]
-        lines += [f"  + {name}: {how}" for name, how in self.active.items()]
-        lines += [f"  - {name}: MISSING, {why}" for name, why in self.missing.items()]
-        return "\n".join(lines)
+    def lines(self) -> list[Message]:
+        """What ``grade`` prints: each protection and how it is met, or why not."""
+        lines = [msg("isolation {isolation}: {active} of {protections} protections active",
+                     isolation=self.isolation, active=len(self.active), protections=len(PROTECTIONS))]
+        lines += [msg("  + {name}: {how}", name=name, how=how) for name, how in self.active.items()]
+        lines += [msg("  - {name}: MISSING, {why}", name=name, why=why) for name, why in self.missing.items()]
+        return lines
+
+    def describe(self, lang: str = "en") -> str:
+        """:meth:`lines` in ``lang``, one a line."""
+        return "\n".join(render(line, lang) for line in self.lines())
 
 
 def _without() -> set[str]:
@@ -298,91 +305,94 @@ def _mechanisms(isolation: str) -> dict:
     return found
 
 
-def _join(*parts: str | None) -> str:
-    return " + ".join(p for p in parts if p)
+def _join(*parts: Message | str | None) -> Message | str:
+    return join(" + ", (p for p in parts if p))
 
 
-def _protections(m: dict, isolation: str) -> tuple[dict[str, str], dict[str, str]]:
-    """For every protection: how the mechanisms meet it, or why it is missing."""
-    active: dict[str, str] = {}
-    missing: dict[str, str] = {}
+def _protections(m: dict, isolation: str) -> tuple[dict[str, Message | str], dict[str, Message | str]]:
+    """For every protection: how the mechanisms meet it, or why it is missing (the reasons
+    the probe found, ``why``: the system's words, shown as they are)."""
+    active: dict[str, Message | str] = {}
+    missing: dict[str, Message | str] = {}
     why = m["unavailable"]
     bwrap, ns, uid, sub = m["bwrap"], m["namespaces"], m["uid_drop"], m["subreaper"]
     cg = m["cgroups"]
     cg_name = {c: f"cgroup v{v} {c}" for c, (v, _) in cg.items()}
-    kind = "in a user namespace" if m["userns"] else "as root"
+    kind = msg("in a user namespace") if m["userns"] else msg("as root")
+    who = msg("any user") if uid else msg("you")
     if bwrap:
-        active["files-hidden"] = f"bubblewrap ({kind}): only Python and public files bound"
-        active["read-only"] = "bubblewrap: every bind read-only, scratch on its own tmpfs"
+        active["files-hidden"] = msg("bubblewrap ({kind}): only Python and public files bound", kind=kind)
+        active["read-only"] = msg("bubblewrap: every bind read-only, scratch on its own tmpfs")
     else:
-        missing["files-hidden"] = (f"no bubblewrap ({why.get('bwrap')}): the notebook can read "
-                                   f"every file {'any user' if uid else 'you'} can read")
-        missing["read-only"] = (f"no bubblewrap ({why.get('bwrap')}): the notebook can write wherever "
-                                f"{'any user' if uid else 'you'} can write")
+        missing["files-hidden"] = msg("no bubblewrap ({why}): the notebook can read every file {who} can read",
+                                      why=why.get('bwrap'), who=who)
+        missing["read-only"] = msg("no bubblewrap ({why}): the notebook can write wherever {who} can write",
+                                   why=why.get('bwrap'), who=who)
     if ns:
-        active["private-scratch"] = "a tmpfs in its own mount namespace"
+        active["private-scratch"] = msg("a tmpfs in its own mount namespace")
     elif uid:
-        active["private-scratch"] = "a folder only its own uid can open"
+        active["private-scratch"] = msg("a folder only its own uid can open")
     else:
-        missing["private-scratch"] = ("no namespaces: its scratch folder is yours, so a "
-                                      "submission graded at the same time could open it")
-    net = "a network namespace" if bwrap or m["new_net"] else None
+        missing["private-scratch"] = msg("no namespaces: its scratch folder is yours, so a "
+                                         "submission graded at the same time could open it")
+    net = msg("a network namespace") if bwrap or m["new_net"] else None
     if net or m["seccomp"]:
-        active["no-network"] = _join(net, "seccomp: Unix sockets only" if m["seccomp"] else None)
+        active["no-network"] = _join(net, msg("seccomp: Unix sockets only") if m["seccomp"] else None)
     else:
-        missing["no-network"] = "no network namespace and no seccomp filter"
+        missing["no-network"] = msg("no network namespace and no seccomp filter")
     if ns:
-        active["processes-invisible"] = "its own pid namespace and /proc"
+        active["processes-invisible"] = msg("its own pid namespace and /proc")
     else:
-        missing["processes-invisible"] = (f"no pid namespace ({why.get('namespaces')}): it can "
-                                          "list processes and their command lines in /proc")
+        missing["processes-invisible"] = msg("no pid namespace ({why}): it can list processes and "
+                                             "their command lines in /proc", why=why.get('namespaces'))
     if ns or uid:
-        active["processes-unreachable"] = _join("its own pid namespace" if ns else None,
-                                                "a uid of its own" if uid else None)
+        active["processes-unreachable"] = _join(msg("its own pid namespace") if ns else None,
+                                                msg("a uid of its own") if uid else None)
     else:
-        missing["processes-unreachable"] = (
-            f"it runs as {'root' if os.geteuid() == 0 else 'you'}, in your pid namespace, so it "
-            f"can signal (kill) your other processes (uid-drop: {why.get('uid-drop')}; "
-            f"namespaces: {why.get('namespaces')})")
-    outlive = _join("its pid namespace ends with it" if ns else None,
-                    "subreaper (its zygote kills whatever it leaves)" if sub and not ns else None,
-                    "cgroup" if cg else None, "kill by uid" if uid else None)
+        missing["processes-unreachable"] = msg(
+            "it runs as {who}, in your pid namespace, so it can signal (kill) your other processes "
+            "(uid-drop: {why_uid}; namespaces: {why_namespaces})",
+            who="root" if os.geteuid() == 0 else msg("you"), why_uid=why.get('uid-drop'),
+            why_namespaces=why.get('namespaces'))
+    outlive = _join(msg("its pid namespace ends with it") if ns else None,
+                    msg("subreaper (its zygote kills whatever it leaves)") if sub and not ns else None,
+                    "cgroup" if cg else None, msg("kill by uid") if uid else None)
     if outlive:
         active["nothing-outlives"] = outlive
     else:
-        missing["nothing-outlives"] = ("only its process group is killed: a process that "
-                                       "starts a session of its own survives grading")
+        missing["nothing-outlives"] = msg("only its process group is killed: a process that "
+                                          "starts a session of its own survives grading")
     if "memory" in cg:
         active["memory-cap"] = cg_name["memory"]
+    elif m["rlimits"]:
+        missing["memory-cap"] = msg("no cgroup memory controller of ours ({why}); instead each process may "
+                                    "use --memory beyond what it inherited (RLIMIT_DATA), so n processes "
+                                    "n times --memory", why=why.get('cgroup memory', why.get('cgroups')))
     else:
-        missing["memory-cap"] = (f"no cgroup memory controller of ours "
-                                 f"({why.get('cgroup memory', why.get('cgroups'))})"
-                                 + ("; instead each process may use --memory beyond what it "
-                                    "inherited (RLIMIT_DATA), so n processes n times --memory"
-                                    if m["rlimits"] else ""))
+        missing["memory-cap"] = msg("no cgroup memory controller of ours ({why})",
+                                    why=why.get('cgroup memory', why.get('cgroups')))
     if "pids" in cg:
         active["process-cap"] = cg_name["pids"]
     elif m["rlimits"] and uid:
-        active["process-cap"] = "RLIMIT_NPROC of its own uid"
+        active["process-cap"] = msg("RLIMIT_NPROC of its own uid")
     elif m["rlimits"] and m["userns"]:
-        active["process-cap"] = "RLIMIT_NPROC in its own user namespace"
+        active["process-cap"] = msg("RLIMIT_NPROC in its own user namespace")
     elif m["rlimits"] and _linux() and os.geteuid() != 0:
-        active["process-cap"] = "RLIMIT_NPROC on your processes (yours + the cap)"
+        active["process-cap"] = msg("RLIMIT_NPROC on your processes (yours + the cap)")
     else:
-        missing["process-cap"] = ("no cgroup pids controller of ours "
-                                  f"({why.get('cgroup pids', why.get('cgroups'))}), and "
-                                  "RLIMIT_NPROC does not bind root")
-    caps = "no capabilities" if (uid or m["userns"] or os.geteuid() != 0) else None
+        missing["process-cap"] = msg("no cgroup pids controller of ours ({why}), and RLIMIT_NPROC does "
+                                     "not bind root", why=why.get('cgroup pids', why.get('cgroups')))
+    caps = msg("no capabilities") if (uid or m["userns"] or os.geteuid() != 0) else None
     if (uid or os.geteuid() != 0) and isolation != "none":
-        active["no-privileges"] = _join("its own uid" if uid else "your uid", caps,
+        active["no-privileges"] = _join(msg("its own uid") if uid else msg("your uid"), caps,
                                         "no_new_privs" if m["no_new_privs"] else None)
     else:
-        missing["no-privileges"] = "it runs as root" if os.geteuid() == 0 else "--isolation none"
+        missing["no-privileges"] = msg("it runs as root") if os.geteuid() == 0 else "--isolation none"
     if m["seccomp"]:
         active["syscall-filter"] = "seccomp"
     else:
         missing["syscall-filter"] = why.get("seccomp", "")
-    active["time-limit"] = _join("wall clock (SIGKILL)", "RLIMIT_CPU" if m["rlimits"] else None)
+    active["time-limit"] = _join(msg("wall clock (SIGKILL)"), "RLIMIT_CPU" if m["rlimits"] else None)
     order = list(PROTECTIONS)
     return ({k: active[k] for k in order if k in active},
             {k: missing[k] for k in order if k in missing})
@@ -403,7 +413,7 @@ def plan(isolation: str = "auto", require: tuple[str, ...] = ()) -> SandboxPlan:
     needed = list(PROTECTIONS) if isolation == "strict" else list(require)
     lacking = {p: missing[p] for p in needed if p in missing}
     if lacking and isolation != "none":
-        lines = "\n".join(f"  - {p}: {why}" for p, why in lacking.items())
+        lines = "\n".join(f"  - {p}: {why!s}" for p, why in lacking.items())
         raise SandboxUnavailable(
             f"{'strict isolation' if isolation == 'strict' else 'a required protection'} is "
             f"not available here. Missing:\n{lines}\n"
@@ -417,5 +427,5 @@ def available_protections() -> list[str]:
 
 
 def missing_protections() -> dict[str, str]:
-    """Why each protection is missing here under ``auto`` (empty when none is)."""
-    return plan("auto").missing
+    """Why each protection is missing here under ``auto``, in English (empty when none is)."""
+    return plan("auto").report()["missing"]

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from grader.i18n import msg
+from grader.i18n import Message, concat, join, msg
 from grader.runtime.values import HandleRef
 
 MAX_ARGS = 6
@@ -26,11 +26,11 @@ def short_type(type_name: str) -> str:
     return type_name.rsplit(".", 1)[-1] or "object"
 
 
-def describe_value(value: Any, depth: int = 0) -> str:
+def describe_value(value: Any, depth: int = 0) -> Message | str:
     """A value as its kind and shape: ``array float64 [4, 3]``, ``tensor bool [1, 5]``,
     ``0``, ``True``, ``'relu'``, ``a MultiHeadAttention``, ``list of 3``."""
     if isinstance(value, HandleRef):
-        return f"a {short_type(value.type_name)}"
+        return msg("a {type_name}", type_name=short_type(value.type_name))
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
@@ -44,34 +44,34 @@ def describe_value(value: Any, depth: int = 0) -> str:
         return repr(value) if len(value) <= 24 else msg("a string")
     if isinstance(value, list | tuple):
         if depth == 0 and len(value) <= 3:
-            inner = ", ".join(describe_value(v, depth + 1) for v in value)
-            return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' * (len(value) == 1)})"
-        return f"{type(value).__name__} of {len(value)}"
+            inner = join(", ", (describe_value(v, depth + 1) for v in value))
+            return concat("[", inner, "]") if isinstance(value, list) else concat("(", inner, "," * (len(value) == 1) + ")")
+        return msg("{type_name} of {count}", type_name=type(value).__name__, count=len(value))
     if isinstance(value, dict):
         return msg("dict of {value}", value=len(value))
-    return f"a {type(value).__name__}"
+    return msg("a {type_name}", type_name=type(value).__name__)
 
 
-def _arguments(value: Any) -> str:
+def _arguments(value: Any) -> Message | str:
     value = value if isinstance(value, dict) else {}
     args = list(value.get("args", []))
     kwargs = dict(value.get("kwargs", {}))
     parts = [describe_value(a) for a in args[:MAX_ARGS]]
-    parts += [f"{k}={describe_value(v)}" for k, v in list(kwargs.items())[:MAX_ARGS]]
+    parts += [concat(f"{k}=", describe_value(v)) for k, v in list(kwargs.items())[:MAX_ARGS]]
     if len(args) > MAX_ARGS or len(kwargs) > MAX_ARGS:
         parts.append("...")
-    return ", ".join(parts)
+    return join(", ", parts)
 
 
 def describe_request(op: str, header: dict[str, Any], value: Any,
-                     types: dict[int, str] | None = None) -> str:
+                     types: dict[int, str] | None = None) -> Message | str:
     """The request a check made, for a person: ``softmax(array float64 [4, 3], axis=0)``,
     ``MultiHeadAttention(...)(tensor float32 [2, 5, 16], ...)``, ``reading .attn_weights``."""
     types = types or {}
     target = header.get("target")
     if isinstance(target, int):
         who = short_type(types.get(target, "object"))
-        owner = f"a {who}"
+        owner: Message | str = msg("a {type_name}", type_name=who)
     else:
         who = owner = str(target)
     method = header.get("method")
@@ -80,7 +80,7 @@ def describe_request(op: str, header: dict[str, Any], value: Any,
             name = f"{who}(...)" if method in (None, "__call__") else f"{who}.{method}"
         else:
             name = who if method in (None, "__call__") else f"{who}.{method}"
-        text = f"{name}({_arguments(value)})"
+        text = concat(f"{name}(", _arguments(value), ")")
         return msg("the backward pass of {text}", text=text) if op == "grad" else text
     if op == "getattr":
         return msg("reading .{header} of {owner}", header=header.get('attr'), owner=owner)

@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 from coursekit import settings
-from grader.i18n import map_values, msg  # noqa: F401 - the hidden tests write their messages with these
+from grader.i18n import Message, map_values, msg  # noqa: F401 - the hidden tests write their messages with these
 from grader.runtime.device import ON_DEVICE, ON_DEVICE_MODEL  # noqa: F401 - for hidden tests' forbid=
 
 T = TypeVar("T")
@@ -53,9 +53,9 @@ class Failed(AssertionError):
     """A check failed; ``str(exc)`` is the message shown to the student and ``mistake``
     the id of the diagnosed mistake (``None`` for a symptom)."""
 
-    def __init__(self, message: str = "", mistake: str | None = None):
-        super().__init__(message)
-        self.message = message  # a Message: ``str(exc)`` would be its English text alone
+    def __init__(self, message: Message | None = None, mistake: str | None = None):
+        super().__init__("" if message is None else str(message))
+        self.message = message  # ``str(exc)`` is its English text alone, without its id
         self.mistake = mistake
 
 
@@ -64,14 +64,14 @@ def exercise(name: str, points: float) -> pytest.MarkDecorator:
     return pytest.mark.exercise(name, points=float(points))
 
 
-def check(condition: Any, message: str, *, mistake: str | None = None) -> None:
+def check(condition: Any, message: Message, *, mistake: str | None = None) -> None:
     """Fail with ``message`` unless ``condition``; ``mistake`` makes it a diagnosis, for a
     condition that only that mistake breaks."""
     if not bool(condition):
         raise Failed(message, mistake)
 
 
-def diagnose(mistake: str, message: str) -> NoReturn:
+def diagnose(mistake: str, message: Message) -> NoReturn:
     """Fail with a diagnosis: the evidence gathered by the test names ``mistake``."""
     raise Failed(message, mistake)
 
@@ -171,7 +171,7 @@ def _as_numpy(x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     if x is None or isinstance(x, (str, dict)):
-        raise Failed("")
+        raise Failed()
     return np.asarray(x)
 
 
@@ -188,16 +188,16 @@ class Suspect:
 
     mistake: str
     candidate: Any
-    message: str
+    message: Message
 
 
-def suspect(mistake: str, candidate: Any, message: str) -> Suspect:
+def suspect(mistake: str, candidate: Any, message: Message) -> Suspect:
     """The output of the mistaken formula for ``mistake`` (a value, or a function that
     computes it), and the diagnosis to show when the student's output matches it."""
     return Suspect(mistake, candidate, message)
 
 
-def _difference(got: Any, want: Any, atol: float, rtol: float) -> str | None:
+def _difference(got: Any, want: Any, atol: float, rtol: float) -> Message | None:
     """``None`` if ``got`` matches ``want``, else what differs (for the message)."""
     try:
         got = _as_numpy(got)
@@ -259,7 +259,7 @@ class Tolerance(TypedDict, total=False):
     rtol: float
 
 
-def close(actual: Any, expected: Any, message: str, *, atol: float = 1e-6, rtol: float = 1e-5,
+def close(actual: Any, expected: Any, message: Message, *, atol: float = 1e-6, rtol: float = 1e-5,
           check_dtype: bool = False, suspects: Sequence[Suspect] = (), mistake: str | None = None) -> None:
     """Fail unless ``actual`` matches ``expected``: with the diagnosis of the one suspect
     whose output it matches instead, else with ``message`` (plus what differs)."""
@@ -279,7 +279,7 @@ def close(actual: Any, expected: Any, message: str, *, atol: float = 1e-6, rtol:
     raise Failed(msg("{message} ({detail})", message=message, detail=difference), mistake)
 
 
-def _evidence(got: np.ndarray, want: np.ndarray) -> str:
+def _evidence(got: np.ndarray, want: np.ndarray) -> Message:
     """Where the mistake shows: one entry, yours and the right value."""
     if got.shape != want.shape:
         return msg("expected shape {want_shape}, got {got_shape}", want_shape=list(want.shape), got_shape=list(got.shape))

@@ -29,6 +29,7 @@ from typing import Any
 from coursekit import catalogue, settings
 from grader.common.limits import DEFAULT_LIMITS
 from grader.common.templating import points
+from grader.i18n import Message, choose, msg, words
 
 ROOT_ENV = settings.GRADESCOPE_ROOT
 CONFIG_NAME = "autograder.json"
@@ -92,20 +93,21 @@ class Layout:
 
 # --- the submission ---------------------------------------------------------------------
 
-def find_notebook(folder: Path) -> tuple[Path | None, str]:
+def find_notebook(folder: Path) -> tuple[Path | None, Message | None]:
     """The one notebook handed in, or ``(None, a sentence for the student)``."""
     if not folder.is_dir():
-        return None, "No files were submitted: upload your notebook (.ipynb)."
+        return None, msg("No files were submitted: upload your notebook (.ipynb).")
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not _ignored(p.relative_to(folder)))
     notebooks = [p for p in files if p.suffix.lower() == ".ipynb"]
     if len(notebooks) == 1:
-        return notebooks[0], ""
+        return notebooks[0], None
     shown = ", ".join(p.relative_to(folder).as_posix() for p in (notebooks or files)[:10])
     if not notebooks:
-        found = f" (found: {shown})" if files else ""
-        return None, f"No notebook was submitted{found}: upload your .ipynb file."
-    return None, (f"{len(notebooks)} notebooks were submitted ({shown}): submit exactly one "
-                  f".ipynb file, the notebook of this lesson.")
+        if files:
+            return None, msg("No notebook was submitted (found: {shown}): upload your .ipynb file.", shown=shown)
+        return None, msg("No notebook was submitted: upload your .ipynb file.")
+    return None, msg("{count} notebooks were submitted ({shown}): submit exactly one .ipynb file, "
+                     "the notebook of this lesson.", count=len(notebooks), shown=shown)
 
 
 def _ignored(rel: Path) -> bool:
@@ -169,7 +171,7 @@ def private_files(layout: Layout) -> Iterator[list[str]]:
 
 # --- results.json -----------------------------------------------------------------------
 
-def zeroed(lesson: str, sentence: str) -> list[Any]:
+def zeroed(lesson: str, sentence: Message) -> list[Any]:
     """Every exercise of ``lesson`` at 0 of its points, ``sentence`` as its hint."""
     from grader.check.engine import exercise_points
     from grader.results import Status, not_graded
@@ -177,18 +179,20 @@ def zeroed(lesson: str, sentence: str) -> list[Any]:
     return not_graded("", lesson, exercise_points(lesson), Status.MISSING, sentence).exercises
 
 
-def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
+def test_entries(cfg: Config, exercises: list[Any], lang: str) -> list[dict[str, Any]]:
+    """Gradescope's tests: one per exercise, its hints in ``lang``."""
     number = int(catalogue.get(cfg.lesson).number)
+    t = words(lang)
     entries = []
     for i, x in enumerate(exercises, 1):
-        message = "\n".join(h.text for h in x.hints)  # the hints a student reads, one per line
+        message = "\n".join(t(h.text) for h in x.hints)  # the hints a student reads, one per line
         entries.append({
             "name": x.name,
             "number": f"{number}.{i}",
             "score": round(x.points, 4),
             "max_score": round(x.max_points, 4),
             "status": "passed" if x.passed else "failed",
-            "output": "All checks passed." if x.passed else (message or "Not graded."),
+            "output": t(msg("All checks passed.")) if x.passed else (message or t(msg("Not graded."))),
             "output_format": "text",
             "tags": [cfg.lesson],
             "visibility": cfg.visibility,
@@ -196,16 +200,18 @@ def test_entries(cfg: Config, exercises: list[Any]) -> list[dict[str, Any]]:
     return entries
 
 
-def document(cfg: Config, exercises: list[Any], lines: list[str], *, status: str,
-             seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
-    """The whole results.json. ``lines`` are the student-facing summary, plain text."""
-    tests = test_entries(cfg, exercises)
+def document(cfg: Config, exercises: list[Any], lines: list[Message | str], *, status: str,
+             seconds: float, extra: dict[str, Any], lang: str = "en") -> dict[str, Any]:
+    """The whole results.json. ``lines`` are the student-facing summary, said in ``lang``
+    as plain text."""
+    tests = test_entries(cfg, exercises, lang)
+    t = words(lang)
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(seconds, 1),
         # plain text, shown as written: simple_format is HTML, whose escaped quotes
         # (`&#x27;`) reached students as they are
-        "output": "\n".join(lines),
+        "output": "\n".join(t(line) for line in lines),
         "output_format": "text",
         "test_output_format": "text",
         "visibility": cfg.visibility,
@@ -227,8 +233,8 @@ def write_results(layout: Layout, doc: dict[str, Any]) -> None:
 @dataclass
 class Graded:
     doc: dict[str, Any]
-    protections: dict[str, str]  # active protection -> how it is met
-    missing: dict[str, str]  # missing protection -> why
+    protections: dict[str, Message | str]  # active protection -> how it is met
+    missing: dict[str, Message | str]  # missing protection -> why
     memory_bytes: int
 
 
@@ -237,14 +243,15 @@ def grade(cfg: Config, layout: Layout, started: float) -> Graded:
     from grader.classgrade.classroom import Options, grade_notebook, workers
     from grader.classgrade.find import wrong_lesson
     from grader.common.limits import DEFAULT_LIMITS
-    from grader.i18n import choose, localize, translate
+    from grader.i18n import localize
     from grader.results import not_graded
 
     memory = notebook_memory_bytes(cfg)
     notebook, problem = find_notebook(layout.submission)
     if notebook is None:
+        assert problem is not None
         doc = document(cfg, zeroed(cfg.lesson, problem), [problem], status="missing",
-                       seconds=time.monotonic() - started, extra={"notebook": None})
+                       seconds=time.monotonic() - started, extra={"notebook": None}, lang=choose(None))
         return Graded(doc, {}, {}, memory)
     shown = notebook.relative_to(layout.submission).as_posix()
     with private_files(layout) as private, tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
@@ -255,44 +262,47 @@ def grade(cfg: Config, layout: Layout, started: float) -> Graded:
             plan = pool.plan
     # a Chinese edition's hints in Chinese (or $COURSE_LANG's), as `check` and `grade` give them
     report = localize(report, choose(None, report.edition))
-    lines = [f"{cfg.lesson}: {points(report.score)} of {points(report.max_score)} points "
-             f"(notebook {shown})."]
+    lines: list[Message | str] = [msg("{lesson}: {score} of {top} points (notebook {shown}).", lesson=cfg.lesson,
+                                      score=points(report.score), top=points(report.max_score), shown=shown)]
     if report.score == 0 and (seems := other_lesson(notebook, cfg.lesson)):
         # its errors (an earlier lesson it builds on, missing here) would only mislead
         sentence = wrong_lesson(seems, catalogue.get(cfg.lesson))
         report = localize(not_graded(shown, cfg.lesson, exercise_points(cfg.lesson),
                                      report.status, sentence), report.lang)
-        lines.append(translate(sentence, report.lang))
+        lines.append(sentence)
     elif report.status != "ok":
-        lines.append(report.message)
+        lines.append(report.said(words(report.lang)))
     if report.cell_errors:
-        lines.append("Cells that raised an error while your notebook ran:")
-        lines += [f"  cell {e.get('cell')}: {str(e.get('error'))[:200]}" for e in report.cell_errors[:10]]
+        lines.append(msg("Cells that raised an error while your notebook ran:"))
+        lines += [msg("  cell {cell}: {error}", cell=e.get('cell'), error=str(e.get('error'))[:200])
+                  for e in report.cell_errors[:10]]
     active, missing = dict(plan.active), dict(plan.missing)
     if private and (plan.uid_drop or plan.bwrap):
-        active[PRIVATE] = ("/autograder (graders, results, submission metadata) is root-only while "
-                           "the notebook runs as " + ("another uid" if plan.uid_drop else "a sandbox "
-                                                      "that does not even see it"))
+        active[PRIVATE] = msg("/autograder (graders, results, submission metadata) is root-only while "
+                              "the notebook runs as {who}", who=msg("another uid") if plan.uid_drop
+                              else msg("a sandbox that does not even see it"))
     elif os.geteuid() == 0:
-        missing[PRIVATE] = ("the notebook runs as root here (no uid of its own, no bwrap): file "
-                            "permissions cannot keep it out of /autograder")
+        missing[PRIVATE] = msg("the notebook runs as root here (no uid of its own, no bwrap): file "
+                               "permissions cannot keep it out of /autograder")
     doc = document(cfg, report.exercises, lines, status=report.status,
                    seconds=time.monotonic() - started,
-                   extra={"notebook": shown, "protections": list(active), "missing": list(missing)})
+                   extra={"notebook": shown, "protections": list(active), "missing": list(missing)},
+                   lang=report.lang)
     return Graded(doc, active, missing, memory)
 
 
-GRADER_FAILED = ("The autograder could not grade this submission because of a problem on our "
-                 "side, not in your notebook. Please submit again; if it happens again, tell "
-                 "your instructor.")
-DID_NOT_FINISH = ("Grading did not finish: the autograder was stopped before it could write "
-                  "your results (Gradescope's time limit?). Please tell your instructor.")
+GRADER_FAILED = msg("The autograder could not grade this submission because of a problem on our "
+                    "side, not in your notebook. Please submit again; if it happens again, tell "
+                    "your instructor.")
+DID_NOT_FINISH = msg("Grading did not finish: the autograder was stopped before it could write "
+                     "your results (Gradescope's time limit?). Please tell your instructor.")
 
 
-def failure(cfg: Config, started: float, sentence: str, why: str) -> dict[str, Any]:
-    """results.json when the grading machinery itself failed (never the student's code)."""
+def failure(cfg: Config, started: float, sentence: Message, why: str) -> dict[str, Any]:
+    """results.json when the grading machinery itself failed (never the student's code), in
+    the course's language (``COURSE_LANG``)."""
     return document(cfg, zeroed(cfg.lesson, sentence), [sentence], status="error",
-                    seconds=time.monotonic() - started, extra={"error": why[:300]})
+                    seconds=time.monotonic() - started, extra={"error": why[:300]}, lang=choose(None))
 
 
 def report_stdout(cfg: Config, outcome: Graded, seconds: float) -> None:
@@ -302,10 +312,11 @@ def report_stdout(cfg: Config, outcome: Graded, seconds: float) -> None:
     print(f"notebook: {doc['extra_data'].get('notebook')}   status: {doc['extra_data']['status']}")
     print(f"isolation {cfg.isolation}: {len(outcome.protections)} protections active"
           + (f", {len(outcome.missing)} missing" if outcome.missing else ""))
+    t = words(choose(None))
     for name, how in outcome.protections.items():
-        print(f"  + {name}: {how}")
+        print(t(msg("  + {name}: {how}", name=name, how=how)))
     for name, why in outcome.missing.items():
-        print(f"  - {name}: MISSING, {why}")
+        print(t(msg("  - {name}: MISSING, {why}", name=name, why=why)))
     limit = container_memory_limit()
     print(f"limits per notebook: {cfg.timeout_s:g} s, {outcome.memory_bytes / (1 << 30):.2f} GiB "
           f"(container: {'no limit' if limit is None else f'{limit / (1 << 30):.2f} GiB'})")

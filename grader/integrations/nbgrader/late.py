@@ -139,7 +139,7 @@ def write_to_gradebook(deadlines_file: str, db_url: str, course_id: str,
                 extension = deadlines.extension(lesson, student)
                 if extension or lesson in granted:
                     gb.update_or_create_submission(lesson, student, extension=extension)
-                    done.append(f"{student}: {lesson} extended by {format_duration(extension)}")
+                    done.append(f"{student}: {lesson} extended by {format_duration(extension)!s}")
         done += _sync_graded(gb, deadlines)
     return done
 

@@ -135,7 +135,7 @@ def write_outputs(nb: NotebookNode, report: Report, lang: str) -> None:
     t = words(lang)
     errors = {int(e.get("cell", -1)): str(e.get("error", "")) for e in report.cell_errors}
     shown = localize(report, lang)  # its notes and reason; the hints are translated below
-    notes = [shown.message] if report.status != Status.OK else list(shown.notes)
+    notes = [shown.said(t)] if report.status != Status.OK else [t(note) for note in shown.notes]
     count = 0
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

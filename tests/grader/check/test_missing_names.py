@@ -37,7 +37,7 @@ def _broken(cell: dict) -> dict:
 
 
 def _hints(report) -> dict[str, list[str]]:
-    return {e.name: [h.text for h in e.hints] for e in report.exercises}
+    return {e.name: [str(h.text) for h in e.hints] for e in report.exercises}
 
 
 @pytest.mark.parametrize("where", ["in process", "worker"])

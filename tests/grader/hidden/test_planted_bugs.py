@@ -22,6 +22,7 @@ from support import ROOT, solution_path
 
 from grader.check.engine import grade_in_process, in_process_submission, run_hidden_tests
 from grader.check.messages import SHARED_MISTAKES
+from grader.i18n import Message
 
 pytestmark = pytest.mark.slow  # over ~30 s on 2 cores: out of the quick loop (-m "not slow")
 
@@ -58,14 +59,16 @@ def _check_bug(variant: Variant, results) -> None:
     target = results[variant.exercise]
     assert target.points < target.max_points, f"{variant.description} kept full marks"
     hints = target.hints
-    assert hints and all(h.text for h in hints), "a failed exercise must say why"
+    assert hints and all(str(h.text) for h in hints), "a failed exercise must say why"
     for hint in hints:
-        assert "def " not in hint.text and "sub.call" not in hint.text, "messages must not show code"
+        assert "def " not in str(hint.text) and "sub.call" not in str(hint.text), "messages must not show code"
     assert hints[0].mistake == variant.mistake, (
         f"the first hint should name {variant.mistake!r}, it is ({hints[0].mistake!r}) {hints[0]}")
     allowed = {variant.mistake, *variant.related, None}
     for name, result in results.items():
         for hint in result.hints:
+            # a message, with its id: no string operation on the way made it plain English
+            assert isinstance(hint.text, Message), f"{name}: a hint without an id: {hint.text!r}"
             assert hint.mistake in allowed, f"{name}: a hint names {hint.mistake!r}, which was not planted: {hint}"
     if variant.score is not None:
         assert target.points == pytest.approx(variant.score), "the rubric fixes this bug's score"

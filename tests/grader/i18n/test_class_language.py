@@ -106,7 +106,7 @@ def test_grades_summary_says_every_line_in_chinese(tmp_path) -> None:
                          missing={"memory-cap": "no cgroup"}, changed=["s1"], other_settings={"s2": "x"},
                          waiting=["s3"], statuses={"s4": "ambiguous", "s1": "ok"})
     lines = summary_lines(summary, opts)
-    assert len(lines) == 8 and lines[0].startswith("graded 3 submission(s) (1 changed since graded)")
+    assert len(lines) == 8 and str(lines[0]).startswith("graded 3 submission(s) (1 changed since graded)")
     for line in lines:
         text, english = i18n.translate_checked(line, "zh")
         assert not english and i18n.CJK_RE.search(text), (line, text)

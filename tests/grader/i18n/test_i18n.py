@@ -58,7 +58,7 @@ def test_the_ids_are_the_messages_as_written() -> None:
 def test_literal_braces_are_escaped() -> None:
     assert catalogues.ids_in_python('t("a set {0, 1} of two keys")') == ["a set {{0, 1}} of two keys"]
     assert i18n.fields("a set {{0, 1}} of {n} keys") == ["{n}"]
-    assert msg("a set {{0, 1}} of {n} keys", n=2) == "a set {0, 1} of 2 keys"
+    assert str(msg("a set {{0, 1}} of {n} keys", n=2)) == "a set {0, 1} of 2 keys"
 
 
 def test_a_message_keeps_its_id_and_arguments_through_a_record() -> None:
@@ -83,7 +83,7 @@ def test_a_value_shown_otherwise_keeps_the_message_and_its_id() -> None:
     message: its id, its nested messages, its words (a string operation would lose them)."""
     hint = with_detail(msg("the logits are wrong"), msg("at index {worst}: yours {yours}", worst=[0], yours="-1e+30"))
     shown = i18n.map_values(hint, lambda v: v.replace("-1e+30", "-inf"))
-    assert shown == "the logits are wrong (at index [0]: yours -inf)" and shown.id == hint.id
+    assert str(shown) == "the logits are wrong (at index [0]: yours -inf)" and shown.id == hint.id
     assert shown.args["detail"].id == "at index {worst}: yours {yours}"
     assert i18n.map_values("plain", str.upper) == "PLAIN"
 
@@ -114,7 +114,7 @@ def test_a_hint_inside_a_hint_renders_piece_by_piece(fake_zh) -> None:
     note = msg("+{folded} related check{s} failed", folded=2, s="s")
     hint = with_detail(with_detail(msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` "
                                        "argument", axis=1), evidence), note)
-    assert hint == ("softmax(x, axis=1) normalises over axis 0: use the `axis` argument "
+    assert str(hint) == ("softmax(x, axis=1) normalises over axis 0: use the `axis` argument "
                     "(at index [0, 2]: yours 0.1, right 0.3) (+2 related checks failed)")
     text, left = i18n.render_checked(hint, "zh")
     assert left == []
@@ -176,7 +176,7 @@ def test_localize_translates_a_copy_the_gradebook_keeps_english(fake_zh) -> None
     shown = i18n.localize(report, "zh")
     assert shown.exercises[0].failures == [Hint("softmax(x, axis=1) 在第 0 轴上归一化：请使用参数 `axis`")]
     assert shown.lang == "zh" and report.lang == "en"
-    assert report.exercises[0].failures[0].text.startswith("softmax(x, axis=1) normalises")
+    assert str(report.exercises[0].failures[0].text).startswith("softmax(x, axis=1) normalises")
 
 
 def test_localize_translates_the_notes_too() -> None:
@@ -202,7 +202,7 @@ def test_localize_translates_the_notes_too() -> None:
     assert shown.notes[1].startswith("评分的是 s1/01_attention_by_hand (1).ipynb")
     assert shown.notes[2].startswith("迟交 1 天（") and shown.notes[2].endswith("不扣分。")
     assert shown.notes[3] == "按时提交（提交于 2026-03-03 10:00:00 UTC，截止于 2026-03-03 15:00:00 UTC）。"
-    assert report.notes[0].startswith("A check of")
+    assert str(report.notes[0]).startswith("A check of")
 
 
 # --- the course's own notebooks -----------------------------------------------------------
@@ -396,7 +396,7 @@ def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     report = Report("a.zh.ipynb", "01_attention_by_hand", [ExerciseResult("attention", 1.5, 4.0, failures)])
     english = report.exercises[0].hints
     chinese = i18n.localize(report, "zh").exercises[0].hints
-    assert english[0].text.startswith("the scores are K·Qᵀ") and english[0].text.endswith("(+2 related checks failed)")
+    assert str(english[0].text).startswith("the scores are K·Qᵀ") and str(english[0].text).endswith("(+2 related checks failed)")
     assert chinese[0].mistake == "scores_transposed" and chinese[0].text.endswith("（另有 2 项相关检查未通过）")
     assert "related" not in chinese[0].text and i18n.CJK_RE.search(chinese[0].text)
     assert failures[2].kind == "error" and i18n.CJK_RE.search(i18n.render(failures[2].text, "zh"))

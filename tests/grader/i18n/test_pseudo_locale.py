@@ -3,7 +3,8 @@ English in full-width letters between ⟦ ⟧, its ``{fields}`` kept), is one ``
 written from the source's ids into a folder of its own; then everything a student or an
 instructor reads is rendered in it -- every message of the catalogue, the grading of the planted
 bugs, the blank and the reference notebooks of two lessons, ``grader check``'s text, the feedback
-page, ``grade``'s summary and the class report -- and no English is left but the values
+page, ``grade``'s summary, its progress bar and sandbox plan, the class report and Gradescope's
+results -- and no English is left but the values
 (numbers, names, paths, the student's own words, Python's exception text)."""
 
 from __future__ import annotations
@@ -188,3 +189,86 @@ def test_grade_summary_and_class_report_say_everything_in_the_new_language(
     for line in summary_lines(run, opts):
         said = t(line)
         assert not _english(said, [*_values(line), "bwrap", "memory-cap", "no cgroup"]), (line, said)
+
+
+def _said_without_english(lines: Iterable[Message | str], said: str, more: Iterable[str] = ()) -> None:
+    values = [v for line in lines for v in _values(line)] + list(more)
+    assert said and not _english(said, values), (_english(said, values), said)
+
+
+def test_the_sandbox_plan_says_everything_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``grade``'s plan lines (each protection, how it is met or why it is missing), on this
+    machine and on one without any mechanism; the probe's own reasons are the system's words."""
+    from grader.sandbox.probe import plan
+
+    for without in ("", "all"):
+        monkeypatch.setenv("GRADER_SANDBOX_WITHOUT", without)
+        shown = plan("auto")
+        reasons = [str(v) for v in shown.unavailable.values()]
+        _said_without_english(shown.lines(), shown.describe(xx), reasons)
+        assert "MISSING" not in shown.describe(xx) and "protections active" not in shown.describe(xx)
+
+
+def test_checks_sandbox_notes_say_everything_in_the_new_language(xx: str) -> None:
+    """What ``grader check`` says on stderr when the sandbox could not start or lacks a
+    protection."""
+    from types import SimpleNamespace
+
+    from grader.check.launch import sandbox_notes
+
+    for source in (SimpleNamespace(unavailable="bwrap: Operation not permitted", missing={}),
+                   SimpleNamespace(unavailable="", missing={"memory-cap": "no cgroup", "no-network": "x"})):
+        notes = sandbox_notes(source)  # type: ignore[arg-type]
+        assert notes
+        for note in notes:
+            _said_without_english([note], i18n.render(note, xx), ["python -m grader selftest"])
+
+
+def test_the_progress_bar_says_its_label_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.classgrade.classroom import Options, progress_label
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    label = progress_label(Options(lesson="10_decoder_only", out=tmp_path))
+    assert label.startswith("⟦") and "10_decoder_only" in label and "grading" not in label
+
+
+def test_gradescope_says_everything_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """results.json's lines for a student: no notebook, several, none readable, the machinery
+    failed or did not finish, and each test's output (all passed, not graded, the hints)."""
+    from grader.integrations.gradescope.run import (
+        DID_NOT_FINISH,
+        GRADER_FAILED,
+        Config,
+        document,
+        failure,
+        find_notebook,
+        zeroed,
+    )
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    cfg, lesson = Config(lesson="01_attention_by_hand"), "01_attention_by_hand"
+    problems = [find_notebook(tmp_path / "absent")[1]]
+    (tmp_path / "sub").mkdir()
+    problems.append(find_notebook(tmp_path / "sub")[1])
+    (tmp_path / "sub" / "answers.py").write_text("print(1)\n")
+    problems.append(find_notebook(tmp_path / "sub")[1])
+    for name in ("a.ipynb", "b.ipynb"):
+        (tmp_path / "sub" / name).write_text("{}")
+    problems.append(find_notebook(tmp_path / "sub")[1])
+    values = ["answers.py", "a.ipynb", "b.ipynb", lesson, ".ipynb"]
+    for problem in problems:
+        assert problem is not None
+        doc = document(cfg, zeroed(lesson, problem), [problem], status="missing", seconds=1.0,
+                       extra={}, lang=xx)
+        _said_without_english([problem], doc["output"], values)
+        for test in doc["tests"]:
+            _said_without_english([problem], test["output"], values)
+    for sentence in (GRADER_FAILED, DID_NOT_FINISH):
+        doc = failure(cfg, 0.0, sentence, "boom")
+        _said_without_english([sentence], doc["output"])
+    passed = document(cfg, [ExerciseResult("softmax", 4.0, 4.0)], [], status="ok", seconds=1.0,
+                      extra={}, lang=xx)
+    _said_without_english([], passed["tests"][0]["output"])

@@ -37,10 +37,10 @@ def test_deadlines_are_shown_in_the_course_timezone_with_its_name() -> None:
     """A 23:59 Beijing deadline reads 23:59 Asia/Shanghai, not 15:59 UTC, in both
     languages; the submission time too."""
     on_time = _late_note(datetime(2026, 3, 3, 10, tzinfo=UTC))
-    assert on_time == ("On time (submitted 2026-03-03 18:00:00 Asia/Shanghai, "
+    assert str(on_time) == ("On time (submitted 2026-03-03 18:00:00 Asia/Shanghai, "
                        "due 2026-03-03 23:59:00 Asia/Shanghai).")
     late = _late_note(datetime(2026, 3, 4, 10, tzinfo=UTC))
-    assert "(submitted 2026-03-04 18:00:00 Asia/Shanghai, due 2026-03-03 23:59:00 Asia/Shanghai)" in late
+    assert "(submitted 2026-03-04 18:00:00 Asia/Shanghai, due 2026-03-03 23:59:00 Asia/Shanghai)" in str(late)
     report = Report(f"s1/{LESSON}/{LESSON}.zh.ipynb", LESSON,
                     [ExerciseResult("rms_norm", 2.0, 2.0)], notes=[late])
     page = _text(feedback_html(i18n.localize(report, "zh"), "s1", penalty=0.2))
@@ -52,7 +52,7 @@ def test_deadlines_are_shown_in_the_course_timezone_with_its_name() -> None:
 def test_a_course_without_a_timezone_still_says_utc() -> None:
     deadlines = parse('[due]\n10_decoder_only = "2026-03-03 23:59"\n', lessons=[LESSON])
     note = deadlines.lateness(LESSON, "s1", datetime(2026, 3, 3, 10, tzinfo=UTC)).describe()
-    assert note == "On time (submitted 2026-03-03 10:00:00 UTC, due 2026-03-03 23:59:00 UTC)."
+    assert str(note) == "On time (submitted 2026-03-03 10:00:00 UTC, due 2026-03-03 23:59:00 UTC)."
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -84,7 +84,7 @@ def test_a_missing_submission_names_the_edition_nbgrader_expects(monkeypatch, ed
     monkeypatch.delenv("COURSE_LANG", raising=False)
     report = missing("s1", LESSON)
     layout = ", ".join(f"s1/{LESSON}/{name}" for name in expected)
-    assert report.reason == f"No submission: no notebook of {LESSON} in s1/ (nbgrader's layout: {layout})."
+    assert str(report.reason) == f"No submission: no notebook of {LESSON} in s1/ (nbgrader's layout: {layout})."
     assert report.notebook == f"s1/{LESSON}/{expected[0]}"
     assert i18n.choose(None, report.edition) == lang
     if lang == "zh":

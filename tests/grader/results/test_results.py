@@ -34,7 +34,7 @@ def _report(status: Status = Status.OK) -> Report:
 def test_every_status_has_its_sentence() -> None:
     assert _report().message == "Graded: 2 of 6 points."
     for status, sentence in STOPPED.items():
-        assert _report(status).message == sentence
+        assert _report(status).message == str(sentence)
     missing = not_graded("x", "01_attention_by_hand", EXERCISES, Status.MISSING, "No submission: x.")
     assert missing.message == "No submission: x." and missing.score == 0 and missing.max_score == 6
     assert all([h.text for h in e.hints] == ["No submission: x."] for e in missing.exercises)
@@ -62,12 +62,12 @@ def test_csv_has_the_spec_header_and_one_line_per_student() -> None:
 def test_text_and_feedback_show_each_hint_once_and_escape_html() -> None:
     report = _report(Status.MEMORY)
     text = to_text(report)
-    assert text.count("hint: rows should sum to 1") == 1 and text.endswith(STOPPED[Status.MEMORY])
+    assert text.count("hint: rows should sum to 1") == 1 and text.endswith(str(STOPPED[Status.MEMORY]))
     assert "Graded:" not in to_text(_report())  # an ok report needs no sentence in the table
     page = feedback_html(report, "<alice>")
     assert page.count("rows should sum to 1") == 1
     assert "<b>" not in page.replace("<b>2 / 6</b>", "").replace("<b>&lt;alice&gt;</b>", "")
-    assert "&lt;alice&gt;" in page and STOPPED[Status.MEMORY] in page
+    assert "&lt;alice&gt;" in page and str(STOPPED[Status.MEMORY]) in page
 
 
 def test_the_readme_documents_every_status() -> None:
