@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
+import json
 import os
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -100,9 +103,6 @@ def table(lang: str) -> dict[str, str]:
     reads. The ``.po`` stays the source: its table is kept as JSON in this user's cache,
     named by the file's SHA-256 (a changed catalogue is read again), since parsing it with
     Babel costs each process tens of milliseconds and reading the copy about one."""
-    import hashlib
-    import json
-
     path = po_path(lang)
     if lang == "en" or not path.is_file():
         return {}
@@ -126,8 +126,6 @@ def _table_cache() -> Path:
 def _keep(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all (two processes may write it at once); a folder
     that cannot be written keeps nothing."""
-    import tempfile
-
     with contextlib.suppress(OSError):
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, partial = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
