@@ -16,12 +16,7 @@ counts what is missing.
 from __future__ import annotations
 
 import ast
-import contextlib
-import hashlib
-import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -93,49 +88,13 @@ def write(lang: str, entries: dict[str, Entry], root: Path | None = None) -> Pat
     return path
 
 
-#: Bumped when :func:`table`'s reading of a catalogue changes: its kept copies are then unused.
-TABLE_FORMAT = 1
-
-
 @cache
 def table(lang: str) -> dict[str, str]:
     """``{id: translation}`` of ``lang`` (empty for English): what :func:`grader.i18n.render`
-    reads. The ``.po`` stays the source: its table is kept as JSON in this user's cache,
-    named by the file's SHA-256 (a changed catalogue is read again), since parsing it with
-    Babel costs each process tens of milliseconds and reading the copy about one."""
-    path = po_path(lang)
-    if lang == "en" or not path.is_file():
+    reads."""
+    if lang == "en":
         return {}
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
-    kept = _table_cache() / f"{DOMAIN}-{lang}-{TABLE_FORMAT}-{digest}.json"
-    with contextlib.suppress(OSError, ValueError):
-        found = json.loads(kept.read_text(encoding="utf-8"))
-        if isinstance(found, dict):
-            return found
-    out = {key: entry.text for key, entry in read(lang).items() if entry.text}
-    _keep(kept, json.dumps(out, ensure_ascii=False))
-    return out
-
-
-def _table_cache() -> Path:
-    from coursekit import settings
-
-    return settings.cache_home() / "attention-course" / "catalogues"
-
-
-def _keep(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (two processes may write it at once); a folder
-    that cannot be written keeps nothing."""
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(partial, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial)
+    return {key: entry.text for key, entry in read(lang).items() if entry.text}
 
 
 def fields(template: str) -> list[str]:
