@@ -16,10 +16,9 @@ draws who forks whom in each setup):
 What they share:
 
 - :func:`fork_child`: a fork whose child side is done alike everywhere (the streams
-  flushed first; in the child, the inherited heap frozen out of the garbage collector's
-  reach, the descriptors it must not hold closed, signal handlers back to their defaults,
-  a process group or session of its own, the parent-death signal, and an exit at once
-  where the parent died before that signal was set);
+  flushed first; in the child, the descriptors it must not hold closed, signal handlers
+  back to their defaults, a process group or session of its own, the parent-death
+  signal, and an exit at once where the parent died before that signal was set);
 - :func:`may_fork`: whether this process may fork at all (one thread: a fork of a process
   with more may inherit a lock another thread held);
 - :func:`die_with_parent`: the parent-death signal (Linux);
@@ -37,7 +36,6 @@ passed with SCM_RIGHTS); :func:`expect` takes any object with its ``recv``.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import select
 import signal
@@ -78,9 +76,8 @@ def may_fork() -> bool:
 
 def fork_child(close: Iterable[int | socket.socket] = (), *, new: str = "",
                dies_with_parent: bool = False, default_signals: Iterable[int] = ()) -> int:
-    """Fork: the child's pid here, 0 in the child. In the child, in this order: what it
-    inherited frozen out of the garbage collector's reach (:func:`_inherited_heap_frozen`),
-    a signal wake-up descriptor unset and ``default_signals`` back to their default handlers,
+    """Fork: the child's pid here, 0 in the child. In the child, in this order: a signal
+    wake-up descriptor unset and ``default_signals`` back to their default handlers,
     ``close`` closed, ``new`` ``"session"`` or ``"group"``: a session or a process group
     of its own, and with ``dies_with_parent`` the parent-death signal (the child exits
     with :data:`FORK_FAILED_EXIT` where the parent died before it was set). OSError here
@@ -99,19 +96,8 @@ def fork_child(close: Iterable[int | socket.socket] = (), *, new: str = "",
     return 0
 
 
-def _inherited_heap_frozen() -> None:
-    """``gc.freeze()``: the objects the server imported (torch, the graders: some 200,000)
-    are never traversed by the child's collections. The child's first full collection
-    would otherwise walk them all (0.13 s of CPU measured, during a check, on each side
-    of it) and write to every page it touches, which the fork shares until then. Only the
-    list heads change here (the objects are spliced onto the permanent generation); what
-    the child makes itself is collected as before."""
-    gc.freeze()
-
-
 def _become_child(parent: int, close: list[int | socket.socket], new: str,
                   dies_with_parent: bool, default_signals: list[int]) -> None:
-    _inherited_heap_frozen()
     with contextlib.suppress(ValueError):  # a wake-up fd would be written after it closed
         signal.set_wakeup_fd(-1)
     for signum in default_signals:
