@@ -58,6 +58,7 @@ from grader.testkit.framework import (
     matches,
     msg,
     per_run,
+    run_memo,
     suspect,
 )
 
@@ -764,8 +765,20 @@ def lm_model(g, pad_id):
     return {k: v.clone() for k, v in m.state_dict().items()}, m.double()
 
 
+def _model_fixture(sub, name, state, *args):
+    """``sub.fixture(name, state, *args)``, a model holding the weights ``state`` (a case's, drawn
+    once per grading run), built once in the run for the tests that ask for it: they only run it,
+    and a call that changed one of its parameters or buffers would fail (a call may change only
+    the arguments the check names, grader.runtime.unchanged); each test makes its own cache."""
+    memo = run_memo()
+    key = ("fixture", id(sub), name, id(state), args)
+    if key not in memo:  # the state is kept with it: its id stays its own for the run
+        memo[key] = state, sub.fixture(name, state, *args)
+    return memo[key][1]
+
+
 def _lm_fixture(sub, state, pad_id):
-    return sub.fixture("decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
+    return _model_fixture(sub, "decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
 
 
 @per_run
@@ -1468,7 +1481,7 @@ def test_beam_one_is_greedy(sub):
               suspects=[suspect("beam_no_memory_mask", greedy_of(copy_paths(src, masked=False), COPY_EOS, max_len),
                                 msg("the padded sources decode differently: pass the source padding mask to the decoder, model.decode(ys, memory, memory_mask=src_mask)"))])
     max_len, src = t_len, t_src
-    model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
+    model = _model_fixture(sub, "transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
     got = as_rows(_hypotheses(out, src.shape[0], max_len, eos, tails=False), max_len)  # tails: the copy model's
     want = as_rows([tuple(t for t in row if t != PAD) for row in greedy_of(paths, eos, max_len).tolist()], max_len)
@@ -1503,7 +1516,7 @@ def test_beam_output_form(sub):
     # its two padded sources (of different lengths) and a short max_len: the form's rules are
     # the same on fewer, shorter searches (a search costs a decoder call per source and step)
     src, max_len = src[1:], min(t_len, FORM_LEN)
-    model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
+    model = _model_fixture(sub, "transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
     for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos, tails=False)):
         check(h[-1] == eos or len(h) == max_len, msg("row {b} of beam_search(beam_size=4, max_len={max_len}) neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len", b=b, max_len=max_len))

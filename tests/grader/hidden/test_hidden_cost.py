@@ -46,6 +46,8 @@ class CountingSubmission(InProcessSubmission):
             self.counts["built"] += 1  # a class of the notebook (or the course's version of it)
         if op == "call" and method in ("__call__", "encode", "decode"):
             self.counts["forwards"] += 1
+        if op == "fixture":
+            self.counts[f"fixture {header.get('name')}"] += 1
         return super()._request(op, header, value)
 
 
@@ -67,6 +69,16 @@ def test_lesson_08_builds_each_model_once_and_batches_its_variants(seed: int) ->
     assert counts["built"] <= 17, counts
     assert counts["forwards"] <= 50, counts
     assert counts["requests"] <= 215, counts
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lesson_11_builds_each_model_fixture_once_per_case(seed: int) -> None:
+    """A model fixture holding a case's weights is built once in a grading run: the four
+    decoder_step tests share one DecoderLM, the greedy generation tests another, the two
+    beam searches on lesson 08's Transformer one (before: 8 DecoderLMs, 2 Transformers)."""
+    counts = _counts("11_generation", seed)
+    assert counts["fixture decoder_lm"] <= 4, counts
+    assert counts["fixture transformer"] == 1, counts
 
 
 @pytest.mark.parametrize("seed", [1, 2])
