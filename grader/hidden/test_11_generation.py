@@ -1158,6 +1158,18 @@ def _generated(out, prompt):
     return out
 
 
+#: test_generate_greedy's max_new_tokens (drawn from 5 to 7) and case: every test of generate that
+#: needs a case of prompts none of whose continuations meets eos tries it first (a case costs the
+#: check T float64 forwards per attempt; it serves the sampling test 60 runs in 60, the dropout
+#: test 59 in 60: each then draws its own, as before)
+GREEDY_T, GREEDY_CASE = (300, 5, 8), 301
+
+
+def _shared_case(i, n):
+    """The case a test tries at its attempt ``i``: the greedy tests' first, then its own ``n`` + 100 i."""
+    return GREEDY_CASE if i == 0 else n + 100 * i
+
+
 def _greedy_case(sub, n, T):
     state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
@@ -1165,8 +1177,8 @@ def _greedy_case(sub, n, T):
 
 @exercise("generate", points=1)
 def test_generate_greedy(sub):
-    T = _int(300, 5, 8)
-    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
+    T = _int(*GREEDY_T)
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     want = torch.cat([prompt, torch.tensor(conts)], 1)
     out = _generate(sub, model, prompt, T, eos)
     P = prompt.shape[1]
@@ -1203,9 +1215,9 @@ def _training(model):
 def test_generate_without_cache(sub):
     """Also the mode: the model is lesson 10's DecoderLM built with dropout=1.0, which in training mode
     drops every block's output (so generating in training mode gives other tokens, whatever the draw)."""
-    T = _int(304, 5, 8)
-    for i in range(20):  # a case whose first token differs in training mode
-        state, m64, pad_id, prompt, conts, eos = generate_case(305 + 100 * i, T, ending=False)
+    T = _int(*GREEDY_T)
+    for i in range(20):  # a case whose first token differs in training mode: the greedy tests' first
+        state, m64, pad_id, prompt, conts, eos = generate_case(_shared_case(i, 305), T, ending=False)
         want = torch.cat([prompt, torch.tensor(conts)], 1)
         if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
             break
@@ -1239,8 +1251,8 @@ def test_generate_stops_and_pads(sub):
 
 @exercise("generate", points=0.75)
 def test_generate_uses_the_cache(sub):
-    T = _int(300, 5, 8)  # test_generate_greedy's case (no row meets eos), drawn once
-    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
+    T = _int(*GREEDY_T)  # test_generate_greedy's case (no row meets eos), drawn once
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     P = prompt.shape[1]
     counts = []
     for use_cache in (True, False):
@@ -1296,9 +1308,9 @@ def chances(m64, prompt, conts):
 
 @exercise("generate", points=0.25)
 def test_generate_passes_sampling_on(sub):
-    T = 6
-    for i in range(20):  # inputs on which the mistakes show all but surely
-        state, m64, pad_id, prompt, conts, eos = generate_case(316 + 100 * i, T, ending=False)
+    T = _int(*GREEDY_T)
+    for i in range(20):  # inputs on which the mistakes show all but surely: the greedy tests' first
+        state, m64, pad_id, prompt, conts, eos = generate_case(_shared_case(i, 316), T, ending=False)
         greedy_chance, agree_chance = chances(m64, prompt, conts)
         if greedy_chance < 1e-6 and agree_chance < 1e-4:
             break
