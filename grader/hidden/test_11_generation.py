@@ -1266,20 +1266,26 @@ def test_generate_uses_the_cache(sub):
     check(uncached > P + T, msg("with use_cache=False generate ran only {uncached} positions through the model: without a cache it runs model(ids) on the whole sequence at every step", uncached=uncached), mistake="gen_cache_when_off")
 
 
-def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed, never=None):
+def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed, nevers=(None,)):
     """generate with sampling as the course does it: one draw per step for the whole batch,
     torch.multinomial on softmax(filter_logits(last logits)) with a generator seeded ``seed``;
-    ``never``: a token whose logit is set to -inf first (the pad, as the course's version does:
-    advice the text gives, so both ways are right)."""
-    g = torch.Generator().manual_seed(seed)
-    ids = prompt
+    one output for each of ``nevers``: a token whose logit is set to -inf first (the pad, as
+    the course's version does: advice the text gives, so both ways are right), or None. The
+    outputs' rows run through the model as one batch (each row is its own sentence), each
+    output drawn with its own generator."""
+    B = prompt.shape[0]
+    generators = [torch.Generator().manual_seed(seed) for _ in nevers]
+    ids = prompt.repeat(len(nevers), 1)
     for _ in range(T):
         logits = m32(ids)[:, -1]
-        if never is not None:
-            logits[:, never] = NEG_INF
-        probs = ref_filter(logits, temperature, top_k, top_p).softmax(-1)
-        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)], 1)
-    return ids
+        drawn = []
+        for i, (never, g) in enumerate(zip(nevers, generators, strict=True)):
+            z = logits[i * B:(i + 1) * B]
+            if never is not None:
+                z[:, never] = NEG_INF
+            drawn.append(torch.multinomial(ref_filter(z, temperature, top_k, top_p).softmax(-1), 1, generator=g))
+        ids = torch.cat([ids, torch.cat(drawn)], 1)
+    return list(ids.split(B))
 
 
 def _within_top_k(logits, k, never):
@@ -1322,7 +1328,7 @@ def test_generate_passes_sampling_on(sub):
                        generator=sub.fixture("generator", seed))
     settings = SAMPLING
     m32 = decoder_lm(pad_id, state)
-    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
+    wants = sampled_generate(m32, prompt, T, seed=seed, nevers=(None, pad_id), **settings)
     out = _generated(first.value, prompt)
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
