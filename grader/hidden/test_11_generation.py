@@ -57,6 +57,7 @@ from grader.testkit.framework import (
     matches,
     msg,
     per_run,
+    run_memo,
     suspect,
 )
 
@@ -763,8 +764,20 @@ def lm_model(g, pad_id):
     return {k: v.clone() for k, v in m.state_dict().items()}, m.double()
 
 
+def _model_fixture(sub, name, state, *args):
+    """``sub.fixture(name, state, *args)``, a model holding the weights ``state`` (a case's, drawn
+    once per grading run), built once in the run for the tests that ask for it: they only run it,
+    and a call that changed one of its parameters or buffers would fail (a call may change only
+    the arguments the check names, grader.runtime.unchanged); each test makes its own cache."""
+    memo = run_memo()
+    key = ("fixture", id(sub), name, id(state), args)
+    if key not in memo:  # the state is kept with it: its id stays its own for the run
+        memo[key] = state, sub.fixture(name, state, *args)
+    return memo[key][1]
+
+
 def _lm_fixture(sub, state, pad_id):
-    return sub.fixture("decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
+    return _model_fixture(sub, "decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
 
 
 @per_run
@@ -1144,6 +1157,18 @@ def _generated(out, prompt):
     return out
 
 
+#: test_generate_greedy's max_new_tokens (drawn from 5 to 7) and case: every test of generate that
+#: needs a case of prompts none of whose continuations meets eos tries it first (a case costs the
+#: check T float64 forwards per attempt; it serves the sampling test 60 runs in 60, the dropout
+#: test 59 in 60: each then draws its own, as before)
+GREEDY_T, GREEDY_CASE = (300, 5, 8), 301
+
+
+def _shared_case(i, n):
+    """The case a test tries at its attempt ``i``: the greedy tests' first, then its own ``n`` + 100 i."""
+    return GREEDY_CASE if i == 0 else n + 100 * i
+
+
 def _greedy_case(sub, n, T):
     state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
@@ -1151,8 +1176,8 @@ def _greedy_case(sub, n, T):
 
 @exercise("generate", points=1)
 def test_generate_greedy(sub):
-    T = _int(300, 5, 8)
-    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
+    T = _int(*GREEDY_T)
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     want = torch.cat([prompt, torch.tensor(conts)], 1)
     out = _generate(sub, model, prompt, T, eos)
     P = prompt.shape[1]
@@ -1189,9 +1214,9 @@ def _training(model):
 def test_generate_without_cache(sub):
     """Also the mode: the model is lesson 10's DecoderLM built with dropout=1.0, which in training mode
     drops every block's output (so generating in training mode gives other tokens, whatever the draw)."""
-    T = _int(304, 5, 8)
-    for i in range(20):  # a case whose first token differs in training mode
-        state, m64, pad_id, prompt, conts, eos = generate_case(305 + 100 * i, T, ending=False)
+    T = _int(*GREEDY_T)
+    for i in range(20):  # a case whose first token differs in training mode: the greedy tests' first
+        state, m64, pad_id, prompt, conts, eos = generate_case(_shared_case(i, 305), T, ending=False)
         want = torch.cat([prompt, torch.tensor(conts)], 1)
         if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
             break
@@ -1225,8 +1250,8 @@ def test_generate_stops_and_pads(sub):
 
 @exercise("generate", points=0.75)
 def test_generate_uses_the_cache(sub):
-    T = _int(300, 5, 8)  # test_generate_greedy's case (no row meets eos), drawn once
-    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, 301, T)
+    T = _int(*GREEDY_T)  # test_generate_greedy's case (no row meets eos), drawn once
+    model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     P = prompt.shape[1]
     counts = []
     for use_cache in (True, False):
@@ -1240,20 +1265,26 @@ def test_generate_uses_the_cache(sub):
     check(uncached > P + T, msg("with use_cache=False generate ran only {uncached} positions through the model: without a cache it runs model(ids) on the whole sequence at every step", uncached=uncached), mistake="gen_cache_when_off")
 
 
-def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed, never=None):
+def sampled_generate(m32, prompt, T, temperature, top_k, top_p, seed, nevers=(None,)):
     """generate with sampling as the course does it: one draw per step for the whole batch,
     torch.multinomial on softmax(filter_logits(last logits)) with a generator seeded ``seed``;
-    ``never``: a token whose logit is set to -inf first (the pad, as the course's version does:
-    advice the text gives, so both ways are right)."""
-    g = torch.Generator().manual_seed(seed)
-    ids = prompt
+    one output for each of ``nevers``: a token whose logit is set to -inf first (the pad, as
+    the course's version does: advice the text gives, so both ways are right), or None. The
+    outputs' rows run through the model as one batch (each row is its own sentence), each
+    output drawn with its own generator."""
+    B = prompt.shape[0]
+    generators = [torch.Generator().manual_seed(seed) for _ in nevers]
+    ids = prompt.repeat(len(nevers), 1)
     for _ in range(T):
         logits = m32(ids)[:, -1]
-        if never is not None:
-            logits[:, never] = NEG_INF
-        probs = ref_filter(logits, temperature, top_k, top_p).softmax(-1)
-        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)], 1)
-    return ids
+        drawn = []
+        for i, (never, g) in enumerate(zip(nevers, generators, strict=True)):
+            z = logits[i * B:(i + 1) * B]
+            if never is not None:
+                z[:, never] = NEG_INF
+            drawn.append(torch.multinomial(ref_filter(z, temperature, top_k, top_p).softmax(-1), 1, generator=g))
+        ids = torch.cat([ids, torch.cat(drawn)], 1)
+    return list(ids.split(B))
 
 
 def _within_top_k(logits, k, never):
@@ -1282,9 +1313,9 @@ def chances(m64, prompt, conts):
 
 @exercise("generate", points=0.25)
 def test_generate_passes_sampling_on(sub):
-    T = 6
-    for i in range(20):  # inputs on which the mistakes show all but surely
-        state, m64, pad_id, prompt, conts, eos = generate_case(316 + 100 * i, T, ending=False)
+    T = _int(*GREEDY_T)
+    for i in range(20):  # inputs on which the mistakes show all but surely: the greedy tests' first
+        state, m64, pad_id, prompt, conts, eos = generate_case(_shared_case(i, 316), T, ending=False)
         greedy_chance, agree_chance = chances(m64, prompt, conts)
         if greedy_chance < 1e-6 and agree_chance < 1e-4:
             break
@@ -1296,7 +1327,7 @@ def test_generate_passes_sampling_on(sub):
                        generator=sub.fixture("generator", seed))
     settings = SAMPLING
     m32 = decoder_lm(pad_id, state)
-    wants = [sampled_generate(m32, prompt, T, seed=seed, never=never, **settings) for never in (None, pad_id)]
+    wants = sampled_generate(m32, prompt, T, seed=seed, nevers=(None, pad_id), **settings)
     out = _generated(first.value, prompt)
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
@@ -1467,7 +1498,7 @@ def test_beam_one_is_greedy(sub):
               suspects=[suspect("beam_no_memory_mask", greedy_of(copy_paths(src, masked=False), COPY_EOS, max_len),
                                 msg("the padded sources decode differently: pass the source padding mask to the decoder, model.decode(ys, memory, memory_mask=src_mask)"))])
     max_len, src = t_len, t_src
-    model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
+    model = _model_fixture(sub, "transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 1, max_len, BOS, eos)
     got = as_rows(_hypotheses(out, src.shape[0], max_len, eos, tails=False), max_len)  # tails: the copy model's
     want = as_rows([tuple(t for t in row if t != PAD) for row in greedy_of(paths, eos, max_len).tolist()], max_len)
@@ -1502,7 +1533,7 @@ def test_beam_output_form(sub):
     # its two padded sources (of different lengths) and a short max_len: the form's rules are
     # the same on fewer, shorter searches (a search costs a decoder call per source and step)
     src, max_len = src[1:], min(t_len, FORM_LEN)
-    model = sub.fixture("transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
+    model = _model_fixture(sub, "transformer", state, SRC_V, TGT_V, D_T, H_T, 1, FF_T, MAX_LEN, PAD)
     out = sub.call("beam_search", model, src, 4, max_len, BOS, eos)
     for b, h in enumerate(_hypotheses(out, src.shape[0], max_len, eos, tails=False)):
         check(h[-1] == eos or len(h) == max_len, msg("row {b} of beam_search(beam_size=4, max_len={max_len}) neither ends with eos nor has max_len tokens: a hypothesis ends with eos or reaches max_len", b=b, max_len=max_len))

@@ -18,13 +18,15 @@ whose arguments are messages (:func:`msg`, :func:`with_detail`, :func:`concat`, 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 
-def parts(template: str) -> list[tuple[str, str]]:
-    """``[("text", ...), ("field", "name")]`` of a template: ``{{``/``}}`` are literal braces."""
+@functools.lru_cache(maxsize=8192)  # read once: a check builds its messages whether it fails or not
+def parts(template: str) -> tuple[tuple[str, str], ...]:
+    """``(("text", ...), ("field", "name"))`` of a template: ``{{``/``}}`` are literal braces."""
     out: list[tuple[str, str]] = []
     i, text = 0, ""
     while i < len(template):
@@ -50,7 +52,7 @@ def parts(template: str) -> list[tuple[str, str]]:
         i += 1
     if text:
         out.append(("text", text))
-    return out
+    return tuple(out)
 
 
 def escape(text: str) -> str:

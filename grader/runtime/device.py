@@ -51,13 +51,24 @@ def _describe_func(func: Any) -> str:
     return f"torch.{name}" if module.startswith("torch") or not module else f"{module}.{name}"
 
 
+def _leaves(value: Any) -> list[Any]:
+    """The leaves of ``value``: what is not a list, a tuple (a named one, torch's return
+    types) or a dict's value, depth first. What the audit reads of every torch call's
+    arguments and results (a forward makes hundreds): torch's ``tree_leaves`` finds the
+    same there at a fraction of this walk's speed."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    return [value]
+
+
 class _Audit:
     def __init__(self, roots: list[Any], tensors_on_device: bool = True):
         import torch
-        from torch.utils import _pytree
 
         self.torch = torch
-        self.leaves = _pytree.tree_leaves
+        self.leaves = _leaves
         self.token = next(_counter)
         self.violation: str | None = None
         self.attributes: dict[int, str] = {}

@@ -117,6 +117,43 @@ def test_an_ending_generation_case_mostly_draws_one_model(monkeypatch) -> None:
     assert len(models) <= 12, len(models)  # 10 now; 20 before: one prompt continued per model
 
 
+def test_the_generate_tests_share_the_greedy_case(sub, monkeypatch) -> None:
+    """The tests of generate that need prompts whose continuations never meet eos (greedy, the
+    cache, the mode, sampling) try test_generate_greedy's case first: over ten runs they draw
+    one such case and the ending case, each attempt a model continued T tokens in float64
+    (before: four cases, 301, 305, 309 and 316)."""
+    cases: list[int] = []
+    attempt = hidden._attempt
+
+    def counted(n: int, i: int) -> torch.Generator:
+        cases.append(n)
+        return attempt(n, i)
+
+    monkeypatch.setattr(hidden, "_attempt", counted)
+    for seed in range(1, 11):
+        cases.clear()
+        results = run_hidden_tests(sub, "11_generation", only={"generate"}, seed=seed)
+        assert all(r.points == r.max_points for r in results), results
+        assert set(cases) <= {301, 309}, (seed, sorted(set(cases)))
+
+
+def test_the_expected_samples_share_each_steps_forward() -> None:
+    """test_generate_passes_sampling_on expects one of two samples (the pad's logit left or set to
+    -inf): both run through the float32 model as one batch, T forwards in all (2 T before), and
+    each is the sample drawn alone."""
+    with grading_run(3):
+        T = hidden._int(*hidden.GREEDY_T)
+        state, _, pad_id, prompt, _, _ = hidden.generate_case(hidden.GREEDY_CASE, T, ending=False)
+    m32 = hidden.decoder_lm(pad_id, state)
+    forwards: list[int] = []
+    m32.register_forward_hook(lambda *_: forwards.append(1))
+    both = hidden.sampled_generate(m32, prompt, T, seed=5, nevers=(None, pad_id), **hidden.SAMPLING)
+    assert len(forwards) == T
+    for never, sample in zip((None, pad_id), both, strict=True):
+        alone, = hidden.sampled_generate(m32, prompt, T, seed=5, nevers=(never,), **hidden.SAMPLING)
+        assert torch.equal(sample, alone) and sample.shape == (prompt.shape[0], prompt.shape[1] + T)
+
+
 def test_the_reference_lessons_are_loaded_with_the_module() -> None:
     """The check helper's zygote imports the hidden module once: lessons 08 and 10 come with it."""
     importlib.reload(hidden)

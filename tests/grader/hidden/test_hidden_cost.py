@@ -46,6 +46,8 @@ class CountingSubmission(InProcessSubmission):
             self.counts["built"] += 1  # a class of the notebook (or the course's version of it)
         if op == "call" and method in ("__call__", "encode", "decode"):
             self.counts["forwards"] += 1
+        if op == "fixture":
+            self.counts[f"fixture {header.get('name')}"] += 1
         return super()._request(op, header, value)
 
 
@@ -60,24 +62,39 @@ def _counts(lesson: str, seed: int) -> Counter[str]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lesson_08_builds_each_model_once_and_batches_its_variants(seed: int) -> None:
-    """One Transformer per configuration and one layer per branch in a grading run, the
-    causality and padding variants in one forward each (before: 31 objects, 63 forwards,
-    299 requests)."""
+    """One Transformer per configuration and one layer per branch in a grading run (the
+    structure test's pre-LN model is test_transformer_pre_ln_logits's), the causality and
+    padding variants in one forward each, the dropout checks reading shapes and loading only
+    the weights they change (before: 31 objects, 63 forwards, 299 requests; then 17 objects,
+    213 requests)."""
     counts = _counts("08_transformer", seed)
-    assert counts["built"] <= 17, counts
+    assert counts["built"] <= 16, counts
     assert counts["forwards"] <= 50, counts
-    assert counts["requests"] <= 215, counts
+    assert counts["requests"] <= 205, counts
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize(("lesson", "waited"), [("08_transformer", 109), ("11_generation", 93)])
+def test_lesson_11_builds_each_model_fixture_once_per_case(seed: int) -> None:
+    """A model fixture holding a case's weights is built once in a grading run: the four
+    decoder_step tests share one DecoderLM, the tests of generate one per case (the greedy,
+    cache and sampling tests share one), the two beam searches on lesson 08's Transformer one
+    (before: 8 DecoderLMs, 2 Transformers)."""
+    counts = _counts("11_generation", seed)
+    assert counts["fixture decoder_lm"] <= 3, counts
+    assert counts["fixture transformer"] == 1, counts
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("lesson", "waited"), [("08_transformer", 101), ("11_generation", 85)])
 def test_expected_outputs_are_computed_while_the_worker_runs(lesson: str, waited: int, seed: int) -> None:
     """The calls whose expected outputs cost the check most are sent without waiting, so that
     the check computes them while the worker runs the student's code: lesson 08's layer and
     Transformer forwards (torch's layers, the float64 model; a dropout check's two calls sent
     together), lesson 11's beam searches (the exact best hypotheses, the Transformer's case),
     decoder steps (the float64 model) and sampled generation (the expected samples). Before:
-    132 calls waited for in lesson 08 (109 now), 115 and 113 in lesson 11 (93 and 91)."""
+    132 calls waited for in lesson 08 (109, now 101 with its models shared and the dropout
+    checks reading shapes, not weights), 115 and 113 in lesson 11 (93 and 91, now 85 with
+    its model fixtures and cases shared)."""
     counts = _counts(lesson, seed)
     assert counts["waited"] <= waited, counts
 

@@ -61,6 +61,28 @@ def test_literal_braces_are_escaped() -> None:
     assert str(msg("a set {{0, 1}} of {n} keys", n=2)) == "a set {0, 1} of 2 keys"
 
 
+def test_a_template_is_read_once(monkeypatch) -> None:
+    """A hidden test builds the message of every check it makes, passed or not (some 500 in
+    a run of lesson 08's): each template is parsed the first time only."""
+    from grader.i18n import message
+
+    template = "a template read once: {x} of {y}"
+    read = []
+    original = str.__getitem__
+
+    class Counting(str):
+        def __getitem__(self, key):  # the parser reads the template through indexing
+            read.append(key)
+            return original(self, key)
+
+    counted = Counting(template)
+    assert message.parts(counted) == (("text", "a template read once: "), ("field", "x"),
+                                      ("text", " of "), ("field", "y"))
+    first = len(read)
+    assert msg(counted, x=1, y=2) == "a template read once: 1 of 2"
+    assert len(read) == first and first > 0
+
+
 def test_a_message_keeps_its_id_and_arguments_through_a_record() -> None:
     """A hint is kept as id + arguments + English text (the gradebook stays readable), and
     read back as the same message; pickled (a worker's answer) it stays one too."""

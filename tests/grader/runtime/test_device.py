@@ -52,3 +52,18 @@ def test_the_device_audit_accepts_tensors_made_on_the_device(make) -> None:
 def test_the_device_audit_catches_cpu_tensors(make, origin) -> None:
     with pytest.raises(DeviceMismatch, match=origin.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
         _audit(make)
+
+
+def test_the_audit_reads_a_calls_tensors_as_torchs_tree_does_without_it() -> None:
+    """The audit walks every torch call's arguments and results (hundreds in a forward): its own
+    walk finds the leaves torch's tree_leaves finds, in the same order, in what torch functions
+    take and return (lists, tuples, named tuples, torch's return types, dicts)."""
+    from torch.utils import _pytree
+
+    from grader.runtime import device
+
+    x, y = torch.ones(2, 3), torch.zeros(3)
+    cases = [((x, y), {}), (([x, [y, 1]], None), {"dim": -1, "out": (x,)}),
+             ((x.topk(2),), {}), ((x.max(dim=0), "cpu:0"), {"device": torch.device("cpu")})]
+    for case in cases:
+        assert [id(v) for v in device._leaves(case)] == [id(v) for v in _pytree.tree_leaves(case)]
