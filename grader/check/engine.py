@@ -117,7 +117,7 @@ def resolve_lesson(path: str | Path, lesson: str | None) -> str:
         return lesson
     found = catalogue.COURSE.lesson_of(path) or _lesson_by_cells(path)
     if found is None:
-        raise UnknownLesson(msg("cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson (known: {known_lessons})", path=path, known_lessons=', '.join(known_lessons())))
+        raise UnknownLesson(msg("cannot tell the lesson of {path}: name it <lesson>.ipynb or pass --lesson (known: {lessons})", path=path, lessons=', '.join(known_lessons())))
     return found.id
 
 
@@ -160,7 +160,7 @@ def _run_once(cells: list[tuple[int, str]], lesson: str, worker: WorkerHandle, l
             pass  # recorded in sub.broken; every check then fails with its reason
         for exercise in exercises:
             if isinstance(sub.broken, WorkerDied) and worker.timed_out:
-                sub.broken = WorkerTimeout(msg("no answer within {limits_wall_s} s", limits_wall_s=format(limits.wall_s, 'g')))  # its wall clock
+                sub.broken = WorkerTimeout(msg("no answer within {seconds} s", seconds=format(limits.wall_s, 'g')))  # its wall clock
             loaded_fine = sub.broken is None
             run.results += run_hidden_tests(sub, lesson, only={exercise}, seed=seed)
             if loaded_fine and isinstance(sub.broken, CallHung | CallCrashed) \

@@ -124,9 +124,9 @@ def explain(exc: BaseException | None, exercise: str) -> Hint:
 
 def _explain_error(exc: BaseException | None, exercise: str) -> Message:
     if isinstance(exc, MissingName) and exc.cause:
-        return (msg("`{exc_name}` is not defined: its cell failed with {exc_cause}, so nothing in that cell ran; fix that error first", exc_name=exc.name, exc_cause=exc.cause))
+        return (msg("`{name}` is not defined: its cell failed with {error}, so nothing in that cell ran; fix that error first", name=exc.name, error=exc.cause))
     if isinstance(exc, MissingName):
-        return (msg("`{exc_name}` is not defined: did you delete its cell, rename it, or does an earlier cell fail?", exc_name=exc.name))
+        return (msg("`{name}` is not defined: did you delete its cell, rename it, or does an earlier cell fail?", name=exc.name))
     if isinstance(exc, SubmissionError):
         if exc.exc_type == "ForbiddenCall" and exc.message.startswith(GIVEN):  # see explain()
             helper = exc.message.removeprefix(GIVEN)
@@ -136,21 +136,21 @@ def _explain_error(exc: BaseException | None, exercise: str) -> Message:
             return (msg("`{exercise}` calls {lib}; this exercise asks you to build that operation yourself", exercise=exercise, lib=lib))
         if exc.exc_type == "ArgumentChanged":  # also a diagnosis: see explain()
             if exc.message:
-                return msg("`{exercise}` changes its argument {exc_message} in place: {UNCHANGED_RULE}", exercise=exercise, exc_message=exc.message, UNCHANGED_RULE=UNCHANGED_RULE)
+                return msg("`{exercise}` changes its argument {argument} in place: {UNCHANGED_RULE}", exercise=exercise, argument=exc.message, UNCHANGED_RULE=UNCHANGED_RULE)
             return msg("`{exercise}` changes one of its tensor arguments in place: {UNCHANGED_RULE}", exercise=exercise, UNCHANGED_RULE=UNCHANGED_RULE)
         if exc.exc_type == "NotImplementedError":
             return msg("`{exercise}` is not implemented yet (it raised NotImplementedError)", exercise=exercise)
         where = f" ({exc.where.strip().splitlines()[0].strip()})" if exc.where.strip() else ""
-        return msg("calling `{exc_target}` raised {exc_exc_type}: {exc_message}{where}", exc_target=exc.target,
-                   exc_exc_type=exc.exc_type, exc_message=exc.message[:500], where=where[:100])
+        return msg("calling `{function}` raised {error_type}: {error}{where}", function=exc.target,
+                   error_type=exc.exc_type, error=exc.message[:500], where=where[:100])
     if isinstance(exc, BadValue):
-        return msg("`{exercise}` returned something the grader cannot read: {exc}", exercise=exercise, exc=exc)
+        return msg("`{exercise}` returned something the grader cannot read: {error}", exercise=exercise, error=exc)
     if isinstance(exc, CallHung):
-        return (msg("`{exc_call}` gave no answer within {exc_seconds} s: an infinite loop (a loop whose condition never changes for these arguments?)", exc_call=exc.call, exc_seconds=format(exc.seconds, 'g')))
+        return (msg("`{call}` gave no answer within {seconds} s: an infinite loop (a loop whose condition never changes for these arguments?)", call=exc.call, seconds=format(exc.seconds, 'g')))
     if isinstance(exc, WorkerOutOfMemory):
-        return (msg("the notebook reached its memory limit ({exc_gib} GiB): then no exercise is graded, whatever those before earned, so that every run gives the same score", exc_gib=format(exc.gib, 'g')))
+        return (msg("the notebook reached its memory limit ({gib} GiB): then no exercise is graded, whatever those before earned, so that every run gives the same score", gib=format(exc.gib, 'g')))
     if isinstance(exc, CallCrashed):
-        return (msg("`{exc_call}` stopped the notebook's process (it crashed, exited or ran out of memory)", exc_call=exc.call))
+        return (msg("`{call}` stopped the notebook's process (it crashed, exited or ran out of memory)", call=exc.call))
     if isinstance(exc, WorkerTimeout):
         return msg("the notebook took too long ({what}): an infinite loop?", what=describe(exc))
     if isinstance(exc, WorkerDied):

@@ -174,7 +174,7 @@ def grade_student(student: str, opts: Options, submitted: Path,
     if found.problem == "ambiguous":
         names = submissions.shown_list(found.candidates, handed.folder)
         return not_graded(f"{student}/{lesson}", lesson, exercise_points(lesson), Status.AMBIGUOUS,
-                          msg("{found_candidates} different notebooks of {lesson} were handed in: {names}; none was graded: hand in only the one to grade.", found_candidates=len(found.candidates), lesson=lesson, names=names))
+                          msg("{count} different notebooks of {lesson} were handed in: {names}; none was graded: hand in only the one to grade.", count=len(found.candidates), lesson=lesson, names=names))
     path = found.path
     assert path is not None, found.problem  # find() leaves it None only with a problem, above
     report = grade_notebook(path, path.relative_to(submitted).as_posix(), opts, start)
@@ -208,7 +208,7 @@ def grade_notebook(path: Path, shown: str, opts: Options, start: Callable[[], Wo
         nb = parse_notebook(path.read_bytes(), shown)
     except (NotebookError, OSError) as exc:
         return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
-                          msg("The notebook could not be read: {exc_removeprefix_shown}.", exc_removeprefix_shown=str(exc).removeprefix(shown + ': ')))
+                          msg("The notebook could not be read: {error}.", error=str(exc).removeprefix(shown + ': ')))
     return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits, restart=start)
 
 
@@ -266,30 +266,30 @@ class RunSummary:
 def progress_label(opts: Options) -> str:
     """The progress bar's label, in the class's language as far as it is known before grading
     (``--lang``, ``COURSE_LANG``)."""
-    label = msg("grading {opts_lesson}", opts_lesson=opts.lesson)
+    label = msg("grading {lesson}", lesson=opts.lesson)
     return i18n.render(label, i18n.class_language(opts.lang, ()))
 
 
 def summary_lines(summary: RunSummary, opts: Options) -> list[Message]:
     """What ``grade`` prints when it is done, a sentence a line (each a template of the
     catalogues: ``cli`` says them in the class's language, ``i18n.class_language``)."""
-    changed = msg(" ({summary_changed} changed since graded)", summary_changed=len(summary.changed)) if summary.changed else ""
-    lines: list[Message] = [msg("graded {summary_graded} submission(s){changed}, kept {summary_reused} earlier result(s) in {summary_seconds} s (median {summary_median_s} s per submission)", summary_graded=summary.graded, changed=changed, summary_reused=summary.reused, summary_seconds=format(summary.seconds, '.1f'), summary_median_s=format(summary.median_s, '.2f'))]
+    changed = msg(" ({changed} changed since graded)", changed=len(summary.changed)) if summary.changed else ""
+    lines: list[Message] = [msg("graded {graded} submission(s){changed}, kept {reused} earlier result(s) in {seconds} s (median {median_seconds} s per submission)", graded=summary.graded, changed=changed, reused=summary.reused, seconds=format(summary.seconds, '.1f'), median_seconds=format(summary.median_s, '.2f'))]
     if summary.waiting:
-        lines.append(msg("not regraded (changed since graded, not chosen with --student): {summary_waiting}", summary_waiting=', '.join(summary.waiting)))
+        lines.append(msg("not regraded (changed since graded, not chosen with --student): {students}", students=', '.join(summary.waiting)))
     if summary.other_settings:
-        lines.append(msg("kept {summary_other_settings} result(s) made under other settings (isolation, grader version), not vouched for by this run: {summary_other_settings_2}; regrade them with --student ID or --force", summary_other_settings=len(summary.other_settings), summary_other_settings_2=', '.join(summary.other_settings)))
+        lines.append(msg("kept {count} result(s) made under other settings (isolation, grader version), not vouched for by this run: {students}; regrade them with --student ID or --force", count=len(summary.other_settings), students=', '.join(summary.other_settings)))
     if opts.deadlines is not None:
-        lines.append(msg("late work: {opts_deadlines_source} (raw_score, late_submission_penalty and score in grades.csv)", opts_deadlines_source=opts.deadlines.source))
+        lines.append(msg("late work: {deadlines_file} (raw_score, late_submission_penalty and score in grades.csv)", deadlines_file=opts.deadlines.source))
     isolation = "strict" if opts.isolation == "full" else opts.isolation
     protections = ", ".join(summary.protections) or "none"
     lines.append(msg("protections: {protections} (isolation {isolation})", protections=protections, isolation=isolation))
     if summary.missing:
-        lines.append(msg("missing: {summary_missing} (why: {opts_out})", summary_missing=', '.join(summary.missing), opts_out=opts.out / 'run.json'))
+        lines.append(msg("missing: {students} (why: {run_file})", students=', '.join(summary.missing), run_file=opts.out / 'run.json'))
     ambiguous = [s for s in summary.statuses if summary.statuses[s] == "ambiguous"]
     if ambiguous:  # the instructor's step; the students' pages say only what they can do
         lines.append(msg("ambiguous: {ambiguous} handed in several different notebooks: keep the one to grade in each folder, then regrade with --student ID", ambiguous=', '.join(ambiguous)))
-    lines.append(msg("wrote {opts_out}, {opts_out_2}/, {opts_out_3}/", opts_out=opts.out / 'grades.csv', opts_out_2=opts.out / 'results', opts_out_3=opts.out / 'feedback'))
+    lines.append(msg("wrote {grades_file}, {results_folder}/, {feedback_folder}/", grades_file=opts.out / 'grades.csv', results_folder=opts.out / 'results', feedback_folder=opts.out / 'feedback'))
     return lines
 
 
@@ -509,7 +509,7 @@ class _ClassRun:
         for student in self.plan.kept:
             made = _made(folder.read_result(student)).graded_with
             if not provenance.same_settings(made, self.job.settings):
-                other[student] = str(msg("isolation {made}, grader {made_2}", made=made.get('isolation'), made_2=made.get('grader'))
+                other[student] = str(msg("isolation {isolation}, grader {grader_version}", isolation=made.get('isolation'), grader_version=made.get('grader'))
                                      if made else msg("made before results recorded their settings"))
         return other
 

@@ -103,13 +103,13 @@ def find(student_folder: Path, lesson: catalogue.Lesson) -> Found:
         chosen = worked[0].path
         others = [c.path for c in seen if c.path != chosen]
         return Found(chosen, candidates, note=(
-            msg("Graded {shown_chosen_student_folder}, the notebook worked on; untouched: {shown_p_student_folder}.", shown_chosen_student_folder=_shown(chosen, student_folder), shown_p_student_folder=', '.join(_shown(p, student_folder) for p in others))))
+            msg("Graded {notebook}, the notebook worked on; untouched: {others}.", notebook=_shown(chosen, student_folder), others=', '.join(_shown(p, student_folder) for p in others))))
     if not worked or len({c.digest for c in worked}) == 1 and all(c.readable for c in worked):
         pool = worked or seen  # all untouched, or copies of one notebook
         chosen = next((p for p in canonical if p in [c.path for c in pool]), pool[0].path)
         why = msg("identical copies") if worked else msg("all untouched")
         return Found(chosen, candidates, note=(
-            msg("Graded {shown_chosen_student_folder} of {seen} notebooks ({why}).", shown_chosen_student_folder=_shown(chosen, student_folder), seen=len(seen), why=why)))
+            msg("Graded {notebook} of {seen} notebooks ({why}).", notebook=_shown(chosen, student_folder), seen=len(seen), why=why)))
     return Found(None, candidates, problem="ambiguous")
 
 
@@ -131,13 +131,13 @@ def other_lesson(nb: dict[str, Any], lesson: catalogue.Lesson) -> catalogue.Less
 
 def wrong_lesson(found: catalogue.Lesson, lesson: catalogue.Lesson) -> Message:
     """What a student reads who handed in lesson ``found``'s notebook for ``lesson``."""
-    return (msg("This is lesson {found_number}'s notebook, not lesson {lesson_number}'s: nothing in it was graded. Hand in your lesson {lesson_number} notebook.", found_number=found.number, lesson_number=lesson.number))
+    return (msg("This is lesson {found_lesson}'s notebook, not lesson {lesson}'s: nothing in it was graded. Hand in your lesson {lesson} notebook.", found_lesson=found.number, lesson=lesson.number))
 
 
 def _which(path: Path, canonical: list[Path], student_folder: Path) -> Message | str:
     if path in canonical:
         return ""
-    return msg("Graded {shown_path_student_folder} (not at nbgrader's name {canonical_name}).", shown_path_student_folder=_shown(path, student_folder), canonical_name=canonical[0].name)
+    return msg("Graded {notebook} (not at nbgrader's name {canonical_name}).", notebook=_shown(path, student_folder), canonical_name=canonical[0].name)
 
 
 def _shown(path: Path, student_folder: Path) -> str:

@@ -94,7 +94,7 @@ def parse_timestamp(text: str) -> datetime:
     try:
         return parse_utc(text).replace(tzinfo=UTC)
     except (ValueError, OverflowError) as exc:
-        raise DeadlineError(msg("cannot read the timestamp {text}: {exc}", text=repr(text), exc=exc)) from None
+        raise DeadlineError(msg("cannot read the timestamp {text}: {error}", text=repr(text), error=exc)) from None
 
 
 def read_timestamp(folder: Path) -> datetime | None:
@@ -131,15 +131,15 @@ def format_duration(delta: timedelta) -> Message:
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
     if days and hours:
-        return msg("{days} day{days_2} {hours} hour{hours_2}", days=days, days_2='s' * (days != 1), hours=hours, hours_2='s' * (hours != 1))
+        return msg("{days} day{day_s} {hours} hour{hour_s}", days=days, day_s='s' * (days != 1), hours=hours, hour_s='s' * (hours != 1))
     if days:
-        return msg("{days} day{days_2}", days=days, days_2='s' * (days != 1))
+        return msg("{days} day{day_s}", days=days, day_s='s' * (days != 1))
     if hours and minutes:
-        return msg("{hours} hour{hours_2} {minutes} minute{minutes_2}", hours=hours, hours_2='s' * (hours != 1), minutes=minutes, minutes_2='s' * (minutes != 1))
+        return msg("{hours} hour{hour_s} {minutes} minute{minute_s}", hours=hours, hour_s='s' * (hours != 1), minutes=minutes, minute_s='s' * (minutes != 1))
     if hours:
-        return msg("{hours} hour{hours_2}", hours=hours, hours_2='s' * (hours != 1))
+        return msg("{hours} hour{hour_s}", hours=hours, hour_s='s' * (hours != 1))
     if minutes:
-        return msg("{minutes} minute{minutes_2}", minutes=minutes, minutes_2='s' * (minutes != 1))
+        return msg("{minutes} minute{minute_s}", minutes=minutes, minute_s='s' * (minutes != 1))
     return msg("{seconds} seconds", seconds=seconds)
 
 
@@ -182,9 +182,9 @@ class Lateness:
         if self.submitted is None:
             return msg("No submission time (no timestamp.txt): not counted as late.")
         if self.late.total_seconds() <= 0:
-            return msg("On time (submitted {at_submitted}, due {at_due}).", at_submitted=self.at(self.submitted), at_due=self.at(self.due))
+            return msg("On time (submitted {submitted}, due {due}).", submitted=self.at(self.submitted), due=self.at(self.due))
         lost = msg("penalty {fraction} of the raw score", fraction=format(self.fraction, '.0%')) if self.fraction else msg("no penalty")
-        return (msg("{format_duration_late} late (submitted {at_submitted}, due {at_due}): {lost}.", format_duration_late=format_duration(self.late), at_submitted=self.at(self.submitted), at_due=self.at(self.due), lost=lost))
+        return (msg("{late_by} late (submitted {submitted}, due {due}): {lost}.", late_by=format_duration(self.late), submitted=self.at(self.submitted), due=self.at(self.due), lost=lost))
 
 
 @dataclass
@@ -240,7 +240,7 @@ def parse(text: str, source: str = DEFAULT_FILE, lessons: list[str] | None = Non
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise DeadlineError(msg("{source}: not valid TOML ({exc})", source=source, exc=exc)) from None
+        raise DeadlineError(msg("{source}: not valid TOML ({error})", source=source, error=exc)) from None
     unknown = set(data) - {"timezone", "due", "extensions", "penalty"}
     if unknown:
         raise DeadlineError(msg("{source}: unknown setting(s) {unknown} (timezone, [due], [extensions], [penalty])", source=source, unknown=', '.join(sorted(unknown))))
@@ -261,7 +261,7 @@ def parse(text: str, source: str = DEFAULT_FILE, lessons: list[str] | None = Non
                 raise DeadlineError(msg("{source}: [extensions] {student} names {lesson}, not a lesson of the course", source=source, student=student, lesson=repr(lesson)))
         student_id = ids.key(str(student))  # compared with folder names in one form
         if student_id in deadlines.extensions:
-            raise DeadlineError(msg("{source}: [extensions] names {ids_shown_student} twice (once in another Unicode form)", source=source, ids_shown_student=ids.shown(str(student))))
+            raise DeadlineError(msg("{source}: [extensions] names {student} twice (once in another Unicode form)", source=source, student=ids.shown(str(student))))
         deadlines.extensions[student_id] = {k: parse_duration(v) for k, v in per.items()}
     rule = dict(data.get("penalty", {}))
     unknown = set(rule) - {"per_day", "max", "grace", "zero_after"}
@@ -281,5 +281,5 @@ def load(path: str | Path, lessons: list[str] | None = None) -> Deadlines:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise DeadlineError(msg("cannot read {path}: {exc_strerror}", path=path, exc_strerror=exc.strerror or exc)) from None
+        raise DeadlineError(msg("cannot read {path}: {error}", path=path, error=exc.strerror or exc)) from None
     return parse(text, str(path), lessons)

@@ -285,5 +285,5 @@ def test_attention_queries_keys_values(sub):
         n, m = Q.shape[0], K.shape[0]
         close(w, ref_w, msg("with {n} queries and {m} keys the weights should be the [{n}, {m}] matrix softmax(Q Kᵀ / √d_k), each row summing to 1", n=n, m=m),
               suspects=attention_suspects(Q, K, V))
-        close(out, ref_out, msg("with {n} queries, {m} keys and values of width {V_shape} the output should be the [{n}, {V_shape}] matrix weights @ V", n=n, m=m, V_shape=V.shape[1]),
+        close(out, ref_out, msg("with {n} queries, {m} keys and values of width {width} the output should be the [{n}, {width}] matrix weights @ V", n=n, m=m, width=V.shape[1]),
               suspects=attention_suspects(Q, K, V, part="output"))

@@ -106,7 +106,7 @@ def qkv_suspects(x, n_state, which):
         suspect("qkv_hardcoded_width", x[..., which * width:(which + 1) * width] if width else None,
                 msg("with n_state = {n_state} each block should be {n_state} columns wide: use the n_state argument, not a fixed width", n_state=n_state)),
     ] + [
-        suspect("qkv_order", blocks[j], msg("the {which} returned is block {j} (the {j_2} block): return q, k, v in that order, block 0, 1, 2", which='qkv'[which], j=j, j_2='qkv'[j]))
+        suspect("qkv_order", blocks[j], msg("the {which} returned is block {j} (the {letter} block): return q, k, v in that order, block 0, 1, 2", which='qkv'[which], j=j, letter='qkv'[j]))
         for j in range(3) if j != which
     ]
 
@@ -115,7 +115,7 @@ def check_qkv(sub, x, n_state, what):
     q, k, v = triple(call(sub, "split_qkv", x, n_state))
     for i, (got, name) in enumerate(((q, "q"), (k, "k"), (v, "v"))):
         close(got, x[..., i * n_state:(i + 1) * n_state],
-              msg("{what}: {name} should be columns {i_n_state} to {i_n_state_2} (block {i} of n_state = {n_state} columns)", what=what, name=name, i_n_state=i * n_state, i_n_state_2=(i + 1) * n_state - 1, i=i, n_state=n_state), suspects=qkv_suspects(x, n_state, i))
+              msg("{what}: {name} should be columns {first} to {last} (block {i} of n_state = {n_state} columns)", what=what, name=name, first=i * n_state, last=(i + 1) * n_state - 1, i=i, n_state=n_state), suspects=qkv_suspects(x, n_state, i))
 
 
 @exercise("split_qkv", points=2)
@@ -139,7 +139,7 @@ def split_suspects(x, n_head, k=False):
         suspect("split_no_transpose", flat.transpose(0, 1, 3, 2) if k else flat,
                 msg("the heads mix tokens: a reshape straight to [B, H, L, d] keeps the numbers in their order; reshape to [B, L, H, d] (head h = features h·d … (h+1)·d - 1), then transpose to [B, H, L, d]")),
         suspect("split_head_fast_axis", fast,
-                msg("head 0 holds features 0, {n_head}, {n_head_2}, …: reshape to [B, L, H, d] (each head a consecutive chunk of d features), not [B, L, d, H]", n_head=n_head, n_head_2=2 * n_head)),
+                msg("head 0 holds features 0, {n_head}, {twice_n_head}, …: reshape to [B, L, H, d] (each head a consecutive chunk of d features), not [B, L, d, H]", n_head=n_head, twice_n_head=2 * n_head)),
         suspect("split_d_h_swapped", x.reshape(B, L, d, n_head).transpose((0, 2, 3, 1) if k else (0, 2, 1, 3)),
                 msg("d and H are swapped: reshape to [B, L, H, d] with d = D // H, so that the head axis has H entries")),
         suspect("split_k_ignored", ref_split(x, n_head) if k else None,
@@ -161,7 +161,7 @@ def test_split_heads_many_heads(sub):
     x = rng(4).normal(size=(2, 5, 12))
     for n_head in (1, 3, 4, 12):
         close(call(sub, "split_heads", x, n_head), ref_split(x, n_head),
-              msg("split_heads(x, {n_head}) of a [2, 5, 12] input should be [2, {n_head}, 5, {n_head_2}], head h holding features h·d … (h+1)·d - 1 of each token", n_head=n_head, n_head_2=12 // n_head),
+              msg("split_heads(x, {n_head}) of a [2, 5, 12] input should be [2, {n_head}, 5, {d_head}], head h holding features h·d … (h+1)·d - 1 of each token", n_head=n_head, d_head=12 // n_head),
               suspects=split_suspects(x, n_head))
 
 
@@ -188,7 +188,7 @@ def check_merge(sub, x, message):
     B, H, L, d = x.shape
     out = call(sub, "merge_heads", x)
     if shape_of(out) == (B, L, d) and H > 1:
-        diagnose("merge_to_d", msg("merging [B, H, L, d] = {B_H_L} should give [B, L, H·d] = {B_L_H}: all heads side by side, not [B, L, d] (the note's [B, L, 64] is a slip)", B_H_L=[B, H, L, d], B_L_H=[B, L, H * d]))
+        diagnose("merge_to_d", msg("merging [B, H, L, d] = {split_shape} should give [B, L, H·d] = {merged_shape}: all heads side by side, not [B, L, d] (the note's [B, L, 64] is a slip)", split_shape=[B, H, L, d], merged_shape=[B, L, H * d]))
     close(out, ref_merge(x), message, suspects=merge_suspects(x))
 
 

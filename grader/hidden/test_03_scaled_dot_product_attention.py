@@ -184,10 +184,10 @@ def attend(sub, *args, **kwargs):
         result = sub.call("scaled_dot_product_attention", *args, forbid=SDPA, **kwargs)
     except SubmissionError as exc:
         if "Dimension out of range" in exc.message and args[0].dim() < 4:
-            diagnose("absolute_axes", msg("with {args_dim}-D inputs your code raised \"Dimension out of range\": count the axes from the end (k.transpose(-2, -1), q.size(-1)) so that any number of leading axes works", args_dim=args[0].dim()))
+            diagnose("absolute_axes", msg("with {ndim}-D inputs your code raised \"Dimension out of range\": count the axes from the end (k.transpose(-2, -1), q.size(-1)) so that any number of leading axes works", ndim=args[0].dim()))
         if (isinstance(mask, torch.Tensor) and want_w is not None and tuple(mask.shape) != want_w
                 and runs_with_full_mask(sub, args, kwargs, want_w)):
-            diagnose("mask_not_broadcast", msg("with a mask of shape {mask_shape} your code raised {exc_exc_type}, though it runs with a mask of the scores' full shape {want_w}: a mask only has to broadcast to [..., Lq, Lk], so apply it with masked_fill or torch.where, which broadcast (indexing scores[~mask] needs the full shape)", mask_shape=list(mask.shape), exc_exc_type=exc.exc_type, want_w=list(want_w)))
+            diagnose("mask_not_broadcast", msg("with a mask of shape {mask_shape} your code raised {error_type}, though it runs with a mask of the scores' full shape {scores_shape}: a mask only has to broadcast to [..., Lq, Lk], so apply it with masked_fill or torch.where, which broadcast (indexing scores[~mask] needs the full shape)", mask_shape=list(mask.shape), error_type=exc.exc_type, scores_shape=list(want_w)))
         raise
     check(isinstance(result, (tuple, list)) and len(result) == 2,
           msg("scaled_dot_product_attention should return a pair (output, weights)"))
@@ -195,7 +195,7 @@ def attend(sub, *args, **kwargs):
     check(isinstance(out, torch.Tensor) and isinstance(w, torch.Tensor),
           msg("scaled_dot_product_attention should return two tensors (output, weights)"))
     if want_w != want_out and shape_of(out) == want_w and shape_of(w) == want_out:
-        diagnose("sdpa_pair_order", msg("scaled_dot_product_attention returns (weights, output): the first tensor is {want_w}, the weights' shape [..., Lq, Lk]; return the output [..., Lq, d_v] first, then the weights", want_w=list(want_w)))
+        diagnose("sdpa_pair_order", msg("scaled_dot_product_attention returns (weights, output): the first tensor is {weights_shape}, the weights' shape [..., Lq, Lk]; return the output [..., Lq, d_v] first, then the weights", weights_shape=list(want_w)))
     return out, w
 
 

@@ -331,7 +331,7 @@ def test_submodules_and_parameter_count(sub):
     check(total == 4 * 24 ** 2 + 4 * 24,
           msg("multi-head attention with D = 24 should have 4·D² + 4·D = 2400 parameters, found {total}", total=total))
     out = _one_tensor([step.value for step in steps][-1])
-    check(shape_of(out) == (2, 5, 24), msg("the output should be [B, L, d_model] = [2, 5, 24], got {shape_of_out}", shape_of_out=shape_of(out)))
+    check(shape_of(out) == (2, 5, 24), msg("the output should be [B, L, d_model] = [2, 5, 24], got {out_shape}", out_shape=shape_of(out)))
 
 
 # --- numbers -------------------------------------------------------------------------------
@@ -428,7 +428,7 @@ def test_cross_attention_output(sub):
     m, w = started.module()
     out_x, out = started.outs()
     options = dialect(m, w, H, x, out_x, right_x)
-    check(shape_of(out) == (2, 4, D), msg("cross-attention with 4 queries and 7 keys should give [B, Lq, d_model] = [2, 4, {D}] (one row per query), got {shape_of_out}", D=D, shape_of_out=shape_of(out)))
+    check(shape_of(out) == (2, 4, D), msg("cross-attention with 4 queries and 7 keys should give [B, Lq, d_model] = [2, 4, {D}] (one row per query), got {out_shape}", D=D, out_shape=shape_of(out)))
     close(out, in_dialect(right, w, q, k, v, H, options)[0], msg("the cross-attention output (4 queries, 7 keys and values) differs from nn.MultiheadAttention's"), **TOL,
           suspects=cross_suspects(w, q, k, v, options, 0))
 
@@ -484,7 +484,7 @@ def test_runs_on_the_model_device(sub):
         started.outs()
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("mask_on_cpu", msg("on a GPU this forward fails: {exc_message}; make tensors inside forward on the input's device (device=query.device, torch.ones_like)", exc_message=exc.message))
+            diagnose("mask_on_cpu", msg("on a GPU this forward fails: {error}; make tensors inside forward on the input's device (device=query.device, torch.ones_like)", error=exc.message))
         raise
 
 
@@ -518,7 +518,7 @@ def test_gradients_equal_torch(sub):
         got = grads.get(name)
         if name == "v_proj.weight" and (got is None or float(got.abs().max()) == 0.0):
             diagnose("v_with_k_proj", msg("v_proj is never used (its gradient is zero): project the values with v_proj, the keys with k_proj"))
-        close(got, weight_grads[name], msg("the gradient of {name} differs from nn.MultiheadAttention's (is {name_split} used, and used once?)", name=name, name_split=name.split('.')[0]), atol=1e-4)
+        close(got, weight_grads[name], msg("the gradient of {name} differs from nn.MultiheadAttention's (is {module} used, and used once?)", name=name, module=name.split('.')[0]), atol=1e-4)
 
 
 @exercise(EX, points=0.5)

@@ -140,7 +140,7 @@ def _any_shape(sub, name, x):
     except SubmissionError as exc:
         if exc.exc_type == "ForbiddenCall":
             raise
-        diagnose("not_elementwise", msg("`{name}` works on a 1-D tensor but fails on a [2, 3, 4] one ({exc_exc_type}): compute it elementwise with torch operations on the whole tensor, whatever its shape (no loop over its values, no reshape)", name=name, exc_exc_type=exc.exc_type))
+        diagnose("not_elementwise", msg("`{name}` works on a 1-D tensor but fails on a [2, 3, 4] one ({error_type}): compute it elementwise with torch operations on the whole tensor, whatever its shape (no loop over its values, no reshape)", name=name, error_type=exc.exc_type))
 
 
 def _dtypes(sub, name, expected, suspects):

@@ -325,8 +325,8 @@ def test_pe_runs_on_the_model_device(sub):
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
             if "plain tensor attribute" in exc.message:
-                diagnose("pe_not_buffer", msg("on a GPU this forward fails: {exc_message}; register the table with self.register_buffer('pe', table) so that model.to(device) moves it", exc_message=exc.message))
-            diagnose("pe_table_on_cpu", msg("on a GPU this forward fails: {exc_message}; add the registered buffer self.pe[:L], which moves with the model", exc_message=exc.message))
+                diagnose("pe_not_buffer", msg("on a GPU this forward fails: {error}; register the table with self.register_buffer('pe', table) so that model.to(device) moves it", error=exc.message))
+            diagnose("pe_table_on_cpu", msg("on a GPU this forward fails: {error}; add the registered buffer self.pe[:L], which moves with the model", error=exc.message))
         raise
 
 
@@ -368,7 +368,7 @@ def test_embedding_scaled_lookup(sub):
         m.load_state_dict({"embedding.weight": w})
         m.eval()
         close(m(tokens), w[tokens] * math.sqrt(d_model),
-              msg("forward(tokens) should look the tokens up and multiply by √d_model (= {sqrt_d_model} for d_model = {d_model})", sqrt_d_model=format(math.sqrt(d_model), 'g'), d_model=d_model), atol=1e-5, rtol=1e-5,
+              msg("forward(tokens) should look the tokens up and multiply by √d_model (= {scale} for d_model = {d_model})", scale=format(math.sqrt(d_model), 'g'), d_model=d_model), atol=1e-5, rtol=1e-5,
               suspects=emb_suspects(w[tokens], d_model))
 
 

@@ -261,10 +261,10 @@ def _inject(handle, params, what, hint, names=None, sizes=None):
     shapes = handle.state_shapes()
     check(isinstance(shapes, dict), msg("{what}.state_dict() did not return a dict: is it an nn.Module?", what=what))
     missing = [k for k in params if k not in shapes]
-    check(not missing, msg("{what} has no parameter named {missing}{missing_2}: {hint}", what=what, missing=', '.join(missing[:4]), missing_2=' ...' if len(missing) > 4 else '', hint=hint), mistake=names)
+    check(not missing, msg("{what} has no parameter named {missing}{more}: {hint}", what=what, missing=', '.join(missing[:4]), more=' ...' if len(missing) > 4 else '', hint=hint), mistake=names)
     for k, v in params.items():
         check(shapes[k] == list(v.shape),
-              msg("{what}: parameter {k} has shape {shapes_k}, expected {v_shape}", what=what, k=k, shapes_k=shapes[k], v_shape=list(v.shape)), mistake=sizes)
+              msg("{what}: parameter {name} has shape {shape}, expected {want_shape}", what=what, name=k, shape=shapes[k], want_shape=list(v.shape)), mistake=sizes)
     handle.load_state_dict({k: params[k] for k in shapes if k in params}, strict=False)
     handle.eval()
     return handle
@@ -292,7 +292,7 @@ def _reveal(handle, *args, run=True):
     modules = handle.inspect(values=False).get("modules", {})
     found = sorted({"nn." + t.rsplit(".", 1)[-1] for t in modules.values() if t.startswith(LIBRARY_MODULES)})
     if found:
-        diagnose("library_call", msg("`{handle_type_name_rsplit}` is built on torch's own {found}: this exercise asks you to build it from your own parts (lesson 04's MultiHeadAttention, this lesson's layers)", handle_type_name_rsplit=handle.type_name.rsplit('.', 1)[-1], found=' / '.join(found)))
+        diagnose("library_call", msg("`{class_name}` is built on torch's own {found}: this exercise asks you to build it from your own parts (lesson 04's MultiHeadAttention, this lesson's layers)", class_name=handle.type_name.rsplit('.', 1)[-1], found=' / '.join(found)))
     if run:
         try:
             handle(*args, forbid=FORBID)
@@ -506,7 +506,7 @@ def test_ffn_sizes(sub):
           msg("PositionwiseFeedForward has no parameters linear1.weight and linear2.weight (found {params}): {FFN_HINT}, so that weights load by name", params=', '.join(sorted(params)[:4]) or 'none', FFN_HINT=FFN_HINT),
           mistake="ffn_layer_names")
     shapes = [list(params[f"linear{i}.weight"].shape) for i in (1, 2)]
-    check(shapes == [[20, 6], [6, 20]], msg("PositionwiseFeedForward(d_model=6, d_ff=20): linear1 should map d_model -> d_ff (weight [20, 6]) and linear2 d_ff -> d_model (weight [6, 20]), got {shapes} and {shapes_2}", shapes=shapes[0], shapes_2=shapes[1]), mistake="ffn_width")
+    check(shapes == [[20, 6], [6, 20]], msg("PositionwiseFeedForward(d_model=6, d_ff=20): linear1 should map d_model -> d_ff (weight [20, 6]) and linear2 d_ff -> d_model (weight [6, 20]), got {linear1_shape} and {linear2_shape}", linear1_shape=shapes[0], linear2_shape=shapes[1]), mistake="ffn_width")
     out = ff(randn(14, 2, 3, 6))
     check(tuple(out.shape) == (2, 3, 6), msg("the output should have the input's shape [B, L, d_model]"))
 
@@ -779,7 +779,7 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
         found = identify(out5, decoder_ref(p, x5, mem, t5, mem_mask, norm_first), layer_suspects(
             decoder_ref, DEC_MISTAKES, p, x5, mem, t5, mem_mask, norm_first), atol=ATOL)
         if found is not None:
-            diagnose(found.mistake, msg("{found_message} (with a target of 6 and a memory of 5 positions the layer fails)", found_message=found.message))
+            diagnose(found.mistake, msg("{hint} (with a target of 6 and a memory of 5 positions the layer fails)", hint=found.message))
         raise
     close(out, want, message, atol=ATOL, suspects=layer_suspects(
         decoder_ref, DEC_MISTAKES, p, x, mem, tgt_mask, mem_mask, norm_first))
@@ -1054,7 +1054,7 @@ def _logits(model, src, tgt, **kwargs):
 def _logits_of(out, src, tgt):
     """The forward's output ``out``, once it is checked to be logits [B, Lt, tgt_vocab]."""
     check(tuple(getattr(out, "shape", ())) == (src.shape[0], tgt.shape[1], TV),
-          msg("forward(src, tgt) should return logits [B, Lt, tgt_vocab] = {src_shape_tgt}, got {getattr_out}", src_shape_tgt=[src.shape[0], tgt.shape[1], TV], getattr_out=list(getattr(out, 'shape', []))))
+          msg("forward(src, tgt) should return logits [B, Lt, tgt_vocab] = {want}, got {out_shape}", want=[src.shape[0], tgt.shape[1], TV], out_shape=list(getattr(out, 'shape', []))))
     return out
 
 
@@ -1092,7 +1092,7 @@ def test_transformer_structure(sub):
                   TRANSFORMER_HINTS["final_norms_post_ln"], mistake="final_norms_post_ln")
         if missing and all(k.startswith("encoder_layers.1.") for k in missing):
             diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
-        check(not missing, msg("Transformer(norm_first={norm_first}) has no parameter {missing}{missing_2}: {TRANSFORMER_HINT}", norm_first=norm_first, missing=', '.join(missing[:3]), missing_2=' ...' if len(missing) > 3 else '', TRANSFORMER_HINT=TRANSFORMER_HINT),
+        check(not missing, msg("Transformer(norm_first={norm_first}) has no parameter {missing}{more}: {TRANSFORMER_HINT}", norm_first=norm_first, missing=', '.join(missing[:3]), more=' ...' if len(missing) > 3 else '', TRANSFORMER_HINT=TRANSFORMER_HINT),
               mistake="model_submodule_names")
     try:
         pad_id = m.get("pad_id")
@@ -1230,7 +1230,7 @@ def test_transformer_runs_on_the_model_device(sub):
         m.method("encode", src, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("mask_on_cpu", msg("on a GPU this forward fails: {exc_message}; make every tensor built inside the model on the input's device (causal_mask(Lt, device=tgt.device), torch.ones(..., device=...), ones_like)", exc_message=exc.message))
+            diagnose("mask_on_cpu", msg("on a GPU this forward fails: {error}; make every tensor built inside the model on the input's device (causal_mask(Lt, device=tgt.device), torch.ones(..., device=...), ones_like)", error=exc.message))
         raise
 
 
@@ -1306,7 +1306,7 @@ def _decode(sub, src, max_len, forbid=()):
     model = sub.fixture("copy_model", vocab=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, junk_id=JUNK)
     out = sub.call("greedy_decode", model, src, max_len, BOS, EOS, forbid=forbid)
     check(hasattr(out, "shape") and out.dim() == 2, msg("greedy_decode should return a tensor [B, T] of token ids"))
-    check(out.shape[0] == src.shape[0], msg("greedy_decode should return one row per source sentence ({src_shape}), got {out_shape}", src_shape=src.shape[0], out_shape=out.shape[0]))
+    check(out.shape[0] == src.shape[0], msg("greedy_decode should return one row per source sentence ({sources}), got {rows}", sources=src.shape[0], rows=out.shape[0]))
     if not bool((out[:, 0] == BOS).all()):
         if bool((out[:, 0] == PAD).all()):
             diagnose("starts_with_pad", DECODE_HINTS["starts_with_pad"])
@@ -1404,5 +1404,5 @@ def test_greedy_on_the_model_device(sub):
         _decode(sub, src, 10, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("decode_output_on_cpu", msg("on a GPU this decoding fails: {exc_message}; make the tokens on the source's device, torch.full(..., device=src.device)", exc_message=exc.message))
+            diagnose("decode_output_on_cpu", msg("on a GPU this decoding fails: {error}; make the tokens on the source's device, torch.full(..., device=src.device)", error=exc.message))
         raise

@@ -290,7 +290,7 @@ def test_nll_shapes(sub):
         if exc.exc_type == "ForbiddenCall":
             raise
         _nll(sub, logits, target, 0.2, 0)  # [B, L, V] works (else that failure is what it says)
-        diagnose("nll_fixed_rank", msg("label_smoothed_nll works on logits [B, L, V] but fails on [N, V] ({exc_exc_type}): logits may have any leading shape [..., V]; flatten them with logits.reshape(-1, V) and target.reshape(-1)", exc_exc_type=exc.exc_type))
+        diagnose("nll_fixed_rank", msg("label_smoothed_nll works on logits [B, L, V] but fails on [N, V] ({error_type}): logits may have any leading shape [..., V]; flatten them with logits.reshape(-1, V) and target.reshape(-1)", error_type=exc.exc_type))
     check(hasattr(got, "shape"), msg("the loss should be a tensor (train_step calls its backward()), got a {got}", got=type(got).__name__))
     check(tuple(got.shape) == (), msg("the loss should be a scalar tensor (shape []), the mean over the tokens, got shape {got_shape}", got_shape=list(got.shape)), mistake="nll_not_scalar")
     close(got, ref_nll(logits, target, 0.2, 0), msg("logits [N, V] with target [N] should work too"),
@@ -444,7 +444,7 @@ def test_train_step_returns_loss_before_update(sub):
     hints = dict(STEP_HINTS, returns_loss_after_update=msg("train_step returned the loss after the update: compute the loss, keep loss.item(), then step; return the value from before optimizer.step()"))
     for mistake, value in candidates.items():
         if math.isclose(loss, value, rel_tol=1e-4) and not math.isclose(value, float(want), rel_tol=1e-4):
-            diagnose(mistake, msg("{hints_mistake} (yours {loss}, right {want})", hints_mistake=hints[mistake], loss=format(loss, '.5f'), want=format(float(want), '.5f')))
+            diagnose(mistake, msg("{hint} (yours {loss}, right {want})", hint=hints[mistake], loss=format(loss, '.5f'), want=format(float(want), '.5f')))
     check(False, msg("train_step returned {loss}, but the loss before the update is {want}: feed the model tgt[:, :-1], score it on tgt[:, 1:] with label_smoothed_nll(..., smoothing, model.pad_id), and return the loss computed before optimizer.step()", loss=format(loss, '.5f'), want=format(float(want), '.5f')))
 
 
@@ -494,5 +494,5 @@ def test_train_step_on_the_model_device(sub):
         sub.call("train_step", model, step_batch(37), optimizer, forbid=(ON_DEVICE_MODEL,), changes=TRAINED)
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("batch_not_moved", msg("with the model on a GPU and the batch on the CPU (a DataLoader's), this step fails: {exc_message}; move src and tgt to the model's device first (device = next(model.parameters()).device)", exc_message=exc.message))
+            diagnose("batch_not_moved", msg("with the model on a GPU and the batch on the CPU (a DataLoader's), this step fails: {error}; move src and tgt to the model's device first (device = next(model.parameters()).device)", error=exc.message))
         raise

@@ -408,10 +408,10 @@ def _inject(handle, params, what, hint):
     shapes = handle.state_shapes()
     check(isinstance(shapes, dict), msg("{what}.state_dict() did not return a dict: is it an nn.Module?", what=what))
     missing = [k for k in params if k not in shapes]
-    check(not missing, msg("{what} has no parameter named {missing}{missing_2}: {hint}", what=what, missing=', '.join(missing[:4]), missing_2=' ...' if len(missing) > 4 else '', hint=hint))
+    check(not missing, msg("{what} has no parameter named {missing}{more}: {hint}", what=what, missing=', '.join(missing[:4]), more=' ...' if len(missing) > 4 else '', hint=hint))
     for k, v in params.items():
         check(shapes[k] == list(v.shape),
-              msg("{what}: parameter {k} has shape {shapes_k}, expected {v_shape}", what=what, k=k, shapes_k=shapes[k], v_shape=list(v.shape)))
+              msg("{what}: parameter {name} has shape {shape}, expected {want_shape}", what=what, name=k, shape=shapes[k], want_shape=list(v.shape)))
     state = {k: params[k] for k in shapes if k in params}
     state.update({k: torch.zeros(s) for k, s in shapes.items()
                   if k not in params and k.endswith(".bias") and s is not None})
@@ -591,7 +591,7 @@ def test_rope_angles_values(sub):
     for max_len, d_head in (angle_sizes(22), (12, 8)):
         cos, sin = _angles(sub, max_len, d_head)
         close(torch.stack([cos.double(), sin.double()]), torch.stack(ref_angles(max_len, d_head)),
-              msg("rope_angles({max_len}, {d_head}) should hold cos and sin of pos · 10000^(-2i/d_head) for positions 0 … {max_len_2} and pairs i = 0 … {d_head_2}", max_len=max_len, d_head=d_head, max_len_2=max_len - 1, d_head_2=d_head // 2 - 1),
+              msg("rope_angles({max_len}, {d_head}) should hold cos and sin of pos · 10000^(-2i/d_head) for positions 0 … {last_position} and pairs i = 0 … {last_pair}", max_len=max_len, d_head=d_head, last_position=max_len - 1, last_pair=d_head // 2 - 1),
               atol=ATOL, suspects=angle_suspects(max_len, d_head))
 
 
@@ -645,7 +645,7 @@ def test_apply_rope_later_positions(sub):
     offset = _int(34, 1, MAX_LEN - L + 1)
     cos, sin = table(MAX_LEN, d)
     c, s = cos[offset:offset + L], sin[offset:offset + L]
-    close(sub.call("apply_rope", x, c, s), rotate(x, c, s), msg("with cos, sin = table[{offset}:{offset_L}] (positions {offset} … {offset_L_2}) every pair should turn by its own position's angle", offset=offset, offset_L=offset + L, offset_L_2=offset + L - 1),
+    close(sub.call("apply_rope", x, c, s), rotate(x, c, s), msg("with cos, sin = table[{offset}:{end}] (positions {offset} … {last}) every pair should turn by its own position's angle", offset=offset, end=offset + L, last=offset + L - 1),
           atol=ATOL, suspects=rope_suspects(x, c, s))
     # only relative positions reach q·k: turning q and k by the same extra angle changes nothing
     q, k = randn(35, 1, 1, L, d), randn(36, 1, 1, L, d)
@@ -681,7 +681,7 @@ def test_apply_rope_positions_per_row(sub):
         if exc.exc_type in ("ForbiddenCall", "ArgumentChanged"):
             raise
         _rows_alone_right(sub, x, pos, cos, sin, list(c.shape))
-        raise Failed(msg("apply_rope(x, cos, sin) failed with cos and sin of shape {c_shape} (one row of positions per sequence, table[positions][:, None]): {exc_message}; let cos and sin broadcast against x[..., 0::2]", c_shape=list(c.shape), exc_message=exc.message)) from None
+        raise Failed(msg("apply_rope(x, cos, sin) failed with cos and sin of shape {c_shape} (one row of positions per sequence, table[positions][:, None]): {error}; let cos and sin broadcast against x[..., 0::2]", c_shape=list(c.shape), error=exc.message)) from None
     if not matches(out, want, atol=ATOL):
         _rows_alone_right(sub, x, pos, cos, sin, list(c.shape))
     close(out, want, msg("with one row of positions per sequence (cos, sin = table[positions][:, None], [B, 1, L, d/2]) each sequence should turn by its own positions' angles"),
@@ -697,7 +697,7 @@ def test_apply_rope_keeps_dtype(sub):
     for dtype in (torch.bfloat16, torch.float64):
         out = sub.call("apply_rope", x.to(dtype), cos[:L], sin[:L])
         check(isinstance(out, torch.Tensor) and out.dtype == dtype,
-              msg("apply_rope of a {dtype} x with float32 tables returned {getattr_out}: return x's dtype (cast the result back, out.to(x.dtype), or type_as(x)), as under bf16 autocast", dtype=str(dtype)[6:], getattr_out=getattr(out, 'dtype', type(out).__name__)),
+              msg("apply_rope of a {dtype} x with float32 tables returned {out_dtype}: return x's dtype (cast the result back, out.to(x.dtype), or type_as(x)), as under bf16 autocast", dtype=str(dtype)[6:], out_dtype=getattr(out, 'dtype', type(out).__name__)),
               mistake="rope_dtype_changed" if dtype == torch.bfloat16 and getattr(out, "dtype", None) == torch.float32
               else None)
         close(out.double(), rotate(x.to(dtype), cos[:L], sin[:L]), msg("apply_rope of a {dtype} x should rotate it like a float32 one", dtype=str(dtype)[6:]), atol=0.1 if dtype == torch.bfloat16 else ATOL,
@@ -848,9 +848,9 @@ def test_block_structure(sub):
     check(not biases, msg("the attention projections have biases ({biases}): today's blocks have none, nn.Linear(d_model, d_model, bias=False)", biases=', '.join(biases)), mistake="block_bias")
     want = block_params(60)
     missing = [k for k in want if k not in shapes]
-    check(not missing, msg("DecoderBlock has no parameter {missing}{missing_2}: {BLOCK_HINT}", missing=', '.join(missing[:3]), missing_2=' ...' if len(missing) > 3 else '', BLOCK_HINT=BLOCK_HINT))
+    check(not missing, msg("DecoderBlock has no parameter {missing}{more}: {BLOCK_HINT}", missing=', '.join(missing[:3]), more=' ...' if len(missing) > 3 else '', BLOCK_HINT=BLOCK_HINT))
     wrong = [k for k in want if shapes[k] != list(want[k].shape)]
-    check(not wrong, msg("DecoderBlock({D}, {H}, {FF}): {wrong} should have shape {want_wrong_shape}", D=D, H=H, FF=FF, wrong=wrong[0] if wrong else '', want_wrong_shape=list(want[wrong[0]].shape) if wrong else ''))
+    check(not wrong, msg("DecoderBlock({D}, {H}, {FF}): {wrong} should have shape {want_shape}", D=D, H=H, FF=FF, wrong=wrong[0] if wrong else '', want_shape=list(want[wrong[0]].shape) if wrong else ''))
 
 
 @exercise("DecoderBlock", points=1.5)
@@ -919,7 +919,7 @@ def test_block_runs_on_the_model_device(sub):
         _block(sub, p)(x, cos_t[pos][:, None], sin_t[pos][:, None], keys, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("block_mask_on_cpu", msg("on a GPU this forward fails: {exc_message}; make the causal mask on the input's device, torch.ones(L, L, dtype=torch.bool, device=x.device)", exc_message=exc.message))
+            diagnose("block_mask_on_cpu", msg("on a GPU this forward fails: {error}; make the causal mask on the input's device, torch.ones(L, L, dtype=torch.bool, device=x.device)", error=exc.message))
         raise
 
 
@@ -989,7 +989,7 @@ def lm_batch(n, pad_id, B=3, L=None):
 
 def _logits(m, ids, **kwargs):
     out = m(ids, **kwargs)
-    check(tuple(getattr(out, "shape", ())) == (*ids.shape, V), msg("forward(ids) should return logits [B, L, vocab_size] = {ids_shape_V}, got {getattr_out}", ids_shape_V=[*ids.shape, V], getattr_out=list(getattr(out, 'shape', []))))
+    check(tuple(getattr(out, "shape", ())) == (*ids.shape, V), msg("forward(ids) should return logits [B, L, vocab_size] = {want}, got {out_shape}", want=[*ids.shape, V], out_shape=list(getattr(out, 'shape', []))))
     return out
 
 
@@ -1016,7 +1016,7 @@ def test_lm_structure_and_defaults(sub):
     info = small.inspect()
     check("cos" in info["buffers"] and "sin" in info["buffers"], msg("cos and sin should be registered buffers (self.register_buffer('cos', cos)), so that model.to(device) moves them"),
           mistake="lm_tables_not_buffers")
-    check(tuple(info["buffers"]["cos"].shape) == (20, DH // 2), msg("DecoderLM(max_len=20, d_model={D}, n_head={H}).cos should be rope_angles(20, {DH}), [20, {DH_2}]", D=D, H=H, DH=DH, DH_2=DH // 2))
+    check(tuple(info["buffers"]["cos"].shape) == (20, DH // 2), msg("DecoderLM(max_len=20, d_model={D}, n_head={H}).cos should be rope_angles(20, {d_head}), [20, {pairs}]", D=D, H=H, d_head=DH, pairs=DH // 2))
     check(small.get("pad_id") == 5, msg("DecoderLM(pad_id=5) should keep pad_id = 5"))
     check("blocks.2.ffn.w1.weight" in info["parameters"] and "blocks.3.ffn.w1.weight" not in info["parameters"],
           msg("DecoderLM(n_layer=3) should have 3 blocks"))
@@ -1095,8 +1095,8 @@ def test_lm_runs_on_the_model_device(sub):
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
             if "plain tensor attribute" in exc.message:
-                diagnose("lm_tables_not_buffers", msg("on a GPU this forward fails: {exc_message}; register the tables with self.register_buffer('cos', cos) so that model.to(device) moves them", exc_message=exc.message))
-            diagnose("lm_tensor_on_cpu", msg("on a GPU this forward fails: {exc_message}; make every tensor built inside forward on the ids' device (torch.arange(L, device=ids.device))", exc_message=exc.message))
+                diagnose("lm_tables_not_buffers", msg("on a GPU this forward fails: {error}; register the tables with self.register_buffer('cos', cos) so that model.to(device) moves them", error=exc.message))
+            diagnose("lm_tensor_on_cpu", msg("on a GPU this forward fails: {error}; make every tensor built inside forward on the ids' device (torch.arange(L, device=ids.device))", error=exc.message))
         raise
 
 

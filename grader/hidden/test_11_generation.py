@@ -326,7 +326,7 @@ def _filter(sub, logits, **kwargs):
     the oracle's, each with -inf as -1e30."""
     out = sub.call("filter_logits", logits, **kwargs)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(logits.shape),
-          msg("filter_logits should return a tensor of the logits' shape {logits_shape}, got {getattr_out_isinstance}", logits_shape=list(logits.shape), getattr_out_isinstance=list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__))
+          msg("filter_logits should return a tensor of the logits' shape {logits_shape}, got {out_shape}", logits_shape=list(logits.shape), out_shape=list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__))
     check(out.dtype == logits.dtype, msg("filter_logits of {logits_dtype} logits returned {out_dtype}: keep the logits' dtype", logits_dtype=str(logits.dtype)[6:], out_dtype=str(out.dtype)[6:]))
     want = ref_filter(logits, **kwargs)
     excluded = torch.isinf(want)
@@ -394,7 +394,7 @@ def test_filter_top_k(sub):
         except SubmissionError as exc:
             if k <= V:
                 raise
-            diagnose("filter_topk_above_vocab", msg("filter_logits(logits, top_k={k}) on rows of V = {V} logits raised {exc_exc_type} ({exc_message}) where top_k={V} works: top_k larger than V keeps every token, so take min(top_k, V) (torch.topk cannot return more than V values)", k=k, V=V, exc_exc_type=exc.exc_type, exc_message=exc.message[:120]))
+            diagnose("filter_topk_above_vocab", msg("filter_logits(logits, top_k={k}) on rows of V = {V} logits raised {error_type} ({error}) where top_k={V} works: top_k larger than V keeps every token, so take min(top_k, V) (torch.topk cannot return more than V values)", k=k, V=V, error_type=exc.exc_type, error=exc.message[:120]))
         close_logits(out, want, msg("with top_k={k} (and temperature={T}) each row should keep its {k} largest logits, divided by the temperature, and hold -inf everywhere else", k=k, T=format(T, '.3f')), atol=1e-5,
                      suspects=filter_suspects(x, temperature=T, top_k=k))
 
@@ -594,7 +594,7 @@ def test_sample_temperature_zero_and_top_k_one(sub):
                 sub.call("sample", x, generator=_generator(sub, 101), **{**kwargs, "temperature": 1.0})
             except SubmissionError:
                 raise exc from None
-            diagnose("sample_no_argmax_at_zero", msg("sample(logits, temperature=0) raised {exc_exc_type} ({exc_message}) where temperature=1 works: dividing by a temperature of 0 gives inf and NaN; at temperature 0 return logits.argmax(dim=-1)", exc_exc_type=exc.exc_type, exc_message=exc.message[:120]))
+            diagnose("sample_no_argmax_at_zero", msg("sample(logits, temperature=0) raised {error_type} ({error}) where temperature=1 works: dividing by a temperature of 0 gives inf and NaN; at temperature 0 return logits.argmax(dim=-1)", error_type=exc.exc_type, error=exc.message[:120]))
         out = _ids(out, B, msg("sample(logits, temperature=0)"), long=True)
         if not matches(out, want):
             diagnose("sample_no_argmax_at_zero", msg("sample(logits, temperature=0) is not each row's argmax: temperature 0 means greedy, return logits.argmax(dim=-1)"))
@@ -690,7 +690,7 @@ def test_sample_distribution(sub):
             counts = _draws(sub, x + shift, n, T, k, p)
         except SubmissionError as exc:
             if shift and _fits(_draws(sub, x, n, T, k, p, N=2000), right):
-                diagnose("sample_softmax_overflow", msg("sample raised {exc_exc_type} ({exc_message}) on logits near {shift} with {settings}, and draws well from the same logits shifted to near 0: {OVERFLOW_HINT}", exc_exc_type=exc.exc_type, exc_message=exc.message[:120], shift=format(shift, '+g'), settings=settings, OVERFLOW_HINT=OVERFLOW_HINT))
+                diagnose("sample_softmax_overflow", msg("sample raised {error_type} ({error}) on logits near {shift} with {settings}, and draws well from the same logits shifted to near 0: {OVERFLOW_HINT}", error_type=exc.exc_type, error=exc.message[:120], shift=format(shift, '+g'), settings=settings, OVERFLOW_HINT=OVERFLOW_HINT))
             raise
         if _fits(counts, right):
             continue
@@ -699,11 +699,11 @@ def test_sample_distribution(sub):
         for mistake, probs in (("sample_unfiltered", ref_filter(x, T).softmax(-1)[0]),
                                ("sample_temperature_after_softmax", ref_filter(x, 1.0, k, p).softmax(-1)[0])):
             if _fits(counts, probs):
-                diagnose(mistake, msg("{SAMPLE_HINTS_mistake} ({N_DRAWS} draws with {settings})", SAMPLE_HINTS_mistake=SAMPLE_HINTS[mistake], N_DRAWS=N_DRAWS, settings=settings))
+                diagnose(mistake, msg("{hint} ({N_DRAWS} draws with {settings})", hint=SAMPLE_HINTS[mistake], N_DRAWS=N_DRAWS, settings=settings))
         outside = int(counts[right == 0].sum())
         check(outside == 0, msg("{outside} of {N_DRAWS} draws with {settings} are tokens that filter_logits excludes: draw from softmax(filter_logits(logits, temperature, top_k, top_p))", outside=outside, N_DRAWS=N_DRAWS, settings=settings))
         worst = int(((counts - N_DRAWS * right).abs() / (N_DRAWS * right * (1 - right)).sqrt().clamp(min=1e-9)).argmax())
-        check(False, msg("{N_DRAWS} draws with {settings} do not follow softmax(filter_logits(...)): token {worst} came {counts_worst} times, expected about {N_DRAWS_right_worst}", N_DRAWS=N_DRAWS, settings=settings, worst=worst, counts_worst=int(counts[worst]), N_DRAWS_right_worst=format(N_DRAWS * float(right[worst]), '.0f')))
+        check(False, msg("{N_DRAWS} draws with {settings} do not follow softmax(filter_logits(...)): token {worst} came {count} times, expected about {expected}", N_DRAWS=N_DRAWS, settings=settings, worst=worst, count=int(counts[worst]), expected=format(N_DRAWS * float(right[worst]), '.0f')))
 
 
 # --- decoder_step (and KVCache) ---------------------------------------------------------------
@@ -912,7 +912,7 @@ def _step(sub, model, ids, cache, pad_id, expect=None):
     want = [*ids.shape, V_LM]
     if isinstance(out, torch.Tensor) and list(out.shape) == [ids.shape[0], V_LM]:
         diagnose("step_last_position_only", msg("decoder_step(model, ids, cache) with ids {ids_shape} returned {out_shape}, the logits of the last position only: return those of every new token, [B, L_new, V] (generate takes [:, -1] itself)", ids_shape=list(ids.shape), out_shape=list(out.shape)))
-    check(isinstance(out, torch.Tensor) and list(out.shape) == want, msg("decoder_step(model, ids, cache) with ids {ids_shape} should return the logits of the new tokens, {want}, got {out_shape_isinstance}", ids_shape=list(ids.shape), want=want, out_shape_isinstance=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
+    check(isinstance(out, torch.Tensor) and list(out.shape) == want, msg("decoder_step(model, ids, cache) with ids {ids_shape} should return the logits of the new tokens, {want}, got {out_shape}", ids_shape=list(ids.shape), want=want, out_shape=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
     if bool(out[ids != pad_id].isnan().any()):
         diagnose("step_masked_with_neg_inf", msg("decoder_step returned NaN at real tokens of left-padded rows: a left pad's query has no key it may see, so scores hidden with -inf give it NaN, which the next layer's values carry to every token; fill the hidden scores with torch.finfo(scores.dtype).min"))
     check(bool(torch.isfinite(out[ids != pad_id]).all()),
@@ -933,7 +933,7 @@ def _later_step(sub, model, ids, cache, pad_id, T0, expect):
         L = ids.shape[1]
         found = ROTATED_TOO_LATE.search(exc.message)
         if found and (int(found[1]), int(found[2])) == (T0 + L, L):
-            diagnose("step_keys_before_rope", msg("after {T0} cached positions, {L} new token{s} raised {exc_exc_type} ({exc_message}): the keys of every position, cached ones included, meet the angles of the new tokens only; rotate only the new keys, by their own positions, and cache them after RoPE (a cached key keeps its rotation)", T0=T0, L=L, s='s' if L > 1 else '', exc_exc_type=exc.exc_type, exc_message=exc.message[:120]))
+            diagnose("step_keys_before_rope", msg("after {T0} cached positions, {L} new token{s} raised {error_type} ({error}): the keys of every position, cached ones included, meet the angles of the new tokens only; rotate only the new keys, by their own positions, and cache them after RoPE (a cached key keeps its rotation)", T0=T0, L=L, s='s' if L > 1 else '', error_type=exc.exc_type, error=exc.message[:120]))
         raise
 
 
@@ -990,7 +990,7 @@ def test_step_token_by_token(sub):
             out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda f=full: m64(f))
             live = torch.tensor([t < 2 or b != ended for b in range(B)])
             at_step = (msg("step {t} after the prompt", t=t + 1) if t < 2 else msg("step {t} after the prompt, row {ended} having ended (it is fed pad_id now), in the other rows", t=t + 1, ended=ended))
-            close(out[live, 0], want[live, -1], msg("fed one token at a time after a left-padded prompt, decoder_step should give model(whole sequence)[:, -1]: wrong at {at_step}", at_step=at_step), atol=ATOL,
+            close(out[live, 0], want[live, -1], msg("fed one token at a time after a left-padded prompt, decoder_step should give model(whole sequence)[:, -1]: wrong at {step}", step=at_step), atol=ATOL,
                   suspects=step_suspects(m64, list(chunks), lambda outs, live=live: outs[-1][live, 0]))
     except (Failed, SubmissionError) as exc:
         if getattr(exc, "mistake", None) is None:
@@ -998,7 +998,7 @@ def test_step_token_by_token(sub):
         raise
     T = full.shape[1]
     n = cache.method("__len__")
-    check(n == T, msg("after a prompt of {ids_shape} columns and 5 tokens, len(cache) is {n}: it should be T = {T}, the number of positions cached (the columns of the key mask, pads included)", ids_shape=ids.shape[1], n=n, T=T),
+    check(n == T, msg("after a prompt of {columns} columns and 5 tokens, len(cache) is {n}: it should be T = {T}, the number of positions cached (the columns of the key mask, pads included)", columns=ids.shape[1], n=n, T=T),
           mistake="step_cache_len")
 
 
@@ -1029,7 +1029,7 @@ def test_step_runs_on_the_model_device(sub):
         sub.call("decoder_step", model, ids, cache, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
-            diagnose("step_tensor_on_cpu", msg("on a GPU this decoder_step fails: {exc_message}; make every tensor built inside it on the ids' device (torch.arange(..., device=ids.device))", exc_message=exc.message))
+            diagnose("step_tensor_on_cpu", msg("on a GPU this decoder_step fails: {error}; make every tensor built inside it on the ids' device (torch.arange(..., device=ids.device))", error=exc.message))
         raise
 
 
@@ -1153,7 +1153,7 @@ def _generate(sub, model, prompt, *args, **kwargs):
 def _generated(out, prompt):
     """generate's output ``out``, once it is checked to be a tensor [B, L_prompt + T]."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == prompt.shape[0],
-          msg("generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt ({prompt_shape}), got {out_shape_isinstance}", prompt_shape=prompt.shape[0], out_shape_isinstance=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
+          msg("generate should return a tensor [B, L_prompt + T] of token ids, one row per prompt ({prompts}), got {out_shape}", prompts=prompt.shape[0], out_shape=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
     return out
 
 
@@ -1184,7 +1184,7 @@ def test_generate_greedy(sub):
     if out.shape[1] == T and matches(out, want[:, P:]):
         diagnose("gen_prompt_dropped", msg("generate returned the {T} new tokens only: return the prompts followed by them, [B, P + T]", T=T))
     if out.shape[1] in (P + T - 1, P + T + 1) and matches(out[:, :P + T - 1], want[:, :P + T - 1]):
-        diagnose("gen_length_off_by_one", msg("with max_new_tokens={T} and no eos, generate made {out_shape_P} new tokens: it should make exactly max_new_tokens of them, after the prompt", T=T, out_shape_P=out.shape[1] - P))
+        diagnose("gen_length_off_by_one", msg("with max_new_tokens={T} and no eos, generate made {new_tokens} new tokens: it should make exactly max_new_tokens of them, after the prompt", T=T, new_tokens=out.shape[1] - P))
     close(out, want, msg("generate(model, prompt, max_new_tokens={T}, eos_id) on left-padded prompts whose continuations never meet eos should return the prompts followed by {T} greedy tokens (the argmax of the last position's logits, fed back)", T=T))
     pads = (prompt == pad_id).sum(-1)
     b = int(pads.argmax())  # the row with the most left pads: alone, its positions start elsewhere
@@ -1244,7 +1244,7 @@ def test_generate_stops_and_pads(sub):
     out = _generate(sub, model, prompt, T, eos)
     ends = ends_of(conts, eos)
     want = gen_expected(prompt, conts, eos, pad_id, T)
-    close(out, want, msg("rows that produce eos (id {eos}) after {e_ends} new tokens should be followed by pad_id ({pad_id}) while the others go on, and generation should stop when the last row has ended", eos=eos, e_ends=', '.join(str(e + 1) for e in ends), pad_id=pad_id), suspects=[suspect(m, gen_expected(prompt, conts, eos, pad_id, T, m), hint)
+    close(out, want, msg("rows that produce eos (id {eos}) after {lengths} new tokens should be followed by pad_id ({pad_id}) while the others go on, and generation should stop when the last row has ended", eos=eos, lengths=', '.join(str(e + 1) for e in ends), pad_id=pad_id), suspects=[suspect(m, gen_expected(prompt, conts, eos, pad_id, T, m), hint)
                                                for m, hint in GEN_HINTS.items()])
 
 
@@ -1261,7 +1261,7 @@ def test_generate_uses_the_cache(sub):
     cached, uncached = counts
     if cached >= T * P:
         diagnose("gen_cache_unused", msg("with use_cache=True generate ran {cached} positions through the model for a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the prompt once to decoder_step with a KVCache(), then only each new token", cached=cached, P=P, T=T))
-    check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {P_T}", cached=cached, P=P, T=T, P_T=P + T - 1))
+    check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {positions}", cached=cached, P=P, T=T, positions=P + T - 1))
     check(uncached > P + T, msg("with use_cache=False generate ran only {uncached} positions through the model: without a cache it runs model(ids) on the whole sequence at every step", uncached=uncached), mistake="gen_cache_when_off")
 
 
@@ -1447,10 +1447,10 @@ def _hypotheses(out, B, max_len, eos, tails=True):
     follow an eos; not on a random Transformer, where a search that extends its finished
     hypotheses returns one that goes on after its eos or not, as the draw decides)."""
     check(isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B,
-          msg("beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B}), got {out_shape_isinstance}", B=B, out_shape_isinstance=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
+          msg("beam_search should return a tensor [B, <= max_len] of token ids, one row per source ({B}), got {out_shape}", B=B, out_shape=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__))
     if out.shape[1] == max_len + 1:
-        diagnose("beam_max_len_off_by_one", msg("beam_search returned {max_len} tokens with max_len={max_len_2}: max_len counts every token, bos included", max_len=max_len + 1, max_len_2=max_len))
-    check(out.shape[1] <= max_len, msg("beam_search returned {out_shape} tokens with max_len={max_len}", out_shape=out.shape[1], max_len=max_len))
+        diagnose("beam_max_len_off_by_one", msg("beam_search returned {length} tokens with max_len={max_len}: max_len counts every token, bos included", length=max_len + 1, max_len=max_len))
+    check(out.shape[1] <= max_len, msg("beam_search returned {length} tokens with max_len={max_len}", length=out.shape[1], max_len=max_len))
     if not bool((out == BOS).any()):  # bos is never predicted here: no bos at all is bos left out
         diagnose("beam_no_bos", msg("the rows beam_search returned hold no bos_id: return each hypothesis whole, bos_id first (as greedy_decode does)"))
     check(bool((out[:, 0] == BOS).all()), msg("every hypothesis should start with bos_id"))
@@ -1837,7 +1837,7 @@ def _beam_underflow(sub, n):
                        length_penalty=UNDERFLOW_ALPHA)
     except SubmissionError as exc:
         if "math domain error" in exc.message:
-            diagnose("beam_probs_multiplied", msg("beam_search raised {exc_exc_type} ({exc_message}) on a long sentence whose probability is below 1e-45, 0 in float32: the log of a product of probabilities; score in log space, adding each token's log_softmax", exc_exc_type=exc.exc_type, exc_message=exc.message[:80]))
+            diagnose("beam_probs_multiplied", msg("beam_search raised {error_type} ({error}) on a long sentence whose probability is below 1e-45, 0 in float32: the log of a product of probabilities; score in log space, adding each token's log_softmax", error_type=exc.exc_type, error=exc.message[:80]))
         raise
     got = as_rows(_hypotheses(out, 1, UNDERFLOW_LEN, EOS_T), UNDERFLOW_LEN)
     fns = [logits_fn(table)]

@@ -377,7 +377,7 @@ def _flash(sub, q, k, v, **kwargs):
     out, lse = got
     B, H, Lq, d = q.shape
     check(tuple(out.shape) == (B, H, Lq, d) and tuple(lse.shape) == (B, H, Lq),
-          msg("flash_attention should return out [B, H, Lq, d] = {B_H_Lq} and lse [B, H, Lq] = {B_H_Lq_2}, got {out_shape} and {lse_shape}", B_H_Lq=[B, H, Lq, d], B_H_Lq_2=[B, H, Lq], out_shape=list(out.shape), lse_shape=list(lse.shape)))
+          msg("flash_attention should return out [B, H, Lq, d] = {want_out} and lse [B, H, Lq] = {want_lse}, got {out_shape} and {lse_shape}", want_out=[B, H, Lq, d], want_lse=[B, H, Lq], out_shape=list(out.shape), lse_shape=list(lse.shape)))
     return out, lse
 
 
@@ -417,7 +417,7 @@ def test_flash_causal_bottom_right(sub):
     Lq = _int(35, 4, 10)
     Lk = Lq + _int(36, 3, 12)
     q, k, v = _qkv(37, 2, 2, Lq, Lk, 6)
-    flash_case(sub, q, k, v, msg("causal, {Lq} new queries after {Lk_Lq} earlier keys ({Lk} keys), block_q={bq}, block_k={bk}", Lq=Lq, Lk_Lq=Lk - Lq, Lk=Lk, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
+    flash_case(sub, q, k, v, msg("causal, {Lq} new queries after {earlier} earlier keys ({Lk} keys), block_q={bq}, block_k={bk}", Lq=Lq, earlier=Lk - Lq, Lk=Lk, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
     L = _int(40, 7, 15)
     q, k, v = _qkv(41, 1, 2, L, L, 4)
     flash_case(sub, q, k, v, msg("causal, Lq = Lk = {L}, block_q={bq}, block_k={bk}", L=L, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
@@ -435,7 +435,7 @@ def test_flash_key_mask_and_empty_rows(sub):
     flash_case(sub, q, k, v, msg("a key_mask [{B}, {Lk}] whose second row hides every key, block_q={bq}, block_k={bk}", B=B, Lk=Lk, bq=bq, bk=bk), key_mask=key_mask, bq=bq, bk=bk)
     Lq, Lk = Lk, Lq                                                # more queries than keys: the first see none
     q, k, v = _qkv(52, 1, 2, Lq, Lk, 4)
-    flash_case(sub, q, k, v, msg("causal, {Lq} queries and {Lk} keys (the first {Lq_Lk} queries see no key), block_q={bq}, block_k={bk}", Lq=Lq, Lk=Lk, Lq_Lk=Lq - Lk, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
+    flash_case(sub, q, k, v, msg("causal, {Lq} queries and {Lk} keys (the first {count} queries see no key), block_q={bq}, block_k={bk}", Lq=Lq, Lk=Lk, count=Lq - Lk, bq=bq, bk=bk), causal=True, bq=bq, bk=bk)
 
 
 @exercise("flash_attention", points=0.5)
@@ -445,7 +445,7 @@ def test_flash_large_scores(sub):
     q, k, v = _qkv(57, 1, 2, Lq, Lk, 4, scale=12.0)                  # scores of hundreds: exp overflows float32
     q[:, :, 0], k[:, :, -1] = torch.tensor([12.0, 0, 0, 0]), torch.tensor([60.0, 0, 0, 0])  # query 0's max: the last key
     out, lse = _flash(sub, q, k, v, block_q=bq, block_k=bk)
-    check(torch.isfinite(out).all() and torch.isfinite(lse).all(), msg("with scores of a few hundred (largest {q_double_k}) the output has inf or NaN: exp overflows unless each tile's scores are shifted by the running max first (exp(s − m), lesson 01's stable softmax)", q_double_k=format(float((q.double() @ k.double().transpose(-2, -1)).abs().max() / 2), '.0f')), mistake="flash_no_max_subtracted")
+    check(torch.isfinite(out).all() and torch.isfinite(lse).all(), msg("with scores of a few hundred (largest {largest}) the output has inf or NaN: exp overflows unless each tile's scores are shifted by the running max first (exp(s − m), lesson 01's stable softmax)", largest=format(float((q.double() @ k.double().transpose(-2, -1)).abs().max() / 2), '.0f')), mistake="flash_no_max_subtracted")
     want_out, want_lse = ref_attention(q, k, v)
     close(out, want_out, msg("with large scores out should still be softmax(q·kᵀ/√d)·v"), atol=ATOL)
     close(lse, want_lse, msg("with large scores lse should still be the log-sum-exp of the scores"), atol=1e-3, rtol=1e-5)
@@ -500,7 +500,7 @@ def backward_case(sub, q, k, v, what, causal=False, key_mask=None, bq=64, bk=64,
     check(isinstance(got, (tuple, list)) and len(got) == 3 and all(isinstance(t, torch.Tensor) for t in got),
           msg("flash_attention_backward should return three tensors, (dq, dk, dv)"))
     for name, g, x in zip(("dq", "dk", "dv"), got, (q, k, v), strict=True):
-        check(tuple(g.shape) == tuple(x.shape), msg("{name} should have the shape of {name_2}, {x_shape}, got {g_shape}", name=name, name_2=name[1:], x_shape=list(x.shape), g_shape=list(g.shape)))
+        check(tuple(g.shape) == tuple(x.shape), msg("{name} should have the shape of {tensor}, {x_shape}, got {g_shape}", name=name, tensor=name[1:], x_shape=list(x.shape), g_shape=list(g.shape)))
     if any(torch.isnan(g).any() for g in got):
         no_key = ~allowed_keys(q.shape[0], q.shape[2], k.shape[2], causal, key_mask).any(-1)
         check(not no_key.any(), msg("{what}: a query with no allowed key (lse −inf) gave NaN gradients: exp(S − lse) is exp(−inf + inf) there; such a row contributes nothing (replace its lse by +inf, or skip it)", what=what), mistake="bwd_masked_row_nan")
@@ -529,7 +529,7 @@ def test_backward_causal_and_key_mask(sub):
     key_mask = torch.rand(2, Lk, generator=gen(84)) > 0.3
     key_mask[:, 0] = True                                          # every query sees at least the first key
     q, k, v = _qkv(85, 2, 2, Lq, Lk, 4)
-    backward_case(sub, q, k, v, msg("causal, {Lq} queries after {Lk_Lq} earlier keys, with a key mask, block_q={bq}, block_k={bk}", Lq=Lq, Lk_Lq=Lk - Lq, bq=bq, bk=bk), causal=True, key_mask=key_mask, bq=bq, bk=bk, n=88)
+    backward_case(sub, q, k, v, msg("causal, {Lq} queries after {earlier} earlier keys, with a key mask, block_q={bq}, block_k={bk}", Lq=Lq, earlier=Lk - Lq, bq=bq, bk=bk), causal=True, key_mask=key_mask, bq=bq, bk=bk, n=88)
 
 
 @exercise("flash_attention_backward", points=0.5)
@@ -690,9 +690,9 @@ def _gqa(sub, n_head, n_kv, weights, window=None):
     shapes = m.state_shapes()
     check(isinstance(shapes, dict), msg("GroupedQueryAttention should be an nn.Module"))
     if shapes.get("k_proj.weight") == [D_MODEL, D_MODEL] and n_kv < n_head:
-        diagnose("gqa_kv_d_model", msg("k_proj projects to d_model = {D_MODEL}: with n_kv_head = {n_kv} key–value heads of d_head = {D_MODEL_n_head} it is nn.Linear(d_model, n_kv_head · d_head = {n_kv_D_MODEL_n_head}, bias=False), as v_proj: that is what shrinks the cache", D_MODEL=D_MODEL, n_kv=n_kv, D_MODEL_n_head=D_MODEL // n_head, n_kv_D_MODEL_n_head=n_kv * D_MODEL // n_head))
+        diagnose("gqa_kv_d_model", msg("k_proj projects to d_model = {D_MODEL}: with n_kv_head = {n_kv} key–value heads of d_head = {d_head} it is nn.Linear(d_model, n_kv_head · d_head = {kv_width}, bias=False), as v_proj: that is what shrinks the cache", D_MODEL=D_MODEL, n_kv=n_kv, d_head=D_MODEL // n_head, kv_width=n_kv * D_MODEL // n_head))
     for name, w in weights.items():
-        check(shapes.get(name) == list(w.shape), msg("GroupedQueryAttention({D_MODEL}, {n_head}, {n_kv}) should have a bias-free {name_split} with weight {w_shape}, found {shapes_name}", D_MODEL=D_MODEL, n_head=n_head, n_kv=n_kv, name_split=name.split('.')[0], w_shape=list(w.shape), shapes_name=shapes.get(name)))
+        check(shapes.get(name) == list(w.shape), msg("GroupedQueryAttention({D_MODEL}, {n_head}, {n_kv}) should have a bias-free {module} with weight {w_shape}, found {found_shape}", D_MODEL=D_MODEL, n_head=n_head, n_kv=n_kv, module=name.split('.')[0], w_shape=list(w.shape), found_shape=shapes.get(name)))
     extra = sorted(set(shapes) - set(weights))
     check(not extra, msg("GroupedQueryAttention has parameters or buffers {extra}: the projections are bias-free", extra=extra))
     m.load_state_dict(weights)
@@ -714,7 +714,7 @@ def gqa_case(sub, n, n_head, n_kv, what, window=None, padded=False):
     m = _gqa(sub, n_head, n_kv, weights, window)
     got = m(x, cos.float(), sin.float(), key_mask)
     check(isinstance(got, torch.Tensor) and tuple(got.shape) == (B, L, D_MODEL),
-          msg("GroupedQueryAttention's forward should return [B, L, D] = {B_L_D_MODEL}", B_L_D_MODEL=[B, L, D_MODEL]))
+          msg("GroupedQueryAttention's forward should return [B, L, D] = {want}", want=[B, L, D_MODEL]))
     if padded:
         check(not torch.isnan(got).any(), msg("{what}: a left pad's query (no allowed key) gave NaN: fill the masked scores with torch.finfo(scores.dtype).min, not −inf", what=what), mistake="gqa_nan_pad_rows")
     ref = functools.partial(ref_gqa, weights, x, cos, sin, n_head, n_kv, window, key_mask)
@@ -728,7 +728,7 @@ def test_gqa_structure(sub):
     try:
         sub.new("GroupedQueryAttention", D_MODEL, 4, 3)
     except SubmissionError as exc:
-        check(exc.exc_type == "ValueError", msg("GroupedQueryAttention({D_MODEL}, 4, 3) should raise ValueError (4 query heads cannot be shared out among 3 key–value heads), it raised {exc_exc_type}", D_MODEL=D_MODEL, exc_exc_type=exc.exc_type))
+        check(exc.exc_type == "ValueError", msg("GroupedQueryAttention({D_MODEL}, 4, 3) should raise ValueError (4 query heads cannot be shared out among 3 key–value heads), it raised {error_type}", D_MODEL=D_MODEL, error_type=exc.exc_type))
         return
     diagnose("gqa_no_value_error", msg("GroupedQueryAttention({D_MODEL}, n_head=4, n_kv_head=3) was built: n_head must be a multiple of n_kv_head, raise ValueError otherwise", D_MODEL=D_MODEL))
 

@@ -63,7 +63,7 @@ LANGUAGES = _catalogue.languages()
 
 #: Fields whose values are the student's own words or Python's (an exception's message, where
 #: it was raised, an excerpt of the output): shown as they are in every language.
-VERBATIM = re.compile(r"^(exc|err|where|excerpt)(_|$)")
+VERBATIM = re.compile(r"^(exc|err|error|where|excerpt)(_|$)")
 
 #: A Chinese character: what a translated sentence has.
 CJK_RE = re.compile(r"[\u4e00-\u9fff]")

@@ -40,7 +40,7 @@ def grade(lesson: str, exercise: str, namespace: dict[str, Any]) -> float:
         try:
             results = run_hidden_tests(sub, lesson, only={exercise})
         except Exception as exc:  # noqa: BLE001 - never write to stderr from a grade cell
-            failure: Message | str = msg("{exercise}: the grader could not run ({exc}: {exc_2})", exercise=exercise, exc=type(exc).__name__, exc_2=exc)
+            failure: Message | str = msg("{exercise}: the grader could not run ({error_type}: {error})", exercise=exercise, error_type=type(exc).__name__, error=exc)
         else:
             failure = ""
     t = words(choose(None))  # $COURSE_LANG: nbgrader_config.py sets it per notebook's edition
@@ -67,7 +67,7 @@ def exercise_text(exercise: str, results: list[ExerciseResult], t: Callable[[Mes
     translates) and the points earned, as nbgrader reads them for partial credit."""
     points = float(sum(r.points for r in results))
     max_points = float(sum(r.max_points for r in results))
-    lines = [t(msg("{exercise}: {shown_points} / {shown_max_points} points", exercise=exercise, shown_points=shown(points), shown_max_points=shown(max_points)))]
+    lines = [t(msg("{exercise}: {points} / {max_points} points", exercise=exercise, points=shown(points), max_points=shown(max_points)))]
     label = t("hint:")
     gap = "" if label.endswith("：") else " "
     lines += [f"  {label}{gap}{t(hint.text)}" for result in results for hint in result.hints]

@@ -213,7 +213,7 @@ def common_failures(data: ClassData, top: int = 5) -> dict[str, list[dict[str, A
         found[name] = [{"hint": Counter(h for _, h in g).most_common(1)[0][0], "count": len(g),
                         "students": sorted(sid for sid, _ in g)} for g in ranked[:top]]
         if len(ranked) > top:
-            found[name].append({"hint": msg("{ranked_top} other hint(s)", ranked_top=len(ranked) - top),
+            found[name].append({"hint": msg("{count} other hint(s)", count=len(ranked) - top),
                                 "count": sum(len(g) for g in ranked[top:]), "students": []})
     return found
 
@@ -235,7 +235,7 @@ def to_look_at(data: ClassData, flags: dict[str, list[Any]], lang: str = "en") -
             reasons[s.student_id].append(t("handed in the notebook untouched (every answer cell "
                                            "is as handed out)"))
         elif s.max_score and s.score < LOW_SHARE * s.max_score:
-            reasons[s.student_id].append(t(msg("scored {points_s_score} of {points_s_max_score}", points_s_score=points(s.score), points_s_max_score=points(s.max_score))))
+            reasons[s.student_id].append(t(msg("scored {score} of {max_score}", score=points(s.score), max_score=points(s.max_score))))
     for exercise, found in flags.items():
         for f in found:
             for one, other in ((f.a, f.b), (f.b, f.a)):
@@ -284,11 +284,11 @@ def histogram_svg(data: ClassData, t: Callable[[Message | str], str] = str) -> s
             label=[t("graded"), t("did not run to the end")])
     median = statistics.median(scores)
     ax.axvline(median, color="#333", linestyle="--", linewidth=1)
-    ax.annotate(t(msg("median {points_median}", points_median=points(median))), (median, 1), xycoords=("data", "axes fraction"),
+    ax.annotate(t(msg("median {median}", median=points(median))), (median, 1), xycoords=("data", "axes fraction"),
                 xytext=(-4, -2), textcoords="offset points", ha="right", va="top", fontsize=8)
     if stopped:
         ax.legend(frameon=False, fontsize=8, loc="upper left")
-    ax.set_xlabel(t(msg("points (of {points_top})", points_top=points(top))))
+    ax.set_xlabel(t(msg("points (of {maximum})", maximum=points(top))))
     ax.set_ylabel(t("students"))
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.spines[["top", "right"]].set_visible(False)
@@ -329,7 +329,7 @@ def similarity(data: ClassData, submitted: Path | None) -> tuple[dict[str, list[
     context = lesson_context(data.lesson)
     names = eligible(context, data.exercises)
     if not names:
-        return {}, (msg("Similarity was not checked: every exercise of {data_lesson} is too short for similar code to mean anything.", data_lesson=data.lesson))
+        return {}, (msg("Similarity was not checked: every exercise of {lesson} is too short for similar code to mean anything.", lesson=data.lesson))
     if submitted is None:
         return {}, (msg("Similarity was not checked: the submitted notebooks were not found (pass --submitted SUBMITTED)."))
     cells = {}
@@ -383,10 +383,10 @@ def write_report(folder: str | Path, submitted: str | Path | None = None,
     target.write_text(render(data, flags, note, lang), encoding="utf-8")
     s = summary(data)
     n_flags = sum(len(f) for f in flags.values())
-    lines: list[Message | str] = [msg("wrote {target}: {s} student(s), {data_lesson}", target=target, s=s['students'], data_lesson=data.lesson),
-             msg("  scores: mean {s}, median {points_s} of {points_s_2}; {s_2} with full marks", s=format(s['mean'], '.1f'), points_s=points(s['median']), points_s_2=points(s['max_score']), s_2=s['full_marks']),
-             msg("  status: {k_v_s}", k_v_s=", ".join(f"{k} {v}" for k, v in s["statuses"].items())),
-             msg("  students to look at: {to_look_at_data_flags}; similarity flags: {n_flags}", to_look_at_data_flags=len(to_look_at(data, flags)), n_flags=n_flags),
+    lines: list[Message | str] = [msg("wrote {target}: {count} student(s), {lesson}", target=target, count=s['students'], lesson=data.lesson),
+             msg("  scores: mean {mean}, median {median} of {max_score}; {full_marks} with full marks", mean=format(s['mean'], '.1f'), median=points(s['median']), max_score=points(s['max_score']), full_marks=s['full_marks']),
+             msg("  status: {statuses}", statuses=", ".join(f"{k} {v}" for k, v in s["statuses"].items())),
+             msg("  students to look at: {count}; similarity flags: {n_flags}", count=len(to_look_at(data, flags)), n_flags=n_flags),
              concat("  ", note),
              msg("  in {seconds} s", seconds=format(time.perf_counter() - started, ".1f"))]
     return target, "\n".join(t(line) for line in lines)

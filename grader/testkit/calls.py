@@ -89,7 +89,7 @@ def describe_request(op: str, header: dict[str, Any], value: Any,
     if op == "shapes":
         return msg("listing the state dict of {owner}", owner=owner)
     if op == "fixture":
-        return msg("setting up {header} for {arguments_value}", header=header.get('name'), arguments_value=_arguments(value) or msg("the check"))
+        return msg("setting up {header} for {arguments}", header=header.get('name'), arguments=_arguments(value) or msg("the check"))
     if op == "has":
         return msg("looking up {header}", header=header.get('name'))
     return str(op)

@@ -210,7 +210,7 @@ def _difference(got: Any, want: Any, atol: float, rtol: float) -> Message | None
         return msg("got values of dtype {got_dtype}", got_dtype=got.dtype)
     if got.dtype.kind == "b" or want.dtype.kind == "b":
         differ = got.astype(bool) != want.astype(bool)
-        return msg("{differ} entries differ", differ=int(differ.sum())) if differ.any() else None
+        return msg("{count} entries differ", count=int(differ.sum())) if differ.any() else None
     got64 = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
     want64 = want.astype(np.float64)
     nan_mismatch = np.isnan(got64) != np.isnan(want64)
@@ -221,7 +221,7 @@ def _difference(got: Any, want: Any, atol: float, rtol: float) -> Message | None
         return None
     diff = np.where(np.isnan(got64), 0, np.abs(got64 - want64))
     worst = np.unravel_index(int(np.argmax(np.where(ok, -1, diff))), got.shape) if got.ndim else ()
-    return msg("largest difference {where_ok_diff} at index {worst}", where_ok_diff=format(float(np.max(np.where(ok, 0, diff))), '.3g'), worst=list(map(int, worst)))
+    return msg("largest difference {largest} at index {worst}", largest=format(float(np.max(np.where(ok, 0, diff))), '.3g'), worst=list(map(int, worst)))
 
 
 def matches(actual: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 1e-5) -> bool:
@@ -284,7 +284,7 @@ def _evidence(got: np.ndarray, want: np.ndarray) -> Message:
     if got.shape != want.shape:
         return msg("expected shape {want_shape}, got {got_shape}", want_shape=list(want.shape), got_shape=list(got.shape))
     if got.dtype.kind == "b" or want.dtype.kind == "b":
-        return msg("{got_astype_want} entries differ", got_astype_want=int((got.astype(bool) != want.astype(bool)).sum()))
+        return msg("{count} entries differ", count=int((got.astype(bool) != want.astype(bool)).sum()))
     diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
     diff = np.where(np.isnan(diff), np.inf, diff)
     if got.ndim == 0:

@@ -24,5 +24,5 @@ def known_lessons() -> list[str]:
 def hidden_test_file(lesson: str) -> Path:
     path = HIDDEN_DIR / f"test_{lesson}.py"
     if not path.exists():
-        raise UnknownLesson(msg("no graders for lesson {lesson}; known lessons: {known_lessons}", lesson=repr(lesson), known_lessons=', '.join(known_lessons())))
+        raise UnknownLesson(msg("no graders for lesson {lesson}; known lessons: {lessons}", lesson=repr(lesson), lessons=', '.join(known_lessons())))
     return path

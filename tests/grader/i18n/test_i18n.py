@@ -79,7 +79,7 @@ def test_a_template_is_read_once(monkeypatch) -> None:
     assert message.parts(counted) == (("text", "a template read once: "), ("field", "x"),
                                       ("text", " of "), ("field", "y"))
     first = len(read)
-    assert msg(counted, x=1, y=2) == "a template read once: 1 of 2"
+    assert str(msg(counted, x=1, y=2)) == "a template read once: 1 of 2"
     assert len(read) == first and first > 0
 
 
@@ -117,8 +117,8 @@ TABLE = {
         "softmax(x, axis={axis}) 在第 0 轴上归一化：请使用参数 `axis`",
     "at index {worst}: yours {yours}, right {right}": "在下标 {worst} 处：你的是 {yours}，正确的是 {right}",
     "+{folded} related check{s} failed": "另有 {folded} 项相关检查未通过",
-    "calling `{exc_target}` raised {exc_type}: {exc_message}{where}":
-        "调用 `{exc_target}` 时抛出了 {exc_type}：{exc_message}{where}",
+    "calling `{function}` raised {error_type}: {error}{where}":
+        "调用 `{function}` 时抛出了 {error_type}：{error}{where}",
     "the output of {what} is wrong": "{what} 的输出不对",
     "the decoder layer": "解码器层",
     "{message} ({detail})": "{message}（{detail}）",
@@ -159,8 +159,8 @@ def test_rendering_reads_the_id_never_the_english_text(fake_zh) -> None:
 
 
 def test_the_students_own_error_is_shown_as_it_is(fake_zh) -> None:
-    error = msg("calling `{exc_target}` raised {exc_type}: {exc_message}{where}", exc_target="softmax",
-                exc_type="ValueError", exc_message="operands could not be broadcast together", where=" (line 3)")
+    error = msg("calling `{function}` raised {error_type}: {error}{where}", function="softmax",
+                error_type="ValueError", error="operands could not be broadcast together", where=" (line 3)")
     text, left = i18n.render_checked(error, "zh")
     assert text == "调用 `softmax` 时抛出了 ValueError：operands could not be broadcast together (line 3)"
     assert left == []
@@ -214,8 +214,8 @@ def test_localize_translates_the_notes_too() -> None:
         msg("A check of `{hung}` failed ({what}): its checks left score 0{again}.", hung="softmax",
             what=describe(CallHung("softmax(array float64 [4, 6], axis=0)", 2.0)),
             again=msg("; the exercises after it were graded in a fresh run of the notebook")),
-        msg("Graded {shown_path_student_folder} (not at nbgrader's name {canonical_name}).",
-            shown_path_student_folder="s1/01_attention_by_hand (1).ipynb", canonical_name="01_attention_by_hand.ipynb"),
+        msg("Graded {notebook} (not at nbgrader's name {canonical_name}).",
+            notebook="s1/01_attention_by_hand (1).ipynb", canonical_name="01_attention_by_hand.ipynb"),
         Lateness(submitted, submitted - timedelta(days=1), timedelta(days=1), 0.0).describe(),
         Lateness(submitted, submitted + timedelta(hours=5), timedelta(0), 0.0).describe(),
     ])
@@ -410,7 +410,7 @@ def test_chinese_hints_are_chosen_and_folded_as_in_english() -> None:
     from grader.runtime.errors import SubmissionError
 
     wrong = with_detail(msg("the weights of the 优秀 example should be softmax(Q Kᵀ / √d_k) with d_k = 6"),
-                        msg("largest difference {where_ok_diff} at index {worst}", where_ok_diff=0.5, worst=[1, 1]))
+                        msg("largest difference {largest} at index {worst}", largest=0.5, worst=[1, 1]))
     failures = [Hint(wrong),
                 Hint(msg("the scores are K·Qᵀ: row i must be query i, so use dot_scores(Q, K) (Q first)"),
                      "scores_transposed"),
