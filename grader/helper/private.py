@@ -8,14 +8,30 @@ A warm check's client imports this module: paths are strings (``os.path``, not
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import sys
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from coursekit import settings
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
+
+def sha256(data: bytes = b"") -> _Hash:
+    """``hashlib.sha256``, from CPython's own module where there is one: ``hashlib`` loads
+    OpenSSL's library first (~3 ms of CPU, a warm check's client asks only this)."""
+    for module in ("_sha2", "_sha256"):  # Python 3.12 on, 3.11
+        try:
+            return __import__(module).sha256(data)
+        except ImportError:
+            continue
+    import hashlib
+
+    return hashlib.sha256(data)
+
 
 GRADER_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 PACKAGE_PARENT = os.path.dirname(GRADER_DIR)
@@ -62,7 +78,7 @@ def instance_key() -> str:
     """Which helper serves this process: its interpreter, its environment (a venv's prefix;
     venvs of one interpreter share its real path) and its copy of the course."""
     ident = f"{os.path.realpath(sys.executable)}\0{sys.prefix}\0{sys.version}\0{PACKAGE_PARENT}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+    return sha256(ident.encode()).hexdigest()[:16]
 
 
 class Paths(NamedTuple):
@@ -79,7 +95,7 @@ def paths() -> Paths:
 def fingerprint() -> str:
     """The code a helper runs (the grader's and coursekit's files, by size and time): a
     helper started before an edit retires, and the next check starts a new one."""
-    digest = hashlib.sha256()
+    digest = sha256()
     for root in (GRADER_DIR, os.path.join(PACKAGE_PARENT, "coursekit")):
         for path, st in sorted(_code_files(root)):
             digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

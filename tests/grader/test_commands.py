@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import logging
 import os
@@ -268,8 +269,21 @@ def test_a_warm_check_imports_only_what_asking_needs() -> None:
                 "assert quick_check(['check', 'missing.ipynb']) is None")
         heavy = ("pathlib", "tempfile", "logging", "dataclasses", "argparse", "grader.cli",
                  "grader.i18n", "babel", "numpy", "torch")
+        if any(importlib.util.find_spec(m) for m in ("_sha2", "_sha256")):  # CPython's own
+            heavy += ("hashlib",)
         assert _imported_by(code, heavy, env) == []
         assert (runtime / "attention-course").is_dir()  # it did look for a helper there
+
+
+def test_the_helpers_keys_are_sha256_without_hashlib() -> None:
+    """The client's sha256 (CPython's own module, not hashlib's OpenSSL) is hashlib's: the
+    same socket for the same course, the same fingerprint for the same code."""
+    import hashlib
+
+    from grader.helper import private
+
+    for data in (b"", b"attention \xe4\xbc\x98\xe7\xa7\x80" * 100):
+        assert private.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
 
 
 def test_the_command_line_imports_no_babel_torch_numpy_or_datetime() -> None:
