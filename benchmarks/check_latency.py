@@ -248,7 +248,8 @@ def main() -> None:
     for lesson in lessons:
         for variant in variants:
             if variant != "torch":
-                values = " | ".join(f"{median(lesson, variant, c):.2f}" for c in COLUMNS)
+                values = " | ".join(f"{median(lesson, variant, c):.{3 if c == 'cpu' else 2}f}"
+                                    for c in COLUMNS)
                 print(f"| {lesson} | {variant} | {values} |")
     if "torch" in variants:
         print()
