@@ -24,6 +24,9 @@ so that a change in the machine's load falls on all of them alike. Variants:
 Each check prints where its time went (``--profile``; for ``before``, a small driver times
 the same steps from outside). The breakdown, medians in seconds:
 
+- ``cpu``: CPU time (user + system) of the check's process and the processes it waited
+  for: through the helper, the client alone (the helper's side is not its child); the
+  figure to compare on a busy machine, where wall-clock time is not;
 - ``start``: spawn to the grader's ``main`` (the interpreter and the CLI's imports);
 - ``setup``: ``main`` to the worker being forked (reading the notebook, the trusted side's
   imports where they come first, opening the sandbox, reaching the helper);
@@ -45,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -132,13 +136,16 @@ def run_once(variant: str, lesson: str, before: Path | None, driver: Path | None
         cmd = [sys.executable, "-m", "grader", "check", notebook, "--format", "json", "--profile"]
         cmd += ["--no-helper"] if variant in ("cold", "before-cold") else []
         cwd = before if variant.startswith("before-") else ROOT
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     spawned = time.time()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     ended = time.time()
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime
     if proc.returncode != 0:
         sys.exit(f"{variant} {lesson}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
     if variant == "torch":
-        return dict.fromkeys(COLUMNS, 0.0) | {"total": ended - spawned}
+        return dict.fromkeys(COLUMNS, 0.0) | {"total": ended - spawned, "cpu": cpu}
     result = json.loads(proc.stdout)
     if result["score"] != result["max_score"]:
         sys.exit(f"{variant} {lesson}: the reference scored {result['score']} of "
@@ -147,7 +154,7 @@ def run_once(variant: str, lesson: str, before: Path | None, driver: Path | None
     for line in proc.stderr.splitlines():
         if line.startswith(PREFIX):
             spans += [tuple(s) for s in json.loads(line[len(PREFIX):])]
-    return breakdown(spans, spawned, ended)
+    return breakdown(spans, spawned, ended) | {"cpu": cpu}
 
 
 def breakdown(spans: list[tuple[str, float, float]], spawned: float, ended: float) -> dict[str, float]:
@@ -170,7 +177,7 @@ def breakdown(spans: list[tuple[str, float, float]], spawned: float, ended: floa
             "imports": total("imports"), "exit": ended - last}
 
 
-COLUMNS = ["total", "start", "setup", "sandbox", "worker", "load", "cells", "hidden", "imports",
+COLUMNS = ["total", "cpu", "start", "setup", "sandbox", "worker", "load", "cells", "hidden", "imports",
            "exit"]
 
 
@@ -241,7 +248,8 @@ def main() -> None:
     for lesson in lessons:
         for variant in variants:
             if variant != "torch":
-                values = " | ".join(f"{median(lesson, variant, c):.2f}" for c in COLUMNS)
+                values = " | ".join(f"{median(lesson, variant, c):.{3 if c == 'cpu' else 2}f}"
+                                    for c in COLUMNS)
                 print(f"| {lesson} | {variant} | {values} |")
     if "torch" in variants:
         print()

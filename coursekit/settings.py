@@ -71,10 +71,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import torch
 
 DATASETS = "COURSE_DATASETS"
@@ -119,6 +120,8 @@ AUTOGRADED_FOLDER = "autograded"
 
 def datasets_root() -> Path | None:
     """``$COURSE_DATASETS`` (``~`` expanded), or None when it is not set."""
+    from pathlib import Path  # here: a warm check's client imports this module, and not pathlib
+
     value = os.environ.get(DATASETS)
     return Path(value).expanduser() if value else None
 
@@ -126,6 +129,8 @@ def datasets_root() -> Path | None:
 def grading() -> bool:
     """Whether the notebook runs to be graded or tested rather than read: ``COURSE_GRADING=1``,
     ``CI=true``, or a working folder inside nbgrader's ``autograded/``."""
+    from pathlib import Path
+
     return os.environ.get(GRADING) == "1" or on_ci() or AUTOGRADED_FOLDER in Path.cwd().parts
 
 
@@ -227,6 +232,8 @@ def _cuda() -> bool:
 
 def run_dir() -> Path:
     """``$COURSE_RUN_DIR``, else ``runs`` (relative: beside the notebook)."""
+    from pathlib import Path  # here: a warm check's client imports this module, and not pathlib
+
     return Path(os.environ.get(RUN_DIR, "runs"))
 
 
@@ -310,11 +317,15 @@ def sandbox_without() -> set[str]:
 
 def gradescope_root() -> Path:
     """``$AUTOGRADER_ROOT``, else Gradescope's ``/autograder``."""
+    from pathlib import Path  # here: a warm check's client imports this module, and not pathlib
+
     return Path(os.environ.get(GRADESCOPE_ROOT) or "/autograder")
 
 
 def cache_home() -> Path:
     """``$XDG_CACHE_HOME``, else ``~/.cache``."""
+    from pathlib import Path  # here: a warm check's client imports this module, and not pathlib
+
     return Path(os.environ.get("XDG_CACHE_HOME") or Path("~/.cache").expanduser())
 
 

@@ -104,7 +104,7 @@ def configure(name: str | None = None, stream: TextIO | None = None,
     return chosen
 
 
-def append(path: Path, fmt: str, logger: logging.Logger, at: int, msg: str, *args: object,
+def append(path: str | Path, fmt: str, logger: logging.Logger, at: int, msg: str, *args: object,
            exc: BaseException | None = None) -> None:
     """Log ``msg % args`` (and ``exc``'s traceback) on ``logger`` at level ``at``, and write
     it to ``path`` as well, in ``fmt``, whatever the level: the file is opened and closed

@@ -14,7 +14,6 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from coursekit import settings
@@ -208,10 +207,10 @@ def _note(text: str) -> None:
                     text)
 
 
-def connect(path: Path) -> socket.socket | None:
+def connect(path: str) -> socket.socket | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(str(path))
+        conn.connect(path)
     except (FileNotFoundError, ConnectionRefusedError):
         conn.close()
         return None

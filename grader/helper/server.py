@@ -16,7 +16,6 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from coursekit import settings
@@ -212,7 +211,7 @@ class _PoolSource:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: str) -> Iterator[None]:
     with open(path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield

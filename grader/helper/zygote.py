@@ -85,6 +85,12 @@ class TrustedZygote:
         self.process.close(grace_s=5, killed_s=None)
 
 
+#: What a check's trusted process imports besides the graders (the last two: see
+#: ``grader.sandbox.pool.DEFAULT_PRELOAD``).
+PRELOAD = ("grader.sandbox", "safetensors", "torch.fx.experimental.symbolic_shapes",
+           "torch._dynamo")
+
+
 def _warm_up() -> None:
     """What every check's trusted side imports, imported once. Nothing runs a check here."""
     from grader.check import (
@@ -100,14 +106,25 @@ def _warm_up() -> None:
     )
 
     command.parser()  # every check parses its command line
-    for name in ("grader.sandbox", "safetensors",  # what a check's trusted process imports
-                 "torch.fx.experimental.symbolic_shapes", "torch._dynamo"):  # see DEFAULT_PRELOAD
+    _read_catalogues()
+    for name in PRELOAD:
         with contextlib.suppress(ImportError):
             __import__(name)
     for lesson in lessons.known_lessons():
         with contextlib.suppress(Exception):
             runner.collect(lesson)  # imports the hidden tests' module (and torch)
             parts.prepare(sys.modules[f"grader.hidden.test_{lesson}"])
+
+
+def _read_catalogues() -> None:
+    """Every language's catalogue read (Babel parses a ``.po``: tens of milliseconds of
+    CPU), once, here: the trusted process of a check in that language inherits the table
+    instead of parsing it again. English has none (``catalogues.table("en")`` reads
+    nothing)."""
+    from grader.i18n import LANGUAGES, catalogue
+
+    for lang in LANGUAGES:
+        catalogue(lang)
 
 
 def _trusted_zygote(ctrl: Channel) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import logging
 import os
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,6 +243,53 @@ def test_a_warm_check_imports_no_logging() -> None:
                           timeout=120, cwd=ROOT)
     assert proc.stdout.split() == ["False", "False"], proc.stderr
 
+
+
+def _imported_by(code: str, names: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
+    """Which of ``names`` a fresh ``python -S`` (no site hooks: the modules a machine's
+    ``.pth`` files import are not there to hide ours) has imported after ``code``."""
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); {code}; "
+              f"print(' '.join(m for m in {names!r} if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_a_warm_check_imports_only_what_asking_needs() -> None:
+    """A warm check's client, up to its request (no helper answers here: it finds none),
+    imports neither pathlib nor tempfile (a private runtime folder serves), nor the full
+    command line, the messages, logging, Babel, numpy or torch: its imports are most of a
+    warm check's start."""
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="run-") as name:  # a short path
+        runtime = Path(name)
+        env = {k: v for k, v in os.environ.items() if k != "CI"} | {
+            "XDG_RUNTIME_DIR": str(runtime), settings.CHECK_HELPER: "15"}
+        code = ("import grader.__main__; from grader.helper.client import quick_check; "
+                "assert quick_check(['check', 'missing.ipynb']) is None")
+        heavy = ("pathlib", "tempfile", "logging", "dataclasses", "argparse", "grader.cli",
+                 "grader.i18n", "babel", "numpy", "torch")
+        if any(importlib.util.find_spec(m) for m in ("_sha2", "_sha256")):  # CPython's own
+            heavy += ("hashlib",)
+        assert _imported_by(code, heavy, env) == []
+        assert (runtime / "attention-course").is_dir()  # it did look for a helper there
+
+
+def test_the_helpers_keys_are_sha256_without_hashlib() -> None:
+    """The client's sha256 (CPython's own module, not hashlib's OpenSSL) is hashlib's: the
+    same socket for the same course, the same fingerprint for the same code."""
+    import hashlib
+
+    from grader.helper import private
+
+    for data in (b"", b"attention \xe4\xbc\x98\xe7\xa7\x80" * 100):
+        assert private.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_the_command_line_imports_no_babel_torch_numpy_or_datetime() -> None:
+    """``import grader.cli`` (every cold command): the catalogues' Babel and ``datetime``
+    (only writing a .po needs it) and the graders' numpy and torch come where they are used."""
+    assert _imported_by("import grader.cli", ("babel", "numpy", "torch", "datetime")) == []
 
 # -- the environment: read in coursekit.settings only -------------------------------------
 
