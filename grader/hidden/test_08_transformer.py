@@ -289,7 +289,13 @@ def _reveal(handle, *args, run=True):
     names do) and, with ``run`` (one test of each exercise: the refusal costs a forward under
     a torch function mode), it runs on ``args`` with torch's attention functions refused
     (any other failure is left to the checks)."""
-    modules = handle.inspect(values=False).get("modules", {})
+    return _revealed(handle, *args, run=run)[0]
+
+
+def _revealed(handle, *args, run=True):
+    """:func:`_reveal`, and the names of the module's parameters, read in the same request."""
+    shown = handle.inspect(values=False)
+    modules = shown.get("modules", {})
     found = sorted({"nn." + t.rsplit(".", 1)[-1] for t in modules.values() if t.startswith(LIBRARY_MODULES)})
     if found:
         diagnose("library_call", msg("`{class_name}` is built on torch's own {found}: this exercise asks you to build it from your own parts (lesson 04's MultiHeadAttention, this lesson's layers)", class_name=handle.type_name.rsplit('.', 1)[-1], found=' / '.join(found)))
@@ -299,7 +305,7 @@ def _reveal(handle, *args, run=True):
         except SubmissionError as exc:
             if exc.exc_type == "ForbiddenCall":
                 raise
-    return handle
+    return handle, set(shown.get("parameters") or ())
 
 
 def _pad_mask(keep):  # [B, L] bool, True = token -> contract mask [B, 1, 1, L]
@@ -539,46 +545,59 @@ def _torch_encoder(norm_first, n):
     return _randomize(layer, n).train()  # train mode: no fast path; dropout is 0
 
 
-def _student_encoder(sub, norm_first, layer, dropout=0.0, refuse=True):
-    ours = _reveal(sub.new("EncoderLayer", D, H, FF, dropout=dropout, norm_first=norm_first), torch.zeros(1, 3, D),
-                   run=refuse)
+def _student_encoder(sub, norm_first, layer):
+    ours = _reveal(sub.new("EncoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first), run=False)
     return _inject(ours, _layer_params(layer), "EncoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
 def _layers(sub, name, norm_first, n, refuse):
-    """torch's layer with the weights drawn from ``n`` and the student's ``name`` holding
-    them: built once in a grading run, shared by the tests of the layer (they only run it).
-    ``refuse``: run the student's layer once with torch's attention refused (``_reveal``)."""
+    """torch's layer with the weights drawn from ``n``, the student's ``name`` holding them
+    (built once in a grading run, shared by the tests of the layer: they only run it), and
+    the ``forbid`` of the check's first call of it: with ``refuse``, torch's attention
+    refused until one call has run so in this grading run (:func:`_refused`), as
+    :func:`_reveal` would refuse it in a call of its own."""
     key = ("layers", id(sub), name, norm_first, n)
     memo = run_memo()
-    encoder = name == "EncoderLayer"
     if key not in memo:
-        layer = (_torch_encoder if encoder else _torch_decoder)(norm_first, n)
-        ours = (_student_encoder if encoder else _student_decoder)(sub, norm_first, layer, refuse=refuse)
-        memo[key] = layer, ours, refuse
-    layer, ours, refused = memo[key]
-    if refuse and not refused:
-        _reveal(ours, *((torch.zeros(1, 3, D),) if encoder else (torch.zeros(1, 3, D), torch.zeros(1, 2, D))))
-        memo[key] = layer, ours, True
-    return layer, ours
+        layer = (_torch_encoder if name == "EncoderLayer" else _torch_decoder)(norm_first, n)
+        ours = (_student_encoder if name == "EncoderLayer" else _student_decoder)(sub, norm_first, layer)
+        memo[key] = layer, ours
+    layer, ours = memo[key]
+    return layer, ours, FORBID if refuse and not memo.get(key + ("refused",)) else ()
+
+
+def _refused(sub, name, norm_first, n, result, forbid):
+    """``result()``, the output of a call sent with ``forbid`` (:func:`_layers`); a call that
+    ran with torch's attention refused marks the layer refused in this grading run,
+    whatever else it raised (the checks charge that), as :func:`_reveal` does."""
+    try:
+        return result()
+    except SubmissionError as exc:
+        if exc.exc_type == "ForbiddenCall":
+            forbid = ()  # not refused: every test that refuses it charges it
+        raise
+    finally:
+        if forbid:
+            run_memo()[("layers", id(sub), name, norm_first, n, "refused")] = True
 
 
 def _check_encoder(sub, norm_first, n, masks=((None, None, ""),), refuse=True, inputs=None):
     """Check the layer with weights drawn from ``n`` under each of ``masks``, ``(mask,
     torch's mask arguments, what)``, each on its own input (drawn from ``inputs``, by default
-    ``n``). ``refuse``: run the layer once with torch's attention refused first (``_reveal``);
-    a test that checks several layers does it for its first only."""
+    ``n``). ``refuse``: its first call with torch's attention refused (:func:`_layers`); a
+    test that checks several layers does it for its first only."""
     inputs = n if inputs is None else inputs
     x = _x(inputs + 1)
-    layer, ours = _layers(sub, "EncoderLayer", norm_first, n, refuse)
+    layer, ours, forbid = _layers(sub, "EncoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
     placement = (msg("pre-LN (norm_first=True): x = x + self_attn(h, h, h) with h = norm1(x), then x = x + ff(norm2(x))") if norm_first else
                  msg("post-LN (norm_first=False, the paper): x = norm1(x + self_attn(x, x, x)), then x = norm2(x + ff(x))"))
     for i, (mask, torch_mask, what) in enumerate(masks):
         x = x if i == 0 else _x(inputs + 1 + i)
-        out = posted(sub, ours, "__call__", *((x, mask) if mask is not None else (x,)))
+        out = posted(sub, ours, "__call__", *((x, mask) if mask is not None else (x,)), forbid=forbid)
         want = layer(x, **(torch_mask or {}))  # while the worker runs the student's layer
-        close(out(), want, msg("{what}the layer should compute {placement}, as nn.TransformerEncoderLayer does with the same weights", what=what, placement=placement), atol=ATOL,
+        got, forbid = _refused(sub, "EncoderLayer", norm_first, n, out, forbid), ()
+        close(got, want, msg("{what}the layer should compute {placement}, as nn.TransformerEncoderLayer does with the same weights", what=what, placement=placement), atol=ATOL,
               suspects=layer_suspects(encoder_ref, ENC_MISTAKES, p, x, mask, norm_first))
 
 
@@ -741,9 +760,8 @@ def _torch_decoder(norm_first, n):
     return _randomize(layer, n).train()
 
 
-def _student_decoder(sub, norm_first, layer, refuse=True):
-    ours = _reveal(sub.new("DecoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first),
-                   torch.zeros(1, 3, D), torch.zeros(1, 2, D), run=refuse)
+def _student_decoder(sub, norm_first, layer):
+    ours = _reveal(sub.new("DecoderLayer", D, H, FF, dropout=0.0, norm_first=norm_first), run=False)
     return _inject(ours, _layer_params(layer), "DecoderLayer", LAYER_HINT, LAYER_NAMES)
 
 
@@ -752,7 +770,7 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
     default ``n``), as ``_check_encoder``."""
     inputs = n if inputs is None else inputs
     x, mem = randn(inputs + 1, 3, 6, D), randn(inputs + 2, 3, 5, D)
-    layer, ours = _layers(sub, "DecoderLayer", norm_first, n, refuse)
+    layer, ours, forbid = _layers(sub, "DecoderLayer", norm_first, n, refuse)
     p = _layer_params(layer)
     kwargs = {k: v for k, v in (("tgt_mask", tgt_mask), ("memory_mask", mem_mask)) if v is not None}
     placement = (msg("pre-LN: x = x + self_attn(h, h, h) with h = norm1(x), x = x + cross_attn(norm2(x), memory, memory), x = x + ff(norm3(x))") if norm_first else
@@ -763,11 +781,13 @@ def _check_decoder(sub, norm_first, n, tgt_mask=None, mem_mask=None, what="", re
         torch_kwargs["tgt_mask"] = ~tgt_mask
     if mem_mask is not None:
         torch_kwargs["memory_key_padding_mask"] = ~mem_mask[:, 0, 0, :]
-    forward = posted(sub, ours, "__call__", x, mem, **kwargs)
+    forward = posted(sub, ours, "__call__", x, mem, forbid=forbid, **kwargs)
     want = layer(x, mem, **torch_kwargs)  # while the worker runs the student's layer
     try:
-        out = forward()
-    except SubmissionError:
+        out = _refused(sub, "DecoderLayer", norm_first, n, forward, forbid)
+    except SubmissionError as exc:
+        if exc.exc_type == "ForbiddenCall":
+            raise
         # a target of 6 and a memory of 5 positions made it fail: with equal lengths the
         # same mistake runs, and the output tells which one it is
         x5 = x[:, :5]
@@ -876,8 +896,8 @@ class OwnLayers:
     demand: the Transformer is judged on how it assembles its layers (masks, embeddings,
     positions, final norms), so a mistake inside a layer costs that layer's points only."""
 
-    def __init__(self, sub, p, n_enc=2, n_dec=2):
-        self.sub, self.p, self.n = sub, p, (n_enc, n_dec)
+    def __init__(self, sub, p):
+        self.sub, self.p, self.n = sub, p, _depth(p)
         self.cache = {}
 
     def _layer(self, name, prefix, norm_first):
@@ -892,11 +912,17 @@ class OwnLayers:
         return self.cache[norm_first]
 
 
-def transformer_ref(p, src, tgt, norm_first, pad_id, mistake=None, n_enc=2, n_dec=2, part="logits",
-                    layers=None):
+def _depth(p):
+    """``(n_enc, n_dec)``: the numbers of encoder and decoder layers whose weights ``p`` holds."""
+    return tuple(sum(k.startswith(f"{stack}.") and k.endswith(".self_attn.q_proj.weight") for k in p)
+                 for stack in ("encoder_layers", "decoder_layers"))
+
+
+def transformer_ref(p, src, tgt, norm_first, pad_id, mistake=None, part="logits", layers=None):
     """The lesson's Transformer in float64 (masks built from pad_id), with the common
-    mistakes as options; ``part="memory"`` returns the encoder's output. With ``layers`` (an
-    ``OwnLayers``), the student's own layers do the layers' work."""
+    mistakes as options, as deep as ``p``; ``part="memory"`` returns the encoder's output.
+    With ``layers`` (an ``OwnLayers``), the student's own layers do the layers' work."""
+    n_enc, n_dec = _depth(p)
     pad = 0 if mistake == "pad_id_hardcoded" else pad_id
     src_mask = (src != pad)[:, None, None, :]
     Lt = tgt.shape[1]
@@ -1014,10 +1040,9 @@ def _built(sub, norm_first, n_enc=2, n_dec=2, run=False, claim=None):
     key = ("built", id(sub), norm_first, n_enc, n_dec)
     memo = run_memo()
     if key not in memo or (claim is not None and memo.setdefault(key + ("claim",), claim) != claim):
-        m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
-                            num_decoder_layers=n_dec, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
-                            norm_first=norm_first), *REVEAL_TOKENS, run=run)
-        built = m, set(m.inspect(values=False)["parameters"])
+        built = _revealed(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
+                                  num_decoder_layers=n_dec, d_ff=FF, dropout=0.0, max_len=64, pad_id=0,
+                                  norm_first=norm_first), *REVEAL_TOKENS, run=run)
         if key in memo:  # claimed by another model: this one is its own
             return built
         memo[key] = built
@@ -1029,10 +1054,9 @@ def _build_model(sub, n, norm_first, pad_id, n_enc, n_dec, dropout, max_len):
     if (pad_id, dropout, max_len) == (0, 0.0, 64):  # the structure test's configuration
         m, names = _built(sub, norm_first, n_enc, n_dec, claim=n)
     else:
-        m = _reveal(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
-                            num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
-                            pad_id=pad_id, norm_first=norm_first), run=False)  # run once: the structure test
-        names = set(m.inspect(values=False)["parameters"])
+        m, names = _revealed(sub.new("Transformer", SV, TV, d_model=D, n_head=H, num_encoder_layers=n_enc,
+                                     num_decoder_layers=n_dec, d_ff=FF, dropout=dropout, max_len=max_len,
+                                     pad_id=pad_id, norm_first=norm_first), run=False)  # run once: the structure test
     if "encoder_layers.1.self_attn.q_proj.weight" not in names and \
             "encoder_layers.0.self_attn.q_proj.weight" in names and n_enc > 1:
         diagnose("shared_layers", TRANSFORMER_HINTS["shared_layers"])
@@ -1080,12 +1104,13 @@ def batch(n, pad_id=0, B=3, Ls=6, Lt=7, left=False):
 
 @exercise("Transformer", points=0.5)
 def test_transformer_structure(sub):
-    # post-LN with 3 decoder layers (num_decoder_layers is its own argument), run once with
-    # torch's attention refused (both placements share it); pre-LN as test_transformer_pre_ln_logits's
-    # model is built (2 and 2 layers), which takes its weights afterwards
-    for norm_first, n_dec in ((False, 3), (True, 2)):
-        m, names = _built(sub, norm_first, 2, n_dec, run=not norm_first)
-        expected = _param_names(norm_first, 2, n_dec)
+    # post-LN with 1 encoder and 2 decoder layers (num_decoder_layers is its own argument),
+    # run once with torch's attention refused (both placements share it); pre-LN as
+    # test_transformer_pre_ln_logits's model is built (2 and 2 layers: shared encoder layers
+    # show), which takes its weights afterwards
+    for norm_first, n_enc, n_dec in ((False, 1, 2), (True, 2, 2)):
+        m, names = _built(sub, norm_first, n_enc, n_dec, run=not norm_first)
+        expected = _param_names(norm_first, n_enc, n_dec)
         missing = sorted(expected - names)
         if not norm_first:
             check(not any(n.startswith(("encoder_norm", "decoder_norm")) for n in names),
@@ -1178,7 +1203,8 @@ def test_transformer_causality(sub):
 
 @exercise("Transformer", points=0.75)
 def test_transformer_padding(sub):
-    m, p = _model(sub, 74, True, pad_id=3)
+    # one layer in each stack: the masks are built by the model itself (the logits tests run two)
+    m, p = _model(sub, 74, True, pad_id=3, n_enc=1, n_dec=1)
     sides = [batch(75 + left, pad_id=3, left=left) for left in (False, True)]
     # both paddings in one forward: each row is its own sentence
     srcs, tgts = torch.cat([s for s, _ in sides]), torch.cat([t for _, t in sides])
@@ -1194,10 +1220,23 @@ def test_transformer_padding(sub):
     close(padded[1:2, :alone.shape[1]], alone, msg("the logits of a sentence changed when the batch padded it"), atol=ATOL)
 
 
+def _small_model(sub):
+    """The student's ``Transformer(300, 400, ..., 1 + 1 layers, dropout=0.5, max_len=37)`` as
+    its constructor leaves it: built once in a grading run, for the dropout and
+    initialisation test to read and for the device test, whose audit costs every torch
+    operation of a forward a Python call (a layer of each stack runs all of the model's own
+    code: its masks, embeddings and loops)."""
+    key = ("small model", id(sub))
+    memo = run_memo()
+    if key not in memo:
+        memo[key] = _reveal(sub.new("Transformer", 300, 400, d_model=D, n_head=H, num_encoder_layers=1,
+                                    num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0), run=False)
+    return memo[key]
+
+
 @exercise("Transformer", points=0.5)
 def test_transformer_dropout_and_initialisation(sub):
-    m = _reveal(sub.new("Transformer", 300, 400, d_model=D, n_head=H, num_encoder_layers=1,
-                        num_decoder_layers=1, d_ff=FF, dropout=0.5, max_len=37, pad_id=0), run=False)
+    m = _small_model(sub)
     params = m.inspect()["parameters"]
     for table in ("src_embed", "tgt_embed"):
         w = params.get(f"{table}.embedding.weight")
@@ -1223,10 +1262,11 @@ def test_transformer_dropout_and_initialisation(sub):
 
 @exercise("Transformer", points=0.5)
 def test_transformer_runs_on_the_model_device(sub):
-    m, _ = _model(sub, 74, True, pad_id=3)
-    src, tgt = batch(83, pad_id=3, left=True)
+    m = _small_model(sub)
+    m.eval()
+    src, tgt = batch(83, left=True, B=2, Ls=4, Lt=5)
     try:
-        _logits(m, src, tgt, forbid=(ON_DEVICE,))
+        m(src, tgt, forbid=(ON_DEVICE,))  # the logits' shape: the other tests' (400 ids here)
         m.method("encode", src, forbid=(ON_DEVICE,))
     except SubmissionError as exc:
         if exc.exc_type == "DeviceMismatch":
@@ -1399,7 +1439,9 @@ def test_greedy_eval_mode(sub):
 
 @exercise("greedy_decode", points=0.25)
 def test_greedy_on_the_model_device(sub):
-    src = decode_sources(96, L=6)
+    # rows that end one step apart: the loop's every path (a row ended, one going on) in
+    # three steps, each audited operation costing a Python call
+    src = decode_sources(96, eos_at=[1, 2], L=3)
     try:
         _decode(sub, src, 10, forbid=(ON_DEVICE,))
     except SubmissionError as exc:

@@ -66,11 +66,32 @@ def test_lesson_08_builds_each_model_once_and_batches_its_variants(seed: int) ->
     structure test's pre-LN model is test_transformer_pre_ln_logits's), the causality and
     padding variants in one forward each, the dropout checks reading shapes and loading only
     the weights they change (before: 31 objects, 63 forwards, 299 requests; then 17 objects,
-    213 requests)."""
+    213 requests; then 50 forwards, 205 requests, before each layer's refusal of torch's
+    attention ran in its first checked call instead of a call of its own)."""
     counts = _counts("08_transformer", seed)
     assert counts["built"] <= 16, counts
-    assert counts["forwards"] <= 50, counts
-    assert counts["requests"] <= 205, counts
+    assert counts["forwards"] <= 46, counts
+    assert counts["requests"] <= 198, counts
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lesson_08_audits_the_smallest_calls(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device audit (grader.runtime.device) costs every torch operation of an audited call
+    a Python call: lesson 08 audits a Transformer with one layer per stack (the model's own
+    code, masks, embeddings and loops, all runs) and a decoding whose rows end in three steps
+    (before: the padding test's two-layer model and up to six steps, 687 to 779 operations)."""
+    from grader.runtime import device
+
+    seen = Counter[str]()
+    handle = device._Audit.handle
+
+    def counted(self: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        seen["operations"] += 1
+        return handle(self, func, args, kwargs)
+
+    monkeypatch.setattr(device._Audit, "handle", counted)
+    _counts("08_transformer", seed)
+    assert 0 < seen["operations"] <= 403, seen
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -85,15 +106,16 @@ def test_lesson_11_builds_each_model_fixture_once_per_case(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize(("lesson", "waited"), [("08_transformer", 101), ("11_generation", 85)])
+@pytest.mark.parametrize(("lesson", "waited"), [("08_transformer", 93), ("11_generation", 85)])
 def test_expected_outputs_are_computed_while_the_worker_runs(lesson: str, waited: int, seed: int) -> None:
     """The calls whose expected outputs cost the check most are sent without waiting, so that
     the check computes them while the worker runs the student's code: lesson 08's layer and
     Transformer forwards (torch's layers, the float64 model; a dropout check's two calls sent
     together), lesson 11's beam searches (the exact best hypotheses, the Transformer's case),
     decoder steps (the float64 model) and sampled generation (the expected samples). Before:
-    132 calls waited for in lesson 08 (109, now 101 with its models shared and the dropout
-    checks reading shapes, not weights), 115 and 113 in lesson 11 (93 and 91, now 85 with
+    132 calls waited for in lesson 08 (109, then 101 with its models shared and the dropout
+    checks reading shapes, not weights, now 93 with the refusals in checked calls and the
+    parameter names read with the modules), 115 and 113 in lesson 11 (93 and 91, now 85 with
     its model fixtures and cases shared)."""
     counts = _counts(lesson, seed)
     assert counts["waited"] <= waited, counts
