@@ -26,6 +26,8 @@ from coursekit import catalogue
 from coursekit.errors import UnknownLesson
 from grader.common import csvcells
 from grader.common.templating import points as points_text
+from grader.i18n import said_lines, words
+from grader.i18n.message import Message, msg
 from grader.outputs.lms import (
     Exported,
     Lesson,
@@ -133,22 +135,26 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
     return Gradebook(header, rows, order, points, paired, roster)
 
 
-def summary(book: Gradebook, target: Path) -> str:
-    lines = [f"wrote {target}: {len(book.roster.rows)} student(s) of the roster, "
-             f"{len(book.graded)} of {len(book.points)} lessons graded"]
-    width = max(len(lesson) for lesson in book.points)
-    lines.append(f"  {'lesson':<{width}}  points  graded")
+def summary(book: Gradebook, target: Path, lang: str = "en") -> str:
+    """What ``gradebook`` wrote, in ``lang`` (the instructor's): a table of the lessons."""
+    t = words(lang)
+    width = max(len(x) for x in [*book.points, t("lesson"), t("total")])
+    lines: list[Message | str] = [f"{t('lesson'):<{width}}  {t('points'):>6}  {t('graded')}"]
     for lesson, value in book.points.items():
-        lines.append(f"  {lesson:<{width}}  {points_text(value):>6}  {'yes' if lesson in book.graded else 'not yet'}")
-    lines.append(f"  {'total':<{width}}  {points_text(sum(book.points.values())):>6}")
-    lines += book.paired.unmatched_lines(book.roster, "0 in every graded lesson", "not counted")
-    return "\n".join(lines)
+        graded = t("yes") if lesson in book.graded else t("not yet")
+        lines.append(f"{lesson:<{width}}  {points_text(value):>6}  {graded}")
+    lines.append(f"{t('total'):<{width}}  {points_text(sum(book.points.values())):>6}")
+    lines += book.paired.unmatched_lines(book.roster, msg("0 in every graded lesson"), msg("not counted"))
+    first = msg("wrote {file}: {students} student(s) of the roster, {graded} of {lessons} lessons graded",
+                file=target, students=len(book.roster.rows), graded=len(book.graded), lessons=len(book.points))
+    return said_lines(first, lines, lang)
 
 
 def write(folders: list[str | Path], roster_path: str | Path, out: str | Path,
-          key: str | None = None, weights: str | None = None, local_part: bool = False) -> Exported:
+          key: str | None = None, weights: str | None = None, local_part: bool = False,
+          lang: str = "en") -> Exported:
     book = build(folders, roster_path, key, weights, local_part)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(book.csv(), encoding="utf-8")
-    return Exported(target, summary(book, target), book.paired.mismatch())
+    return Exported(target, summary(book, target, lang), book.paired.mismatch())
