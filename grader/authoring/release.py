@@ -485,8 +485,8 @@ def summary(out: Path, p: BundlePlan, course: Catalogue | None = None, lang: str
     files = [f for f in Path(out).rglob("*") if f.is_file()]
     size = sum(f.stat().st_size for f in files)
     readme = {"zh": msg(" (README in Chinese)"), "both": msg(" (README.md and README.zh.md)")}
-    lines = [msg("lessons: {lessons}", lessons=", ".join(lesson.id for lesson in p.lessons)),
-             *([msg("edition: {edition}{readme}", edition=p.lang, readme=readme.get(p.lang, ""))]
+    lines = [msg("lessons:  {lessons}", lessons=", ".join(lesson.id for lesson in p.lessons)),
+             *([msg("edition:  {edition}{readme}", edition=p.lang, readme=readme.get(p.lang, ""))]
                if p.lang != "en" else []),
              *([msg("note: in English only (no Chinese edition yet): {lessons}",
                     lessons=", ".join(lesson.id for lesson in p.untranslated))] if p.untranslated else []),

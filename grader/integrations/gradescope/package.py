@@ -160,7 +160,7 @@ def summary(pkg: Package, lang: str = "en") -> str:
     return "\n".join([
         t(msg("wrote {archive}: {files} files, {megabytes} MB", archive=pkg.path, files=pkg.files,
               megabytes=f"{pkg.size / 1e6:.1f}")),
-        "  " + t(msg("lesson: {lesson}", lesson=pkg.lesson)),
-        "  " + t(msg("tests: {exercises}", exercises=", ".join(pkg.exercises))),
-        "  " + t(msg("upload: Gradescope > assignment > Configure Autograder > Zip file upload")),
+        "  " + t(msg("lesson:  {lesson}", lesson=pkg.lesson)),
+        "  " + t(msg("tests:   {exercises}", exercises=", ".join(pkg.exercises))),
+        "  " + t(msg("upload:  Gradescope > assignment > Configure Autograder > Zip file upload")),
     ])
