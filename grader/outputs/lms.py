@@ -143,9 +143,9 @@ def read_roster(path: str | Path) -> Roster:
     try:
         rows = _rows(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise LmsError(f"cannot read the roster {path}: {exc}") from None
+        raise LmsError(msg("cannot read the roster {roster}: {error}", roster=path, error=exc)) from None
     if not rows:
-        raise LmsError(f"the roster {path} is empty")
+        raise LmsError(msg("the roster {roster} is empty", roster=path))
     header = [h.strip() for h in rows[0]]
     roster = Roster(detect(header), header, [])
     for line, values in enumerate(rows[1:], start=2):
@@ -170,8 +170,8 @@ def key_column(roster: Roster, key: str | None) -> str:
     column name."""
     key = key or DEFAULT_KEY.get(roster.lms)
     if key is None:
-        raise LmsError("this roster is neither Canvas's nor Moodle's gradebook export: name "
-                       f"its key column with --key (columns: {', '.join(roster.columns)})")
+        raise LmsError(msg("this roster is neither Canvas's nor Moodle's gradebook export: name its "
+                           "key column with --key (columns: {columns})", columns=", ".join(roster.columns)))
     aliases = CANVAS_KEYS if roster.lms == "canvas" else MOODLE_KEYS if roster.lms == "moodle" else {}
     column = aliases.get(key, key)
     if column not in roster.columns:
@@ -191,10 +191,10 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
         raise LmsError(str(exc)) from None
     folder, path, rows = graded.path, grades.path, grades.rows
     if not rows or "student_id" not in grades.header:
-        raise LmsError(f"{path} has no graded students")
+        raise LmsError(msg("{grades} has no graded students", grades=path))
     lessons = {r["lesson"] for r in rows}
     if len(lessons) != 1:
-        raise LmsError(f"{path} mixes lessons: {', '.join(sorted(lessons))}")
+        raise LmsError(msg("{grades} mixes lessons: {lessons}", grades=path, lessons=", ".join(sorted(lessons))))
     lesson = lessons.pop()
     by_id: dict[str, dict[str, str]] = {}
     for row in rows:
@@ -334,10 +334,10 @@ def export(folders: list[str | Path], roster_path: str | Path, to: str, key: str
     """Write the import file (of the matched students: Moodle aborts an import at the
     first student it does not know)."""
     if to not in WRITERS:
-        raise LmsError(f"--to must be one of {', '.join(WRITERS)}")
+        raise LmsError(msg("--to must be one of {choices}", choices=", ".join(WRITERS)))
     assignments = list(assignments or [])
     if len(assignments) > len(folders):
-        raise LmsError("more --assignment names than graded folders")
+        raise LmsError(msg("more --assignment names than graded folders"))
     lessons = [read_lesson(f, a) for f, a in zip(folders, assignments + [None] * len(folders), strict=False)]
     roster = read_roster(roster_path)
     column = key_column(roster, key)

@@ -408,3 +408,30 @@ def test_release_gradescope_and_return_feedback_say_their_summaries_in_the_new_l
     _cli_said_without_english(feedback_summary(done, where, xx),
                               [str(tmp_path), "s2", "01_attention_by_hand", "submission_secret.txt",
                                "nbgrader release_feedback LESSON"])
+
+
+def test_lms_refuses_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``lms``'s errors: an empty or unknown roster, an unknown LMS, too many assignment names,
+    a grades.csv of no students or of two lessons."""
+    from grader.results.folder import CSV_HEADER
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    header = ",".join(CSV_HEADER + ["ex1"]) + "\n"
+    rows = {"one": "alice,01_attention_by_hand,1,1,ok,x,1\n",
+            "two": "alice,01_attention_by_hand,1,1,ok,x,1\nbob,02_split_heads,1,1,ok,x,1\n", "none": ""}
+    for name, body in rows.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "grades.csv").write_text(header + body, encoding="utf-8")
+    (tmp_path / "empty.csv").write_text("", encoding="utf-8")
+    (tmp_path / "other.csv").write_text("Who,Where\nalice,here\n", encoding="utf-8")
+    one, empty, other = (str(tmp_path / x) for x in ("one", "empty.csv", "other.csv"))
+    for argv in (["lms", one, "--roster", empty, "--to", "canvas"],
+                 ["lms", one, "--roster", other, "--to", "canvas"],
+                 ["lms", one, "--roster", other, "--to", "canvas", "--assignment", "a", "--assignment", "b"],
+                 ["lms", str(tmp_path / "two"), "--roster", other, "--to", "canvas", "--key", "Who"],
+                 ["lms", str(tmp_path / "none"), "--roster", other, "--to", "canvas", "--key", "Who"]):
+        code, said = _run_cli(argv, capsys)
+        assert code == 2, said
+        _cli_said_without_english(said, [str(tmp_path), "Who, Where", "01_attention_by_hand, 02_split_heads",
+                                         "--key", "--assignment", "Canvas's", "Moodle's"])
