@@ -70,7 +70,7 @@ def parse_weights(text: str | None, lessons: list[str]) -> dict[str, float] | No
             lesson = catalogue.get(name.strip()).id
             weights[lesson] = float(value)
         except (UnknownLesson, ValueError):
-            raise LmsError(f"--weights: cannot read {part.strip()!r} (e.g. 01=1,08=2)") from None
+            raise LmsError(msg("--weights: cannot read {weight} (e.g. 01=1,08=2)", weight=repr(part.strip()))) from None
     return weights
 
 
@@ -98,10 +98,11 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
     for folder in folders:
         graded = read_lesson(folder)
         if graded.lesson in lessons:
-            raise LmsError(f"two folders grade {graded.lesson}: {lessons[graded.lesson].folder} "
-                           f"and {graded.folder}")
+            raise LmsError(msg("two folders grade {lesson}: {folder} and {other_folder}", lesson=graded.lesson,
+                               folder=lessons[graded.lesson].folder, other_folder=graded.folder))
         if graded.lesson not in points:
-            raise LmsError(f"{graded.folder}: {graded.lesson} is not a lesson of the course")
+            raise LmsError(msg("{folder}: {lesson} is not a lesson of the course", folder=graded.folder,
+                               lesson=graded.lesson))
         lessons[graded.lesson] = graded
     order = [lesson for lesson in points if lesson in lessons]
     roster = read_roster(roster_path)

@@ -410,10 +410,10 @@ def test_release_gradescope_and_return_feedback_say_their_summaries_in_the_new_l
                                "nbgrader release_feedback LESSON"])
 
 
-def test_lms_refuses_in_the_new_language(
+def test_lms_and_gradebook_refuse_in_the_new_language(
         xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """``lms``'s errors: an empty or unknown roster, an unknown LMS, too many assignment names,
-    a grades.csv of no students or of two lessons."""
+    """``lms``'s and ``gradebook``'s errors: an empty or unknown roster, too many assignment
+    names, a grades.csv of no students or of two lessons, unreadable weights, a lesson twice."""
     from grader.results.folder import CSV_HEADER
 
     monkeypatch.setenv("COURSE_LANG", xx)
@@ -430,8 +430,10 @@ def test_lms_refuses_in_the_new_language(
                  ["lms", one, "--roster", other, "--to", "canvas"],
                  ["lms", one, "--roster", other, "--to", "canvas", "--assignment", "a", "--assignment", "b"],
                  ["lms", str(tmp_path / "two"), "--roster", other, "--to", "canvas", "--key", "Who"],
-                 ["lms", str(tmp_path / "none"), "--roster", other, "--to", "canvas", "--key", "Who"]):
+                 ["lms", str(tmp_path / "none"), "--roster", other, "--to", "canvas", "--key", "Who"],
+                 ["gradebook", one, "--roster", other, "--key", "Who", "--weights", "01=x"],
+                 ["gradebook", one, one, "--roster", other, "--key", "Who"]):
         code, said = _run_cli(argv, capsys)
         assert code == 2, said
         _cli_said_without_english(said, [str(tmp_path), "Who, Where", "01_attention_by_hand, 02_split_heads",
-                                         "--key", "--assignment", "Canvas's", "Moodle's"])
+                                         "--key", "--assignment", "Canvas's", "Moodle's", "--weights"])
