@@ -17,6 +17,7 @@ from grader.check.command import CheckOptions, call_timeout_option, lesson_id
 from grader.common import logs
 from grader.common.limits import DEFAULT_LIMITS, GIB, Limits
 from grader.helper.client import ANSWER_MARGIN_S
+from grader.i18n.message import Message, msg
 from grader.runtime.wire import one_thread_each
 
 if TYPE_CHECKING:
@@ -69,14 +70,14 @@ def cmd_helper(args: argparse.Namespace) -> int:
 
     if args.action == "start":
         if not helper.start(wait_s=START_WAIT_S):
-            print("the check helper is off here (COURSE_CHECK_HELPER, or CI)", file=sys.stderr)
+            print(said(msg("the check helper is off here (COURSE_CHECK_HELPER, or CI)")), file=sys.stderr)
             return 2
     reply = helper.request("status" if args.action == "start" else args.action)
     if reply is None:
-        print("no check helper is running for this copy of the course and this Python")
+        print(said(msg("no check helper is running for this copy of the course and this Python")))
         return 0 if args.action != "start" else 2
     if args.action == "stop":
-        print("the check helper is stopping")
+        print(said(msg("the check helper is stopping")))
     else:
         for key, value in reply.items():
             if key != "ok":
@@ -93,9 +94,11 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 def _interrupted(exc: Interrupted) -> int:
     """``grade`` stopped by Ctrl-C or SIGTERM: what it had done, and its exit status."""
     done = exc.summary
-    left = f"{done.graded} graded, {done.left} left" if done else "nothing graded"
-    print(f"grader: interrupted ({left}); every result written is complete: run the "
-          "same command again to grade the rest", file=sys.stderr)
+    left = msg("{graded} graded, {left} left", graded=done.graded, left=done.left) if done \
+        else msg("nothing graded")
+    print("grader: " + said(msg("interrupted ({progress}); every result written is complete: run "
+                                "the same command again to grade the rest", progress=left)),
+          file=sys.stderr)
     return 128 + exc.signum
 
 
@@ -143,7 +146,7 @@ def grade_options(args: argparse.Namespace) -> tuple[Path, Options]:
 
     submitted = Path(args.submitted)
     if not submitted.is_dir():
-        raise UserError(f"{submitted}: no such folder")
+        raise UserError(msg("{folder}: no such folder", folder=submitted))
     lesson = lesson_id(args.lesson)  # "04" or "4" as `release` takes them
     hidden_test_file(lesson)
     problem = _class_layout_problem(submitted, lesson)
@@ -169,8 +172,8 @@ def _protections(text: str | None) -> tuple[str, ...]:
     require = tuple(r.strip() for r in (text or "").split(",") if r.strip())
     unknown = [r for r in require if r not in PROTECTIONS]
     if unknown:
-        raise UserError(f"unknown protection(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(PROTECTIONS)}")
+        raise UserError(msg("unknown protection(s) {unknown}; known: {known}",
+                            unknown=", ".join(unknown), known=", ".join(PROTECTIONS)))
     return require
 
 
@@ -181,10 +184,10 @@ def _deadlines(given: str | None, submitted: Path) -> Deadlines | None:
 
     found = given or find_default(submitted)
     if found is None:
-        print("grader: no deadlines.toml (looked in "
-              f"{', '.join(str(p.parent) for p in default_locations(submitted))}): no late "
-              "penalties this run; --deadlines FILE names one, --deadlines none says so",
-              file=sys.stderr)
+        looked = ", ".join(str(p.parent) for p in default_locations(submitted))
+        print("grader: " + said(msg("no deadlines.toml (looked in {folders}): no late penalties "
+                                    "this run; --deadlines FILE names one, --deadlines none says so",
+                                    folders=looked)), file=sys.stderr)
         return None
     return None if str(found) == "none" else load(found, lessons=_lesson_ids())
 
@@ -194,7 +197,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
                  with_references=args.with_references, lang=args.lang)
-    print(summary(args.out, plan))
+    print(summary(args.out, plan, lang=_language()))  # its --lang is the bundle's edition
     return 0
 
 
@@ -206,10 +209,13 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
 
     deadlines = load(args.file, lessons=_lesson_ids())
     rule = deadlines.rule
-    print(f"{args.file}: {len(deadlines.due)} due date(s), {len(deadlines.extensions)} "
-          f"student(s) with an extension; penalty {rule.per_day:.0%} of the raw score per day "
-          f"late, at most {rule.max:.0%}, grace {format_duration(rule.grace)!s}"
-          + (f", nothing after {format_duration(rule.zero_after)!s}" if rule.zero_after else ""))
+    after = msg(", nothing after {duration}", duration=format_duration(rule.zero_after)) \
+        if rule.zero_after else ""
+    print(said(msg("{file}: {due} due date(s), {extended} student(s) with an extension; penalty "
+                   "{per_day} of the raw score per day late, at most {most}, grace {grace}{after}",
+                   file=args.file, due=len(deadlines.due), extended=len(deadlines.extensions),
+                   per_day=f"{rule.per_day:.0%}", most=f"{rule.max:.0%}",
+                   grace=format_duration(rule.grace), after=after)))
     if args.no_gradebook:
         return 0
     from grader.integrations.nbgrader.late import write_to_gradebook
@@ -219,7 +225,7 @@ def cmd_deadlines(args: argparse.Namespace) -> int:
                for s in student_folders(Path(where))]
     for line in write_to_gradebook(args.file, db_url, course_id, _lesson_ids(), folders):
         print(f"  {line}")
-    print(f"wrote them into nbgrader's gradebook ({db_url})")
+    print(said(msg("wrote them into nbgrader's gradebook ({database})", database=db_url)))
     return 0
 
 
@@ -230,9 +236,9 @@ def cmd_gradebook(args: argparse.Namespace) -> int:
         print(point_table())
         return 0
     if not args.folders or not args.roster:
-        raise UserError("give the folders `grade` wrote and --roster")
+        raise UserError(msg("give the folders `grade` wrote and --roster"))
     return write(args.folders, args.roster, args.out, key=args.key, weights=args.weights,
-                 local_part=args.local_part).report("gradebook")
+                 local_part=args.local_part, lang=_language(args)).report("gradebook", _language(args))
 
 
 def cmd_return_feedback(args: argparse.Namespace) -> int:
@@ -240,11 +246,12 @@ def cmd_return_feedback(args: argparse.Namespace) -> int:
 
     if args.nbgrader:
         done = to_nbgrader(args.folders, args.nbgrader)
-        where = f"{args.nbgrader}/feedback/ (now: nbgrader release_feedback LESSON)"
+        where: Message | str = msg("{folder}/feedback/ (now: nbgrader release_feedback LESSON)",
+                                   folder=args.nbgrader)
     else:
         done = to_folders(args.folders, args.to)
         where = f"{args.to}/<student_id>/"
-    print(summary(done, where))
+    print(summary(done, where, _language(args)))
     return 0
 
 
@@ -252,7 +259,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     from grader.classgrade.selftest import run
 
     warnings.simplefilter("ignore")
-    return 0 if run(args.lessons, isolation=args.isolation) else 1
+    return 0 if run(args.lessons, isolation=args.isolation, lang=_language(args)) else 1
 
 
 def _nbgrader_course(folder: object) -> tuple[str, str]:
@@ -270,7 +277,7 @@ def _nbgrader_course(folder: object) -> tuple[str, str]:
     return course_id, db_url
 
 
-def _class_layout_problem(submitted: Path, lesson: str) -> str | None:
+def _class_layout_problem(submitted: Path, lesson: str) -> Message | None:
     """What makes SUBMITTED certainly wrong for LESSON (the grade would be all ``missing``):
     a student's folder given instead of the class, or folders of other lessons only."""
     from collections import Counter
@@ -282,15 +289,17 @@ def _class_layout_problem(submitted: Path, lesson: str) -> str | None:
     students = student_folders(submitted)
     as_lessons = [s for s in students if s in lessons]
     if as_lessons:
-        return (f"{submitted} holds lesson folders ({', '.join(as_lessons)}), not one folder per "
-                "student: give the folder above it, nbgrader's submitted/ "
-                "(SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb)")
+        return msg("{folder} holds lesson folders ({lessons}), not one folder per student: give "
+                   "the folder above it, nbgrader's submitted/ "
+                   "(SUBMITTED/<student_id>/<lesson>/<lesson>.ipynb)",
+                   folder=submitted, lessons=", ".join(as_lessons))
     held = Counter(child.name for s in students for child in (submitted / s).iterdir()
                    if child.is_dir() and child.name in lessons)
     if held and lesson not in held:
         found = ", ".join(f"{name} ({n} students)" for name, n in held.most_common())
-        return (f"no student folder in {submitted} holds {lesson}/; they hold {found}: "
-                f"is it --lesson {held.most_common(1)[0][0]}?")
+        return msg("no student folder in {folder} holds {lesson}/; they hold {found}: is it "
+                   "--lesson {likely}?", folder=submitted, lesson=lesson, found=found,
+                   likely=held.most_common(1)[0][0])
     return None
 
 
@@ -305,7 +314,7 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 
     pkg = build(lesson_id(args.lesson), args.out, timeout_s=args.timeout, memory_gib=args.memory,
                 visibility=args.visibility, stdout_visibility=args.stdout_visibility)
-    print(summary(pkg))
+    print(summary(pkg, _language(args)))
     return 0
 
 
@@ -313,7 +322,7 @@ def cmd_lms(args: argparse.Namespace) -> int:
     from grader.outputs.lms import export
 
     return export(args.folders, args.roster, args.to, key=args.key, assignments=args.assignment,
-                  out=args.out, local_part=args.local_part).report("lms")
+                  out=args.out, local_part=args.local_part, lang=_language(args)).report("lms", _language(args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -495,8 +504,24 @@ def main(argv: list[str] | None = None, prog: str = "python -m grader") -> int:
         logs.start(args, f"{prog} {args.command}")
         return args.func(args)
     except UserError as exc:  # anything else is a bug: its traceback says where
-        print(f"{error_prefix(args.command)}: {exc}", file=sys.stderr)
+        told = exc.args[0] if exc.args and isinstance(exc.args[0], Message) else str(exc)
+        print(f"{error_prefix(args.command)}: {said(told, args)}", file=sys.stderr)
         return exc.exit_code
+
+
+def _language(args: argparse.Namespace | None = None) -> str:
+    """The instructor's language: ``--lang`` where the command has one, else ``COURSE_LANG``
+    (``grader.i18n.choose``, as ``grade`` picks the class's language), else English."""
+    from grader.i18n import choose
+
+    return choose(getattr(args, "lang", None))
+
+
+def said(text: Message | str, args: argparse.Namespace | None = None) -> str:
+    """A line for the instructor in their language (:func:`_language`)."""
+    from grader.i18n import render
+
+    return render(text, _language(args)) if isinstance(text, Message) else str(text)
 
 
 def error_prefix(command: str) -> str:

@@ -42,6 +42,8 @@ from coursekit.catalogue import Catalogue, Lesson, SelectionError
 from coursekit.errors import UserError
 from grader.check.notebook import BEGIN_HIDDEN_TESTS, BEGIN_SOLUTION
 from grader.common.templating import render
+from grader.i18n import said_lines
+from grader.i18n.message import msg
 
 _SKIP = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".DS_Store"}
 _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
@@ -477,30 +479,33 @@ def _closed_spec(lessons: list[Lesson], course: Catalogue) -> str:
     return catalogue.spec_of(numbers)
 
 
-def summary(out: Path, p: BundlePlan, course: Catalogue | None = None) -> str:
+def summary(out: Path, p: BundlePlan, course: Catalogue | None = None, lang: str = "en") -> str:
+    """What ``release`` wrote, in ``lang`` (the instructor's)."""
     course = course or catalogue.COURSE
     files = [f for f in Path(out).rglob("*") if f.is_file()]
     size = sum(f.stat().st_size for f in files)
-    lines = [f"wrote {out}: {len(p.lessons)} lesson(s), {len(files)} files, {size / 1e6:.2f} MB",
-             f"  lessons:  {', '.join(lesson.id for lesson in p.lessons)}",
-             *([f"  edition:  {p.lang}" + (" (README in Chinese)" if p.lang == "zh" else
-                                            " (README.md and README.zh.md)" if p.lang == "both" else "")]
+    readme = {"zh": msg(" (README in Chinese)"), "both": msg(" (README.md and README.zh.md)")}
+    lines = [msg("lessons:  {lessons}", lessons=", ".join(lesson.id for lesson in p.lessons)),
+             *([msg("edition:  {edition}{readme}", edition=p.lang, readme=readme.get(p.lang, ""))]
                if p.lang != "en" else []),
-             *([f"  note: in English only (no Chinese edition yet): "
-                f"{', '.join(lesson.id for lesson in p.untranslated)}"] if p.untranslated else []),
-             f"  datasets: {', '.join(p.datasets) or '(none)'}"]
+             *([msg("note: in English only (no Chinese edition yet): {lessons}",
+                    lessons=", ".join(lesson.id for lesson in p.untranslated))] if p.untranslated else []),
+             msg("datasets: {datasets}", datasets=", ".join(p.datasets) or msg("(none)"))]
     if not p.references:
-        lines.append("  reference code: none (no lesson's answers ship)")
+        lines.append(msg("reference code: none (no lesson's answers ship)"))
     bundled = {lesson.id for lesson in p.lessons}
     for ref in p.references:
-        lines.append(f"  reference code: coursekit/reference/{ref.reference_file.name} ships the "
-                     f"answers of {ref.id}'s exported exercises"
-                     + (" (a lesson of this bundle!)" if ref.id in bundled else ""))
+        lines.append(msg("reference code: coursekit/reference/{file} ships the answers of {lesson}'s "
+                         "exported exercises{bundled}", file=ref.reference_file.name, lesson=ref.id,
+                         bundled=msg(" (a lesson of this bundle!)") if ref.id in bundled else ""))
     for lesson, own in p.uses_own.items():
-        lines.append(f"  builds on: {lesson} runs on the students' own "
-                     f"{', '.join(dep.id for dep in own)}")
+        lines.append(msg("builds on: {lesson} runs on the students' own {lessons}", lesson=lesson,
+                         lessons=", ".join(dep.id for dep in own)))
     if p.not_bundled:
-        lines.append(f"  note: not in this bundle: {', '.join(dep.id for dep in p.not_bundled)}. "
-                     f"Students keep their own notebooks of those from an earlier handout, or ship "
-                     f"the course's code: --with-reference {_closed_spec(p.not_bundled, course)}")
-    return "\n".join(lines)
+        lines.append(msg("note: not in this bundle: {lessons}. Students keep their own notebooks of "
+                         "those from an earlier handout, or ship the course's code: --with-reference "
+                         "{spec}", lessons=", ".join(dep.id for dep in p.not_bundled),
+                         spec=_closed_spec(p.not_bundled, course)))
+    first = msg("wrote {folder}: {lessons} lesson(s), {files} files, {megabytes} MB", folder=out,
+                lessons=len(p.lessons), files=len(files), megabytes=f"{size / 1e6:.2f}")
+    return said_lines(first, lines, lang)

@@ -18,6 +18,8 @@ from coursekit import catalogue
 from grader.check.engine import grade_with_worker
 from grader.check.notebook import read_notebook
 from grader.classgrade.classroom import Options, workers
+from grader.i18n import words
+from grader.i18n.message import Message, msg
 
 
 @dataclass
@@ -27,7 +29,7 @@ class LessonSelftest:
     blank: float
     max_score: float
     seconds: float
-    problems: list[str]
+    problems: list[Message]
 
 
 def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
@@ -46,38 +48,43 @@ def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
     problems = []
     if good.status != "ok" or good.score != good.max_score:
         lost = [f"{x.name} ({x.message[:120]})" for x in good.exercises if not x.passed]
-        problems.append(f"the reference notebook scored {good.score:g}/{good.max_score:g} "
-                        f"[{good.status}]: {', '.join(lost) or good.message}")
+        problems.append(msg("the reference notebook scored {score}/{max_score} [{status}]: {lost}",
+                            score=f"{good.score:g}", max_score=f"{good.max_score:g}", status=good.status,
+                            lost=", ".join(lost) or good.message))
     if blank.status != "ok" or blank.score != 0:
-        problems.append(f"the untouched student notebook scored {blank.score:g} [{blank.status}]")
+        problems.append(msg("the untouched student notebook scored {score} [{status}]",
+                            score=f"{blank.score:g}", status=blank.status))
     outcome = LessonSelftest(lesson.id, good.score, blank.score, good.max_score,
                       time.perf_counter() - began, problems)
     return outcome, protections, missing
 
 
 def run(spec: str | None = None, isolation: str = "auto", require: tuple[str, ...] = (),
-        echo: bool = True) -> bool:
-    """Check the lessons; print a table as it goes; True when every lesson passed."""
+        echo: bool = True, lang: str = "en") -> bool:
+    """Check the lessons; print a table as it goes (in ``lang``, the instructor's); True when
+    every lesson passed."""
+    t = words(lang)
     lessons = catalogue.select(spec)
     began = time.perf_counter()
-    width = max(len(lesson.id) for lesson in lessons)
+    width = max(len(x) for x in [*(lesson.id for lesson in lessons), t("lesson")])
     ok = True
     protections: list[str] = []
     missing: dict[str, str] = {}
     if echo:
-        print(f"{'lesson':<{width}}  reference  untouched  seconds")
+        print(f"{t('lesson'):<{width}}  {t('reference')}  {t('untouched')}  {t('seconds')}")
     for lesson in lessons:
         outcome, protections, missing = check_lesson(lesson, isolation, require)
         ok = ok and not outcome.problems
         if echo:
-            mark = "ok" if not outcome.problems else "FAILED"
+            mark = t("ok") if not outcome.problems else t("FAILED")
             print(f"{lesson.id:<{width}}  {outcome.solution:>4g} / {outcome.max_score:<3g}"
                   f"  {outcome.blank:>4g} / {outcome.max_score:<3g}  {outcome.seconds:7.1f}  {mark}")
             for problem in outcome.problems:
-                print(f"    {problem}")
+                print(f"    {t(problem)}")
     if echo:
-        print(f"sandbox (isolation {isolation}): {len(protections)} protection(s) active"
-              + (f", missing: {', '.join(missing)}" if missing else ""))
-        print(f"{'passed' if ok else 'FAILED'}: {len(lessons)} lesson(s) in "
-              f"{time.perf_counter() - began:.0f} s")
+        lacking = msg(", missing: {protections}", protections=", ".join(missing)) if missing else ""
+        print(t(msg("sandbox (isolation {isolation}): {active} protection(s) active{missing}",
+                    isolation=isolation, active=len(protections), missing=lacking)))
+        print(t(msg("{verdict}: {lessons} lesson(s) in {seconds} s", verdict=msg("passed") if ok else msg("FAILED"),
+                    lessons=len(lessons), seconds=f"{time.perf_counter() - began:.0f}")))
     return ok

@@ -26,6 +26,21 @@ def escapes(name: str | None) -> bool:
     return name is not None and name.removesuffix(".j2").endswith(ESCAPED)
 
 
+def _shown(context: Any, value: Any) -> Any:
+    """What a ``{{ value }}`` of a template shows (Jinja's ``finalize``): a message in the
+    page's language, through the page's ``t`` (a message's ``str`` is its English, which a
+    Chinese page would show without complaint); TypeError in a template without one."""
+    from grader.i18n.message import Message
+
+    if not isinstance(value, Message):
+        return value
+    words = context.get("t")
+    if words is None:
+        raise TypeError(f"a message in template {context.name} that has no `t` to say it in the "
+                        f"page's language: {value.id!r}")
+    return words(value)
+
+
 @cache
 def _environment() -> Any:
     import jinja2
@@ -37,6 +52,7 @@ def _environment() -> Any:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=jinja2.pass_context(_shown),
     )
     env.filters["points"] = points
     return env

@@ -56,7 +56,7 @@ from grader.i18n.message import (
 )
 
 __all__ = ["LANGUAGES", "Message", "msg", "with_detail", "concat", "join", "map_values", "render", "translate", "translate_checked", "choose",
-           "class_language", "notebook_edition", "words", "localize", "catalogue", "coverage",
+           "class_language", "notebook_edition", "words", "said_lines", "localize", "catalogue", "coverage",
            "source_templates", "Coverage", "LOCALE_DIR", "fields"]
 
 LANGUAGES = _catalogue.languages()
@@ -176,6 +176,11 @@ def words(lang: str) -> Callable[[Message | str], str]:
     """``t(text)``: the fixed words of a page or a table (``hint``, ``total``), or a
     message, in ``lang``."""
     return lambda text: render(text, lang)
+
+
+def said_lines(first: Message, lines: Iterable[Message | str], lang: str) -> str:
+    """A command's summary in ``lang``: its first line, then the others indented."""
+    return "\n".join([render(first, lang), *("  " + render(line, lang) for line in lines)])
 
 
 def _rendered_hint(failure: Hint, lang: str) -> Hint:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from coursekit import catalogue
 from coursekit.errors import UserError
+from grader.i18n.message import Message, msg
 from grader.results.folder import Folder, RecordError
 
 
@@ -31,14 +32,15 @@ class FeedbackError(UserError):
 @dataclass
 class Returned:
     copied: list[str] = field(default_factory=list)  # "<student>/<lesson>"
-    skipped: list[str] = field(default_factory=list)  # "<student>/<lesson>: why"
+    skipped: list[Message] = field(default_factory=list)  # "<student>/<lesson>: why"
 
 
 def _pages(out: Path) -> list[tuple[str, str, Path]]:
     """``(student, lesson, page)`` of every feedback page in a ``grade`` folder."""
     graded = Folder(out)
     if not graded.grades_csv.is_file() or not (out / "feedback").is_dir():
-        raise FeedbackError(f"{out}: no grades.csv and feedback/ (a folder `grade --out` wrote?)")
+        raise FeedbackError(msg("{folder}: no grades.csv and feedback/ (a folder `grade --out` wrote?)",
+                                folder=out))
     try:
         graded.schema()
     except RecordError as exc:
@@ -72,8 +74,8 @@ def to_nbgrader(outs: list[str | Path], course: str | Path) -> Returned:
             submitted = course / "submitted" / student / lesson
             secret = submitted / "submission_secret.txt"
             if not secret.is_file():
-                done.skipped.append(f"{student}/{lesson}: no submission_secret.txt (not "
-                                    "submitted through the exchange)")
+                done.skipped.append(msg("{student}/{lesson}: no submission_secret.txt (not "
+                                        "submitted through the exchange)", student=student, lesson=lesson))
                 continue
             name = Path(file).name if file else catalogue.get(lesson).student().name
             folder = course / "feedback" / student / lesson
@@ -89,7 +91,11 @@ def to_nbgrader(outs: list[str | Path], course: str | Path) -> Returned:
     return done
 
 
-def summary(done: Returned, where: str) -> str:
-    lines = [f"copied {len(done.copied)} feedback page(s) to {where}"]
-    lines += [f"  not copied: {line}" for line in done.skipped]
+def summary(done: Returned, where: Message | str, lang: str = "en") -> str:
+    """What ``return-feedback`` copied and where, in ``lang`` (the instructor's)."""
+    from grader.i18n import words
+
+    t = words(lang)
+    lines = [t(msg("copied {pages} feedback page(s) to {folder}", pages=len(done.copied), folder=where))]
+    lines += ["  " + t(msg("not copied: {reason}", reason=line)) for line in done.skipped]
     return "\n".join(lines)

@@ -26,6 +26,8 @@ from coursekit import catalogue
 from coursekit.errors import UnknownLesson
 from grader.common import csvcells
 from grader.common.templating import points as points_text
+from grader.i18n import said_lines, words
+from grader.i18n.message import Message, msg
 from grader.outputs.lms import (
     Exported,
     Lesson,
@@ -68,7 +70,7 @@ def parse_weights(text: str | None, lessons: list[str]) -> dict[str, float] | No
             lesson = catalogue.get(name.strip()).id
             weights[lesson] = float(value)
         except (UnknownLesson, ValueError):
-            raise LmsError(f"--weights: cannot read {part.strip()!r} (e.g. 01=1,08=2)") from None
+            raise LmsError(msg("--weights: cannot read {weight} (e.g. 01=1,08=2)", weight=repr(part.strip()))) from None
     return weights
 
 
@@ -96,10 +98,11 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
     for folder in folders:
         graded = read_lesson(folder)
         if graded.lesson in lessons:
-            raise LmsError(f"two folders grade {graded.lesson}: {lessons[graded.lesson].folder} "
-                           f"and {graded.folder}")
+            raise LmsError(msg("two folders grade {lesson}: {folder} and {other_folder}", lesson=graded.lesson,
+                               folder=lessons[graded.lesson].folder, other_folder=graded.folder))
         if graded.lesson not in points:
-            raise LmsError(f"{graded.folder}: {graded.lesson} is not a lesson of the course")
+            raise LmsError(msg("{folder}: {lesson} is not a lesson of the course", folder=graded.folder,
+                               lesson=graded.lesson))
         lessons[graded.lesson] = graded
     order = [lesson for lesson in points if lesson in lessons]
     roster = read_roster(roster_path)
@@ -133,22 +136,26 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
     return Gradebook(header, rows, order, points, paired, roster)
 
 
-def summary(book: Gradebook, target: Path) -> str:
-    lines = [f"wrote {target}: {len(book.roster.rows)} student(s) of the roster, "
-             f"{len(book.graded)} of {len(book.points)} lessons graded"]
-    width = max(len(lesson) for lesson in book.points)
-    lines.append(f"  {'lesson':<{width}}  points  graded")
+def summary(book: Gradebook, target: Path, lang: str = "en") -> str:
+    """What ``gradebook`` wrote, in ``lang`` (the instructor's): a table of the lessons."""
+    t = words(lang)
+    width = max(len(x) for x in [*book.points, t("lesson"), t("total")])
+    lines: list[Message | str] = [f"{t('lesson'):<{width}}  {t('points'):>6}  {t('graded')}"]
     for lesson, value in book.points.items():
-        lines.append(f"  {lesson:<{width}}  {points_text(value):>6}  {'yes' if lesson in book.graded else 'not yet'}")
-    lines.append(f"  {'total':<{width}}  {points_text(sum(book.points.values())):>6}")
-    lines += book.paired.unmatched_lines(book.roster, "0 in every graded lesson", "not counted")
-    return "\n".join(lines)
+        graded = t("yes") if lesson in book.graded else t("not yet")
+        lines.append(f"{lesson:<{width}}  {points_text(value):>6}  {graded}")
+    lines.append(f"{t('total'):<{width}}  {points_text(sum(book.points.values())):>6}")
+    lines += book.paired.unmatched_lines(book.roster, msg("0 in every graded lesson"), msg("not counted"))
+    first = msg("wrote {file}: {students} student(s) of the roster, {graded} of {lessons} lessons graded",
+                file=target, students=len(book.roster.rows), graded=len(book.graded), lessons=len(book.points))
+    return said_lines(first, lines, lang)
 
 
 def write(folders: list[str | Path], roster_path: str | Path, out: str | Path,
-          key: str | None = None, weights: str | None = None, local_part: bool = False) -> Exported:
+          key: str | None = None, weights: str | None = None, local_part: bool = False,
+          lang: str = "en") -> Exported:
     book = build(folders, roster_path, key, weights, local_part)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(book.csv(), encoding="utf-8")
-    return Exported(target, summary(book, target), book.paired.mismatch())
+    return Exported(target, summary(book, target, lang), book.paired.mismatch())

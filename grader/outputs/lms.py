@@ -41,6 +41,8 @@ from typing import NamedTuple
 from coursekit.errors import UserError
 from grader.common import csvcells, ids
 from grader.common.templating import points
+from grader.i18n import said_lines
+from grader.i18n.message import Message, msg
 from grader.results.folder import Folder, RecordError, Status
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -61,7 +63,7 @@ class Roster:
     lms: str  # "canvas", "moodle" or "csv"
     columns: list[str]
     rows: list[dict[str, str]]
-    skipped: list[str] = field(default_factory=list)  # rows that are not students, and why
+    skipped: list[Message] = field(default_factory=list)  # rows that are not students, and why
 
     def name(self, row: dict[str, str]) -> str:
         if self.lms == "moodle":
@@ -88,29 +90,33 @@ class Match:
     graded_only: list[str]  # graded, not in the roster
     blank_key: list[dict[str, str]]  # roster rows with an empty key cell
 
-    def unmatched_lines(self, roster: Roster, left: str, dropped: str) -> list[str]:
+    def unmatched_lines(self, roster: Roster, left: Message, dropped: Message) -> list[Message]:
         """The summary's lines naming every student that matched nothing (look-alike ids
         spelled out, ``grader.common.ids.shown``); ``left`` and ``dropped`` say what the command
         did with a roster student graded in no folder and a graded student not in the roster."""
         lines = []
         if self.roster_only:
-            lines.append(f"  in the roster, graded in no folder ({left}): "
-                         f"{', '.join(_who(roster, r, self.key) for r in self.roster_only)}")
+            lines.append(msg("in the roster, graded in no folder ({done_with_them}): {students}",
+                             done_with_them=left,
+                             students=", ".join(_who(roster, r, self.key) for r in self.roster_only)))
         if self.blank_key:
-            lines.append(f"  in the roster with an empty {self.key!r} (cannot be matched): "
-                         f"{', '.join(roster.name(r) or '?' for r in self.blank_key)}")
+            lines.append(msg("in the roster with an empty {column} (cannot be matched): {names}",
+                             column=repr(self.key),
+                             names=", ".join(roster.name(r) or "?" for r in self.blank_key)))
         if self.graded_only:
-            lines.append(f"  graded, not in the roster ({dropped}): "
-                         f"{', '.join(map(ids.shown, self.graded_only))}")
+            lines.append(msg("graded, not in the roster ({done_with_them}): {students}",
+                             done_with_them=dropped, students=", ".join(map(ids.shown, self.graded_only))))
         return lines
 
-    def mismatch(self) -> str:
+    def mismatch(self) -> Message | str:
         """What matched nothing, counted (the summary names them); empty when everyone matched."""
-        parts = [f"{len(self.graded_only)} graded student(s) not in the roster"] if self.graded_only else []
+        parts: list[Message | str] = [msg("{students} graded student(s) not in the roster",
+                                          students=len(self.graded_only))] if self.graded_only else []
         unmatched = len(self.roster_only) + len(self.blank_key)
         if unmatched:
-            parts.append(f"{unmatched} roster student(s) matched to no graded student")
-        return " and ".join(parts)
+            parts.append(msg("{students} roster student(s) matched to no graded student", students=unmatched))
+        return msg("{first} and {second}", first=parts[0], second=parts[1]) if len(parts) == 2 \
+            else (parts[0] if parts else "")
 
 
 # --- reading ----------------------------------------------------------------------------
@@ -137,9 +143,9 @@ def read_roster(path: str | Path) -> Roster:
     try:
         rows = _rows(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise LmsError(f"cannot read the roster {path}: {exc}") from None
+        raise LmsError(msg("cannot read the roster {roster}: {error}", roster=path, error=exc)) from None
     if not rows:
-        raise LmsError(f"the roster {path} is empty")
+        raise LmsError(msg("the roster {roster} is empty", roster=path))
     header = [h.strip() for h in rows[0]]
     roster = Roster(detect(header), header, [])
     for line, values in enumerate(rows[1:], start=2):
@@ -153,7 +159,7 @@ def read_roster(path: str | Path) -> Roster:
             continue  # the posting-policy row under the header
         row = {h: _FORMULA_GUARD.sub(r"\1", v.strip()) for h, v in zip(header, values, strict=False)}
         if roster.lms == "canvas" and row.get("Student") in CANVAS_TEST_STUDENT:
-            roster.skipped.append(f"line {line}: Canvas's Test Student")
+            roster.skipped.append(msg("line {line}: Canvas's Test Student", line=line))
             continue
         roster.rows.append(row)
     return roster
@@ -164,8 +170,8 @@ def key_column(roster: Roster, key: str | None) -> str:
     column name."""
     key = key or DEFAULT_KEY.get(roster.lms)
     if key is None:
-        raise LmsError("this roster is neither Canvas's nor Moodle's gradebook export: name "
-                       f"its key column with --key (columns: {', '.join(roster.columns)})")
+        raise LmsError(msg("this roster is neither Canvas's nor Moodle's gradebook export: name its "
+                           "key column with --key (columns: {columns})", columns=", ".join(roster.columns)))
     aliases = CANVAS_KEYS if roster.lms == "canvas" else MOODLE_KEYS if roster.lms == "moodle" else {}
     column = aliases.get(key, key)
     if column not in roster.columns:
@@ -185,10 +191,10 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
         raise LmsError(str(exc)) from None
     folder, path, rows = graded.path, grades.path, grades.rows
     if not rows or "student_id" not in grades.header:
-        raise LmsError(f"{path} has no graded students")
+        raise LmsError(msg("{grades} has no graded students", grades=path))
     lessons = {r["lesson"] for r in rows}
     if len(lessons) != 1:
-        raise LmsError(f"{path} mixes lessons: {', '.join(sorted(lessons))}")
+        raise LmsError(msg("{grades} mixes lessons: {lessons}", grades=path, lessons=", ".join(sorted(lessons))))
     lesson = lessons.pop()
     by_id: dict[str, dict[str, str]] = {}
     for row in rows:
@@ -305,29 +311,33 @@ WRITERS = {"canvas": canvas_csv, "moodle": moodle_csv}
 class Exported(NamedTuple):
     target: Path
     summary: str  # to print
-    mismatch: str  # what matched nothing (Match.mismatch): the command then exits 1
+    mismatch: Message | str  # what matched nothing (Match.mismatch): the command then exits 1
 
-    def report(self, command: str) -> int:
-        """Print the summary (and on stderr, any mismatch); the command's exit status."""
+    def report(self, command: str, lang: str = "en") -> int:
+        """Print the summary (and on stderr, any mismatch, in ``lang``: the summary's); the
+        command's exit status."""
+        from grader.i18n import render
+
         print(self.summary)
         if not self.mismatch:
             return 0
-        print(f"grader {command}: {self.mismatch} (named above): {self.target} was written "
-              "with the others; check the roster's key column (--key) and the folder names",
-              file=sys.stderr)
+        print(f"grader {command}: " + render(msg(
+            "{mismatch} (named above): {target} was written with the others; check the "
+            "roster's key column (--key) and the folder names", mismatch=self.mismatch,
+            target=self.target), lang), file=sys.stderr)
         return 1
 
 
 def export(folders: list[str | Path], roster_path: str | Path, to: str, key: str | None = None,
            assignments: list[str] | None = None, out: str | Path | None = None,
-           local_part: bool = False) -> Exported:
+           local_part: bool = False, lang: str = "en") -> Exported:
     """Write the import file (of the matched students: Moodle aborts an import at the
     first student it does not know)."""
     if to not in WRITERS:
-        raise LmsError(f"--to must be one of {', '.join(WRITERS)}")
+        raise LmsError(msg("--to must be one of {choices}", choices=", ".join(WRITERS)))
     assignments = list(assignments or [])
     if len(assignments) > len(folders):
-        raise LmsError("more --assignment names than graded folders")
+        raise LmsError(msg("more --assignment names than graded folders"))
     lessons = [read_lesson(f, a) for f, a in zip(folders, assignments + [None] * len(folders), strict=False)]
     roster = read_roster(roster_path)
     column = key_column(roster, key)
@@ -336,33 +346,36 @@ def export(folders: list[str | Path], roster_path: str | Path, to: str, key: str
     target = Path(out) if out else Path(folders[0]) / f"{to}-import.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(WRITERS[to](roster, m, lessons), encoding="utf-8")
-    return Exported(target, summary(target, roster, m, lessons), m.mismatch())
+    return Exported(target, summary(target, roster, m, lessons, lang), m.mismatch())
 
 
-def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson]) -> str:
-    lines = [f"wrote {target}: {len(m.matched)} student(s), "
-             f"{len(lessons)} assignment(s) ({', '.join(x.assignment for x in lessons)})",
-             f"  roster: {roster.lms} export, {len(roster.rows)} student(s), matched on {m.key!r}"]
+def summary(target: Path, roster: Roster, m: Match, lessons: list[Lesson], lang: str = "en") -> str:
+    """What ``lms`` wrote, in ``lang`` (the instructor's)."""
+    lines = [msg("roster: {lms} export, {students} student(s), matched on {column}", lms=roster.lms,
+                 students=len(roster.rows), column=repr(m.key))]
     for x in lessons:
         flagged = [f"{s} ({x.rows[s]['status']})" for _, s in m.matched
                    if s in x.rows and x.rows[s]["status"] != Status.OK]
         if flagged:
-            lines.append(f"  {x.lesson}: not graded normally, exported as scored: {', '.join(flagged)}")
-    lines += m.unmatched_lines(roster, "left blank", "not exported")
-    for note in roster.skipped:
-        lines.append(f"  skipped {note}")
+            lines.append(msg("{lesson}: not graded normally, exported as scored: {students}",
+                             lesson=x.lesson, students=", ".join(flagged)))
+    lines += m.unmatched_lines(roster, msg("left blank"), msg("not exported"))
+    lines += [msg("skipped {row}", row=note) for note in roster.skipped]
     if not (m.roster_only or m.blank_key or m.graded_only):
-        lines.append("  every roster student was graded and every graded student is in the roster")
+        lines.append(msg("every roster student was graded and every graded student is in the roster"))
     if roster.lms == "canvas":
         known = [c for c in roster.columns if c not in CANVAS_IDENTITY]
         for x in lessons:
             if x.assignment not in known and not any(
                     c.startswith(x.assignment + " (") for c in known):
-                lines.append(f"  WARNING: the roster has no assignment {x.assignment!r}: Canvas "
-                             "will add it as a new column. To fill an existing one, pass its "
-                             "name with --assignment (the roster's: "
-                             f"{', '.join(c for c in known if re.search(r' [(][0-9]+[)]$', c))})")
-    return "\n".join(lines)
+                lines.append(msg("WARNING: the roster has no assignment {assignment}: Canvas will add "
+                                 "it as a new column. To fill an existing one, pass its name with "
+                                 "--assignment (the roster's: {columns})", assignment=repr(x.assignment),
+                                 columns=", ".join(c for c in known if re.search(r" [(][0-9]+[)]$", c))))
+    first = msg("wrote {file}: {students} student(s), {assignments} assignment(s) ({names})",
+                file=target, students=len(m.matched), assignments=len(lessons),
+                names=", ".join(x.assignment for x in lessons))
+    return said_lines(first, lines, lang)
 
 
 def _who(roster: Roster, row: dict[str, str], key: str) -> str:

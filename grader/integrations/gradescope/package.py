@@ -25,6 +25,7 @@ from coursekit.errors import UserError
 from grader import COURSE_ROOT
 from grader.common.limits import DEFAULT_LIMITS
 from grader.common.templating import render
+from grader.i18n.message import msg
 from grader.integrations.gradescope.run import Config
 from grader.testkit.parts import packaged_file, packaged_source
 
@@ -151,10 +152,15 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) 
     zf.writestr(info, data)
 
 
-def summary(pkg: Package) -> str:
+def summary(pkg: Package, lang: str = "en") -> str:
+    """What ``gradescope`` built, in ``lang`` (the instructor's)."""
+    from grader.i18n import words
+
+    t = words(lang)
     return "\n".join([
-        f"wrote {pkg.path}: {pkg.files} files, {pkg.size / 1e6:.1f} MB",
-        f"  lesson:  {pkg.lesson}",
-        f"  tests:   {', '.join(pkg.exercises)}",
-        "  upload:  Gradescope > assignment > Configure Autograder > Zip file upload",
+        t(msg("wrote {archive}: {files} files, {megabytes} MB", archive=pkg.path, files=pkg.files,
+              megabytes=f"{pkg.size / 1e6:.1f}")),
+        "  " + t(msg("lesson:  {lesson}", lesson=pkg.lesson)),
+        "  " + t(msg("tests:   {exercises}", exercises=", ".join(pkg.exercises))),
+        "  " + t(msg("upload:  Gradescope > assignment > Configure Autograder > Zip file upload")),
     ])

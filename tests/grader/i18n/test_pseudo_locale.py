@@ -16,6 +16,7 @@ import re
 import string
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -213,8 +214,6 @@ def test_the_sandbox_plan_says_everything_in_the_new_language(
 def test_checks_sandbox_notes_say_everything_in_the_new_language(xx: str) -> None:
     """What ``grader check`` says on stderr when the sandbox could not start or lacks a
     protection."""
-    from types import SimpleNamespace
-
     from grader.check.launch import sandbox_notes
 
     for source in (SimpleNamespace(unavailable="bwrap: Operation not permitted", missing={}),
@@ -272,3 +271,169 @@ def test_gradescope_says_everything_in_the_new_language(
     passed = document(cfg, [ExerciseResult("softmax", 4.0, 4.0)], [], status="ok", seconds=1.0,
                       extra={}, lang=xx)
     _said_without_english([], passed["tests"][0]["output"])
+
+
+def test_a_template_shows_a_message_in_the_pages_language_and_refuses_one_it_cannot(xx: str) -> None:
+    """``{{ message }}`` without ``t(...)``: the page's language (English, its ``str``, before),
+    and a TypeError in a template that has no ``t``."""
+    from grader.common import templating
+
+    page = templating._environment().from_string("<p>{{ note }}</p>")
+    note = i18n.msg("{graded} graded, {left} left", graded=3, left=1)
+    assert page.render(note=note, t=i18n.words(xx)) == "<p>" + i18n.render(note, xx) + "</p>"
+    assert page.render(note="plain words", t=i18n.words(xx)) == "<p>plain words</p>"
+    with pytest.raises(TypeError, match="no `t`"):
+        page.render(note=note)
+
+
+def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``python -m grader ARGV`` in this process: its exit status and what it printed."""
+    from grader import cli
+
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def _cli_said_without_english(said: str, values: Iterable[str] = ()) -> None:
+    """What a command printed, less its program name: no English but the values."""
+    assert said.strip() and not _english(said.replace("grader ", " "), values), (_english(said, values), said)
+
+
+def test_cli_errors_and_notes_say_everything_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """UserError texts of ``grade``/``gradebook``, ``helper``'s lines, the interruption note."""
+    from grader import cli, helper
+    from grader.classgrade.classroom import Interrupted
+    from grader.sandbox.probe import PROTECTIONS
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    (tmp_path / "class" / "s1" / "02_split_heads").mkdir(parents=True)
+    for argv in (["grade", str(tmp_path / "absent"), "--lesson", "01", "--out", str(tmp_path / "o")],
+                 ["grade", str(tmp_path / "class"), "--lesson", "01", "--out", str(tmp_path / "o")],
+                 ["grade", str(tmp_path / "class" / "s1"), "--lesson", "02", "--out", str(tmp_path / "o")],
+                 ["grade", str(tmp_path / "class"), "--lesson", "02", "--out", str(tmp_path / "o"),
+                  "--require", "bogus,memory-cap", "--deadlines", "none"],
+                 ["gradebook"]):
+        code, said = _run_cli(argv, capsys)
+        assert code == 2, said
+        _cli_said_without_english(said, [str(tmp_path), "s1", "01_attention_by_hand", "02_split_heads",
+                                         "bogus", *PROTECTIONS, "--lesson", "--roster", "--require"])
+    monkeypatch.setattr(helper, "start", lambda **_: False)
+    monkeypatch.setattr(helper, "request", lambda action: None if action == "status" else {"ok": True})
+    for action in ("start", "status", "stop"):
+        _cli_said_without_english(_run_cli(["helper", action], capsys)[1], ["COURSE_CHECK_HELPER", "CI"])
+    for done in (None, SimpleNamespace(graded=3, left=1)):
+        cli._interrupted(Interrupted(2, done))  # type: ignore[arg-type]
+        _cli_said_without_english(capsys.readouterr().err)
+
+
+def test_deadlines_says_its_summary_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from support import ROOT
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    example = ROOT / "docs" / "examples" / "deadlines.toml"
+    code, said = _run_cli(["deadlines", str(example), "--no-gradebook"], capsys)
+    assert code == 0
+    _cli_said_without_english(said, [str(example)])
+
+
+def test_selftest_says_its_table_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from grader.classgrade import selftest
+
+    def check_lesson(lesson: catalogue.Lesson, isolation: str, require: tuple[str, ...]) -> tuple[
+            selftest.LessonSelftest, list[str], dict[str, str]]:
+        problems = [i18n.msg("the untouched student notebook scored {score} [{status}]", score="2", status="ok")]
+        return selftest.LessonSelftest(lesson.id, 4.0, 2.0, 4.0, 1.5, problems), ["bwrap"], {"memory-cap": "x"}
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    monkeypatch.setattr(selftest, "check_lesson", check_lesson)
+    code, said = _run_cli(["selftest", "--lessons", "01"], capsys)
+    assert code == 1
+    _cli_said_without_english(said, ["01_attention_by_hand", "auto", "memory-cap"])
+
+
+def test_gradebook_and_lms_say_their_summaries_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both sides of a roster that does not match, Canvas's test student and an assignment the
+    roster lacks; the mismatch note on stderr."""
+    from support import ROOT
+
+    from grader.results.folder import CSV_HEADER
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    folder = tmp_path / "l01"
+    folder.mkdir()
+    (folder / "grades.csv").write_text(
+        ",".join(CSV_HEADER + ["ex1"]) + "\nalice,01_attention_by_hand,10,10,ok,x,10\n"
+        "zed,01_attention_by_hand,0,10,missing,x,0\n", encoding="utf-8")
+    roster = ROOT / "tests" / "fixtures" / "lms" / "canvas_gradebook_export.csv"
+    values = [str(tmp_path), "alice", "zed", "01_attention_by_hand", "canvas", "Canvas", "Student", "ID",
+              "SIS Login ID", "--key", "--assignment", "missing"]
+    for argv in (["gradebook", str(folder), "--roster", str(roster), "--key", "SIS Login ID",
+                  "--out", str(tmp_path / "book.csv")],
+                 ["lms", str(folder), "--roster", str(roster), "--to", "canvas", "--key", "SIS Login ID"]):
+        code, said = _run_cli(argv, capsys)
+        assert code == 1, said
+        names = re.findall(r"Lesson \d\d: [a-z ]+ \(\d+\)|[A-Z][a-z]+,? [A-Z][a-z]+", said)  # the roster's
+        _cli_said_without_english(said, values + names)
+
+
+def test_release_gradescope_and_return_feedback_say_their_summaries_in_the_new_language(
+        xx: str, tmp_path: Path) -> None:
+    from grader.authoring.release import BundlePlan
+    from grader.authoring.release import summary as release_summary
+    from grader.integrations.gradescope.package import Package
+    from grader.integrations.gradescope.package import summary as package_summary
+    from grader.outputs.feedback import Returned
+    from grader.outputs.feedback import summary as feedback_summary
+
+    lessons = [catalogue.get("04"), catalogue.get("03")]
+    for lang in ("zh", "both"):
+        plan = BundlePlan(lessons, datasets=[], references=lessons[1:], uses_own={lessons[0].id: lessons[1:]},
+                          not_bundled=lessons[1:], lang=lang)
+        said = release_summary(tmp_path, plan, lang=xx)
+        _cli_said_without_english(said, [str(tmp_path), *(x.id for x in lessons), lessons[1].reference_file.name, lang,
+                                         "README.md", "README.zh.md", "README", "--with-reference"])
+    pkg = Package(tmp_path / "autograder.zip", "01_attention_by_hand", ["softmax", "scores"], 9, 1000)
+    _cli_said_without_english(package_summary(pkg, xx), [str(tmp_path / "autograder.zip"), "01_attention_by_hand",
+                                                          "softmax", "scores", "Gradescope", "Configure Autograder",
+                                                          "Zip file upload", "assignment"])
+    done = Returned(copied=["s1/01_attention_by_hand"],
+                    skipped=[i18n.msg("{student}/{lesson}: no submission_secret.txt (not submitted through the "
+                                      "exchange)", student="s2", lesson="01_attention_by_hand")])
+    where = i18n.msg("{folder}/feedback/ (now: nbgrader release_feedback LESSON)", folder=str(tmp_path))
+    _cli_said_without_english(feedback_summary(done, where, xx),
+                              [str(tmp_path), "s2", "01_attention_by_hand", "submission_secret.txt",
+                               "nbgrader release_feedback LESSON"])
+
+
+def test_lms_and_gradebook_refuse_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``lms``'s and ``gradebook``'s errors: an empty or unknown roster, too many assignment
+    names, a grades.csv of no students or of two lessons, unreadable weights, a lesson twice."""
+    from grader.results.folder import CSV_HEADER
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    header = ",".join(CSV_HEADER + ["ex1"]) + "\n"
+    rows = {"one": "alice,01_attention_by_hand,1,1,ok,x,1\n",
+            "two": "alice,01_attention_by_hand,1,1,ok,x,1\nbob,02_split_heads,1,1,ok,x,1\n", "none": ""}
+    for name, body in rows.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "grades.csv").write_text(header + body, encoding="utf-8")
+    (tmp_path / "empty.csv").write_text("", encoding="utf-8")
+    (tmp_path / "other.csv").write_text("Who,Where\nalice,here\n", encoding="utf-8")
+    one, empty, other = (str(tmp_path / x) for x in ("one", "empty.csv", "other.csv"))
+    for argv in (["lms", one, "--roster", empty, "--to", "canvas"],
+                 ["lms", one, "--roster", other, "--to", "canvas"],
+                 ["lms", one, "--roster", other, "--to", "canvas", "--assignment", "a", "--assignment", "b"],
+                 ["lms", str(tmp_path / "two"), "--roster", other, "--to", "canvas", "--key", "Who"],
+                 ["lms", str(tmp_path / "none"), "--roster", other, "--to", "canvas", "--key", "Who"],
+                 ["gradebook", one, "--roster", other, "--key", "Who", "--weights", "01=x"],
+                 ["gradebook", one, one, "--roster", other, "--key", "Who"]):
+        code, said = _run_cli(argv, capsys)
+        assert code == 2, said
+        _cli_said_without_english(said, [str(tmp_path), "Who, Where", "01_attention_by_hand, 02_split_heads",
+                                         "--key", "--assignment", "Canvas's", "Moodle's", "--weights"])
