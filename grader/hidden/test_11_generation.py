@@ -1102,23 +1102,49 @@ def generate_case(n, T, ending):
         g = _attempt(n, i)
         pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
         state, m64 = lm_model(g, pad_id)
-        tokens = [t for t in range(V_LM) if t != pad_id]
         if ending:
-            found = _ending_rows(g, m64, pad_id, T)
-            if found is None:
-                continue
-            rows, conts, eos = found
-            gap = math.inf  # _ending_rows kept a path clear of ties
-        else:
-            rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
-                    for _ in range(3)]
-            conts, gap = greedy_from(m64, rows, T)
-            eos = [t for t in tokens if not any(t in c for c in conts)]
+            found = _ending_case_on(g, m64, pad_id, T)
+            if found is not None:
+                return state, m64, pad_id, *found
+            continue
+        tokens = [t for t in range(V_LM) if t != pad_id]
+        rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
+                for _ in range(3)]
+        conts, gap = greedy_from(m64, rows, T)
+        eos = [t for t in tokens if not any(t in c for c in conts)]
         if gap < 1e-3 or any(pad_id in c for c in conts) or not eos:
             continue
         eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
         return state, m64, pad_id, left_pad(rows, pad_id), conts, eos_id
     raise RuntimeError(msg("no clear generation case found"))
+
+
+def _ending_case_on(g, m64, pad_id, T):
+    """The prompts (left-padded), continuations and eos of an ending case on the model ``m64``,
+    drawn from ``g`` (see :func:`_ending_rows`; its path is clear of ties and never predicts the
+    pad); None where none serves."""
+    found = _ending_rows(g, m64, pad_id, T)
+    if found is None:
+        return None
+    rows, conts, eos = found
+    return left_pad(rows, pad_id), conts, eos[int(torch.randint(0, len(eos), (1,), generator=g))]
+
+
+#: attempts at an ending case on the greedy case's model before a model of its own is drawn
+ENDING_ON_GREEDY = 4
+
+
+@per_run
+def ending_case(n, T):
+    """generate_case(n, T, ending=True), drawn on the greedy tests' model (test_generate_greedy's
+    case) where one of ENDING_ON_GREEDY draws of prompts serves: a model fewer to draw here and
+    to build in the worker; else on a model of its own."""
+    state, m64, pad_id, *_ = generate_case(GREEDY_CASE, _int(*GREEDY_T), ending=False)
+    for i in range(ENDING_ON_GREEDY):
+        found = _ending_case_on(_attempt(n, 50 + i), m64, pad_id, T)
+        if found is not None:
+            return state, m64, pad_id, *found
+    return generate_case(n, T, ending=True)
 
 
 def gen_expected(prompt, conts, eos, pad_id, T, mistake=None):
@@ -1169,6 +1195,26 @@ def _shared_case(i, n):
     return GREEDY_CASE if i == 0 else n + 100 * i
 
 
+def _counted_generate(sub, model, prompt, T, eos, **kwargs):
+    """generate's output on the decoder_lm fixture ``model``, and the positions it ran through the
+    model (its ``embedded`` count before and after, sent with the call)."""
+    with sub.batch(lazy=True) as b:
+        before = b.get(model, "embedded")
+        out = b.call("generate", model, prompt, T, eos, **kwargs)
+        after = b.get(model, "embedded")
+    return _generated(out.value, prompt), after.value - before.value
+
+
+def _cached_greedy(sub, model, prompt, T, eos):
+    """_counted_generate with use_cache=True on the greedy case, run once per grading run: the greedy
+    test judges its tokens, test_generate_uses_the_cache the positions it ran (one generation fewer)."""
+    memo = run_memo()
+    key = ("cached greedy", id(sub), id(model), id(prompt), T, eos)
+    if key not in memo:
+        memo[key] = _counted_generate(sub, model, prompt, T, eos, use_cache=True)
+    return memo[key]
+
+
 def _greedy_case(sub, n, T):
     state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
@@ -1179,7 +1225,7 @@ def test_generate_greedy(sub):
     T = _int(*GREEDY_T)
     model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     want = torch.cat([prompt, torch.tensor(conts)], 1)
-    out = _generate(sub, model, prompt, T, eos)
+    out, _ = _cached_greedy(sub, model, prompt, T, eos)
     P = prompt.shape[1]
     if out.shape[1] == T and matches(out, want[:, P:]):
         diagnose("gen_prompt_dropped", msg("generate returned the {T} new tokens only: return the prompts followed by them, [B, P + T]", T=T))
@@ -1239,7 +1285,7 @@ def test_generate_without_cache(sub):
 @exercise("generate", points=0.75)
 def test_generate_stops_and_pads(sub):
     T = _int(308, 7, 10)
-    state, _, pad_id, prompt, conts, eos = generate_case(309, T, ending=True)
+    state, _, pad_id, prompt, conts, eos = ending_case(309, T)
     model = _lm_fixture(sub, state, pad_id)
     out = _generate(sub, model, prompt, T, eos)
     ends = ends_of(conts, eos)
@@ -1253,12 +1299,8 @@ def test_generate_uses_the_cache(sub):
     T = _int(*GREEDY_T)  # test_generate_greedy's case (no row meets eos), drawn once
     model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     P = prompt.shape[1]
-    counts = []
-    for use_cache in (True, False):
-        before = model.get("embedded")
-        _generate(sub, model, prompt, T, eos, use_cache=use_cache)
-        counts.append(model.get("embedded") - before)
-    cached, uncached = counts
+    _, cached = _cached_greedy(sub, model, prompt, T, eos)
+    _, uncached = _counted_generate(sub, model, prompt, T, eos, use_cache=False)
     if cached >= T * P:
         diagnose("gen_cache_unused", msg("with use_cache=True generate ran {cached} positions through the model for a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the prompt once to decoder_step with a KVCache(), then only each new token", cached=cached, P=P, T=T))
     check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {positions}", cached=cached, P=P, T=T, positions=P + T - 1))
