@@ -1035,10 +1035,11 @@ def test_step_runs_on_the_model_device(sub):
 
 # --- generate ---------------------------------------------------------------------------------
 
-def greedy_from(m64, rows, T, per_row=False):
+def greedy_from(m64, rows, T, per_row=False, steps=None):
     """Each row of real tokens continued greedily for T tokens in float64, without stopping;
     and the smallest gap between the two largest logits on the way (a near tie would let
-    float32 noise decide; ``per_row``: each row's). The rows run as one batch, right-filled with a real token: the
+    float32 noise decide; ``per_row``: each row's; ``steps``: each row's gap over its first
+    ``steps[b]`` tokens only, the ones it needs). The rows run as one batch, right-filled with a real token: the
     model is causal, so what follows a row's last token never reaches its logits, and its
     positions count from its first token as they would alone."""
     lengths = [len(r) for r in rows]
@@ -1048,11 +1049,12 @@ def greedy_from(m64, rows, T, per_row=False):
         ids[b, :len(row)] = torch.tensor(row)
     conts: list[list[int]] = [[] for _ in rows]
     gaps = torch.full((len(rows),), math.inf, dtype=F64)
+    needed = torch.tensor([T] * len(rows) if steps is None else list(steps))
     for step in range(T):
         ends = torch.tensor(lengths) + step  # where each row's next token goes
         z = m64(ids[:, :int(ends.max())])[torch.arange(len(rows)), ends - 1]  # [B, V]
         top = z.topk(2, dim=-1).values
-        gaps = gaps.minimum(top[:, 0] - top[:, 1])
+        gaps = torch.where(needed > step, gaps.minimum(top[:, 0] - top[:, 1]), gaps)
         for b, token in enumerate(z.argmax(-1).tolist()):
             conts[b].append(token)
             ids[b, lengths[b] + step] = token
@@ -1077,9 +1079,17 @@ def _ending_rows(g, m64, pad_id, T):
     at different steps, all before the last), their continuations (T tokens) and the tokens that
     can be eos; of ENDING_BASES prompts continued as one batch, the first whose path is clear of
     ties and never predicts the pad. None where none serves."""
-    bases = [real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)[0].tolist()
-             for _ in range(ENDING_BASES)]
-    paths, gaps = greedy_from(m64, bases, T + 3, per_row=True)
+    bases = _ending_bases(g, pad_id)
+    return _ending_pick(g, bases, *greedy_from(m64, bases, T + 3, per_row=True), pad_id, T)
+
+
+def _ending_bases(g, pad_id):
+    return [real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)[0].tolist()
+            for _ in range(ENDING_BASES)]
+
+
+def _ending_pick(g, bases, paths, gaps, pad_id, T):
+    """_ending_rows's choice among the bases continued (T + 3 tokens each) and their gaps."""
     shifts = sorted(torch.randperm(4, generator=g)[:3].tolist())
     for base, path, gap in zip(bases, paths, gaps, strict=True):
         rows = [base + path[:s] for s in shifts]
@@ -1098,6 +1108,8 @@ def generate_case(n, T, ending):
     greedy path (so they meet eos at different steps, all before the last); else independent
     prompts, none meeting eos within T tokens. Returns the float32 and float64 models, their
     state, pad_id, the prompts, each row's greedy continuation (T tokens) and eos."""
+    if n == GREEDY_CASE and not ending:
+        return greedy_and_ending(T, _int(*ENDING_T))[0]
     for i in range(100):
         g = _attempt(n, i)
         pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
@@ -1130,21 +1142,58 @@ def _ending_case_on(g, m64, pad_id, T):
     return left_pad(rows, pad_id), conts, eos[int(torch.randint(0, len(eos), (1,), generator=g))]
 
 
-#: attempts at an ending case on the greedy case's model before a model of its own is drawn
-ENDING_ON_GREEDY = 4
+#: test_generate_stops_and_pads's max_new_tokens (drawn from 7 to 9) and case
+ENDING_T, ENDING_CASE = (308, 7, 10), 309
+#: further draws of prompts for an ending case on the greedy case's model before it draws a model of its own
+ENDING_ON_GREEDY = 3
 
 
 @per_run
-def ending_case(n, T):
-    """generate_case(n, T, ending=True), drawn on the greedy tests' model (test_generate_greedy's
-    case) where one of ENDING_ON_GREEDY draws of prompts serves: a model fewer to draw here and
-    to build in the worker; else on a model of its own."""
-    state, m64, pad_id, *_ = generate_case(GREEDY_CASE, _int(*GREEDY_T), ending=False)
+def greedy_and_ending(T, T_end):
+    """The greedy case (generate_case(GREEDY_CASE, T, ending=False)) and, on its model, the
+    ending case's prompts (drawn from ENDING_CASE's generators) continued in the same batch: T_end + 3
+    float64 forwards for both (T + T_end + 3 apart). The ending case is None where its prompts
+    do not serve (see :func:`_ending_rows`)."""
+    for i in range(100):
+        g = _attempt(GREEDY_CASE, i)
+        pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
+        state, m64 = lm_model(g, pad_id)
+        tokens = [t for t in range(V_LM) if t != pad_id]
+        rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
+                for _ in range(3)]
+        g_end = _attempt(ENDING_CASE, 50 + i)
+        bases = _ending_bases(g_end, pad_id)
+        paths, gaps = greedy_from(m64, rows + bases, max(T, T_end + 3), per_row=True,
+                                  steps=[T] * len(rows) + [T_end + 3] * len(bases))
+        conts = [p[:T] for p in paths[:len(rows)]]
+        eos = [t for t in tokens if not any(t in c for c in conts)]
+        if min(gaps[:len(rows)]) < 1e-3 or any(pad_id in c for c in conts) or not eos:
+            continue
+        eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
+        ending = _ending_pick(g_end, bases, [p[:T_end + 3] for p in paths[len(rows):]], gaps[len(rows):],
+                              pad_id, T_end)
+        if ending is not None:
+            end_rows, end_conts, end_eos = ending
+            ending = (state, m64, pad_id, left_pad(end_rows, pad_id), end_conts,
+                      end_eos[int(torch.randint(0, len(end_eos), (1,), generator=g_end))])
+        return (state, m64, pad_id, left_pad(rows, pad_id), conts, eos_id), ending
+    raise RuntimeError(msg("no clear generation case found"))
+
+
+@per_run
+def ending_case(T):
+    """generate_case(ENDING_CASE, T, ending=True), drawn on the greedy tests' model (test_generate_greedy's
+    case) where its prompts, or one of ENDING_ON_GREEDY further draws of them, serve: a model
+    fewer to draw here and to build in the worker; else on a model of its own."""
+    greedy, ending = greedy_and_ending(_int(*GREEDY_T), T)
+    if ending is not None:
+        return ending
+    state, m64, pad_id, *_ = greedy
     for i in range(ENDING_ON_GREEDY):
-        found = _ending_case_on(_attempt(n, 50 + i), m64, pad_id, T)
+        found = _ending_case_on(_attempt(ENDING_CASE, 150 + i), m64, pad_id, T)
         if found is not None:
             return state, m64, pad_id, *found
-    return generate_case(n, T, ending=True)
+    return generate_case(ENDING_CASE, T, ending=True)
 
 
 def gen_expected(prompt, conts, eos, pad_id, T, mistake=None):
@@ -1284,8 +1333,8 @@ def test_generate_without_cache(sub):
 
 @exercise("generate", points=0.75)
 def test_generate_stops_and_pads(sub):
-    T = _int(308, 7, 10)
-    state, _, pad_id, prompt, conts, eos = ending_case(309, T)
+    T = _int(*ENDING_T)
+    state, _, pad_id, prompt, conts, eos = ending_case(T)
     model = _lm_fixture(sub, state, pad_id)
     out = _generate(sub, model, prompt, T, eos)
     ends = ends_of(conts, eos)
