@@ -36,6 +36,7 @@ judged on the copy model, whose outcome does not (padded with model.pad_id: a co
 is a word's id).
 """
 
+import contextlib
 import functools
 import importlib.util
 import math
@@ -742,6 +743,16 @@ def decoder_lm(pad_id, state=None):
     return m.eval().requires_grad_(False)
 
 
+@contextlib.contextmanager
+def in_float32(m64):
+    """The case's float64 model ``m64`` as the float32 one it was converted from (its weights drawn
+    in float32: both conversions are exact), converted back after: no model built."""
+    try:
+        yield m64.float()
+    finally:
+        m64.double()
+
+
 def lm_model(g, pad_id):
     """Lesson 10's DecoderLM with weights drawn from ``g`` (the pad's embedding zero, so that
     the pad is seldom predicted): its state (float32) and the model in float64 (float32 weights,
@@ -1417,8 +1428,8 @@ def test_generate_passes_sampling_on(sub):
         first = b.call("generate", model, prompt, T, eos, temperature=1.5, top_k=1,
                        generator=sub.fixture("generator", seed))
     settings = SAMPLING
-    m32 = decoder_lm(pad_id, state)
-    wants = sampled_generate(m32, prompt, T, seed=seed, nevers=(None, pad_id), **settings)
+    with in_float32(m64) as m32:
+        wants = sampled_generate(m32, prompt, T, seed=seed, nevers=(None, pad_id), **settings)
     out = _generated(first.value, prompt)
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
