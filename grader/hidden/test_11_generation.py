@@ -1578,7 +1578,7 @@ def as_rows(hypotheses, width):
 
 # max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 5 to 7, and
 # test_beam_output_form's (a search costs a decoder call per source and step)
-T_LENS, FORM_LEN = (5, 8), 5
+T_LENS, FORM_LEN = (5, 8), 4
 
 
 @exercise("beam_search", points=1)
