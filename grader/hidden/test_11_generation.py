@@ -981,6 +981,13 @@ def test_step_prefill(sub):
           suspects=step_suspects(m64, [ids], lambda outs: outs[0][real]))
 
 
+def _prefix_logits(m64, whole):
+    """``upto(n)``: model(whole[:, :n]) in float64, for every prefix from one forward of ``whole``
+    (the model is causal: a position's logits never see what follows it), run when first asked."""
+    run = functools.cache(lambda: m64(whole))
+    return lambda n: run()[:, :n]
+
+
 @exercise("decoder_step", points=1.25)
 def test_step_token_by_token(sub):
     model, m64, pad_id = _lm(sub)
@@ -991,14 +998,15 @@ def test_step_token_by_token(sub):
     g = gen(215)
     chunks, full = [ids], ids
     ended = _int(216, 1, B)  # a left-padded row ends after the second step and is fed pads
+    news = [real_tokens(g, (B, 1), pad_id) for _ in range(5)]
+    for new in news[2:]:
+        new[ended] = pad_id
+    upto = _prefix_logits(m64, torch.cat([ids, *news], 1))
     try:
-        for t in range(5):
-            new = real_tokens(g, (B, 1), pad_id)
-            if t >= 2:
-                new[ended] = pad_id
+        for t, new in enumerate(news):
             chunks.append(new)
             full = torch.cat([full, new], 1)
-            out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda f=full: m64(f))
+            out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda n=full.shape[1]: upto(n))
             live = torch.tensor([t < 2 or b != ended for b in range(B)])
             at_step = (msg("step {t} after the prompt", t=t + 1) if t < 2 else msg("step {t} after the prompt, row {ended} having ended (it is fed pad_id now), in the other rows", t=t + 1, ended=ended))
             close(out[live, 0], want[live, -1], msg("fed one token at a time after a left-padded prompt, decoder_step should give model(whole sequence)[:, -1]: wrong at {step}", step=at_step), atol=ATOL,
@@ -1022,11 +1030,13 @@ def test_step_chunk(sub):
     _step(sub, model, ids, cache, pad_id)
     g = gen(225)
     chunks, full = [ids], ids
-    for L in (_int(226, 2, 4), 1):
-        new = real_tokens(g, (B, L), pad_id)
+    news = [real_tokens(g, (B, L), pad_id) for L in (_int(226, 2, 4), 1)]
+    upto = _prefix_logits(m64, torch.cat([ids, *news], 1))
+    for new in news:
+        L = new.shape[1]
         chunks.append(new)
         full = torch.cat([full, new], 1)
-        out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda f=full: m64(f))
+        out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda n=full.shape[1]: upto(n))
         close(out, want[:, -L:], msg("fed {L} new token{s} at once after the prompt, decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache and to the new tokens up to itself)", L=L, s='s' if L > 1 else ''), atol=ATOL,
               suspects=step_suspects(m64, list(chunks), lambda outs: outs[-1]))
 
