@@ -36,6 +36,7 @@ judged on the copy model, whose outcome does not (padded with model.pad_id: a co
 is a word's id).
 """
 
+import contextlib
 import functools
 import importlib.util
 import math
@@ -742,6 +743,16 @@ def decoder_lm(pad_id, state=None):
     return m.eval().requires_grad_(False)
 
 
+@contextlib.contextmanager
+def in_float32(m64):
+    """The case's float64 model ``m64`` as the float32 one it was converted from (its weights drawn
+    in float32: both conversions are exact), converted back after: no model built."""
+    try:
+        yield m64.float()
+    finally:
+        m64.double()
+
+
 def lm_model(g, pad_id):
     """Lesson 10's DecoderLM with weights drawn from ``g`` (the pad's embedding zero, so that
     the pad is seldom predicted): its state (float32) and the model in float64 (float32 weights,
@@ -970,6 +981,13 @@ def test_step_prefill(sub):
           suspects=step_suspects(m64, [ids], lambda outs: outs[0][real]))
 
 
+def _prefix_logits(m64, whole):
+    """``upto(n)``: model(whole[:, :n]) in float64, for every prefix from one forward of ``whole``
+    (the model is causal: a position's logits never see what follows it), run when first asked."""
+    run = functools.cache(lambda: m64(whole))
+    return lambda n: run()[:, :n]
+
+
 @exercise("decoder_step", points=1.25)
 def test_step_token_by_token(sub):
     model, m64, pad_id = _lm(sub)
@@ -980,14 +998,15 @@ def test_step_token_by_token(sub):
     g = gen(215)
     chunks, full = [ids], ids
     ended = _int(216, 1, B)  # a left-padded row ends after the second step and is fed pads
+    news = [real_tokens(g, (B, 1), pad_id) for _ in range(5)]
+    for new in news[2:]:
+        new[ended] = pad_id
+    upto = _prefix_logits(m64, torch.cat([ids, *news], 1))
     try:
-        for t in range(5):
-            new = real_tokens(g, (B, 1), pad_id)
-            if t >= 2:
-                new[ended] = pad_id
+        for t, new in enumerate(news):
             chunks.append(new)
             full = torch.cat([full, new], 1)
-            out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda f=full: m64(f))
+            out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - 1, lambda n=full.shape[1]: upto(n))
             live = torch.tensor([t < 2 or b != ended for b in range(B)])
             at_step = (msg("step {t} after the prompt", t=t + 1) if t < 2 else msg("step {t} after the prompt, row {ended} having ended (it is fed pad_id now), in the other rows", t=t + 1, ended=ended))
             close(out[live, 0], want[live, -1], msg("fed one token at a time after a left-padded prompt, decoder_step should give model(whole sequence)[:, -1]: wrong at {step}", step=at_step), atol=ATOL,
@@ -1011,11 +1030,13 @@ def test_step_chunk(sub):
     _step(sub, model, ids, cache, pad_id)
     g = gen(225)
     chunks, full = [ids], ids
-    for L in (_int(226, 2, 4), 1):
-        new = real_tokens(g, (B, L), pad_id)
+    news = [real_tokens(g, (B, L), pad_id) for L in (_int(226, 2, 4), 1)]
+    upto = _prefix_logits(m64, torch.cat([ids, *news], 1))
+    for new in news:
+        L = new.shape[1]
         chunks.append(new)
         full = torch.cat([full, new], 1)
-        out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda f=full: m64(f))
+        out, want = _later_step(sub, model, new, cache, pad_id, full.shape[1] - L, lambda n=full.shape[1]: upto(n))
         close(out, want[:, -L:], msg("fed {L} new token{s} at once after the prompt, decoder_step should give model(whole sequence)[:, -{L}:] (each new token attends to the cache and to the new tokens up to itself)", L=L, s='s' if L > 1 else ''), atol=ATOL,
               suspects=step_suspects(m64, list(chunks), lambda outs: outs[-1]))
 
@@ -1035,10 +1056,11 @@ def test_step_runs_on_the_model_device(sub):
 
 # --- generate ---------------------------------------------------------------------------------
 
-def greedy_from(m64, rows, T, per_row=False):
+def greedy_from(m64, rows, T, per_row=False, steps=None):
     """Each row of real tokens continued greedily for T tokens in float64, without stopping;
     and the smallest gap between the two largest logits on the way (a near tie would let
-    float32 noise decide; ``per_row``: each row's). The rows run as one batch, right-filled with a real token: the
+    float32 noise decide; ``per_row``: each row's; ``steps``: each row's gap over its first
+    ``steps[b]`` tokens only, the ones it needs). The rows run as one batch, right-filled with a real token: the
     model is causal, so what follows a row's last token never reaches its logits, and its
     positions count from its first token as they would alone."""
     lengths = [len(r) for r in rows]
@@ -1048,11 +1070,12 @@ def greedy_from(m64, rows, T, per_row=False):
         ids[b, :len(row)] = torch.tensor(row)
     conts: list[list[int]] = [[] for _ in rows]
     gaps = torch.full((len(rows),), math.inf, dtype=F64)
+    needed = torch.tensor([T] * len(rows) if steps is None else list(steps))
     for step in range(T):
         ends = torch.tensor(lengths) + step  # where each row's next token goes
         z = m64(ids[:, :int(ends.max())])[torch.arange(len(rows)), ends - 1]  # [B, V]
         top = z.topk(2, dim=-1).values
-        gaps = gaps.minimum(top[:, 0] - top[:, 1])
+        gaps = torch.where(needed > step, gaps.minimum(top[:, 0] - top[:, 1]), gaps)
         for b, token in enumerate(z.argmax(-1).tolist()):
             conts[b].append(token)
             ids[b, lengths[b] + step] = token
@@ -1077,9 +1100,17 @@ def _ending_rows(g, m64, pad_id, T):
     at different steps, all before the last), their continuations (T tokens) and the tokens that
     can be eos; of ENDING_BASES prompts continued as one batch, the first whose path is clear of
     ties and never predicts the pad. None where none serves."""
-    bases = [real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)[0].tolist()
-             for _ in range(ENDING_BASES)]
-    paths, gaps = greedy_from(m64, bases, T + 3, per_row=True)
+    bases = _ending_bases(g, pad_id)
+    return _ending_pick(g, bases, *greedy_from(m64, bases, T + 3, per_row=True), pad_id, T)
+
+
+def _ending_bases(g, pad_id):
+    return [real_tokens(g, (1, int(torch.randint(4, 7, (1,), generator=g))), pad_id)[0].tolist()
+            for _ in range(ENDING_BASES)]
+
+
+def _ending_pick(g, bases, paths, gaps, pad_id, T):
+    """_ending_rows's choice among the bases continued (T + 3 tokens each) and their gaps."""
     shifts = sorted(torch.randperm(4, generator=g)[:3].tolist())
     for base, path, gap in zip(bases, paths, gaps, strict=True):
         rows = [base + path[:s] for s in shifts]
@@ -1098,27 +1129,92 @@ def generate_case(n, T, ending):
     greedy path (so they meet eos at different steps, all before the last); else independent
     prompts, none meeting eos within T tokens. Returns the float32 and float64 models, their
     state, pad_id, the prompts, each row's greedy continuation (T tokens) and eos."""
+    if n == GREEDY_CASE and not ending:
+        return greedy_and_ending(T, _int(*ENDING_T))[0]
     for i in range(100):
         g = _attempt(n, i)
         pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
         state, m64 = lm_model(g, pad_id)
-        tokens = [t for t in range(V_LM) if t != pad_id]
         if ending:
-            found = _ending_rows(g, m64, pad_id, T)
-            if found is None:
-                continue
-            rows, conts, eos = found
-            gap = math.inf  # _ending_rows kept a path clear of ties
-        else:
-            rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
-                    for _ in range(3)]
-            conts, gap = greedy_from(m64, rows, T)
-            eos = [t for t in tokens if not any(t in c for c in conts)]
+            found = _ending_case_on(g, m64, pad_id, T)
+            if found is not None:
+                return state, m64, pad_id, *found
+            continue
+        tokens = [t for t in range(V_LM) if t != pad_id]
+        rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
+                for _ in range(3)]
+        conts, gap = greedy_from(m64, rows, T)
+        eos = [t for t in tokens if not any(t in c for c in conts)]
         if gap < 1e-3 or any(pad_id in c for c in conts) or not eos:
             continue
         eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
         return state, m64, pad_id, left_pad(rows, pad_id), conts, eos_id
     raise RuntimeError(msg("no clear generation case found"))
+
+
+def _ending_case_on(g, m64, pad_id, T):
+    """The prompts (left-padded), continuations and eos of an ending case on the model ``m64``,
+    drawn from ``g`` (see :func:`_ending_rows`; its path is clear of ties and never predicts the
+    pad); None where none serves."""
+    found = _ending_rows(g, m64, pad_id, T)
+    if found is None:
+        return None
+    rows, conts, eos = found
+    return left_pad(rows, pad_id), conts, eos[int(torch.randint(0, len(eos), (1,), generator=g))]
+
+
+#: test_generate_stops_and_pads's max_new_tokens (drawn from 7 to 9) and case
+ENDING_T, ENDING_CASE = (308, 7, 10), 309
+#: further draws of prompts for an ending case on the greedy case's model before it draws a model of its own
+ENDING_ON_GREEDY = 3
+
+
+@per_run
+def greedy_and_ending(T, T_end):
+    """The greedy case (generate_case(GREEDY_CASE, T, ending=False)) and, on its model, the
+    ending case's prompts (drawn from ENDING_CASE's generators) continued in the same batch: T_end + 3
+    float64 forwards for both (T + T_end + 3 apart). The ending case is None where its prompts
+    do not serve (see :func:`_ending_rows`)."""
+    for i in range(100):
+        g = _attempt(GREEDY_CASE, i)
+        pad_id = int(torch.randint(1, V_LM, (1,), generator=g))
+        state, m64 = lm_model(g, pad_id)
+        tokens = [t for t in range(V_LM) if t != pad_id]
+        rows = [real_tokens(g, (1, int(torch.randint(3, 8, (1,), generator=g))), pad_id)[0].tolist()
+                for _ in range(3)]
+        g_end = _attempt(ENDING_CASE, 50 + i)
+        bases = _ending_bases(g_end, pad_id)
+        paths, gaps = greedy_from(m64, rows + bases, max(T, T_end + 3), per_row=True,
+                                  steps=[T] * len(rows) + [T_end + 3] * len(bases))
+        conts = [p[:T] for p in paths[:len(rows)]]
+        eos = [t for t in tokens if not any(t in c for c in conts)]
+        if min(gaps[:len(rows)]) < 1e-3 or any(pad_id in c for c in conts) or not eos:
+            continue
+        eos_id = eos[int(torch.randint(0, len(eos), (1,), generator=g))]
+        ending = _ending_pick(g_end, bases, [p[:T_end + 3] for p in paths[len(rows):]], gaps[len(rows):],
+                              pad_id, T_end)
+        if ending is not None:
+            end_rows, end_conts, end_eos = ending
+            ending = (state, m64, pad_id, left_pad(end_rows, pad_id), end_conts,
+                      end_eos[int(torch.randint(0, len(end_eos), (1,), generator=g_end))])
+        return (state, m64, pad_id, left_pad(rows, pad_id), conts, eos_id), ending
+    raise RuntimeError(msg("no clear generation case found"))
+
+
+@per_run
+def ending_case(T):
+    """generate_case(ENDING_CASE, T, ending=True), drawn on the greedy tests' model (test_generate_greedy's
+    case) where its prompts, or one of ENDING_ON_GREEDY further draws of them, serve: a model
+    fewer to draw here and to build in the worker; else on a model of its own."""
+    greedy, ending = greedy_and_ending(_int(*GREEDY_T), T)
+    if ending is not None:
+        return ending
+    state, m64, pad_id, *_ = greedy
+    for i in range(ENDING_ON_GREEDY):
+        found = _ending_case_on(_attempt(ENDING_CASE, 150 + i), m64, pad_id, T)
+        if found is not None:
+            return state, m64, pad_id, *found
+    return generate_case(ENDING_CASE, T, ending=True)
 
 
 def gen_expected(prompt, conts, eos, pad_id, T, mistake=None):
@@ -1169,6 +1265,26 @@ def _shared_case(i, n):
     return GREEDY_CASE if i == 0 else n + 100 * i
 
 
+def _counted_generate(sub, model, prompt, T, eos, **kwargs):
+    """generate's output on the decoder_lm fixture ``model``, and the positions it ran through the
+    model (its ``embedded`` count before and after, sent with the call)."""
+    with sub.batch(lazy=True) as b:
+        before = b.get(model, "embedded")
+        out = b.call("generate", model, prompt, T, eos, **kwargs)
+        after = b.get(model, "embedded")
+    return _generated(out.value, prompt), after.value - before.value
+
+
+def _cached_greedy(sub, model, prompt, T, eos):
+    """_counted_generate with use_cache=True on the greedy case, run once per grading run: the greedy
+    test judges its tokens, test_generate_uses_the_cache the positions it ran (one generation fewer)."""
+    memo = run_memo()
+    key = ("cached greedy", id(sub), id(model), id(prompt), T, eos)
+    if key not in memo:
+        memo[key] = _counted_generate(sub, model, prompt, T, eos, use_cache=True)
+    return memo[key]
+
+
 def _greedy_case(sub, n, T):
     state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
@@ -1179,7 +1295,7 @@ def test_generate_greedy(sub):
     T = _int(*GREEDY_T)
     model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     want = torch.cat([prompt, torch.tensor(conts)], 1)
-    out = _generate(sub, model, prompt, T, eos)
+    out, _ = _cached_greedy(sub, model, prompt, T, eos)
     P = prompt.shape[1]
     if out.shape[1] == T and matches(out, want[:, P:]):
         diagnose("gen_prompt_dropped", msg("generate returned the {T} new tokens only: return the prompts followed by them, [B, P + T]", T=T))
@@ -1238,8 +1354,8 @@ def test_generate_without_cache(sub):
 
 @exercise("generate", points=0.75)
 def test_generate_stops_and_pads(sub):
-    T = _int(308, 7, 10)
-    state, _, pad_id, prompt, conts, eos = generate_case(309, T, ending=True)
+    T = _int(*ENDING_T)
+    state, _, pad_id, prompt, conts, eos = ending_case(T)
     model = _lm_fixture(sub, state, pad_id)
     out = _generate(sub, model, prompt, T, eos)
     ends = ends_of(conts, eos)
@@ -1253,12 +1369,8 @@ def test_generate_uses_the_cache(sub):
     T = _int(*GREEDY_T)  # test_generate_greedy's case (no row meets eos), drawn once
     model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     P = prompt.shape[1]
-    counts = []
-    for use_cache in (True, False):
-        before = model.get("embedded")
-        _generate(sub, model, prompt, T, eos, use_cache=use_cache)
-        counts.append(model.get("embedded") - before)
-    cached, uncached = counts
+    _, cached = _cached_greedy(sub, model, prompt, T, eos)
+    _, uncached = _counted_generate(sub, model, prompt, T, eos, use_cache=False)
     if cached >= T * P:
         diagnose("gen_cache_unused", msg("with use_cache=True generate ran {cached} positions through the model for a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the prompt once to decoder_step with a KVCache(), then only each new token", cached=cached, P=P, T=T))
     check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {positions}", cached=cached, P=P, T=T, positions=P + T - 1))
@@ -1326,8 +1438,8 @@ def test_generate_passes_sampling_on(sub):
         first = b.call("generate", model, prompt, T, eos, temperature=1.5, top_k=1,
                        generator=sub.fixture("generator", seed))
     settings = SAMPLING
-    m32 = decoder_lm(pad_id, state)
-    wants = sampled_generate(m32, prompt, T, seed=seed, nevers=(None, pad_id), **settings)
+    with in_float32(m64) as m32:
+        wants = sampled_generate(m32, prompt, T, seed=seed, nevers=(None, pad_id), **settings)
     out = _generated(first.value, prompt)
     if not matches(out, greedy):
         plain = _generate(sub, model, prompt, T, eos)
@@ -1476,7 +1588,7 @@ def as_rows(hypotheses, width):
 
 # max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 5 to 7, and
 # test_beam_output_form's (a search costs a decoder call per source and step)
-T_LENS, FORM_LEN = (5, 8), 5
+T_LENS, FORM_LEN = (5, 8), 4
 
 
 @exercise("beam_search", points=1)
