@@ -1101,7 +1101,8 @@ def _ending_rows(g, m64, pad_id, T):
     can be eos; of ENDING_BASES prompts continued as one batch, the first whose path is clear of
     ties and never predicts the pad. None where none serves."""
     bases = _ending_bases(g, pad_id)
-    return _ending_pick(g, bases, *greedy_from(m64, bases, T + 3, per_row=True), pad_id, T)
+    paths, gaps = greedy_from(m64, bases, T + 3, per_row=True)
+    return _ending_pick(g, bases, paths, gaps, pad_id, T)
 
 
 def _ending_bases(g, pad_id):
