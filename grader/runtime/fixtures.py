@@ -56,7 +56,8 @@ def copy_model(vocab: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, ju
             self.calls_in_training = 0
 
         def _called(self) -> None:
-            self.calls_in_training += int(self.training)
+            # a plain int: set past nn.Module.__setattr__'s checks (each decode call counts)
+            object.__setattr__(self, "calls_in_training", self.calls_in_training + int(self.training))
 
         def encode(self, src: Any, src_mask: Any = None) -> Any:
             self._called()
@@ -233,7 +234,7 @@ def table_model(tables: list[dict[str, Any]], vocab: int, pad_id: int = 0) -> An
                 return torch.zeros(0, vocab)
             by_prefix, default, after_eos = table_rows[table]
             before = self._rows(table, row[:-1])
-            self.looked_up += 1
+            object.__setattr__(self, "looked_up", self.looked_up + 1)  # a plain int: past nn.Module's checks
             ended = any(t == tables[table]["eos"] for t in row[1:])
             last = after_eos if ended else by_prefix.get(",".join(map(str, row)), default)
             self._seen[table, row] = rows = torch.cat([before, last[None]])

@@ -94,7 +94,29 @@ def _is_module(value: Any) -> bool:
 def _module_state(value: Any) -> dict[str, _Tensor] | None:
     if not _is_module(value):
         return None
-    return {name: _seen(t) for name, t in [*value.named_parameters(), *value.named_buffers()]}
+    return {name: _seen(t) for name, t in _named_tensors(value)}
+
+
+def _named_tensors(module: Any) -> list[tuple[str, Any]]:
+    """``[*module.named_parameters(), *module.named_buffers()]``, read in one walk of the
+    submodules instead of two (a snapshot takes it before and after every call) where the
+    module keeps torch's own ``named_*`` methods."""
+    nn = values._torch().nn
+    kind = type(module)
+    if any(getattr(kind, f) is not getattr(nn.Module, f) for f in ("named_parameters", "named_buffers", "named_modules")):
+        return [*module.named_parameters(), *module.named_buffers()]
+    params: list[tuple[str, Any]] = []
+    buffers: list[tuple[str, Any]] = []
+    seen_params: set[Any] = set()
+    seen_buffers: set[Any] = set()
+    for prefix, sub in module.named_modules():
+        dot = prefix + "." if prefix else ""
+        for found, seen, members in ((params, seen_params, sub._parameters), (buffers, seen_buffers, sub._buffers)):
+            for name, t in members.items():
+                if t is not None and t not in seen:
+                    seen.add(t)
+                    found.append((dot + name, t))
+    return params + buffers
 
 
 def _same_tensor(before: Any, after: Any) -> bool:
@@ -140,7 +162,7 @@ def _difference(before: Any, after: Any, where: str) -> str | None:
 
 
 def _module_difference(before: dict[str, Any], module: Any, where: str) -> str | None:
-    now = dict([*module.named_parameters(), *module.named_buffers()])
+    now = dict(_named_tensors(module))
     if list(now) != list(before):
         return f"{where} (its parameters and buffers)"
     for name, seen in before.items():

@@ -111,3 +111,59 @@ def test_the_snapshot_is_a_copy_the_call_cannot_reach() -> None:
     x.add_(1)
     with pytest.raises(ArgumentChanged, match="`x`"):
         snap.check()
+
+
+def _tied_module() -> torch.nn.Module:
+    """Submodules, a weight shared by two of them, a None parameter and buffer, a buffer
+    that is not persistent, one submodule twice."""
+    m = torch.nn.Module()
+    m.a = torch.nn.Linear(2, 2)
+    m.b = torch.nn.Linear(2, 2, bias=False)
+    m.b.weight = m.a.weight
+    m.norm = torch.nn.BatchNorm1d(2)
+    m.again = m.norm
+    m.register_parameter("none", None)
+    m.register_buffer("missing", None)
+    m.register_buffer("scratch", torch.ones(1), persistent=False)
+    return m
+
+
+def test_a_module_argument_is_read_in_one_walk_of_its_submodules(monkeypatch) -> None:
+    """A snapshot reads a module's parameters and buffers before and after every call (a
+    beam search's decoder fixture, a Transformer): one walk of its submodules each time, not
+    two, giving what named_parameters() and named_buffers() give, in their order."""
+    from grader.runtime import unchanged
+
+    module = _tied_module()
+    walks = []
+    walk = torch.nn.Module.named_modules
+
+    def counted(self, *args, **kwargs):
+        walks.append(self)
+        return walk(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "named_modules", counted)
+    snap = ArgumentSnapshot(lambda model: None, [module], {})
+    snap.check()
+    assert walks.count(module) == 2, walks.count(module)  # 4 before: named_parameters and named_buffers each walked it
+    found = unchanged._named_tensors(module)
+    expected = [*module.named_parameters(), *module.named_buffers()]
+    assert [name for name, _ in found] == [name for name, _ in expected]
+    assert all(a is b for (_, a), (_, b) in zip(found, expected, strict=True))
+    module.norm.running_mean.add_(1)
+    with pytest.raises(ArgumentChanged, match=r"`model`\.norm\.running_mean"):
+        snap.check()
+
+
+def test_a_module_with_its_own_named_parameters_is_read_through_them() -> None:
+    from grader.runtime import unchanged
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def named_parameters(self, *args, **kwargs):
+            yield from ()
+
+    assert unchanged._named_tensors(Hidden()) == []
