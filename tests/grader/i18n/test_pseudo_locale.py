@@ -443,7 +443,8 @@ def test_a_graded_folder_release_and_gradescope_refuse_in_the_new_language(
         xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The errors of a graded folder this grader cannot read (a newer or a bad schema, no
     grades.csv) through ``report`` and ``lms``, ``release``'s refusals of its folder (in the
-    instructor's language, not its ``--lang`` edition's) and ``gradescope``'s torch pin."""
+    instructor's language, not its ``--lang`` edition's), an unknown ``$GRADER_LOG_LEVEL`` and
+    ``gradescope``'s torch pin."""
     from grader import cli
     from grader.integrations.gradescope.package import PackageError, _torch_pin
 
@@ -464,6 +465,10 @@ def test_a_graded_folder_release_and_gradescope_refuse_in_the_new_language(
         assert code == 2, said
         _cli_said_without_english(said, [str(tmp_path / "nogrades" / "grades.csv"), str(tmp_path), "'x'",
                                          "No such file or directory", "`grade`", "`grade --out`", "--force"])
+    monkeypatch.setenv("GRADER_LOG_LEVEL", "loud")
+    code, said = _run_cli(["report", str(tmp_path / "newer")], capsys)
+    assert code == 2, said
+    _cli_said_without_english(said, ["GRADER_LOG_LEVEL", "debug, info, warning, error, critical", "'loud'"])
     with pytest.raises(PackageError, match="must pin torch exactly once") as refused:
         _torch_pin([])
     _cli_said_without_english(cli.said(refused.value.args[0]), ["pyproject.toml", "torch==X.Y.Z"])
