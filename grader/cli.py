@@ -196,8 +196,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     from grader.authoring.release import build, summary
 
     plan = build(args.out, args.lessons, force=args.force, with_reference=args.with_reference,
-                 with_references=args.with_references, lang=args.lang)
-    print(summary(args.out, plan, lang=_language()))  # its --lang is the bundle's edition
+                 with_references=args.with_references, lang=args.edition)
+    print(summary(args.out, plan, lang=_language(args)))  # its --lang is the bundle's edition
     return 0
 
 
@@ -436,7 +436,7 @@ def build_parser(prog: str = "python -m grader") -> argparse.ArgumentParser:
                               "students' own notebooks")
     release.add_argument("--with-references", action="store_true",
                          help="ship the course's code of every lesson the bundled ones build on")
-    release.add_argument("--lang", choices=["en", "zh", "both"], default="en",
+    release.add_argument("--lang", dest="edition", choices=["en", "zh", "both"], default="en",
                          help="the lessons' edition: en (default), zh (Chinese, with a Chinese "
                               "README), or both for students to choose")
     release.add_argument("--force", action="store_true", help="replace OUT if it exists")

@@ -103,11 +103,11 @@ class BundlePlan:
 def select(spec: str | None, course: Catalogue, option: str = "--lessons") -> list[Lesson]:
     """The lessons ``spec`` names (``01-04``, ``01,03,05-07``, ids, ``all``) among ``course``."""
     if not course.lessons:
-        raise ReleaseError("no lessons found in lessons/")
+        raise ReleaseError(msg("no lessons found in lessons/"))
     try:
         return course.select(spec)
     except SelectionError as exc:
-        raise ReleaseError(f"{option}: {exc}") from None
+        raise ReleaseError(msg("{option}: {problem}", option=option, problem=str(exc))) from None
 
 
 def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | None = None,
@@ -123,16 +123,19 @@ def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | No
     shipped = {ref.id for ref in references}
     for ref in references:
         if not ref.reference_file.is_file():
-            raise ReleaseError(f"--with-reference: lesson {ref.number} has no reference code "
-                               f"(it exports nothing to later lessons)")
+            raise ReleaseError(msg("--with-reference: lesson {lesson} has no reference code "
+                                   "(it exports nothing to later lessons)", lesson=ref.number))
         missing = [dep for dep in course.builds_on(ref) if dep.id not in shipped]
         if missing:
             numbers = [d.number for d in missing]
-            raise ReleaseError(
-                f"--with-reference: lesson {ref.number}'s reference code builds on lesson"
-                f"{'s' if len(missing) > 1 else ''} {', '.join(numbers)}: ship "
-                f"{'those' if len(missing) > 1 else 'it'} too "
-                f"(--with-reference {catalogue.spec_of([r.number for r in references] + numbers)})")
+            selection = catalogue.spec_of([r.number for r in references] + numbers)
+            if len(missing) > 1:
+                raise ReleaseError(msg("--with-reference: lesson {lesson}'s reference code builds on "
+                                       "lessons {lessons}: ship those too (--with-reference {selection})",
+                                       lesson=ref.number, lessons=", ".join(numbers), selection=selection))
+            raise ReleaseError(msg("--with-reference: lesson {lesson}'s reference code builds on lesson "
+                                   "{earlier_lesson}: ship it too (--with-reference {selection})",
+                                   lesson=ref.number, earlier_lesson=numbers[0], selection=selection))
     result = BundlePlan(lessons=list(lessons), references=references)
     for lesson in lessons:
         own = [dep for dep in needs[lesson.id] if dep.id not in shipped]
@@ -144,7 +147,7 @@ def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | No
     datasets = {name for lesson in [*lessons, *references] for name in lesson.datasets}
     for name in sorted(datasets):
         if not (course.root / "datasets" / name).is_dir():
-            raise ReleaseError(f"the lessons use datasets/{name}, which is missing")
+            raise ReleaseError(msg("the lessons use datasets/{dataset}, which is missing", dataset=name))
     result.datasets = sorted(datasets)
     return result
 
@@ -417,16 +420,17 @@ def build(out: str | Path, spec: str | None = None, course: Catalogue | None = N
     editions ``lang`` names (``en``, ``zh`` or ``both``); a Chinese bundle's README is
     Chinese, one with both editions has ``README.md`` and ``README.zh.md``."""
     if lang not in LANGS:
-        raise ReleaseError(f"--lang: {lang!r} is not one of {', '.join(LANGS)}")
+        raise ReleaseError(msg("--lang: {language} is not one of {choices}", language=repr(lang),
+                               choices=", ".join(LANGS)))
     course = course or catalogue.COURSE
     root = course.root
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not force:
-            raise ReleaseError(f"{out} exists and is not empty (choose a new folder, or --force "
-                               f"to replace it)")
+            raise ReleaseError(msg("{folder} exists and is not empty (choose a new folder, or --force "
+                                   "to replace it)", folder=out))
         if (out / "solutions").exists() or (out / ".git").exists():
-            raise ReleaseError(f"refusing to replace {out}: it looks like a course repository")
+            raise ReleaseError(msg("refusing to replace {folder}: it looks like a course repository", folder=out))
     lessons = select(spec, course.released())
     references = select(with_reference, course, "--with-reference") if with_reference else None
     p = plan(lessons, course, references, with_references)
@@ -464,8 +468,9 @@ def build(out: str | Path, spec: str | None = None, course: Catalogue | None = N
             (stage / name).write_text(text, encoding="utf-8")
         leaks = scan(stage, p, course)
         if leaks:
-            raise ReleaseError(f"refusing to release, the bundle would leak: {leaks[0]}"
-                               + (f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""))
+            leak = msg("refusing to release, the bundle would leak: {leak}", leak=leaks[0])
+            raise ReleaseError(leak if len(leaks) == 1 else
+                               msg("{message} (and {count} more)", message=leak, count=len(leaks) - 1))
         if out.exists():
             shutil.rmtree(out)
         shutil.move(str(stage), out)

@@ -80,8 +80,12 @@ def level(name: str | None = None) -> int:
     UserError for a ``$GRADER_LOG_LEVEL`` that names none."""
     try:
         name = name or settings.log_level() or ("debug" if settings.debug() else "warning")
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    except ValueError:
+        from grader.i18n.message import msg
+
+        raise UserError(msg("{variable} must be one of {choices}, got {value}", variable=settings.LOG_LEVEL,
+                            choices=", ".join(settings.LOG_LEVELS),
+                            value=repr(os.environ.get(settings.LOG_LEVEL, "").strip().lower()))) from None
     return logging.getLevelNamesMapping()[name.upper()]
 
 

@@ -85,7 +85,7 @@ def load(folder: str | Path) -> ClassData:
         grades = graded.read_grades()
         run = graded.read_run()
     except RecordError as exc:
-        raise ReportError(str(exc)) from None
+        raise ReportError(*exc.args) from None
     path, rows = grades.path, grades.rows
     if not grades.written_by_grade:
         raise ReportError(msg("{path} is not a grades.csv written by `python -m grader grade`", path=path))
@@ -99,7 +99,7 @@ def load(folder: str | Path) -> ClassData:
         try:
             report = graded.read_result(student.student_id)
         except RecordError as exc:
-            raise ReportError(str(exc)) from None
+            raise ReportError(*exc.args) from None
         if report is not None:
             _read_back(student, report, max_points)
     return ClassData(graded.path, rows[0]["lesson"], exercises, max_points, students, run)

@@ -44,7 +44,7 @@ def _pages(out: Path) -> list[tuple[str, str, Path]]:
     try:
         graded.schema()
     except RecordError as exc:
-        raise FeedbackError(str(exc)) from None
+        raise FeedbackError(*exc.args) from None
     return list(graded.feedback_pages())
 
 
@@ -68,7 +68,7 @@ def to_nbgrader(outs: list[str | Path], course: str | Path) -> Returned:
             try:
                 report = Folder(out).read_result(student)
             except RecordError as exc:
-                raise FeedbackError(str(exc)) from None
+                raise FeedbackError(*exc.args) from None
             made = report.made if report is not None else None
             file = ((made.submission if made is not None else None) or {}).get("file")
             submitted = course / "submitted" / student / lesson

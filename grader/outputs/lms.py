@@ -188,7 +188,7 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
     try:
         grades = graded.read_grades()
     except RecordError as exc:
-        raise LmsError(str(exc)) from None
+        raise LmsError(*exc.args) from None
     folder, path, rows = graded.path, grades.path, grades.rows
     if not rows or "student_id" not in grades.header:
         raise LmsError(msg("{grades} has no graded students", grades=path))

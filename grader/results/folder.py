@@ -37,6 +37,7 @@ from typing import Any
 
 from coursekit.errors import UserError
 from grader.common import csvcells
+from grader.i18n.message import msg
 from grader.results import Report, Status
 
 __all__ = ["CSV_HEADER", "LATE_COLUMNS", "SCHEMA", "SPEC_KEYS", "Folder", "Grades", "RecordError",
@@ -73,10 +74,12 @@ def check_schema(data: Any, where: Path) -> int:
     (0 before there was one); raises :class:`RecordError` for a schema newer than this grader's."""
     schema = data.get("schema", 0) if isinstance(data, dict) else 0
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 0:
-        raise RecordError(f"{where}: its schema {schema!r} is not one `grade` writes")
+        raise RecordError(msg("{path}: its schema {schema} is not one `grade` writes", path=where,
+                              schema=repr(schema)))
     if schema > SCHEMA:
-        raise RecordError(f"{where} was written by a newer grader (folder schema {schema}; this "
-                          f"grader reads up to {SCHEMA}): update the grader to read it")
+        raise RecordError(msg("{path} was written by a newer grader (folder schema {schema}; this "
+                              "grader reads up to {readable_schema}): update the grader to read it",
+                              path=where, schema=schema, readable_schema=SCHEMA))
     return schema
 
 
@@ -216,8 +219,8 @@ class Folder:
                 header = list(reader.fieldnames or [])
                 rows = [csvcells.read_row(r) for r in reader]
         except OSError as exc:
-            raise RecordError(f"cannot read {path}: {exc.strerror or exc} "
-                              "(a folder `grade --out` wrote?)") from None
+            raise RecordError(msg("cannot read {path}: {reason} (a folder `grade --out` wrote?)",
+                                  path=path, reason=exc.strerror or exc)) from None
         return Grades(path, header, rows)
 
     def read_result(self, student: str) -> Report | None:

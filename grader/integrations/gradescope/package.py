@@ -63,7 +63,7 @@ def pins() -> list[str]:
 def _torch_pin(all_pins: list[str]) -> str:
     found = [p for p in all_pins if re.match(r"torch\s*==", p)]
     if len(found) != 1:
-        raise PackageError("pyproject.toml must pin torch exactly once (torch==X.Y.Z)")
+        raise PackageError(msg("pyproject.toml must pin torch exactly once (torch==X.Y.Z)"))
     return found[0].replace(" ", "")
 
 
@@ -109,7 +109,8 @@ def build(lesson: str, out: str | Path, *, timeout_s: float = DEFAULT_LIMITS.wal
     hidden_test_file(lesson)
     for name, value in (("visibility", visibility), ("stdout visibility", stdout_visibility)):
         if value not in VISIBILITIES:
-            raise PackageError(f"{name} must be one of {', '.join(VISIBILITIES)}, not {value!r}")
+            raise PackageError(msg("{option} must be one of {choices}, not {value}", option=name,
+                                   choices=", ".join(VISIBILITIES), value=repr(value)))
     out = Path(out)
     target = out if out.suffix == ".zip" else out / "autograder.zip"
     all_pins = pins()

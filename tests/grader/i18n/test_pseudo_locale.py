@@ -437,3 +437,38 @@ def test_lms_and_gradebook_refuse_in_the_new_language(
         assert code == 2, said
         _cli_said_without_english(said, [str(tmp_path), "Who, Where", "01_attention_by_hand, 02_split_heads",
                                          "--key", "--assignment", "Canvas's", "Moodle's", "--weights"])
+
+
+def test_a_graded_folder_release_and_gradescope_refuse_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The errors of a graded folder this grader cannot read (a newer or a bad schema, no
+    grades.csv) through ``report`` and ``lms``, ``release``'s refusals of its folder (in the
+    instructor's language, not its ``--lang`` edition's), an unknown ``$GRADER_LOG_LEVEL`` and
+    ``gradescope``'s torch pin."""
+    from grader import cli
+    from grader.integrations.gradescope.package import PackageError, _torch_pin
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    for name, schema in (("newer", 999), ("bad", "x"), ("nogrades", 1)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text(json.dumps({"schema": schema}), encoding="utf-8")
+    (tmp_path / "roster.csv").write_text("student_id\nalice\n", encoding="utf-8")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "a.txt").write_text("x", encoding="utf-8")
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    lms = ["--roster", str(tmp_path / "roster.csv"), "--to", "canvas"]
+    for argv in (["report", str(tmp_path / "newer")], ["report", str(tmp_path / "bad")],
+                 ["lms", str(tmp_path / "newer"), *lms], ["lms", str(tmp_path / "nogrades"), *lms],
+                 ["release", str(tmp_path / "full"), "--lang", "en"],
+                 ["release", str(tmp_path / "repo"), "--force"]):
+        code, said = _run_cli(argv, capsys)
+        assert code == 2, said
+        _cli_said_without_english(said, [str(tmp_path / "nogrades" / "grades.csv"), str(tmp_path), "'x'",
+                                         "No such file or directory", "`grade`", "`grade --out`", "--force"])
+    monkeypatch.setenv("GRADER_LOG_LEVEL", "loud")
+    code, said = _run_cli(["report", str(tmp_path / "newer")], capsys)
+    assert code == 2, said
+    _cli_said_without_english(said, ["GRADER_LOG_LEVEL", "debug, info, warning, error, critical", "'loud'"])
+    with pytest.raises(PackageError, match="must pin torch exactly once") as refused:
+        _torch_pin([])
+    _cli_said_without_english(cli.said(refused.value.args[0]), ["pyproject.toml", "torch==X.Y.Z"])
