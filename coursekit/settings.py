@@ -300,9 +300,14 @@ def debug() -> bool:
     return os.environ.get(DEBUG, "").strip() not in ("", "0")
 
 
+def log_level_set() -> str:
+    """``$GRADER_LOG_LEVEL`` as set (stripped, lower case; ``""`` when it is not), checked or not."""
+    return os.environ.get(LOG_LEVEL, "").strip().lower()
+
+
 def log_level() -> str | None:
     """``$GRADER_LOG_LEVEL`` (one of :data:`LOG_LEVELS`), or None when it is not set."""
-    value = os.environ.get(LOG_LEVEL, "").strip().lower()
+    value = log_level_set()
     if not value:
         return None
     if value not in LOG_LEVELS:

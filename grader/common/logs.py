@@ -85,7 +85,7 @@ def level(name: str | None = None) -> int:
 
         raise UserError(msg("{variable} must be one of {choices}, got {value}", variable=settings.LOG_LEVEL,
                             choices=", ".join(settings.LOG_LEVELS),
-                            value=repr(os.environ.get(settings.LOG_LEVEL, "").strip().lower()))) from None
+                            value=repr(settings.log_level_set()))) from None
     return logging.getLevelNamesMapping()[name.upper()]
 
 

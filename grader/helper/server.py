@@ -195,7 +195,7 @@ class _PoolSource:
 
     def __init__(self, pool: Any):
         self.pool = pool
-        self.missing = dict(pool.plan.missing)
+        self.missing = pool.plan.report()["missing"]  # English: it crosses to the client as JSON
         self.unavailable = ""
 
     def start(self, limits: Any, wait_s: float | None = None) -> Any:
