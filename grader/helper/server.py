@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coursekit import settings
 from grader.common import logs
@@ -25,6 +25,11 @@ from grader.helper.lend import lend_workers
 from grader.helper.private import HelperUnavailable, Paths, fingerprint, log, paths
 from grader.helper.zygote import TrustedZygote
 from grader.runtime.wire import Channel, one_thread_each, pair
+
+if TYPE_CHECKING:
+    from grader.check.launch import WorkerSource
+    from grader.common.limits import Limits, WorkerHandle
+    from grader.sandbox import SandboxPool
 
 READY_WAIT_S = 180.0  # for its zygotes to be warm (torch imports on a busy machine)
 MAX_ZYGOTES = 2  # checks at once, each with a warm worker
@@ -39,7 +44,7 @@ class Helper:
         self.fingerprint = fingerprint()
         self.listener, self.inode = _listen(where)
         self.trusted = TrustedZygote(close_in_child=[self.listener])
-        self.source: Any = None
+        self.source: WorkerSource | None = None
         self.protections: list[str] = []
         self.ready = threading.Event()
         self.stopping = threading.Event()
@@ -172,20 +177,22 @@ class Helper:
     def _check(self, conn: socket.socket, message: dict[str, Any]) -> None:
         if not self.ready.wait(READY_WAIT_S):
             raise HelperUnavailable("the helper's sandbox is not ready yet")
+        source = self.source
+        assert source is not None  # set before ready
         ours, theirs = pair()
         with contextlib.closing(ours):
             try:
-                sandbox = {"missing": self.source.missing,
-                           "unavailable": self.source.unavailable}  # for its stderr note
+                sandbox = {"missing": source.missing,
+                           "unavailable": source.unavailable}  # for its stderr note
                 self.trusted.fork(dict(message, sandbox=sandbox),
                                   [conn.fileno(), theirs.fileno()], READY_WAIT_S)
             finally:
                 theirs.close()
             try:
-                lend_workers(Channel(ours), self.source)
+                lend_workers(Channel(ours), source)
             finally:
-                if isinstance(self.source, _PoolSource):
-                    self.source.prime()  # the next check's worker, started between checks
+                if isinstance(source, _PoolSource):
+                    source.prime()  # the next check's worker, started between checks
 
 
 class _PoolSource:
@@ -193,12 +200,12 @@ class _PoolSource:
     that a check's worker is ready when it asks; a further zygote starts when every one
     is busy (checks at once)."""
 
-    def __init__(self, pool: Any):
+    def __init__(self, pool: SandboxPool):
         self.pool = pool
         self.missing = pool.plan.report()["missing"]  # English: it crosses to the client as JSON
         self.unavailable = ""
 
-    def start(self, limits: Any, wait_s: float | None = None) -> Any:
+    def start(self, limits: Limits, wait_s: float | None = None) -> WorkerHandle:
         if self.pool.busy():
             threading.Thread(target=self.pool.grow, args=(MAX_ZYGOTES,), daemon=True).start()
         return self.pool.start(limits, wait_s=wait_s, refill=False)
@@ -264,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run a helper (a check starts one when needed)")
     run.add_argument("--idle-minutes", type=float, default=settings.CHECK_HELPER_DEFAULT_MINUTES)
-    logs.add_options(run)
+    logs.add_options(parser)  # before or after ``serve``
     args = parser.parse_args(argv)
     chosen = logs.configure(args.log_level, fmt=logs.HELPER)  # its stderr is its log file
     logging.getLogger("grader.helper").setLevel(min(chosen, logging.INFO))  # its own lines

@@ -479,3 +479,70 @@ def test_pip_install_e_puts_the_grader_command_on_the_path(tmp_path: Path) -> No
     imported = subprocess.run([str(python), "-c", "import grader; print(grader.__file__)"],
                               capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert imported.stdout.strip() == str(copy / "grader" / "__init__.py")
+
+
+# -- every parser of every command takes the log options ----------------------------------
+
+#: Each command line the grader reads, by the function that parses it (called with no
+#: arguments, its parser is caught before it reads them): the grader, its authoring command
+#: and each of its tools (they run alone too), and the check helper's process.
+COMMAND_MAINS = {"grader.cli": "main", "grader.authoring.__main__": "main",
+                 "grader.authoring.generate": "main", "grader.authoring.editions": "main",
+                 "grader.i18n": "main", "grader.helper.server": "main"}
+#: The other modules that build a parser: ``check``'s (in ``grader.cli``'s tree, shared with
+#: the check helper) and the sandboxed worker's, not a command: it runs beside the student's
+#: code and imports the runtime only (its stderr is the student's output).
+OTHER_PARSERS = {"grader.check.command", "grader.runtime.worker"}
+
+
+class _Parsed(Exception):
+    def __init__(self, parser: argparse.ArgumentParser):
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+def parser_of(module: str, function: str, monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
+    """The parser ``module.function([])`` builds, caught when it parses."""
+    def caught(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        raise _Parsed(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_args", caught)
+        with pytest.raises(_Parsed) as parsed:
+            getattr(importlib.import_module(module), function)([])
+    return parsed.value.parser
+
+
+def without_log_options(parser: argparse.ArgumentParser) -> list[str]:
+    """The ``prog`` of each parser in ``parser``'s tree (its commands', theirs, ...) that lacks
+    ``--log-level`` or ``-v``."""
+    options = {o for action in parser._actions for o in action.option_strings}
+    lacking = [] if {"--log-level", "-v"} <= options else [parser.prog]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):
+                lacking += without_log_options(command)
+    return lacking
+
+
+def test_a_parser_without_the_log_options_is_found() -> None:
+    parser = argparse.ArgumentParser(prog="tool")
+    commands = parser.add_subparsers()
+    commands.add_parser("one", prog="tool one")
+    commands.add_parser("two", prog="tool two").add_subparsers().add_parser("deep", prog="tool two deep")
+    assert without_log_options(parser) == ["tool", "tool one", "tool two", "tool two deep"]
+    logs.add_options(parser)
+    assert without_log_options(parser) == []
+
+
+def test_every_parser_of_every_command_takes_the_log_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walked through the tree of each command line (a command's commands too: ``editions
+    sync``, ``helper serve``); a module that builds a parser is one of them or says why not."""
+    building = {".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                for path in (ROOT / "grader").rglob("*.py")
+                if "ArgumentParser(" in path.read_text(encoding="utf-8")}
+    assert building - OTHER_PARSERS == set(COMMAND_MAINS), \
+        "a new command line: add it to COMMAND_MAINS"
+    lacking = [prog for module, function in COMMAND_MAINS.items()
+               for prog in without_log_options(parser_of(module, function, monkeypatch))]
+    assert lacking == []
