@@ -3,6 +3,7 @@ trusted zygote and the class grader's trusted processes are built from."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -12,9 +13,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from support import ROOT
 
 from grader.runtime import forkserver
 from grader.runtime.wire import Channel, pair
@@ -294,3 +297,63 @@ def test_close_waits_its_grace_then_kills_a_started_process() -> None:
     assert proc.returncode == -signal.SIGKILL
     quick = forkserver.Child.started(subprocess.Popen([sys.executable, "-c", "pass"]))
     assert quick.close(grace_s=30) and quick.popen.returncode == 0
+
+
+# -- the one module that forks -------------------------------------------------------------
+
+#: What forks a process (a copy of the caller): grader.runtime.forkserver alone does.
+FORKS = {"os.fork", "os.forkpty", "pty.fork", "os.register_at_fork"}
+#: What starts a fresh program (exec: nothing of the caller's memory), and where the grader
+#: does: each is a process of CONTRIBUTING.md's "Processes" or a tool's, not a fork server.
+EXECS = {"subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call",
+         "subprocess.check_output", "os.posix_spawn", "os.posix_spawnp", "os.system",
+         *(f"os.{name}" for name in ("execv", "execve", "execvp", "execvpe", "execl", "execle",
+                                      "execlp", "execlpe", "spawnv", "spawnve", "spawnl"))}
+STARTS_PROGRAMS = {
+    "grader/sandbox/pool.py": "the sandbox zygote (python -I -B _zygote.py, in bubblewrap)",
+    "grader/sandbox/_zygote.py": "process 1 of a worker's pid namespace (sleep, by vfork)",
+    "grader/sandbox/probe.py": "the probes of what this machine offers (bwrap, namespaces)",
+    "grader/check/launch.py": "a cold check's worker without the sandbox (python -m grader.runtime.worker)",
+    "grader/helper/client.py": "the check helper (python -m grader.helper serve)",
+    "grader/classgrade/jobs.py": "grade --jobs N's first trusted job (python -m grader.classgrade.jobs)",
+    "grader/authoring/generate.py": "nbgrader generate_assignment, and itself per lesson",
+    "grader/integrations/gradescope/package.py": "git rev-parse, for the package's name",
+}
+
+
+def process_starts(root: Path) -> dict[str, set[str]]:
+    """``{file: {"os.fork", "subprocess.Popen", ...}}``: what each module of ``root/grader``
+    names of ``FORKS`` and ``EXECS`` (called or passed on), by its module's name."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((root / "grader").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {f"{node.value.id}.{node.attr}" for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)}
+        names |= {f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) for alias in node.names}
+        names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                  for alias in node.names if alias.name == "multiprocessing"}
+        starts = names & (FORKS | EXECS | {"multiprocessing"})
+        if starts:
+            found[path.relative_to(root).as_posix()] = starts
+    return found
+
+
+def test_process_starts_are_found(tmp_path: Path) -> None:
+    (tmp_path / "grader" / "helper").mkdir(parents=True)
+    (tmp_path / "grader" / "helper" / "zygote.py").write_text(
+        "import os, multiprocessing\nfrom subprocess import Popen\n"
+        "def f():\n    return os.fork() or os.getpid()\n")
+    assert process_starts(tmp_path) == {
+        "grader/helper/zygote.py": {"os.fork", "subprocess.Popen", "multiprocessing"}}
+
+
+def test_one_module_forks_and_the_others_start_programs() -> None:
+    """Issue 53, item 1: the three fork servers fork through ``grader.runtime.forkserver``
+    (``fork_child``); elsewhere a process is a fresh program, started where the table above
+    says why, and never by ``multiprocessing``."""
+    starts = process_starts(ROOT)
+    forking = {path for path, names in starts.items() if names & (FORKS | {"multiprocessing"})}
+    assert forking == {"grader/runtime/forkserver.py"}
+    assert {path for path, names in starts.items() if names & EXECS} - {
+        "grader/runtime/forkserver.py"} == set(STARTS_PROGRAMS)
