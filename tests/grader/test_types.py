@@ -14,7 +14,8 @@ SEAMS = {"pool", "source", "worker", "limits", "plan"}
 
 
 def untyped_seams(root: Path) -> list[str]:
-    """``file:line name`` for each parameter, attribute or variable of ``SEAMS`` annotated ``Any``
+    """``file:line name`` for each parameter, attribute, variable or function (what it returns)
+    of ``SEAMS`` annotated ``Any``
     (or ``Any | None``; a ``dict[str, Any]`` of limits is plain data, not the seam)."""
     found = []
     for path in sorted((root / "grader").rglob("*.py")):
@@ -22,6 +23,8 @@ def untyped_seams(root: Path) -> list[str]:
             named: list[tuple[str, ast.expr | None]] = []
             if isinstance(node, ast.arg):
                 named.append((node.arg, node.annotation))
+            elif isinstance(node, ast.FunctionDef):  # ``def _pool(...) -> Any``
+                named.append((node.name.strip("_"), node.returns))
             elif isinstance(node, ast.AnnAssign):
                 target = node.target
                 name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
@@ -37,8 +40,9 @@ def test_an_untyped_seam_is_found(tmp_path: Path) -> None:
     (tmp_path / "grader" / "x.py").write_text(
         "from typing import Any\n"
         "class S:\n    def __init__(self, pool: Any, jobs: Any, limits: dict[str, Any]):\n"
-        "        self.source: Any | None = None\n        self.other: Any = None\n")
-    assert untyped_seams(tmp_path) == ["grader/x.py:3 pool", "grader/x.py:4 source"]
+        "        self.source: Any | None = None\n        self.other: Any = None\n"
+        "def _pool(lesson: str) -> Any:\n    pass\n")
+    assert untyped_seams(tmp_path) == ["grader/x.py:3 pool", "grader/x.py:4 source", "grader/x.py:6 pool"]
 
 
 def test_no_seam_is_typed_any() -> None:

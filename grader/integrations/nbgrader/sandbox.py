@@ -25,9 +25,10 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import logging
 import threading
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
@@ -42,7 +43,10 @@ from grader.i18n import choose, localize, words
 from grader.kernel import CELL_ERROR, NO_HIDDEN_TESTS, exercise_text
 from grader.results import Report, Status
 
-_POOLS: dict[tuple[str, str, str, Limits], Any] = {}
+if TYPE_CHECKING:
+    from grader.sandbox import SandboxPool
+
+_POOLS: dict[tuple[str, str, str, Limits], SandboxPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
@@ -60,7 +64,8 @@ def graded_exercise(cell: dict[str, Any]) -> str | None:
     return None
 
 
-def _pool(lesson: str, isolation: str, require: str, limits: Limits, log: Any) -> Any:
+def _pool(lesson: str, isolation: str, require: str, limits: Limits,
+          log: logging.Logger) -> SandboxPool:
     """The sandbox pool of this lesson for the rest of the process (``autograde`` grades
     the notebooks of one lesson in turn: one pool, a fresh worker each)."""
     from grader.classgrade.classroom import Options, workers
