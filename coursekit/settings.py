@@ -23,7 +23,7 @@ variable             meaning
                      notebook's process; in an nbgrader kernel the student's code could
                      read it, so set it only for the sandboxed ``grader grade``
 ``COURSE_CALL_TIMEOUT`` seconds one call of a hidden check may take inside an nbgrader
-                     kernel (:func:`call_timeout`); default: the grader's, 20.
+                     kernel (:func:`call_timeout`); default: the grader's (``Limits.call_s``).
                      ``check`` and ``grade`` take ``--call-timeout`` instead
 ``COURSE_EDITION``   which edition of each lesson an nbgrader course holds: ``en``
                      (default), ``zh``, or ``both`` to let students choose

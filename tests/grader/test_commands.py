@@ -546,3 +546,31 @@ def test_every_parser_of_every_command_takes_the_log_options(monkeypatch: pytest
     lacking = [prog for module, function in COMMAND_MAINS.items()
                for prog in without_log_options(parser_of(module, function, monkeypatch))]
     assert lacking == []
+
+
+#: A number said as a default in a text: "default: 20", "the grader's 20".
+SAID_DEFAULT = re.compile(r"(?:grader's|default:?|defaults? to|by default)\W{0,3}(\d+(?:\.\d+)?)\b", re.I)
+
+
+def defaults_written_as_numbers(source: str, values: set[float]) -> list[str]:
+    """``line: text`` for each string of ``source`` (a docstring, a help text) that says one
+    of ``values`` as a default in figures (it would go on saying so after ``Limits`` changed)."""
+    return [f"{node.lineno}: {match.group(0)}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            for match in SAID_DEFAULT.finditer(node.value) if float(match.group(1)) in values]
+
+
+def test_no_text_says_a_limits_default_in_figures() -> None:
+    """Help texts and docstrings name ``Limits``' defaults by reading them (the CLI's help and
+    nbgrader's configuration say ``DEFAULT_LIMITS.call_s``), never as a number of their own."""
+    values = {float(v) for v in vars(DEFAULT_LIMITS).values() if isinstance(v, int | float)}
+    assert defaults_written_as_numbers('h = "a call (default: $X, else the grader\'s 20)"\n'
+                                       '"""Idle minutes (default 15)."""\n', values) == [
+        "1: grader's 20"]
+    found = {}
+    for path in sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "coursekit").rglob("*.py")]):
+        if path != ROOT / "grader" / "common" / "limits.py" and "reference" not in path.parts:
+            said = defaults_written_as_numbers(path.read_text(encoding="utf-8"), values)
+            if said:
+                found[path.relative_to(ROOT).as_posix()] = said
+    assert found == {}

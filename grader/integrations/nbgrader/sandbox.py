@@ -101,7 +101,7 @@ class SandboxedAutograde(NbGraderPreprocessor):
                     help="Seconds for one notebook: running its cells and answering every check.")
     call_timeout = Float(None, allow_none=True, config=True,
                          help="Seconds for one call of a hidden check (default: "
-                              "$COURSE_CALL_TIMEOUT, else the grader's 20).")
+                              f"$COURSE_CALL_TIMEOUT, else the grader's {DEFAULT_LIMITS.call_s:g}).")
     fallback_to_kernel = Bool(True, config=True,
                               help="For an assignment that is not a lesson of this course, run "
                                    "nbgrader's Execute (in a kernel of the instructor's account).")
