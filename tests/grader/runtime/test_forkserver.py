@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -357,3 +358,20 @@ def test_one_module_forks_and_the_others_start_programs() -> None:
     assert forking == {"grader/runtime/forkserver.py"}
     assert {path for path, names in starts.items() if names & EXECS} - {
         "grader/runtime/forkserver.py"} == set(STARTS_PROGRAMS)
+
+
+def fork_server_table(contributing: str) -> set[str]:
+    """The modules of CONTRIBUTING.md's table of fork servers ("Processes: who forks whom"):
+    each row's last column, its first path (``sandbox/_zygote.py``), under ``grader/``."""
+    section = contributing.split("## Processes: who forks whom", 1)[1].split("\n## ", 1)[0]
+    rows = section.split("| fork server |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    return {"grader/" + re.findall(r"`([^`]+\.py)`", row.rsplit(" | ", 1)[1])[0] for row in rows}
+
+
+def test_the_process_picture_names_each_fork_server() -> None:
+    """Every module that forks through ``forkserver.fork_child`` is a row of CONTRIBUTING's
+    table, and every row such a module."""
+    forking = {path.relative_to(ROOT).as_posix() for path in (ROOT / "grader").rglob("*.py")
+               if "fork_child(" in path.read_text(encoding="utf-8")} - {"grader/runtime/forkserver.py"}
+    assert fork_server_table((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")) == forking
+    assert forking == {"grader/sandbox/_zygote.py", "grader/helper/zygote.py", "grader/classgrade/jobs.py"}
