@@ -11,6 +11,7 @@ A path is a word that starts with a top-level folder of the repository (``grader
 from __future__ import annotations
 
 import ast
+import importlib
 import io
 import os
 import re
@@ -88,3 +89,51 @@ def test_a_missing_path_is_found(tmp_path: Path) -> None:
 
 def test_every_path_the_prose_names_exists() -> None:
     assert missing_paths(ROOT) == []
+
+
+#: A dotted name of the course's packages in the prose: ``grader.check.engine.quiet``.
+DOTTED = re.compile(r"(?<![\w./-])((?:grader|coursekit)(?:\.[A-Za-z_]\w*)+)")
+FILE_SUFFIXES = (".py", ".json", ".log", ".ipynb", ".po", ".md", ".toml", ".j2", ".csv", ".txt")
+
+
+def resolves(name: str) -> bool:
+    """``name`` is a module, or a module's attribute (an attribute's attribute ...)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as exc:
+            if exc.name and ".".join(parts[:i]).startswith(exc.name):
+                continue  # no such module: the name's last part is an attribute
+            raise
+        for attr in parts[i:]:
+            if not hasattr(found, attr):
+                return False
+            found = getattr(found, attr)
+        return True
+    return False
+
+
+def missing_names(prose: dict[str, str]) -> list[str]:
+    """``file: name`` for each dotted name of the prose that is no module or attribute."""
+    missing = set()
+    for file, text in prose.items():
+        for name in {m.rstrip(".") for m in DOTTED.findall(text)}:
+            if not (name.endswith(FILE_SUFFIXES) or "__main__" in name
+                    or PLACEHOLDER.search(name) or resolves(name)):
+                missing.add(f"{file}: {name}")
+    return sorted(missing)
+
+
+def test_a_missing_module_or_attribute_is_found() -> None:
+    prose = {"a.md": "`grader.check.engine.quiet`, grader.record.Result, grader.common.limits.Limits.wall_s, "
+                     "grader.check.nothing, grader/hidden/test_01.py, coursekit.reference.lessonNN, "
+                     "grader.results.folder."}
+    assert missing_names(prose) == ["a.md: grader.check.nothing", "a.md: grader.record.Result"]
+
+
+def test_every_module_the_prose_names_exists() -> None:
+    """After the package move, a docstring naming a module of before it (the top-level
+    ``record`` or ``hint`` of grader/) is drift: every dotted name of the course's packages in
+    the prose resolves."""
+    assert missing_names(prose_files(ROOT)) == []
