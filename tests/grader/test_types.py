@@ -47,3 +47,32 @@ def test_an_untyped_seam_is_found(tmp_path: Path) -> None:
 
 def test_no_seam_is_typed_any() -> None:
     assert untyped_seams(ROOT) == []
+
+
+#: Builtin values a class might subclass to carry data past a ``list[str]`` (issue 53, item 3:
+#: ``Hint(str)`` smuggled its mistake id so).
+VALUES = {"str", "int", "float", "bytes", "tuple", "list", "dict"}
+#: The subclasses allowed, each with why: a marker that carries nothing but its type.
+MARKERS = {"grader/common/csvcells.py:Verbatim": "a CSV cell written as it is, unquoted"}
+
+
+def value_subclasses(root: Path) -> list[str]:
+    """``file:Class`` for each class of ``root/grader`` that subclasses one of ``VALUES``."""
+    return sorted(f"{path.relative_to(root).as_posix()}:{node.name}"
+                  for path in (root / "grader").rglob("*.py")
+                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.ClassDef)
+                  and any(ast.unparse(base) in VALUES for base in node.bases))
+
+
+def test_a_value_subclass_is_found(tmp_path: Path) -> None:
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "hint.py").write_text(
+        "class Hint(str):\n    mistake = None\nclass Plain:\n    pass\n")
+    assert value_subclasses(tmp_path) == ["grader/hint.py:Hint"]
+
+
+def test_no_data_rides_on_a_str() -> None:
+    """A hint is a ``grader.common.hint.Hint`` (text, mistake id, kind: a plain class) in the
+    one result model (``grader.results``); no class smuggles data inside a builtin value."""
+    assert value_subclasses(ROOT) == sorted(MARKERS)
