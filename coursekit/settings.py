@@ -57,6 +57,8 @@ Other programs' variables read here: ``CI`` (:func:`on_ci`), ``XDG_CACHE_HOME``
 (:func:`cache_home`), ``XDG_RUNTIME_DIR`` (:func:`runtime_dir`), ``MPLCONFIGDIR``
 (:func:`matplotlib_config_dir`) and Jupyter's ``JPY_SESSION_NAME`` (:func:`jupyter_session`).
 ``PYTHONPATH`` is only passed on to the processes the grader starts, never read as a setting.
+The ``COURSE_*`` variables as a whole (:func:`course_variables`) go with a warm check to the
+helper's trusted process, which takes them in place of its own (:func:`use_course_variables`).
 
 The test suite reads a few of its own (``COURSE_REQUIRE_BROWSER``, ``COURSE_CHROMIUM``,
 ``COURSE_BROWSER_ARTIFACTS``, ``COURSE_BROWSER_SCREENSHOT``: see ``tests/lessons/test_browser.py``).
@@ -103,6 +105,8 @@ LOG_LEVEL = "GRADER_LOG_LEVEL"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 SANDBOX_WITHOUT = "GRADER_SANDBOX_WITHOUT"
 GRADESCOPE_ROOT = "AUTOGRADER_ROOT"
+#: What the course's own variables start with (``COURSE_*``: :func:`course_variables`).
+COURSE_PREFIX = "COURSE_"
 
 #: A lesson's preset: a frozen dataclass with ``name`` and ``direction`` fields. (Not bound to
 #: typeshed's ``DataclassInstance``: this module is what students' code imports, and the course's
@@ -293,6 +297,21 @@ def check_helper_minutes() -> float | None:
         raise ValueError(f"{CHECK_HELPER} must be a number of minutes or 'off', got {value!r}") from None
     return minutes if minutes > 0 else None
 
+
+
+def course_variables() -> dict[str, str]:
+    """Every ``COURSE_*`` variable of this process: the settings a check answered by another
+    process (the check helper's) must see as this one does."""
+    return {k: v for k, v in os.environ.items() if k.startswith(COURSE_PREFIX)}
+
+
+def use_course_variables(variables: Mapping[str, object]) -> None:
+    """``variables``' ``COURSE_*`` entries in place of this process's own (a check's, in the
+    helper's trusted process); anything else in ``variables`` is ignored."""
+    for key in course_variables():
+        del os.environ[key]
+    os.environ.update({str(k): str(v) for k, v in variables.items()
+                       if str(k).startswith(COURSE_PREFIX)})
 
 
 def debug() -> bool:

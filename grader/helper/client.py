@@ -22,7 +22,6 @@ from grader.helper.private import (
     PACKAGE_PARENT,
     HelperUnavailable,
     Paths,
-    course_env,
     fingerprint,
     paths,
 )
@@ -128,7 +127,7 @@ def check(argv: list[str], color: bool, timeout_s: float) -> Answer | None:
         return None
     try:
         where = paths()
-        request = {"op": "check", "argv": list(argv), "cwd": os.getcwd(), "env": course_env(),
+        request = {"op": "check", "argv": list(argv), "cwd": os.getcwd(), "env": settings.course_variables(),
                    "color": bool(color), "fingerprint": fingerprint()}
         conn = connect(where.socket)
         if conn is None:

@@ -115,11 +115,6 @@ def _code_files(folder: str) -> Iterator[tuple[str, os.stat_result]]:
                     yield entry.path, entry.stat()
 
 
-def course_env() -> dict[str, str]:
-    """The course's settings of this process (``COURSE_*``), which a check must see."""
-    return {k: v for k, v in os.environ.items() if k.startswith("COURSE_")}
-
-
 def log(text: str, at: int = 20) -> None:
     """A line of the helper's log (``grader.helper``'s records, at ``logging.INFO`` unless
     ``at`` says): the helper's stderr, which the client that started it sends to

@@ -20,6 +20,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from coursekit import settings
 from grader.helper.lend import HelperSource
 from grader.helper.private import HelperUnavailable
 from grader.runtime import forkserver
@@ -219,10 +220,7 @@ def _trusted_process(req: dict[str, Any], fds: list[int]) -> None:
 
 def _fresh_state(req: dict[str, Any]) -> None:
     """The client's course settings and folder; random states of a new process."""
-    for key in [k for k in os.environ if k.startswith("COURSE_")]:
-        del os.environ[key]
-    os.environ.update({str(k): str(v) for k, v in dict(req.get("env", {})).items()
-                       if str(k).startswith("COURSE_")})
+    settings.use_course_variables(dict(req.get("env", {})))
     os.chdir(str(req["cwd"]))
     np = sys.modules.get("numpy")
     if np is not None:

@@ -121,3 +121,18 @@ def test_a_saved_preset_takes_the_values_that_applied_when_it_was_saved() -> Non
     assert settings.saved_preset(Grown, {**old, "base": 50.0, "sample": 7}) == Grown("cpu", 4, 50.0, 7), \
         "a saved value wins"
     assert old == {"name": "cpu", "width": 4}, "the checkpoint's dict is left as it was"
+
+
+def test_the_course_variables_go_whole_to_another_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm check sends its ``COURSE_*`` (``course_variables``); the helper's trusted process
+    takes them in place of its own (``use_course_variables``), nothing else."""
+    for key in settings.course_variables():
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("COURSE_PRESET", "cpu")
+    monkeypatch.setenv("COURSE_THREADS", "3")
+    monkeypatch.setenv("NOT_THE_COURSES", "x")
+    assert settings.course_variables() == {"COURSE_PRESET": "cpu", "COURSE_THREADS": "3"}
+    monkeypatch.setenv("COURSE_LANG", "zh")  # the trusted process's own: dropped
+    settings.use_course_variables({"COURSE_PRESET": "gpu", "COURSE_THREADS": 2, "PATH": "/nowhere"})
+    assert settings.course_variables() == {"COURSE_PRESET": "gpu", "COURSE_THREADS": "2"}
+    assert os.environ["NOT_THE_COURSES"] == "x" and os.environ["PATH"] != "/nowhere"

@@ -299,7 +299,9 @@ PASSED_ON = {"PYTHONPATH", "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
 
 def environment_reads(source: str) -> list[str]:
     """The variables ``source`` reads by name: ``os.environ.get(NAME)``, ``os.getenv(NAME)``,
-    ``os.environ[NAME]`` (not assigned), ``NAME in os.environ``."""
+    ``os.environ[NAME]`` (not assigned), ``NAME in os.environ``; ``*`` where it reads them
+    all (``os.environ.items()``, ``for k in os.environ``), not to copy them whole for a
+    process it starts (``dict(os.environ, ...)``)."""
     def environ(node: ast.expr) -> bool:
         return (isinstance(node, ast.Attribute) and node.attr == "environ"
                 and isinstance(node.value, ast.Name) and node.value.id == "os")
@@ -320,14 +322,20 @@ def environment_reads(source: str) -> list[str]:
             found.append(name(node.slice))
         elif isinstance(node, ast.Compare) and any(environ(c) for c in node.comparators):
             found.append(name(node.left))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("items", "keys", "values") and environ(node.func.value)) \
+                or (isinstance(node, ast.For | ast.comprehension) and environ(node.iter)):
+            found.append("*")
     return found
 
 
 def test_environment_reads_are_found() -> None:
     source = ('import os\nx = os.environ.get("A", "")\ny = os.getenv(B)\nz = os.environ["C"]\n'
               'os.environ["D"] = "1"\nif "E" in os.environ: pass\n'
-              'env = dict(os.environ, F="1")\n')
-    assert environment_reads(source) == ["A", "B", "C", "E"]
+              'env = dict(os.environ, F="1")\n'
+              'mine = {k: v for k, v in os.environ.items() if k.startswith("G")}\n'
+              'for k in [k for k in os.environ if k.startswith("H")]: pass\n')
+    assert environment_reads(source) == ["A", "B", "C", "E", "*", "*"]
 
 
 def test_the_grader_reads_the_environment_in_coursekit_settings_only() -> None:
@@ -342,7 +350,7 @@ def test_the_grader_reads_the_environment_in_coursekit_settings_only() -> None:
                 read_elsewhere[str(path.relative_to(ROOT))] = sorted(names)
     assert read_elsewhere == {}, "read them through coursekit.settings (and list them there)"
     doc = settings.__doc__ or ""
-    for variable in set(environment_reads(settings_file.read_text(encoding="utf-8"))):
+    for variable in set(environment_reads(settings_file.read_text(encoding="utf-8"))) - {"*"}:
         constant = getattr(settings, variable, variable)
         assert f"``{constant}``" in doc, f"{constant}: say in settings' docstring what it means"
 
