@@ -30,6 +30,8 @@ from grader.helper.private import (
 if TYPE_CHECKING:
     import subprocess
 
+    from grader.i18n.message import Message
+
 MAX_LINE = 64 << 20
 #: A check's time limit when its command line gives none: ``Limits().wall_s``, not imported
 #: (``grader.common.limits`` imports dataclasses and inspect, which a warm check's client otherwise
@@ -179,7 +181,8 @@ def start(wait_s: float = 0.0) -> bool:
 
 
 class HelperError(UserError):
-    """``grader helper status|stop`` could not ask the helper (said as it is, exit 2)."""
+    """``grader helper status|stop`` could not ask the helper (exit 2): a message whose
+    ``error`` is why (the system's words, or the helper's refusal as a message)."""
 
 
 def request(op: str) -> dict[str, Any] | None:
@@ -192,7 +195,33 @@ def request(op: str) -> dict[str, Any] | None:
         with contextlib.closing(conn):
             return _ask(conn, {"op": op}, 30.0)
     except (OSError, ValueError, HelperUnavailable) as exc:
-        raise HelperError(str(exc)) from exc
+        from grader.i18n.message import msg, said_by
+
+        raise HelperError(msg("could not ask the check helper: {error}", error=said_by(exc))) from exc
+
+
+def status_lines(reply: dict[str, Any]) -> list[Message | str]:
+    """``grader helper status``'s lines, one ``key: value`` each (in English as they always
+    read, so that a script can parse them), as messages the reader's language tells; a key
+    this client does not know as it came."""
+    from grader.i18n.message import msg
+
+    def line(key: str, value: Any) -> Message | str:
+        shown = (msg("True") if value else msg("False")) if isinstance(value, bool) \
+            else ", ".join(value) if isinstance(value, list) else value
+        said = {"pid": lambda: msg("pid: {pid}", pid=shown),
+                "socket": lambda: msg("socket: {path}", path=shown),
+                "ready": lambda: msg("ready: {ready}", ready=shown),
+                "checks": lambda: msg("checks: {count}", count=shown),
+                "active": lambda: msg("active: {count}", count=shown),
+                "idle_s": lambda: msg("idle_s: {seconds}", seconds=shown),
+                "stops_after_idle_s": lambda: msg("stops_after_idle_s: {seconds}", seconds=shown),
+                "uptime_s": lambda: msg("uptime_s: {seconds}", seconds=shown),
+                "protections": lambda: msg("protections: {protections}", protections=shown),
+                "log": lambda: msg("log: {path}", path=shown)}.get(key)
+        return said() if said else f"{key}: {', '.join(value) if isinstance(value, list) else value}"
+
+    return [line(key, value) for key, value in reply.items() if key != "ok"]
 
 
 def _note(text: str) -> None:
