@@ -620,3 +620,18 @@ def test_checks_table_lines_up_with_a_longer_word_for_total(xx: str) -> None:
     lines = to_text(i18n.localize(report, xx)).splitlines()[2:5]
     cells = [cells_of(line)[-1:] for line in lines]  # the points
     assert not misaligned(Table(None, cells)), "\n".join(lines)
+
+
+def test_nbgraders_autograde_refuses_an_assignment_of_no_lesson_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error nbgrader shows when the sandboxed autograde may not fall back to a kernel."""
+    pytest.importorskip("nbgrader")
+    from nbformat.v4 import new_notebook
+
+    from grader.integrations.nbgrader.sandbox import SandboxedAutograde
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    step = SandboxedAutograde(fallback_to_kernel=False)
+    with pytest.raises(ValueError) as refused:
+        step.preprocess(new_notebook(), {"nbgrader": {"assignment": "ps1", "notebook": "ps1"}})
+    _said_without_english([], str(refused.value), ["'ps1'", ", ".join(catalogue.COURSE.ids())])
