@@ -635,3 +635,20 @@ def test_nbgraders_autograde_refuses_an_assignment_of_no_lesson_in_the_new_langu
     with pytest.raises(ValueError) as refused:
         step.preprocess(new_notebook(), {"nbgrader": {"assignment": "ps1", "notebook": "ps1"}})
     _said_without_english([], str(refused.value), ["'ps1'", ", ".join(catalogue.COURSE.ids())])
+
+
+def test_a_sandbox_that_lacks_what_is_required_is_refused_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``grade --isolation strict`` or ``--require`` on a machine without the protection: the
+    refusal's sentence and each missing protection's line (the probe's reasons are the
+    system's words)."""
+    from grader.sandbox.probe import SandboxUnavailable, plan
+
+    monkeypatch.setenv("GRADER_SANDBOX_WITHOUT", "all")
+    for isolation, require in (("strict", ()), ("auto", ("memory-cap",))):
+        with pytest.raises(SandboxUnavailable) as refused:
+            plan(isolation, require)
+        said = i18n.said_by(refused.value)
+        assert str(said).startswith(("strict isolation is not", "a required protection is not"))  # English as it was
+        for line in i18n.render(said, xx).splitlines():
+            _said_without_english([said], line, ["GRADER_SANDBOX_WITHOUT"])
