@@ -29,6 +29,7 @@ from grader.helper.private import (
 
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Callable
 
     from grader.i18n.message import Message
 
@@ -206,22 +207,25 @@ def status_lines(reply: dict[str, Any]) -> list[Message | str]:
     this client does not know as it came."""
     from grader.i18n.message import msg
 
-    def line(key: str, value: Any) -> Message | str:
-        shown = (msg("True") if value else msg("False")) if isinstance(value, bool) \
-            else ", ".join(value) if isinstance(value, list) else value
-        said = {"pid": lambda: msg("pid: {pid}", pid=shown),
-                "socket": lambda: msg("socket: {path}", path=shown),
-                "ready": lambda: msg("ready: {ready}", ready=shown),
-                "checks": lambda: msg("checks: {count}", count=shown),
-                "active": lambda: msg("active: {count}", count=shown),
-                "idle_s": lambda: msg("idle_s: {seconds}", seconds=shown),
-                "stops_after_idle_s": lambda: msg("stops_after_idle_s: {seconds}", seconds=shown),
-                "uptime_s": lambda: msg("uptime_s: {seconds}", seconds=shown),
-                "protections": lambda: msg("protections: {protections}", protections=shown),
-                "log": lambda: msg("log: {path}", path=shown)}.get(key)
-        return said() if said else f"{key}: {', '.join(value) if isinstance(value, list) else value}"
-
-    return [line(key, value) for key, value in reply.items() if key != "ok"]
+    said: dict[str, Callable[[Any], Message]] = {
+        "pid": lambda value: msg("pid: {pid}", pid=value),
+        "socket": lambda value: msg("socket: {path}", path=value),
+        "ready": lambda value: msg("ready: {ready}", ready=value),
+        "checks": lambda value: msg("checks: {count}", count=value),
+        "active": lambda value: msg("active: {count}", count=value),
+        "idle_s": lambda value: msg("idle_s: {seconds}", seconds=value),
+        "stops_after_idle_s": lambda value: msg("stops_after_idle_s: {seconds}", seconds=value),
+        "uptime_s": lambda value: msg("uptime_s: {seconds}", seconds=value),
+        "protections": lambda value: msg("protections: {protections}", protections=value),
+        "log": lambda value: msg("log: {path}", path=value)}
+    lines: list[Message | str] = []
+    for key, value in reply.items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        if key in said:
+            lines.append(said[key]((msg("True") if value else msg("False")) if isinstance(value, bool) else shown))
+        elif key != "ok":
+            lines.append(f"{key}: {shown}")
+    return lines
 
 
 def _note(text: str) -> None:
