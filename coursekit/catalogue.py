@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .errors import UnknownLesson, UserError
+from .errors import UnknownLesson, UserError, sentence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -212,7 +212,8 @@ LESSONS: tuple[Lesson, ...] = (
 
 
 class SelectionError(UserError, ValueError):
-    """A lesson selection that names no lesson; ``str(exc)`` is a one-line reason."""
+    """A lesson selection that names no lesson; its argument a :class:`~coursekit.errors.Sentence`
+    (``str(exc)`` its English, one line)."""
 
 
 class Catalogue:
@@ -240,7 +241,8 @@ class Catalogue:
         for lesson in self.lessons:
             if key == lesson.id or (key.isdigit() and len(key) <= 2 and f"{int(key):02d}" == lesson.number):
                 return lesson
-        raise UnknownLesson(f"no lesson {key!r} (lessons: {', '.join(self.ids())})")
+        raise UnknownLesson(sentence("no lesson {lesson} (lessons: {lessons})", lesson=repr(key),
+                                     lessons=", ".join(self.ids())))
 
     def at(self, root: Path) -> Catalogue:
         """The same lessons in another copy of the course (a bundle, a test's folder)."""
@@ -286,7 +288,7 @@ class Catalogue:
     def select(self, spec: str | None) -> list[Lesson]:
         """``None``, ``""`` or ``all``: every lesson; else ``01-04``, ``01,03,05-07`` or ids."""
         if not self.lessons:
-            raise SelectionError("there are no lessons")
+            raise SelectionError(sentence("there are no lessons"))
         if spec is None or spec.strip().lower() in ("", "all"):
             return list(self.lessons)
         have = ", ".join(lesson.number for lesson in self.lessons)
@@ -299,22 +301,23 @@ class Catalogue:
             if m:
                 lo, hi = int(m.group(1)), int(m.group(2))
                 if lo > hi:
-                    raise SelectionError(f"empty range {part!r}")
+                    raise SelectionError(sentence("empty range {selection}", selection=repr(part)))
                 numbers = [f"{n:02d}" for n in range(lo, hi + 1)]
                 missing = [n for n in numbers if n not in by_number]
                 if missing:
-                    raise SelectionError(f"{part}: no lesson {', '.join(missing)} (have {have})")
+                    raise SelectionError(sentence("{selection}: no lesson {missing} (have {lessons})", selection=part,
+                                                    missing=", ".join(missing), lessons=have))
                 chosen += [by_number[n] for n in numbers]
             elif re.fullmatch(r"\d{1,2}", part):
                 number = f"{int(part):02d}"
                 if number not in by_number:
-                    raise SelectionError(f"no lesson {number} (have {have})")
+                    raise SelectionError(sentence("no lesson {number} (have {lessons})", number=number, lessons=have))
                 chosen.append(by_number[number])
             elif part in self.ids():
                 chosen.append(self.get(part))
             else:
-                raise SelectionError(f"cannot read {part!r} (use e.g. 01-04 or 01,03,05-07; "
-                                     f"have {have})")
+                raise SelectionError(sentence("cannot read {selection} (use e.g. 01-04 or 01,03,05-07; have {lessons})",
+                                              selection=repr(part), lessons=have))
         return sorted(dict.fromkeys(chosen), key=lambda lesson: lesson.number)
 
 

@@ -7,6 +7,8 @@ by display width instead::
     from coursekit.text import pad, row
     print(pad("预测", 10) + pad("1234", 6, ">"))
     print(row(("位数", "完全匹配"), (6, 10)))      # a whole line, each cell right-aligned
+
+and a table's columns are as wide as their widest cell's display width (:func:`columns`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,20 @@ def pad(text: object, columns: int, align: str = "<") -> str:
 
 
 def row(cells: Iterable[object], widths: Iterable[int], align: str = ">", sep: str = " ") -> str:
-    """One line of a table: each cell :func:`pad`-ded to its width (``align`` for every cell),
-    joined by ``sep``; as many widths as cells."""
-    return sep.join(pad(cell, columns, align) for cell, columns in zip(cells, widths, strict=True))
+    """One line of a table: each cell :func:`pad`-ded to its width, joined by ``sep``; as many
+    widths as cells. ``align``: one alignment for every cell, or one per cell (``"<>>"``)."""
+    items = list(cells)
+    aligns = align if len(align) > 1 else align * len(items)
+    return sep.join(pad(cell, room, how) for cell, room, how in zip(items, widths, aligns, strict=True))
+
+
+def columns(lines: Iterable[Iterable[object]], least: Iterable[int] = ()) -> list[int]:
+    """The widths of a table's columns: each the display width of its widest cell among
+    ``lines`` (a header and rows), and at least ``least``'s (a cell still to come)."""
+    found = list(least)
+    for line in lines:
+        for i, cell in enumerate(line):
+            if i == len(found):
+                found.append(0)
+            found[i] = max(found[i], width(str(cell)))
+    return found

@@ -16,8 +16,8 @@ from grader.check import timeline
 from grader.check.command import CheckOptions, call_timeout_option, lesson_id
 from grader.common import logs
 from grader.common.limits import DEFAULT_LIMITS, GIB, Limits
-from grader.helper.client import ANSWER_MARGIN_S
-from grader.i18n.message import Message, msg
+from grader.helper.client import ANSWER_MARGIN_S, status_lines
+from grader.i18n.message import Message, msg, said_by
 from grader.runtime.wire import one_thread_each
 
 if TYPE_CHECKING:
@@ -79,9 +79,8 @@ def cmd_helper(args: argparse.Namespace) -> int:
     if args.action == "stop":
         print(said(msg("the check helper is stopping")))
     else:
-        for key, value in reply.items():
-            if key != "ok":
-                print(f"{key}: {', '.join(value) if isinstance(value, list) else value}")
+        for line in status_lines(reply):
+            print(said(line))
     return 0
 
 
@@ -504,8 +503,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m grader") -> int:
         logs.start(args, f"{prog} {args.command}")
         return args.func(args)
     except UserError as exc:  # anything else is a bug: its traceback says where
-        told = exc.args[0] if exc.args and isinstance(exc.args[0], Message) else str(exc)
-        print(f"{error_prefix(args.command)}: {said(told, args)}", file=sys.stderr)
+        print(f"{error_prefix(args.command)}: {said(said_by(exc), args)}", file=sys.stderr)
         return exc.exit_code
 
 

@@ -43,7 +43,7 @@ from coursekit.errors import UserError
 from grader.check.notebook import BEGIN_HIDDEN_TESTS, BEGIN_SOLUTION
 from grader.common.templating import render
 from grader.i18n import said_lines
-from grader.i18n.message import msg
+from grader.i18n.message import msg, said_by
 
 _SKIP = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".DS_Store"}
 _REGION = re.compile(r"### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)### END \1", re.S)
@@ -107,7 +107,7 @@ def select(spec: str | None, course: Catalogue, option: str = "--lessons") -> li
     try:
         return course.select(spec)
     except SelectionError as exc:
-        raise ReleaseError(msg("{option}: {problem}", option=option, problem=str(exc))) from None
+        raise ReleaseError(msg("{option}: {problem}", option=option, problem=said_by(exc))) from None
 
 
 def plan(lessons: list[Lesson], course: Catalogue, references: list[Lesson] | None = None,

@@ -117,8 +117,16 @@ def main(opts: CheckOptions, show: Show, source: SourceFactory | None = None,
             if opts.profile:
                 print(timeline.dumps(), file=sys.stderr)
     except UserError as exc:  # anything else is a bug: its traceback says where
-        print(f"grader: {exc}", file=sys.stderr)
+        print(f"grader: {refusal(exc, opts)}", file=sys.stderr)
         return exc.exit_code
+
+
+def refusal(exc: UserError, opts: CheckOptions) -> str:
+    """What a check that could not grade says, in the student's language: ``--lang``, else
+    ``COURSE_LANG``, else the edition the notebook's name says (``NN_name.zh.ipynb``)."""
+    from grader.i18n import choose, notebook_edition, render, said_by
+
+    return render(said_by(exc), choose(opts.lang, notebook_edition(None, opts.notebook)))
 
 
 def run_check(opts: CheckOptions, show: Show, source: SourceFactory | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from grader.common.hint import Hint
-from grader.i18n import Message, msg, with_detail
+from grader.i18n import Message, msg, said_by, with_detail
 from grader.runtime.errors import (
     GIVEN,
     BadValue,
@@ -55,8 +55,7 @@ def describe(exc: BaseException) -> Message | str:
         return msg("the notebook's process stopped during {call}", call=exc.call)
     if isinstance(exc, WorkerOutOfMemory):
         return msg("the notebook reached its memory limit ({gib} GiB)", gib=format(exc.gib, "g"))
-    text = exc.args[0] if exc.args else ""
-    return text if isinstance(text, Message) else str(exc)
+    return said_by(exc)
 
 
 def fold(failures: list[Hint], lang: str = "en") -> list[Hint]:

@@ -42,7 +42,7 @@ from grader import i18n
 from grader.check import provenance
 from grader.check.engine import exercise_points, grade_with_worker
 from grader.check.launch import course_files
-from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
+from grader.check.notebook import NotebookError, read_notebook
 from grader.classgrade import find as submissions
 from grader.classgrade import jobs as class_jobs
 from grader.classgrade.late import Deadlines, format_utc, read_timestamp
@@ -203,13 +203,18 @@ def grade_notebook(path: Path, shown: str, opts: Options, start: Callable[[], Wo
     (the sandbox pool's) under ``opts.limits``. Never raises for what the notebook holds."""
     lesson = opts.lesson
     try:
-        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError(msg("{shown}: larger than {MAX_NOTEBOOK_BYTES} MiB", shown=shown, MAX_NOTEBOOK_BYTES=MAX_NOTEBOOK_BYTES >> 20))
-        nb = parse_notebook(path.read_bytes(), shown)
-    except (NotebookError, OSError) as exc:
-        return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
-                          msg("The notebook could not be read: {error}.", error=str(exc).removeprefix(shown + ': ')))
+        nb = read_notebook(path, shown)
+    except NotebookError as exc:
+        return _unreadable(shown, lesson, exc.reason)
+    except OSError as exc:
+        return _unreadable(shown, lesson, str(exc))
     return grade_with_worker(nb, lesson, start(), notebook=shown, limits=opts.limits, restart=start)
+
+
+def _unreadable(shown: str, lesson: str, error: Message | str) -> Report:
+    """The report of a notebook that could not be read (``error``: why, without its name)."""
+    return not_graded(shown, lesson, exercise_points(lesson), Status.UNREADABLE,
+                      msg("The notebook could not be read: {error}.", error=error))
 
 
 # --- files ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 from coursekit import catalogue
 from coursekit.earlier import unfinished
-from grader.check.notebook import MAX_NOTEBOOK_BYTES, NotebookError, parse_notebook
+from grader.check.notebook import NotebookError, check_size, parse_notebook
 from grader.i18n import Message, msg
 
 JUNK_PARTS = {"__MACOSX", ".ipynb_checkpoints", ".git", "__pycache__"}
@@ -67,8 +67,7 @@ class _Candidate:
 def _inspect(path: Path, lesson: catalogue.Lesson) -> _Candidate | None:
     """The notebook as a candidate for ``lesson``, or None when it is another notebook."""
     try:
-        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise NotebookError(msg("too large"))
+        check_size(path, path.name)
         data = path.read_bytes()
         nb = parse_notebook(data, path.name)
     except (NotebookError, OSError):

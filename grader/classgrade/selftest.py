@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit import catalogue
+from coursekit.text import columns, row
 from grader.check.engine import grade_with_worker
 from grader.check.notebook import read_notebook
 from grader.classgrade.classroom import Options, workers
@@ -59,6 +60,14 @@ def check_lesson(lesson: catalogue.Lesson, isolation: str = "auto",
     return outcome, protections, missing
 
 
+#: The columns of a score cell, ``   4 / 4  `` (:func:`_score`).
+SCORE_COLUMNS = 10
+
+
+def _score(score: float, max_score: float) -> str:
+    return f"{score:>4g} / {max_score:<3g}"
+
+
 def run(spec: str | None = None, isolation: str = "auto", require: tuple[str, ...] = (),
         echo: bool = True, lang: str = "en") -> bool:
     """Check the lessons; print a table as it goes (in ``lang``, the instructor's); True when
@@ -66,19 +75,22 @@ def run(spec: str | None = None, isolation: str = "auto", require: tuple[str, ..
     t = words(lang)
     lessons = catalogue.select(spec)
     began = time.perf_counter()
-    width = max(len(x) for x in [*(lesson.id for lesson in lessons), t("lesson")])
+    header = [t("lesson"), t("reference"), t("untouched"), t("seconds")]
+    # the rows are printed as each lesson is checked: their cells' widths are known ahead
+    widths = columns([header, *([lesson.id] for lesson in lessons)], least=(0, SCORE_COLUMNS, SCORE_COLUMNS, 7))
     ok = True
     protections: list[str] = []
     missing: dict[str, str] = {}
     if echo:
-        print(f"{t('lesson'):<{width}}  {t('reference')}  {t('untouched')}  {t('seconds')}")
+        print(row(header, widths, "<<<<", "  ").rstrip())
     for lesson in lessons:
         outcome, protections, missing = check_lesson(lesson, isolation, require)
         ok = ok and not outcome.problems
         if echo:
             mark = t("ok") if not outcome.problems else t("FAILED")
-            print(f"{lesson.id:<{width}}  {outcome.solution:>4g} / {outcome.max_score:<3g}"
-                  f"  {outcome.blank:>4g} / {outcome.max_score:<3g}  {outcome.seconds:7.1f}  {mark}")
+            cells = [lesson.id, _score(outcome.solution, outcome.max_score), _score(outcome.blank, outcome.max_score),
+                     f"{outcome.seconds:.1f}"]
+            print(row(cells, widths, "<<<>", "  ") + "  " + mark)
             for problem in outcome.problems:
                 print(f"    {t(problem)}")
     if echo:

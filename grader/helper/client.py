@@ -28,6 +28,9 @@ from grader.helper.private import (
 
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Callable
+
+    from grader.i18n.message import Message
 
 MAX_LINE = 64 << 20
 #: A check's time limit when its command line gives none: ``Limits().wall_s``, not imported
@@ -178,7 +181,8 @@ def start(wait_s: float = 0.0) -> bool:
 
 
 class HelperError(UserError):
-    """``grader helper status|stop`` could not ask the helper (said as it is, exit 2)."""
+    """``grader helper status|stop`` could not ask the helper (exit 2): a message whose
+    ``error`` is why (the system's words, or the helper's refusal as a message)."""
 
 
 def request(op: str) -> dict[str, Any] | None:
@@ -191,7 +195,36 @@ def request(op: str) -> dict[str, Any] | None:
         with contextlib.closing(conn):
             return _ask(conn, {"op": op}, 30.0)
     except (OSError, ValueError, HelperUnavailable) as exc:
-        raise HelperError(str(exc)) from exc
+        from grader.i18n.message import msg, said_by
+
+        raise HelperError(msg("could not ask the check helper: {error}", error=said_by(exc))) from exc
+
+
+def status_lines(reply: dict[str, Any]) -> list[Message | str]:
+    """``grader helper status``'s lines, one ``key: value`` each (in English as they always
+    read, so that a script can parse them), as messages the reader's language tells; a key
+    this client does not know as it came."""
+    from grader.i18n.message import msg
+
+    said: dict[str, Callable[[Any], Message]] = {
+        "pid": lambda value: msg("pid: {pid}", pid=value),
+        "socket": lambda value: msg("socket: {path}", path=value),
+        "ready": lambda value: msg("ready: {ready}", ready=value),
+        "checks": lambda value: msg("checks: {count}", count=value),
+        "active": lambda value: msg("active: {count}", count=value),
+        "idle_s": lambda value: msg("idle_s: {seconds}", seconds=value),
+        "stops_after_idle_s": lambda value: msg("stops_after_idle_s: {seconds}", seconds=value),
+        "uptime_s": lambda value: msg("uptime_s: {seconds}", seconds=value),
+        "protections": lambda value: msg("protections: {protections}", protections=value),
+        "log": lambda value: msg("log: {path}", path=value)}
+    lines: list[Message | str] = []
+    for key, value in reply.items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        if key in said:
+            lines.append(said[key]((msg("True") if value else msg("False")) if isinstance(value, bool) else shown))
+        elif key != "ok":
+            lines.append(f"{key}: {shown}")
+    return lines
 
 
 def _note(text: str) -> None:

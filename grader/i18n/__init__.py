@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from coursekit.errors import Sentence
 from grader.common.hint import Hint
 from grader.i18n import catalogues as _catalogue
 from grader.i18n.catalogues import LOCALE_DIR, Coverage, coverage, source_templates
@@ -52,10 +53,12 @@ from grader.i18n.message import (
     map_values,
     msg,
     parts,
+    said_by,
+    told,
     with_detail,
 )
 
-__all__ = ["LANGUAGES", "Message", "msg", "with_detail", "concat", "join", "map_values", "render", "translate", "translate_checked", "choose",
+__all__ = ["LANGUAGES", "Message", "msg", "told", "said_by", "with_detail", "concat", "join", "map_values", "render", "translate", "translate_checked", "choose",
            "class_language", "notebook_edition", "words", "said_lines", "localize", "catalogue", "coverage",
            "source_templates", "Coverage", "LOCALE_DIR", "fields"]
 
@@ -80,11 +83,13 @@ def fields(template: str) -> list[str]:
 
 # --- rendering ------------------------------------------------------------------------------
 
-def render_checked(text: Message | str, lang: str) -> tuple[str, list[str]]:
+def render_checked(text: Message | Sentence | str, lang: str) -> tuple[str, list[str]]:
     """``text`` in ``lang`` and the ids (or English arguments) left untranslated.
 
-    A :class:`Message` is told from its id; plain text is a fixed word or sentence whose id is
-    itself (``t("total")``, a hint read back from a record written before ids were kept)."""
+    A :class:`Message` (or a coursekit :class:`~coursekit.errors.Sentence`) is told from its
+    id; plain text is a fixed word or sentence whose id is itself (``t("total")``, a hint read
+    back from a record written before ids were kept)."""
+    text = told(text)
     if lang == "en" or not text:
         return str(text), []
     table = catalogue(lang)
@@ -111,7 +116,7 @@ def render_checked(text: Message | str, lang: str) -> tuple[str, list[str]]:
     return fill(target, values), left
 
 
-def render(text: Message | str, lang: str) -> str:
+def render(text: Message | Sentence | str, lang: str) -> str:
     """A message (or a fixed word) in ``lang``; English where the catalogue has no translation."""
     return render_checked(text, lang)[0]
 

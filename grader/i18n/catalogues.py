@@ -8,7 +8,8 @@ that language on purpose (a log line, a date format, a library's names); an empt
 is one nobody wrote yet. A new language is one more such file.
 
 :func:`source_templates` reads every id in the source (with ``ast``: the first argument of
-each ``msg(...)`` and ``t(...)``; ``t("...")`` in the Jinja templates); :func:`sync` adds the
+each ``msg(...)`` and ``t(...)``, and of each ``sentence(...)`` of ``coursekit``, whose errors
+say :class:`coursekit.errors.Sentence`; ``t("...")`` in the Jinja templates); :func:`sync` adds the
 new ones with an empty translation and drops those no longer in the source; :func:`coverage`
 counts what is missing.
 """
@@ -31,6 +32,10 @@ DOMAIN = "grader"
 SAME = "same"
 #: Where the ids are written (paths relative to the grader package).
 SOURCES = ("**/*.py", "common/templates/*.j2")
+#: coursekit (it imports nothing of the grader): its errors' ``sentence("...")``.
+COURSEKIT = PACKAGE.parent / "coursekit"
+#: The calls whose first argument is a message's template, as written.
+MESSAGE_CALLS = ("msg", "sentence")
 #: The files' header dates (``write``'s, a ``datetime`` made there: a check never imports it):
 #: no diff on each sync.
 FIXED_DATE = (2026, 1, 1)
@@ -114,13 +119,14 @@ def _first_string(node: ast.Call) -> str | None:
 
 
 def ids_in_python(source: str) -> list[str]:
-    """The ids of ``msg("...", ...)`` and ``t("...")`` (a fixed word of a page) calls."""
+    """The ids of ``msg("...", ...)``, ``sentence("...", ...)`` and ``t("...")`` (a fixed word
+    of a page) calls."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("msg", "t"):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (*MESSAGE_CALLS, "t"):
             text = _first_string(node)
             if text is not None:
-                found.append(text if node.func.id == "msg" else escape(text))
+                found.append(escape(text) if node.func.id == "t" else text)
     return found
 
 
@@ -132,20 +138,25 @@ def ids_in_jinja(source: str) -> list[str]:
     return [escape(m.group(1)) for m in _T_CALL.finditer(source)]
 
 
+def source_files(root: Path = PACKAGE) -> list[tuple[str, Path]]:
+    """``(name, path)`` of each file messages are written in: the grader's (named from
+    ``root``), then coursekit's (``coursekit/...``)."""
+    files = [(path.relative_to(root).as_posix(), path) for pattern in SOURCES
+             for path in sorted(root.glob(pattern)) if "locale" not in path.parts]
+    if root == PACKAGE:
+        files += [(path.relative_to(PACKAGE.parent).as_posix(), path) for path in sorted(COURSEKIT.glob("*.py"))]
+    return files
+
+
 def source_templates(root: Path = PACKAGE) -> dict[str, list[str]]:
     """``{id: [files it is written in]}`` of every message a student or instructor may read."""
     found: dict[str, list[str]] = {}
-    for pattern in SOURCES:
-        for path in sorted(root.glob(pattern)):
-            if "locale" in path.parts:
-                continue
-            text = path.read_text(encoding="utf-8")
-            items = ids_in_jinja(text) if path.suffix == ".j2" else ids_in_python(text)
-            name = path.relative_to(root).as_posix()
-            for template in items:
-                where = found.setdefault(template, [])
-                if name not in where:
-                    where.append(name)
+    for name, path in source_files(root):
+        text = path.read_text(encoding="utf-8")
+        for template in ids_in_jinja(text) if path.suffix == ".j2" else ids_in_python(text):
+            where = found.setdefault(template, [])
+            if name not in where:
+                where.append(name)
     return found
 
 

@@ -1,7 +1,7 @@
 """A message: an English template (its id), its arguments, and its English text.
 
-The lowest of the i18n modules (standard library only), imported by whatever writes a
-sentence for a student or an instructor::
+The lowest of the i18n modules (standard library and ``coursekit.errors`` only), imported by
+whatever writes a sentence for a student or an instructor::
 
     check(ok, msg("softmax(x, axis={axis}) normalises over axis 0: use the `axis` argument",
                   axis=axis))
@@ -14,6 +14,10 @@ the id (the text is never matched back). What needs text renders it, in the read
 language where a reader is known; ``+``, ``str.join``, an f-string or ``format`` of a message
 raise ``TypeError`` (they would keep the English and lose the id): a larger message is one
 whose arguments are messages (:func:`msg`, :func:`with_detail`, :func:`concat`, :func:`join`).
+
+``coursekit``, which imports nothing of the grader, says its errors' sentences as data of the
+same shape (:class:`coursekit.errors.Sentence`: the template and its fields' values);
+:func:`told` makes a message of one, and a message's argument that is one is a message too.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
+
+from coursekit.errors import Sentence
 
 
 @functools.lru_cache(maxsize=8192)  # read once: a check builds its messages whether it fails or not
@@ -77,7 +83,8 @@ class Message:
     args: Mapping[str, str | Message]
 
     def __init__(self, template: str, args: Mapping[str, Any] | None = None) -> None:
-        values = {k: v if isinstance(v, Message) else format(v, "") for k, v in (args or {}).items()}
+        values = {k: v if isinstance(v, Message) else Message(v.id, v.args) if isinstance(v, Sentence)
+                  else format(v, "") for k, v in (args or {}).items()}
         object.__setattr__(self, "id", template)
         object.__setattr__(self, "args", MappingProxyType(values))
 
@@ -140,6 +147,17 @@ def msg(template: str, /, **args: Any) -> Message:
     id its translations are found by) and the values of its fields (a message, or any value,
     shown as ``format(value, "")``: apply a format spec before, ``format(x, ".3g")``)."""
     return Message(template, args)
+
+
+def told(text: Message | Sentence | str) -> Message | str:
+    """A message, or a coursekit sentence as the message of its id and fields, or plain text."""
+    return Message(text.id, text.args) if isinstance(text, Sentence) else text
+
+
+def said_by(exc: BaseException) -> Message | str:
+    """What an error says: the message (or coursekit sentence) it was raised with, else its text."""
+    text = exc.args[0] if exc.args else ""
+    return told(text) if isinstance(text, Message | Sentence) else str(exc)
 
 
 def with_detail(message: Message | str, detail: Message | str) -> Message:

@@ -22,6 +22,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+import coursekit.text
 from coursekit import catalogue
 from coursekit.errors import UnknownLesson
 from grader.common import csvcells
@@ -139,12 +140,12 @@ def build(folders: list[str | Path], roster_path: str | Path, key: str | None = 
 def summary(book: Gradebook, target: Path, lang: str = "en") -> str:
     """What ``gradebook`` wrote, in ``lang`` (the instructor's): a table of the lessons."""
     t = words(lang)
-    width = max(len(x) for x in [*book.points, t("lesson"), t("total")])
-    lines: list[Message | str] = [f"{t('lesson'):<{width}}  {t('points'):>6}  {t('graded')}"]
-    for lesson, value in book.points.items():
-        graded = t("yes") if lesson in book.graded else t("not yet")
-        lines.append(f"{lesson:<{width}}  {points_text(value):>6}  {graded}")
-    lines.append(f"{t('total'):<{width}}  {points_text(sum(book.points.values())):>6}")
+    table = [[t("lesson"), t("points"), t("graded")]]
+    table += [[lesson, points_text(value), t("yes") if lesson in book.graded else t("not yet")]
+              for lesson, value in book.points.items()]
+    table.append([t("total"), points_text(sum(book.points.values())), ""])
+    widths = coursekit.text.columns(table, least=(0, 6))
+    lines: list[Message | str] = [coursekit.text.row(cells, widths, "<><", "  ").rstrip() for cells in table]
     lines += book.paired.unmatched_lines(book.roster, msg("0 in every graded lesson"), msg("not counted"))
     first = msg("wrote {file}: {students} student(s) of the roster, {graded} of {lessons} lessons graded",
                 file=target, students=len(book.roster.rows), graded=len(book.graded), lessons=len(book.points))

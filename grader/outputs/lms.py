@@ -175,10 +175,13 @@ def key_column(roster: Roster, key: str | None) -> str:
     aliases = CANVAS_KEYS if roster.lms == "canvas" else MOODLE_KEYS if roster.lms == "moodle" else {}
     column = aliases.get(key, key)
     if column not in roster.columns:
-        hint = (" (Canvas's gradebook export has no email column: its SIS Login ID is often "
-                "the login or email)") if roster.lms == "canvas" and key == "email" else ""
-        raise LmsError(f"the roster has no column {column!r}{hint}; its columns: "
-                       f"{', '.join(roster.columns)}")
+        columns = ", ".join(roster.columns)
+        if roster.lms == "canvas" and key == "email":
+            raise LmsError(msg("the roster has no column {column} (Canvas's gradebook export has no email "
+                               "column: its SIS Login ID is often the login or email); its columns: {columns}",
+                               column=repr(column), columns=columns))
+        raise LmsError(msg("the roster has no column {column}; its columns: {columns}",
+                           column=repr(column), columns=columns))
     return column
 
 
@@ -200,8 +203,9 @@ def read_lesson(folder: str | Path, assignment: str | None = None) -> Lesson:
     for row in rows:
         same = by_id.setdefault(ids.key(row["student_id"]), row)
         if same is not row:
-            raise LmsError(f"{path}: two rows are one student once Unicode composition is "
-                           f"ignored: {ids.shown(same['student_id'])}, {ids.shown(row['student_id'])}")
+            raise LmsError(msg("{grades}: two rows are one student once Unicode composition is ignored: "
+                               "{student}, {same_student}", grades=path, student=ids.shown(same["student_id"]),
+                               same_student=ids.shown(row["student_id"])))
     return Lesson(folder, lesson, float(rows[0]["max_score"]), by_id, assignment or lesson)
 
 
@@ -236,12 +240,14 @@ def match(roster: Roster, key: str, student_ids: list[str], local_part: bool = F
         else:
             by_key[value] = row
     if dupes:
-        raise LmsError(f"the roster's {key!r} column is not unique: {', '.join(dict.fromkeys(dupes))}")
+        raise LmsError(msg("the roster's {column} column is not unique: {values}", column=repr(key),
+                           values=", ".join(dict.fromkeys(dupes))))
     graded: dict[str, str] = {}
     for student in student_ids:
         if graded.setdefault(_id(student), student) != student:
-            raise LmsError(f"two graded students are one id once case and Unicode composition "
-                           f"are ignored: {ids.shown(graded[_id(student)])}, {ids.shown(student)}")
+            raise LmsError(msg("two graded students are one id once case and Unicode composition are "
+                               "ignored: {student}, {same_student}", student=ids.shown(graded[_id(student)]),
+                               same_student=ids.shown(student)))
     matched = [(row, graded[k]) for k, row in by_key.items() if k in graded]
     roster_only = [row for k, row in by_key.items() if k not in graded]
     graded_only = sorted(s for k, s in graded.items() if k not in by_key)
@@ -259,12 +265,13 @@ def pair(roster: Roster, key: str, student_ids: list[str], local_part: bool = Fa
     m = match(roster, key, student_ids, local_part)
     if not m.matched:
         seen = [row.get(key, "").strip() for row in roster.rows if row.get(key, "").strip()]
-        raise LmsError(
-            f"no graded student matched the roster's {key!r} column (it holds e.g. "
-            f"{', '.join(map(ids.shown, seen[:3])) or 'nothing'}; the student ids are e.g. "
-            f"{', '.join(map(ids.shown, student_ids[:3]))}): name the column that holds your "
-            f"student ids with --key (columns: {', '.join(roster.columns)})"
-            f"{'' if local_part else ', or --local-part for emails'}; nothing was written")
+        raise LmsError(msg(
+            "no graded student matched the roster's {column} column (it holds e.g. {values}; the student ids "
+            "are e.g. {students}): name the column that holds your student ids with --key (columns: "
+            "{columns}){or_local_part}; nothing was written",
+            column=repr(key), values=", ".join(map(ids.shown, seen[:3])) if seen else msg("nothing"),
+            students=", ".join(map(ids.shown, student_ids[:3])), columns=", ".join(roster.columns),
+            or_local_part="" if local_part else msg(", or --local-part for emails")))
     return m
 
 

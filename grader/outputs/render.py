@@ -13,8 +13,9 @@ format, byte for byte.
 from __future__ import annotations
 
 import json
-import unicodedata
 
+from coursekit.text import pad
+from coursekit.text import width as text_width
 from grader.common.templating import points
 from grader.results import Report, Status
 
@@ -33,13 +34,13 @@ def to_text(report: Report, color: bool = False) -> str:
     def paint(text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if color else text
 
-    width = max([len(e.name) for e in report.exercises] + [8])
+    width = max([text_width(e.name) for e in report.exercises] + [8, text_width(t("total"))])
     lines = [f"{report.lesson}  ({report.notebook})", ""]
     for e in report.exercises:
         mark = paint("✔", "32") if e.passed else paint("✘", "31")
-        lines.append(f"  {mark} {e.name:<{width}}  {points(e.points):>5} / {points(e.max_points)}")
+        lines.append(f"  {mark} {pad(e.name, width)}  {points(e.points):>5} / {points(e.max_points)}")
         lines += [f"      {_label(t('hint:'))}{t(hint.text)}" for hint in e.hints]
-    lines.append(f"    {_pad(t('total'), width)}  {points(report.score):>5} / {points(report.max_score)}")
+    lines.append(f"    {pad(t('total'), width)}  {points(report.score):>5} / {points(report.max_score)}")
     if report.status != Status.OK:
         lines += ["", paint(report.said(t), "33")]
     elif report.notes:
@@ -64,12 +65,6 @@ def check_output(report: Report, fmt: str, color: bool) -> str:
 def _label(text: str) -> str:
     """``hint: `` or ``提示：`` (a full-width colon carries its own space)."""
     return text if text.endswith("：") else text + " "
-
-
-def _pad(text: str, width: int) -> str:
-    """``text`` padded to ``width`` terminal columns (a Chinese character takes two)."""
-    wide = sum(1 for ch in text if unicodedata.east_asian_width(ch) in "WF")
-    return text + " " * max(0, width - len(text) - wide)
 
 
 def to_html(report: Report) -> str:

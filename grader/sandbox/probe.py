@@ -413,11 +413,14 @@ def plan(isolation: str = "auto", require: tuple[str, ...] = ()) -> SandboxPlan:
     needed = list(PROTECTIONS) if isolation == "strict" else list(require)
     lacking = {p: missing[p] for p in needed if p in missing}
     if lacking and isolation != "none":
-        lines = "\n".join(f"  - {p}: {why!s}" for p, why in lacking.items())
-        raise SandboxUnavailable(
-            f"{'strict isolation' if isolation == 'strict' else 'a required protection'} is "
-            f"not available here. Missing:\n{lines}\n"
-            "Grade with the default isolation (auto) to run with what this machine offers.")
+        lines = join("\n", [msg("  - {protection}: {reason}", protection=p, reason=why) for p, why in lacking.items()])
+        if isolation == "strict":
+            raise SandboxUnavailable(msg("strict isolation is not available here. Missing:\n{missing}\nGrade with "
+                                         "the default isolation (auto) to run with what this machine offers.",
+                                         missing=lines))
+        raise SandboxUnavailable(msg("a required protection is not available here. Missing:\n{missing}\nGrade "
+                                     "with the default isolation (auto) to run with what this machine offers.",
+                                     missing=lines))
     return SandboxPlan(isolation=isolation, active=active, missing=missing, **m)
 
 

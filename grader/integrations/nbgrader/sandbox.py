@@ -39,7 +39,7 @@ from coursekit import catalogue, settings
 from grader.check.engine import grade_with_worker
 from grader.check.launch import sandbox_notes
 from grader.common.limits import DEFAULT_LIMITS, Limits
-from grader.i18n import choose, localize, words
+from grader.i18n import choose, localize, msg, render, words
 from grader.kernel import CELL_ERROR, NO_HIDDEN_TESTS, exercise_text
 from grader.results import Report, Status
 
@@ -124,9 +124,10 @@ class SandboxedAutograde(NbGraderPreprocessor):
 
     def _not_a_lesson(self, nb: NotebookNode, resources: dict[str, Any],
                       lesson: str) -> tuple[NotebookNode, dict[str, Any]]:
-        if not self.fallback_to_kernel:
-            raise ValueError(f"{lesson!r} is not a lesson of this course "
-                             f"({', '.join(catalogue.COURSE.ids())}): nothing was graded")
+        if not self.fallback_to_kernel:  # nbgrader shows the text: in the instructor's language
+            raise ValueError(render(msg("{lesson} is not a lesson of this course ({lessons}): nothing was graded",
+                                        lesson=repr(lesson), lessons=", ".join(catalogue.COURSE.ids())),
+                                    choose(None)))
         from nbgrader.preprocessors import Execute
 
         self.log.warning("%r is not a lesson of this course: nbgrader's Execute runs it in a "

@@ -162,6 +162,7 @@ def test_trusted_processes_started_ahead_grade_as_lazy_ones(classroom, tmp_path,
 def test_one_notebook_is_graded_by_its_path_with_the_class_protections(tmp_path) -> None:
     """grade_notebook (what Gradescope calls, with no submitted/ tree around the notebook)
     reads at most MAX_NOTEBOOK_BYTES and starts no worker for a notebook it cannot read."""
+    from grader.check.notebook import MAX_NOTEBOOK_BYTES
     from grader.classgrade import classroom
     from grader.results import Status
 
@@ -176,7 +177,7 @@ def test_one_notebook_is_graded_by_its_path_with_the_class_protections(tmp_path)
     assert report.message == "The notebook could not be read: JSON, but not a Jupyter notebook."
     huge = tmp_path / "huge.ipynb"
     with huge.open("wb") as f:
-        f.truncate(classroom.MAX_NOTEBOOK_BYTES + 1)
+        f.truncate(MAX_NOTEBOOK_BYTES + 1)
     report = classroom.grade_notebook(huge, "huge.ipynb", opts, start)
     assert report.status == Status.UNREADABLE and "larger than" in report.message
 

@@ -65,3 +65,34 @@ def test_a_hint_read_back_keeps_its_message() -> None:
     hint = Hint(msg("the output of {what} is wrong", what=msg("the decoder layer")), "axis")
     assert Hint.from_dict(json.loads(json.dumps(hint.as_dict()))) == hint
     assert str(hint) == "the output of the decoder layer is wrong"
+
+
+def test_a_coursekit_sentence_is_told_as_the_message_of_its_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """coursekit imports no grader: its errors say a Sentence (template and fields as data),
+    which the grader renders from its id like a message, alone, inside a message or raised;
+    the extractor finds its template in coursekit/ (a sentence nobody could translate
+    otherwise)."""
+    from coursekit.catalogue import SelectionError
+    from coursekit.errors import Sentence, sentence
+    from grader.check.notebook import NotebookError
+    from grader.i18n import catalogues
+
+    zh = {"empty range {selection}": "范围 {selection} 是空的", "{option}: {problem}": "{option}：{problem}"}
+    monkeypatch.setattr(i18n, "catalogue", lambda lang: zh if lang == "zh" else {})
+    said = sentence("empty range {selection}", selection="'04-02'")
+    assert str(said) == "empty range '04-02'" and pickle.loads(pickle.dumps(said)) == said
+    assert i18n.told(said) == msg("empty range {selection}", selection="'04-02'")
+    assert i18n.render(said, "zh") == "范围 '04-02' 是空的"
+    inside = msg("{option}: {problem}", option="--lessons", problem=said)
+    assert i18n.render(inside, "zh") == "--lessons：范围 '04-02' 是空的"
+    refused = SelectionError(said)
+    assert str(refused) == "empty range '04-02'" and i18n.render(i18n.said_by(refused), "zh") == "范围 '04-02' 是空的"
+    assert i18n.said_by(ValueError("plain")) == "plain" and i18n.said_by(NotebookError("a.ipynb", msg("x"))) == \
+        msg("{notebook}: {reason}", notebook="a.ipynb", reason=msg("x"))
+    copy = pickle.loads(pickle.dumps(NotebookError("a.ipynb", msg("x"))))
+    assert (copy.notebook, copy.reason, str(copy)) == ("a.ipynb", msg("x"), "a.ipynb: x")
+    assert catalogues.source_templates()["empty range {selection}"] == ["coursekit/catalogue.py"]
+    assert catalogues.ids_in_python('raise E(sentence("a {b} c", b=1))') == ["a {b} c"]
+    with pytest.raises(AttributeError):
+        said.id = "other"  # type: ignore[misc]
+    assert isinstance(said, Sentence) and not isinstance(said, str)

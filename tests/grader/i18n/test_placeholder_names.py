@@ -48,12 +48,14 @@ def code_marks(name: str, functions: set[str] = frozenset()) -> list[str]:  # ty
 
 @cache
 def placeholders() -> tuple[tuple[str, str, str, frozenset[str]], ...]:
-    """(file:line, template, field, the functions its value calls) of each ``msg(...)`` field."""
+    """(file:line, template, field, the functions its value calls) of each ``msg(...)`` field
+    (and each field of coursekit's ``sentence(...)``)."""
     found = []
-    for path in sorted(catalogues.PACKAGE.rglob("*.py")):
-        where = path.relative_to(catalogues.PACKAGE.parent).as_posix()
+    for where, path in catalogues.source_files():
+        if path.suffix != ".py":
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "msg"
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in catalogues.MESSAGE_CALLS
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 values = {kw.arg: kw.value for kw in node.keywords if kw.arg}
                 for name in catalogues.fields(node.args[0].value):

@@ -17,6 +17,7 @@ import string
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NoReturn
 
 import pytest
 
@@ -472,3 +473,182 @@ def test_a_graded_folder_release_and_gradescope_refuse_in_the_new_language(
     with pytest.raises(PackageError, match="must pin torch exactly once") as refused:
         _torch_pin([])
     _cli_said_without_english(cli.said(refused.value.args[0]), ["pyproject.toml", "torch==X.Y.Z"])
+
+
+BROKEN_NOTEBOOKS = {  # what `grader check` cannot read, and why (each a reason of its own)
+    "empty": b"", "binary": b"\xff\xfe\x00", "json": b"{not json", "list": b"[1, 2]",
+    "old": b'{"nbformat": 3, "cells": []}', "new": b'{"nbformat": 5, "cells": []}',
+    "cellless": b'{"nbformat": 4}', "cell": b'{"nbformat": 4, "cells": [3]}',
+    "source": b'{"nbformat": 4, "cells": [{"cell_type": "code", "source": 3}]}',
+    "metadata": b'{"nbformat": 4, "cells": [{"cell_type": "code", "source": "", "metadata": 3}]}',
+    "deep": b"[" * 100_000,
+}
+
+
+def _no_worker() -> NoReturn:
+    raise AssertionError("no worker for a notebook that cannot be read")
+
+
+def test_a_notebook_check_cannot_read_is_refused_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``grader check``'s NotebookError (no such file, a folder, each broken notebook) in the
+    student's language; ``grade``'s report of such a notebook too (its reason a message, not the
+    English cut after the notebook's name)."""
+    from grader.check.notebook import NotebookError
+    from grader.classgrade import classroom
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    paths = [tmp_path / "absent.ipynb", tmp_path]
+    for name, data in BROKEN_NOTEBOOKS.items():
+        (tmp_path / f"{name}.ipynb").write_bytes(data)
+        paths.append(tmp_path / f"{name}.ipynb")
+    said = set()
+    for path in paths:
+        code, text = _run_cli(["check", str(path), "--lesson", "01", "--no-helper"], capsys)
+        assert code == 2, text
+        said.add(text)
+        _cli_said_without_english(text, [str(path), "Expecting property name enclosed in double quotes",
+                                         "JupyterLab", "Jupyter"])
+
+        if path.is_file():
+            report = classroom.grade_notebook(path, path.name, classroom.Options(lesson="01_attention_by_hand",
+                                                                                   out=tmp_path / "out"), _no_worker)
+            assert report.reason and i18n.render(report.reason, xx).startswith("⟦"), report.reason
+            _cli_said_without_english(i18n.render(report.reason, xx),  # the reason's own words too
+                                      ["Expecting property name enclosed in double quotes", "JupyterLab", "Jupyter"])
+    assert len(said) == len(paths)  # a reason each
+    with pytest.raises(NotebookError) as refused:
+        from grader.check.notebook import read_notebook
+        read_notebook(tmp_path / "old.ipynb", "old.ipynb")
+    assert str(refused.value).startswith("old.ipynb: nbformat 3 is too old")  # English as it was
+
+
+def test_a_lesson_selection_coursekit_refuses_is_said_in_the_new_language(
+        xx: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """coursekit's SelectionError and UnknownLesson (coursekit imports no grader: they carry
+    their sentence's template and fields, which the catalogue translates) through ``selftest
+    --lessons``, ``release --lessons`` and a look-up."""
+    from coursekit.catalogue import Catalogue, SelectionError
+    from coursekit.errors import UnknownLesson
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    have = ", ".join(lesson.number for lesson in catalogue.COURSE)
+    for spec in ("04-02", "01-13", "13", "abc"):
+        for argv in (["selftest", "--lessons", spec], ["release", str(tmp_path / "out"), "--lessons", spec]):
+            code, said = _run_cli(argv, capsys)
+            assert code == 2, said
+            _cli_said_without_english(said, [spec, repr(spec), have, "--lessons", "01-04", "01,03,05-07"])
+    with pytest.raises(UnknownLesson) as unknown:
+        catalogue.get("99")
+    with pytest.raises(SelectionError) as none:
+        Catalogue([]).select("all")
+    for refused in (unknown.value, none.value):
+        said = i18n.render(i18n.said_by(refused), xx)
+        _said_without_english([], said, ["'99'", ", ".join(catalogue.COURSE.ids())])
+    assert str(unknown.value).startswith("no lesson '99' (lessons: 01_attention_by_hand,")  # English as it was
+
+
+def test_lms_refusals_of_a_roster_or_grades_are_said_in_the_new_language(xx: str, tmp_path: Path) -> None:
+    """The rest of ``grader.outputs.lms``'s errors: no such key column (Canvas's email or any),
+    a key column that is not unique, two graded students or two rows that are one id, a column
+    that matches nobody (by email or not)."""
+    from grader.outputs import lms
+    from grader.results.folder import CSV_HEADER
+
+    roster = lms.Roster("canvas", ["Student", "ID", "SIS Login ID"],
+                        [{"Student": "Ann Lee", "ID": "1", "SIS Login ID": "ann"},
+                         {"Student": "Bo Yu", "ID": "1", "SIS Login ID": "bo@x.org"}])
+    (tmp_path / "l01").mkdir()
+    (tmp_path / "l01" / "grades.csv").write_text(
+        ",".join(CSV_HEADER + ["ex1"]) + "\ncaf\u00e9,01_attention_by_hand,1,1,ok,x,1\n"
+        "cafe\u0301,01_attention_by_hand,1,1,ok,x,1\n", encoding="utf-8")  # one id, two Unicode forms
+    refusals = [lambda: lms.key_column(roster, "email"), lambda: lms.key_column(roster, "Who"),
+                lambda: lms.match(roster, "ID", ["ann"]), lambda: lms.match(roster, "SIS Login ID", ["x", "X"]),
+                lambda: lms.read_lesson(tmp_path / "l01"),
+                lambda: lms.pair(roster, "Student", ["ann"]), lambda: lms.pair(roster, "Student", ["ann"], True)]
+    said = set()
+    for refusal in refusals:
+        with pytest.raises(lms.LmsError) as refused:
+            refusal()
+        text = i18n.render(i18n.said_by(refused.value), xx)
+        said.add(text)
+        _said_without_english([i18n.said_by(refused.value)], text,
+                              [str(tmp_path / "l01" / "grades.csv"), "Canvas's", "SIS Login ID", "Student, ID",
+                               "Ann Lee", "Bo Yu", "--key", "--local-part"])
+    assert len(said) == len(refusals)
+
+
+def test_the_check_helper_says_its_status_and_refusals_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``grader helper status``: each line of the helper's reply (its keys and states); a helper
+    that cannot be asked (the system's words kept, the helper's private folder refused)."""
+    from grader import helper
+    from grader.helper import client, private
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    reply = {"ok": True, "pid": 4242, "socket": "/run/user/1/attention-course/helper.sock", "ready": True,
+             "checks": 3, "active": 0, "idle_s": 12.5, "stops_after_idle_s": 1800.0, "uptime_s": 60.2,
+             "protections": ["bwrap", "memory-cap"], "log": "/run/user/1/attention-course/helper.log"}
+    asking = helper.request
+    monkeypatch.setattr(helper, "request", lambda action: reply)
+    code, said = _run_cli(["helper", "status"], capsys)
+    assert code == 0 and len(said.splitlines()) == len(reply) - 1, said
+    _cli_said_without_english(said, [reply["socket"], reply["log"], "bwrap, memory-cap"])
+    monkeypatch.setattr(helper, "request", asking)
+
+    def refused() -> None:
+        raise OSError("Connection refused")
+    monkeypatch.setattr(client, "connect", lambda path: refused())
+    code, said = _run_cli(["helper", "status"], capsys)
+    assert code == 2 and "Connection refused" in said, said
+    _cli_said_without_english(said, ["Connection refused"])
+    monkeypatch.setattr(private, "_candidates", lambda: iter(["/" + "x" * 100]))
+    code, said = _run_cli(["helper", "stop"], capsys)
+    assert code == 2, said
+    _cli_said_without_english(said)
+
+
+def test_checks_table_lines_up_with_a_longer_word_for_total(xx: str) -> None:
+    """``grader check``'s table: the points line up under a ``total`` wider than every
+    exercise's name (⟦ｔｏｔａｌ⟧: 12 columns)."""
+    from zh_tables import Table, cells_of, misaligned
+
+    from grader.outputs.render import to_text
+
+    report = Report("nb.ipynb", "01_attention_by_hand", [ExerciseResult("softmax", 4.0, 4.0),
+                                                         ExerciseResult("attention", 1.5, 4.0)])
+    lines = to_text(i18n.localize(report, xx)).splitlines()[2:5]
+    cells = [cells_of(line)[-1:] for line in lines]  # the points
+    assert not misaligned(Table(None, cells)), "\n".join(lines)
+
+
+def test_nbgraders_autograde_refuses_an_assignment_of_no_lesson_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error nbgrader shows when the sandboxed autograde may not fall back to a kernel."""
+    pytest.importorskip("nbgrader")
+    from nbformat.v4 import new_notebook
+
+    from grader.integrations.nbgrader.sandbox import SandboxedAutograde
+
+    monkeypatch.setenv("COURSE_LANG", xx)
+    step = SandboxedAutograde(fallback_to_kernel=False)
+    with pytest.raises(ValueError) as refused:
+        step.preprocess(new_notebook(), {"nbgrader": {"assignment": "ps1", "notebook": "ps1"}})
+    _said_without_english([], str(refused.value), ["'ps1'", ", ".join(catalogue.COURSE.ids())])
+
+
+def test_a_sandbox_that_lacks_what_is_required_is_refused_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``grade --isolation strict`` or ``--require`` on a machine without the protection: the
+    refusal's sentence and each missing protection's line (the probe's reasons are the
+    system's words)."""
+    from grader.sandbox.probe import SandboxUnavailable, plan
+
+    monkeypatch.setenv("GRADER_SANDBOX_WITHOUT", "all")
+    for isolation, require in (("strict", ()), ("auto", ("memory-cap",))):
+        with pytest.raises(SandboxUnavailable) as refused:
+            plan(isolation, require)
+        said = i18n.said_by(refused.value)
+        assert str(said).startswith(("strict isolation is not", "a required protection is not"))  # English as it was
+        for line in i18n.render(said, xx).splitlines():
+            _said_without_english([said], line, ["GRADER_SANDBOX_WITHOUT"])

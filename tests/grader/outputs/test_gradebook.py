@@ -63,3 +63,26 @@ def test_the_readme_shows_the_points_of_every_lesson(readme: str) -> None:
     text = (ROOT / readme).read_text(encoding="utf-8")
     shown = text.split("<!-- points-table -->\n", 1)[1].split("\n<!-- /points-table -->", 1)[0]
     assert shown == point_table()
+
+
+
+def test_the_summary_table_lines_up_with_chinese_headers() -> None:
+    """``gradebook``'s table in Chinese: its header words (课程, 分数, 已评分, 总分) take two
+    columns a character, and pad to the lesson ids' and points' columns as a terminal shows
+    them (``str.ljust`` counted them one column each: the header's columns were off)."""
+    from pathlib import Path
+
+    from zh_tables import Table, cells_of, misaligned
+
+    from grader.outputs.gradebook import Gradebook, summary
+    from grader.outputs.lms import Match, Roster
+
+    points = {"01_attention_by_hand": 10.0, "02_split_heads": 8.0, "10_decoder_only": 112.5}
+    book = Gradebook([], [], ["01_attention_by_hand", "10_decoder_only"], points,
+                     Match("student_id", [], [], [], []), Roster("csv", ["student_id"], []))
+    lines = summary(book, Path("book.csv"), "zh").splitlines()[1:]
+    cells = [cells_of(line) for line in lines]
+    assert [text for _, _, text in cells[0]] == ["课程", "分数", "已评分"] and cells[-1][0][2] == "总分"
+    assert [len(line) for line in cells] == [3, 3, 3, 3, 2], lines
+    assert not misaligned(Table(None, cells[:-1])), "\n".join(lines)       # header and lessons
+    assert not misaligned(Table(None, [line[:2] for line in cells])), "\n".join(lines)  # and the total
