@@ -48,13 +48,15 @@ def private_dir() -> str:
     socket): made 0700 here, and refused unless it is a real folder of this user that no
     one else may enter."""
     folder = next((c for c in _candidates() if len(os.fsencode(c)) <= MAX_FOLDER_BYTES), None)
-    from grader.i18n.message import msg  # here: said when refused (``helper status`` shows it)
-
     if folder is None:
+        from grader.i18n.message import msg  # here: said when refused (``helper status`` shows it)
+
         raise HelperUnavailable(msg("no folder with a path short enough for a socket"))
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, mode=0o700)
     if not _private(folder):
+        from grader.i18n.message import msg
+
         raise HelperUnavailable(msg("{folder} is not a private folder of this user", folder=folder))
     return folder
 
