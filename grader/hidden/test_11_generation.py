@@ -322,13 +322,16 @@ def filter_suspects(logits, mistakes=FILTER_SUSPECTS, rows=slice(None), **kwargs
                     FILTER_HINTS[m]) for m in mistakes]
 
 
-def _filter(sub, logits, **kwargs):
+def _filter(sub, logits, oracle=True, **kwargs):
     """filter_logits(logits, **kwargs), checked for its shape, dtype and -inf; the output and
-    the oracle's, each with -inf as -1e30."""
+    the oracle's, each with -inf as -1e30 (without ``oracle``: the output alone, and no -inf
+    to check, for a case where the oracle excludes nothing)."""
     out = sub.call("filter_logits", logits, **kwargs)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(logits.shape),
           msg("filter_logits should return a tensor of the logits' shape {logits_shape}, got {out_shape}", logits_shape=list(logits.shape), out_shape=list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__))
     check(out.dtype == logits.dtype, msg("filter_logits of {logits_dtype} logits returned {out_dtype}: keep the logits' dtype", logits_dtype=str(logits.dtype)[6:], out_dtype=str(out.dtype)[6:]))
+    if not oracle:
+        return finite(out), None
     want = ref_filter(logits, **kwargs)
     excluded = torch.isinf(want)
     if excluded.any() and bool(torch.isfinite(out[excluded]).all()) and float(out[excluded].max()) < -1e3:
@@ -459,12 +462,18 @@ def _top_p_one_keeps_all(sub, g, V=32_000):
     token has a probability above 0, so every one is kept; a float32 running total from the most
     likely token down reaches 1.0 thousands of tokens before the end (float64 does not)."""
     x = (3.0 * torch.randn(1, V, generator=g)).clamp(-9.0, 9.0)
-    out, _ = _filter(sub, x, top_p=1.0)
+    out, _ = _filter(sub, x, oracle=False, top_p=1.0)  # the oracle keeps every token
     kept = int((out > -1e29).sum())
-    ranked = x.sort(dim=-1, descending=True).values.softmax(-1)             # float32, as the mistake sums
-    if kept < V and kept == int(((ranked.cumsum(-1) - ranked) < 1.0).sum()):
+    if kept < V and kept == _float32_total_keeps(x):
         diagnose("filter_topp_float32_total", msg("with top_p=1.0 on {V} tokens, filter_logits kept {kept}: a running total of float32 probabilities reaches 1.0 before the last token; sum the probabilities in float64 (probs.double()), or skip top-p when top_p is 1", V=format(V, ','), kept=format(kept, ',')))
     check(kept == V, msg("with top_p=1.0 on {V} tokens every token should be kept (each has a probability above 0), kept {kept}", V=format(V, ','), kept=format(kept, ',')))
+
+
+def _float32_total_keeps(x):
+    """How many tokens top_p=1 keeps with a running total of float32 probabilities summed from
+    the most likely token down (the mistake ``filter_topp_float32_total``)."""
+    ranked = x.sort(dim=-1, descending=True).values.softmax(-1)
+    return int(((ranked.cumsum(-1) - ranked) < 1.0).sum())
 
 
 OVERFLOW_SHIFTS = (1000.0, -1000.0, 100.0)

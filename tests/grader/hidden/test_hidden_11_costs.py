@@ -263,3 +263,34 @@ def test_the_generate_tests_draw_one_model_and_build_no_other(sub, monkeypatch) 
     assert len(drawn) <= 11 and len(built) == len(drawn), (len(drawn), len(built))
     assert len(forwards) <= 210, len(forwards)  # 201 now
     assert sum(calls) <= 81, sum(calls)
+
+
+def _calls_of(sub, monkeypatch, name: str) -> list[tuple[list[Any], dict[str, Any]]]:
+    """The submission's calls of ``name`` from now on, batched ones included: their arguments
+    as they cross (a model as its HandleRef)."""
+    calls: list[tuple[list[Any], dict[str, Any]]] = []
+    dispatch = sub.target.dispatch
+
+    def counted(op: str, header: dict[str, Any], value: Any = None) -> Any:
+        if op == "call" and header.get("target") == name:
+            calls.append((value["args"], value["kwargs"]))
+        return dispatch(op, header, value)
+
+    monkeypatch.setattr(sub.target, "dispatch", counted)
+    return calls
+
+
+def test_top_p_one_on_32000_tokens_computes_no_oracle(sub, monkeypatch) -> None:
+    """The oracle keeps every token at top_p=1: only the student's filter runs on the 32,000
+    tokens (before: the oracle's float64 sort and the mistake's float32 one too, 5 ms)."""
+    widths: list[int] = []
+    ref_filter = hidden.ref_filter
+
+    def counted(logits: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        widths.append(logits.shape[-1])
+        return ref_filter(logits, *args, **kwargs)
+
+    monkeypatch.setattr(hidden, "ref_filter", counted)
+    results = run_hidden_tests(sub, "11_generation", only={"filter_logits"}, seed=52)
+    assert all(r.points == r.max_points for r in results)
+    assert widths and max(widths) < 1000, sorted(set(widths))
