@@ -20,10 +20,10 @@ outputs are compared with -inf as -1e30 (``finite``), and its hints show -inf (`
 the submission by the ``decoder_lm`` fixture) holding weights drawn here, and are compared with
 the same model run on whole sequences in float64; the cache is read only through what
 ``decoder_step`` returns (its attributes are read only to name a mistake once a step has failed).
-``generate``'s mode is checked on a DecoderLM built with dropout=1.0, which in training mode drops
-every block's output. ``beam_search`` runs on lesson 08's ``Transformer`` (beam 1 must be
-``greedy_decode``), on lesson 08's copy model (built in training mode, it counts the calls made in
-it) and on a stand-in whose next-token logits come from a table (``table_model``): scenarios in
+``generate``'s mode is checked on that model (in eval mode, kept) and on a DecoderLM built with
+dropout=1.0, which in training mode drops every block's output. ``beam_search`` runs on lesson
+08's ``Transformer`` (beam 1 must be ``greedy_decode``), on lesson 08's copy model (built in
+training mode, it counts the calls made in it) and on a stand-in whose next-token logits come from a table (``table_model``): scenarios in
 which the best hypothesis is unique and found by every correct variant of beam search (a shrinking
 beam, k alive beams from 2k candidates, finished beams kept frozen in the beam, early stopping once
 k have finished, returning the best finished one), and in which each common mistake ends on another
@@ -1268,6 +1268,8 @@ def _generated(out, prompt):
 #: check T float64 forwards per attempt; it serves the sampling test 60 runs in 60, the dropout
 #: test 59 in 60: each then draws its own, as before)
 GREEDY_T, GREEDY_CASE = (300, 5, 8), 301
+#: the tokens generated for a prompt row alone (test_generate_greedy): the prefill's and one from the cache
+ALONE_T = 2
 
 
 def _shared_case(i, n):
@@ -1295,6 +1297,24 @@ def _cached_greedy(sub, model, prompt, T, eos):
     return memo[key]
 
 
+def _uncached_greedy(sub, model, prompt, T, eos):
+    """generate(..., use_cache=False) on the greedy case, run once per grading run on the
+    decoder_lm fixture ``model``, put in eval mode first: its output, the positions it ran
+    through the model (test_generate_uses_the_cache) and the model's mode after it
+    (test_generate_without_cache: one generation fewer)."""
+    memo = run_memo()
+    key = ("uncached greedy", id(sub), id(model), id(prompt), T, eos)
+    if key not in memo:
+        with sub.batch(lazy=True) as b:
+            b.method(model, "eval")  # an earlier generate may have left it in training mode
+            before = b.get(model, "embedded")
+            out = b.call("generate", model, prompt, T, eos, use_cache=False)
+            after = b.get(model, "embedded")
+            training = b.get(model, "training")
+        memo[key] = _generated(out.value, prompt), after.value - before.value, training.value
+    return memo[key]
+
+
 def _greedy_case(sub, n, T):
     state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
@@ -1315,7 +1335,8 @@ def test_generate_greedy(sub):
     pads = (prompt == pad_id).sum(-1)
     b = int(pads.argmax())  # the row with the most left pads: alone, its positions start elsewhere
     row = prompt[b:b + 1, int(pads[b]):]
-    close(_generate(sub, model, row, T, eos), torch.cat([row, torch.tensor([conts[b]])], 1),
+    # its first ALONE_T tokens: the prompt's step and a cached one (a step costs a decoder_step)
+    close(_generate(sub, model, row, ALONE_T, eos), torch.cat([row, torch.tensor([conts[b][:ALONE_T]])], 1),
           msg("prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch", b=b))
 
 
@@ -1338,27 +1359,34 @@ def _training(model):
 
 @exercise("generate", points=0.25)
 def test_generate_without_cache(sub):
-    """Also the mode: the model is lesson 10's DecoderLM built with dropout=1.0, which in training mode
-    drops every block's output (so generating in training mode gives other tokens, whatever the draw)."""
+    """Also the mode: use_cache=False on the greedy case's model in eval mode (the run
+    test_generate_uses_the_cache counts), then one token with lesson 10's DecoderLM built with
+    dropout=1.0 and left in training mode, which drops every block's output (so generating in
+    training mode gives another first token, whatever the draw)."""
     T = _int(*GREEDY_T)
+    model, _, _, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
+    out, _, training = _uncached_greedy(sub, model, prompt, T, eos)
+    close(out, torch.cat([prompt, torch.tensor(conts)], 1), msg("generate(..., use_cache=False) should return the same greedy tokens as with the cache (here {T} tokens after each prompt), computed by running model(ids) on the whole sequence at every step", T=T))
+    check(training is False, msg("generate left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
+          mistake="gen_mode_not_restored")
     for i in range(20):  # a case whose first token differs in training mode: the greedy tests' first
         state, m64, pad_id, prompt, conts, eos = generate_case(_shared_case(i, 305), T, ending=False)
-        want = torch.cat([prompt, torch.tensor(conts)], 1)
-        if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
+        want = torch.cat([prompt, torch.tensor(conts)[:, :1]], 1)
+        if not matches(dropped_out(m64, prompt, 1, eos), want):
             break
     else:
         raise RuntimeError(msg("no case where dropout shows found"))
-    model = sub.new("DecoderLM", V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
-                    dropout=1.0, pad_id=pad_id)
-    model.load_state_dict(state)
-    model.eval()
-    close(_generate(sub, model, prompt, T, eos, use_cache=False), want, msg("generate(..., use_cache=False) should return the same greedy tokens as with the cache (here {T} tokens after each prompt), computed by running model(ids) on the whole sequence at every step", T=T))
-    check(_training(model) is False, msg("generate left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
-          mistake="gen_mode_not_restored")
-    model.train()
-    out = _generate(sub, model, prompt, 1, eos, use_cache=False)
-    check(matches(out, want[:, :prompt.shape[1] + 1]), msg("a model left in training mode, built with dropout=1.0, generates another first token than the same model in eval mode: generation runs with dropout off, so call model.eval() before the loop (and restore the mode after it)"), mistake="gen_no_eval")
-    check(_training(model) is True, msg("generate left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end"),
+    with sub.batch(lazy=True) as b:
+        made = b.new("DecoderLM", V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
+                     dropout=1.0, pad_id=pad_id)
+        b.method(made.handle, "load_state_dict", state)
+        b.method(made.handle, "train")
+        first = b.call("generate", made.handle, prompt, 1, eos, use_cache=False)
+        training = b.get(made.handle, "training")
+    made.value  # noqa: B018 - the constructor's error, if it failed
+    out = _generated(first.value, prompt)
+    check(matches(out, want), msg("a model left in training mode, built with dropout=1.0, generates another first token than the same model in eval mode: generation runs with dropout off, so call model.eval() before the loop (and restore the mode after it)"), mistake="gen_no_eval")
+    check(training.value is True, msg("generate left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end"),
           mistake="gen_mode_not_restored")
 
 
@@ -1380,7 +1408,7 @@ def test_generate_uses_the_cache(sub):
     model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     P = prompt.shape[1]
     _, cached = _cached_greedy(sub, model, prompt, T, eos)
-    _, uncached = _counted_generate(sub, model, prompt, T, eos, use_cache=False)
+    _, uncached, _ = _uncached_greedy(sub, model, prompt, T, eos)
     if cached >= T * P:
         diagnose("gen_cache_unused", msg("with use_cache=True generate ran {cached} positions through the model for a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the prompt once to decoder_step with a KVCache(), then only each new token", cached=cached, P=P, T=T))
     check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {positions}", cached=cached, P=P, T=T, positions=P + T - 1))

@@ -294,3 +294,21 @@ def test_top_p_one_on_32000_tokens_computes_no_oracle(sub, monkeypatch) -> None:
     results = run_hidden_tests(sub, "11_generation", only={"filter_logits"}, seed=52)
     assert all(r.points == r.max_points for r in results)
     assert widths and max(widths) < 1000, sorted(set(widths))
+
+
+def test_the_uncached_greedy_generation_runs_once(sub, monkeypatch) -> None:
+    """test_generate_without_cache judges the run of use_cache=False that test_generate_uses_the_cache
+    counts (before: one of its own, on the dropout model); the dropout model generates one token,
+    and a prompt row alone ALONE_T tokens."""
+    calls = _calls_of(sub, monkeypatch, "generate")
+    for seed in (1, 2, 3):
+        calls.clear()
+        results = run_hidden_tests(sub, "11_generation", only={"generate"}, seed=seed)
+        assert all(r.points == r.max_points for r in results), results
+        with grading_run(seed):
+            T = hidden._int(*hidden.GREEDY_T)
+        uncached = sorted(args[2] for args, kwargs in calls if kwargs.get("use_cache") is False)
+        assert uncached == [1, T], uncached
+        alone = [args[2] for args, _ in calls if args[1].shape[0] == 1]
+        assert alone == [hidden.ALONE_T], alone
+        assert len(calls) == 7, len(calls)  # 8 before
