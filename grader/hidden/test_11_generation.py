@@ -1571,7 +1571,7 @@ def transformer_case(n, max_len):
 COPY_V, COPY_EOS, COPY_JUNK = 13, 2, 12
 
 
-def copy_sources(n, B=3, L=7):
+def copy_sources(n, B=3, L=5):
     """Sources [B, L] of words 3..11, each row ending with eos at a different place, then pads."""
     g = gen(n)
     src = torch.randint(3, COPY_JUNK, (B, L), generator=g)
@@ -1624,9 +1624,9 @@ def as_rows(hypotheses, width):
     return torch.tensor([list(h) + [PAD] * (width - len(h)) for h in hypotheses])
 
 
-# max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 5 to 7, and
+# max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 4 to 6, and
 # test_beam_output_form's (a search costs a decoder call per source and step)
-T_LENS, FORM_LEN = (5, 8), 4
+T_LENS, FORM_LEN = (4, 7), 3
 
 
 @exercise("beam_search", points=1)
@@ -1691,7 +1691,7 @@ def test_beam_output_form(sub):
     _beam_pads(sub, 408)
 
 
-def _beam_pads(sub, n, B=3, L=7):
+def _beam_pads(sub, n, B=3, L=5):
     """beam_search on the copy model with a word's id as its pad_id: sources without padding (so
     that the source mask cannot matter), of words other than that id, each with eos at its own
     place; the rows that end before the longest one are padded with model.pad_id."""

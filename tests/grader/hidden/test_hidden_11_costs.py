@@ -312,3 +312,17 @@ def test_the_uncached_greedy_generation_runs_once(sub, monkeypatch) -> None:
         alone = [args[2] for args, _ in calls if args[1].shape[0] == 1]
         assert alone == [hidden.ALONE_T], alone
         assert len(calls) == 7, len(calls)  # 8 before
+
+
+def test_the_beam_searches_on_lesson_08s_models_are_short(sub, monkeypatch) -> None:
+    """A search costs a decoder call per source and step: on the copy model and the Transformer,
+    the sources times max_len - 1 of every search, summed, are 79-91 per run (102-114 before:
+    sources of 7 columns, max_len 5 to 7 and 4 on the Transformer, now 5 columns, 4 to 6 and 3)."""
+    calls = _calls_of(sub, monkeypatch, "beam_search")
+    for seed in (1, 2, 3):
+        calls.clear()
+        results = run_hidden_tests(sub, "11_generation", only={"beam_search"}, seed=seed)
+        assert all(r.points == r.max_points for r in results), results
+        steps = sum(args[1].shape[0] * (args[3] - 1) for args, _ in calls
+                    if not args[0].type_name.endswith("TableModel"))
+        assert steps < 95, steps
