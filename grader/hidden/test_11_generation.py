@@ -800,16 +800,11 @@ def _lm_fixture(sub, state, pad_id):
     return _model_fixture(sub, "decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
 
 
-@per_run
-def lm_case(n):
-    pad_id = _int(n, 1, V_LM)  # token 0 is a real token: a pad taken as 0 shows
-    return (pad_id, *lm_model(gen(n + 1), pad_id))
-
-
-def _lm(sub, n=200):
-    """The decoder_step tests' model (drawn once per run: each test draws its own ids) as a
-    fixture, in float64, and its pad_id."""
-    pad_id, state, m64 = lm_case(n)
+def _lm(sub):
+    """The decoder_step tests' model as a fixture, in float64, and its pad_id (never 0: token 0
+    is a real token, so that a pad taken as 0 shows): test_generate_greedy's, drawn once per run
+    (each test draws its own ids), so that the worker builds one DecoderLM for both exercises."""
+    state, m64, pad_id, *_ = generate_case(GREEDY_CASE, _int(*GREEDY_T), ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id
 
 
