@@ -348,8 +348,19 @@ def _gaps_ok(x, gap=1e-3):
 def _totals_clear(x, temperature, top_p, margin=2e-3):
     """No running total of the sorted probabilities within ``margin`` of p (away from the
     boundary, where float rounding would decide)."""
+    return bool(_totals_clear_rows(x, temperature, top_p, margin).all())
+
+
+def _gaps_ok_rows(x, gap=1e-3):
+    """_gaps_ok of each row of ``x`` [B, V]: [B] booleans."""
+    s = x.sort(dim=-1).values
+    return (s[..., 1:] - s[..., :-1]).min(-1).values > gap
+
+
+def _totals_clear_rows(x, temperature, top_p, margin=2e-3):
+    """_totals_clear of each row of ``x`` [B, V]: [B] booleans."""
     probs = (x.double() / temperature).softmax(-1).sort(dim=-1, descending=True).values
-    return bool(((probs.cumsum(-1) - top_p).abs() > margin).all())
+    return ((probs.cumsum(-1) - top_p).abs() > margin).all(-1)
 
 
 def filter_case(n, temperature=1.0, top_k=None, top_p=None, differs_from=(), p_range=(0.35, 0.9)):
@@ -547,8 +558,7 @@ def combined_case(n):
         if not _enough(agree, k_binds, p_binds):  # rows <= agree: the cheaper test first
             continue
         kept = (x / T).masked_fill(~torch.isfinite(ref_filter(x, T, k)), NEG_INF)
-        rows = torch.tensor([bool(a) and _gaps_ok(r) and _totals_clear(r, T, p) and _totals_clear(c, 1.0, p)
-                             for a, r, c in zip(agree, x, kept, strict=True)])
+        rows = agree & _gaps_ok_rows(x) & _totals_clear_rows(x, T, p) & _totals_clear_rows(kept, 1.0, p)
         if _enough(rows, k_binds, p_binds) and _told_apart(x, T, k, p, rows):
             return x, T, k, p, rows
     raise RuntimeError(msg("no clear top_k + top_p input found"))

@@ -328,3 +328,18 @@ def test_the_beam_searches_on_lesson_08s_models_are_short(sub, monkeypatch) -> N
                     if not args[0].type_name.endswith("TableModel"))
         assert steps < 95, steps
 
+
+def test_the_combined_case_checks_its_rows_at_once() -> None:
+    """combined_case keeps the rows clear of ties and of p's boundary with one batched check of
+    its 8 rows (before: each row's own, 8 times the operations): the same answer row by row."""
+    mixed: set[bool] = set()
+    for seed in range(20):
+        with grading_run(seed):
+            x = torch.randn(8, 10, generator=gen(1)) * torch.tensor([0.7, 3.0]).repeat(4)[:, None]
+            p = 0.6 + 0.35 * float(torch.rand(1, generator=gen(2)))
+        for gap, margin in ((1e-3, 2e-3), (0.1, 0.05)):  # the second: rows of both answers
+            assert hidden._gaps_ok_rows(x, gap).tolist() == [hidden._gaps_ok(r, gap) for r in x]
+            assert hidden._totals_clear_rows(x, 0.4, p, margin).tolist() == \
+                [hidden._totals_clear(r, 0.4, p, margin) for r in x]
+            mixed.update(hidden._gaps_ok_rows(x, gap).tolist() + hidden._totals_clear_rows(x, 0.4, p, margin).tolist())
+    assert mixed == {True, False}
