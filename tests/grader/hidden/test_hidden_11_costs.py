@@ -343,3 +343,23 @@ def test_the_combined_case_checks_its_rows_at_once() -> None:
                 [hidden._totals_clear(r, 0.4, p, margin) for r in x]
             mixed.update(hidden._gaps_ok_rows(x, gap).tolist() + hidden._totals_clear_rows(x, 0.4, p, margin).tolist())
     assert mixed == {True, False}
+
+
+def test_the_greedy_and_ending_cases_cost_few_forwards(monkeypatch) -> None:
+    """The greedy and ending cases are continued together, one float64 forward a token: the
+    ending case's max_new_tokens is drawn from 6 to 8 (before: 7 to 9), so that over ten runs
+    the shared model runs 102 forwards (112 before)."""
+    forwards: list[int] = []
+    lm_model = hidden.lm_model
+
+    def drawing(*args: Any) -> Any:
+        state, m64 = lm_model(*args)
+        m64.register_forward_hook(lambda *_: forwards.append(1))
+        return state, m64
+
+    monkeypatch.setattr(hidden, "lm_model", drawing)
+    for seed in range(1, 11):
+        with grading_run(seed):
+            T = hidden._int(*hidden.GREEDY_T)
+            hidden.greedy_and_ending(T, hidden._int(*hidden.ENDING_T))
+    assert len(forwards) <= 105, len(forwards)
