@@ -1389,7 +1389,6 @@ def test_generate_without_cache(sub):
         b.method(made.handle, "train")
         first = b.call("generate", made.handle, prompt, 1, eos, use_cache=False)
         training = b.get(made.handle, "training")
-    made.value  # noqa: B018 - the constructor's error, if it failed
     out = _generated(first.value, prompt)
     check(matches(out, want), msg("a model left in training mode, built with dropout=1.0, generates another first token than the same model in eval mode: generation runs with dropout off, so call model.eval() before the loop (and restore the mode after it)"), mistake="gen_no_eval")
     check(training.value is True, msg("generate left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end"),
