@@ -322,11 +322,20 @@ def filter_suspects(logits, mistakes=FILTER_SUSPECTS, rows=slice(None), **kwargs
                     FILTER_HINTS[m]) for m in mistakes]
 
 
-def _filter(sub, logits, oracle=True, **kwargs):
-    """filter_logits(logits, **kwargs), checked for its shape, dtype and -inf; the output and
-    the oracle's, each with -inf as -1e30 (without ``oracle``: the output alone, and no -inf
-    to check, for a case where the oracle excludes nothing)."""
-    out = sub.call("filter_logits", logits, **kwargs)
+def _sent(sub, calls):
+    """filter_logits on each (logits, kwargs) of ``calls``, sent together without waiting (one
+    round trip for a test's calls): their results, each read by ``_filter(..., sent=)`` in the
+    order of the calls."""
+    with sub.batch(lazy=True) as b:
+        return [b.call("filter_logits", logits, **kwargs) for logits, kwargs in calls]
+
+
+def _filter(sub, logits, oracle=True, sent=None, **kwargs):
+    """filter_logits(logits, **kwargs) (``sent``: its result from :func:`_sent`), checked for its
+    shape, dtype and -inf; the output and the oracle's, each with -inf as -1e30 (without
+    ``oracle``: the output alone, and no -inf to check, for a case where the oracle excludes
+    nothing)."""
+    out = sent.value if sent is not None else sub.call("filter_logits", logits, **kwargs)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(logits.shape),
           msg("filter_logits should return a tensor of the logits' shape {logits_shape}, got {out_shape}", logits_shape=list(logits.shape), out_shape=list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__))
     check(out.dtype == logits.dtype, msg("filter_logits of {logits_dtype} logits returned {out_dtype}: keep the logits' dtype", logits_dtype=str(logits.dtype)[6:], out_dtype=str(out.dtype)[6:]))
@@ -385,12 +394,13 @@ def filter_case(n, temperature=1.0, top_k=None, top_p=None, differs_from=(), p_r
 def test_filter_temperature(sub):
     x, _ = filter_case(1)
     T = 0.3 + 2.0 * float(torch.rand(1, generator=gen(2)))
-    out, want = _filter(sub, x, temperature=T)
-    close_logits(out, want, msg("with temperature={T} and no top_k or top_p, filter_logits should return logits / temperature, nothing excluded", T=format(T, '.3f')), atol=1e-5, suspects=filter_suspects(x, temperature=T))
-    out, want = _filter(sub, x)
-    close_logits(out, want, msg("with the default arguments filter_logits should return the logits unchanged"), atol=1e-6)
     x64 = x.double()
-    out, want = _filter(sub, x64, temperature=T)
+    scaled, plain, wide = _sent(sub, [(x, {"temperature": T}), (x, {}), (x64, {"temperature": T})])
+    out, want = _filter(sub, x, temperature=T, sent=scaled)
+    close_logits(out, want, msg("with temperature={T} and no top_k or top_p, filter_logits should return logits / temperature, nothing excluded", T=format(T, '.3f')), atol=1e-5, suspects=filter_suspects(x, temperature=T))
+    out, want = _filter(sub, x, sent=plain)
+    close_logits(out, want, msg("with the default arguments filter_logits should return the logits unchanged"), atol=1e-6)
+    out, want = _filter(sub, x64, temperature=T, sent=wide)
     close_logits(out, want, msg("float64 logits with temperature={T} should give logits / temperature in float64", T=format(T, '.3f')),
                  atol=1e-12)
 
@@ -403,9 +413,11 @@ def test_filter_top_k(sub):
     drawn_k = 2 + _int(6, 0, V - 3)
     # last, at temperature 1: no division makes a new tensor first, so a masked_fill_ on the
     # caller's logits shows (changes_its_input)
-    for k, T in ((drawn_k, drawn_T), (1, drawn_T), (V, drawn_T), (V + _int(7, 1, 6), drawn_T), (drawn_k, 1.0)):
+    settings = ((drawn_k, drawn_T), (1, drawn_T), (V, drawn_T), (V + _int(7, 1, 6), drawn_T), (drawn_k, 1.0))
+    sent = _sent(sub, [(x, {"temperature": T, "top_k": k}) for k, T in settings])
+    for (k, T), result in zip(settings, sent, strict=True):
         try:
-            out, want = _filter(sub, x, temperature=T, top_k=k)
+            out, want = _filter(sub, x, temperature=T, top_k=k, sent=result)
         except SubmissionError as exc:
             if k <= V:
                 raise
@@ -418,8 +430,9 @@ def test_filter_top_k(sub):
 def test_filter_top_p_keeps_one(sub):
     x, _ = filter_case(8, top_p=1e-6, differs_from=("filter_topp_unsorted",))
     top = (x.double().softmax(-1)).max(-1).values.min().item()
-    for p in (1e-6, 0.5 * top):
-        out, want = _filter(sub, x, top_p=p)
+    ps = (1e-6, 0.5 * top)
+    for p, result in zip(ps, _sent(sub, [(x, {"top_p": p}) for p in ps]), strict=True):
+        out, want = _filter(sub, x, top_p=p, sent=result)
         kept = (out > -1e29).sum(-1)
         check(bool((kept > 0).all()), msg("with top_p={p}, below every row's largest probability, a row kept no token: the most likely token always stays (top-p keeps at least one)", p=format(p, '.3g')),
               mistake="filter_topp_drops_top")
@@ -429,16 +442,20 @@ def test_filter_top_p_keeps_one(sub):
 @exercise("filter_logits", points=0.75)
 def test_filter_top_p(sub):
     x, p = filter_case(10, top_p="draw", differs_from=("filter_topp_excludes_crossing", "filter_topp_drops_top"))
-    out, want = _filter(sub, x, top_p=p)
+    T = (0.4 if _int(11, 0, 2) else 2.5)
+    x2, p2 = filter_case(12, temperature=T, top_p="draw",
+                         differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
+    x3, p3, shift = overflow_case(13)
+    first, second, shifted = _sent(sub, [(x, {"top_p": p}), (x2, {"temperature": T, "top_p": p2}),
+                                         (x3 + shift, {"top_p": p3})])
+    out, want = _filter(sub, x, top_p=p, sent=first)
     close_logits(out, want, msg("with top_p={p} each row should keep its most likely tokens up to and including the one whose probability brings the total to p, and -inf elsewhere", p=format(p, '.4f')), atol=1e-5,
                  suspects=filter_suspects(x, top_p=p))
-    T = (0.4 if _int(11, 0, 2) else 2.5)
-    x, p = filter_case(12, temperature=T, top_p="draw",
-                       differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
-    out, want = _filter(sub, x, temperature=T, top_p=p)
+    x, p = x2, p2
+    out, want = _filter(sub, x, temperature=T, top_p=p, sent=second)
     close_logits(out, want, msg("with temperature={T} and top_p={p}, top-p should measure the probabilities of logits / temperature", T=T, p=format(p, '.4f')), atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
-    x, p, shift = overflow_case(13)
-    out, want = _filter(sub, x + shift, top_p=p)
+    x, p = x3, p3
+    out, want = _filter(sub, x + shift, top_p=p, sent=shifted)
     if not matches(out, want, atol=1e-5) and matches(*_filter(sub, x, top_p=p), atol=1e-5):
         shifts = ", ".join(f"{v:+g}" for v in shift[:, 0].tolist())
         diagnose("filter_softmax_overflow", msg("with top_p={p}, rows shifted by {shifts} (the same distributions: a softmax does not change when a row is shifted) kept other tokens than the rows themselves: in float32 exp(100) is inf and exp(-1000) is 0, so exp(x) / exp(x).sum() gives NaN; use torch.softmax, which subtracts the max", p=format(p, '.4f'), shifts=shifts))
@@ -451,11 +468,16 @@ def test_filter_top_p_exact_total(sub):
     exactly ends the set there, whatever the precision."""
     V = 12
     g = gen(14)
+    cases = []
     for p, sizes in ((0.5, (2, 4, 8)), (0.75, (4, 8, 4))):
         x = torch.full((len(sizes), V), -100.0)
         for b, size in enumerate(sizes):
             x[b, torch.randperm(V, generator=g)[:size]] = 0.0
-        out, _ = _filter(sub, x, top_p=p)
+        cases.append((p, sizes, x))
+    wide = top_p_one_logits(g)
+    *sent, wide_sent = _sent(sub, [*((x, {"top_p": p}) for p, _, x in cases), (wide, {"top_p": 1.0})])
+    for (p, sizes, x), result in zip(cases, sent, strict=True):
+        out, _ = _filter(sub, x, top_p=p, sent=result)
         kept = (out > -1e29).sum(-1).tolist()
         want = [round(p * size) for size in sizes]
         sizes_txt = ", ".join(str(s) for s in sizes)
@@ -465,15 +487,20 @@ def test_filter_top_p_exact_total(sub):
         ties = (x == 0.0)
         check(bool((out[out > -1e29] == 0.0).all()) and bool((out[~ties] <= -1e29).all()),
               msg("rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied largest logits, unchanged", sizes_txt=sizes_txt, p=p))
-    _top_p_one_keeps_all(sub, g)
+    _top_p_one_keeps_all(sub, wide, wide_sent)
 
 
-def _top_p_one_keeps_all(sub, g, V=32_000):
-    """top_p=1 on a vocabulary of 32,000 whose smallest probabilities are about 1e-10: every
-    token has a probability above 0, so every one is kept; a float32 running total from the most
-    likely token down reaches 1.0 thousands of tokens before the end (float64 does not)."""
-    x = (3.0 * torch.randn(1, V, generator=g)).clamp(-9.0, 9.0)
-    out, _ = _filter(sub, x, oracle=False, top_p=1.0)  # the oracle keeps every token
+def top_p_one_logits(g, V=32_000):
+    """Logits [1, V] of a vocabulary of 32,000 whose smallest probabilities are about 1e-10."""
+    return (3.0 * torch.randn(1, V, generator=g)).clamp(-9.0, 9.0)
+
+
+def _top_p_one_keeps_all(sub, x, sent):
+    """top_p=1 on top_p_one_logits (``sent``: filter_logits's result): every token has a
+    probability above 0, so every one is kept; a float32 running total from the most likely
+    token down reaches 1.0 thousands of tokens before the end (float64 does not)."""
+    V = x.shape[-1]
+    out, _ = _filter(sub, x, oracle=False, top_p=1.0, sent=sent)  # the oracle keeps every token
     kept = int((out > -1e29).sum())
     if kept < V and kept == _float32_total_keeps(x):
         diagnose("filter_topp_float32_total", msg("with top_p=1.0 on {V} tokens, filter_logits kept {kept}: a running total of float32 probabilities reaches 1.0 before the last token; sum the probabilities in float64 (probs.double()), or skip top-p when top_p is 1", V=format(V, ','), kept=format(kept, ',')))
@@ -1668,13 +1695,16 @@ def test_beam_output_form(sub):
     for max_len, training in ((src.shape[1] + 2, True), (4, False)):
         if not training:
             model.eval()
-        got = as_rows(_hypotheses(sub.call("beam_search", model, src, 4, max_len, BOS, COPY_EOS), src.shape[0],
-                                  max_len, COPY_EOS), max_len)
+        with sub.batch(lazy=True) as b:  # the search, its calls in training mode and the mode after it
+            searched = b.call("beam_search", model, src, 4, max_len, BOS, COPY_EOS)
+            in_training = b.get(model, "calls_in_training")
+            after = b.inspect(model, values=False)
+        got = as_rows(_hypotheses(searched.value, src.shape[0], max_len, COPY_EOS), max_len)
         close(got, as_rows([tuple(t for t in r if t != PAD) for r in
                             greedy_of(copy_paths(src), COPY_EOS, max_len).tolist()], max_len),
               msg("with beam_size=4 and max_len={max_len}, on a model that copies its source and is sure of every token, beam_search should return each source copied after bos, through its eos or up to max_len", max_len=max_len))
-        check(model.get("calls_in_training") == 0, msg("beam_search runs a model left in training mode without switching it to eval mode, so dropout is on while it searches: call model.eval() first (and restore the mode at the end)"), mistake="beam_no_eval")
-        check(_training(model) is training, msg("beam_search left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end")
+        check(in_training.value == 0, msg("beam_search runs a model left in training mode without switching it to eval mode, so dropout is on while it searches: call model.eval() first (and restore the mode at the end)"), mistake="beam_no_eval")
+        check(after.value.get("training") is training, msg("beam_search left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end")
               if training else msg("beam_search left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
               mistake="beam_mode_not_restored")
     _beam_fake(sub, 407, [(ALIVE_AT_MAX, {})], 2, 3, None,
