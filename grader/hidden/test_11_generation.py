@@ -20,10 +20,10 @@ outputs are compared with -inf as -1e30 (``finite``), and its hints show -inf (`
 the submission by the ``decoder_lm`` fixture) holding weights drawn here, and are compared with
 the same model run on whole sequences in float64; the cache is read only through what
 ``decoder_step`` returns (its attributes are read only to name a mistake once a step has failed).
-``generate``'s mode is checked on a DecoderLM built with dropout=1.0, which in training mode drops
-every block's output. ``beam_search`` runs on lesson 08's ``Transformer`` (beam 1 must be
-``greedy_decode``), on lesson 08's copy model (built in training mode, it counts the calls made in
-it) and on a stand-in whose next-token logits come from a table (``table_model``): scenarios in
+``generate``'s mode is checked on that model (in eval mode, kept) and on a DecoderLM built with
+dropout=1.0, which in training mode drops every block's output. ``beam_search`` runs on lesson
+08's ``Transformer`` (beam 1 must be ``greedy_decode``), on lesson 08's copy model (built in
+training mode, it counts the calls made in it) and on a stand-in whose next-token logits come from a table (``table_model``): scenarios in
 which the best hypothesis is unique and found by every correct variant of beam search (a shrinking
 beam, k alive beams from 2k candidates, finished beams kept frozen in the beam, early stopping once
 k have finished, returning the best finished one), and in which each common mistake ends on another
@@ -322,13 +322,25 @@ def filter_suspects(logits, mistakes=FILTER_SUSPECTS, rows=slice(None), **kwargs
                     FILTER_HINTS[m]) for m in mistakes]
 
 
-def _filter(sub, logits, **kwargs):
-    """filter_logits(logits, **kwargs), checked for its shape, dtype and -inf; the output and
-    the oracle's, each with -inf as -1e30."""
-    out = sub.call("filter_logits", logits, **kwargs)
+def _sent(sub, calls):
+    """filter_logits on each (logits, kwargs) of ``calls``, sent together without waiting (one
+    round trip for a test's calls): their results, each read by ``_filter(..., sent=)`` in the
+    order of the calls."""
+    with sub.batch(lazy=True) as b:
+        return [b.call("filter_logits", logits, **kwargs) for logits, kwargs in calls]
+
+
+def _filter(sub, logits, oracle=True, sent=None, **kwargs):
+    """filter_logits(logits, **kwargs) (``sent``: its result from :func:`_sent`), checked for its
+    shape, dtype and -inf; the output and the oracle's, each with -inf as -1e30 (without
+    ``oracle``: the output alone, and no -inf to check, for a case where the oracle excludes
+    nothing)."""
+    out = sent.value if sent is not None else sub.call("filter_logits", logits, **kwargs)
     check(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(logits.shape),
           msg("filter_logits should return a tensor of the logits' shape {logits_shape}, got {out_shape}", logits_shape=list(logits.shape), out_shape=list(getattr(out, 'shape', [])) if isinstance(out, torch.Tensor) else type(out).__name__))
     check(out.dtype == logits.dtype, msg("filter_logits of {logits_dtype} logits returned {out_dtype}: keep the logits' dtype", logits_dtype=str(logits.dtype)[6:], out_dtype=str(out.dtype)[6:]))
+    if not oracle:
+        return finite(out), None
     want = ref_filter(logits, **kwargs)
     excluded = torch.isinf(want)
     if excluded.any() and bool(torch.isfinite(out[excluded]).all()) and float(out[excluded].max()) < -1e3:
@@ -345,8 +357,19 @@ def _gaps_ok(x, gap=1e-3):
 def _totals_clear(x, temperature, top_p, margin=2e-3):
     """No running total of the sorted probabilities within ``margin`` of p (away from the
     boundary, where float rounding would decide)."""
+    return bool(_totals_clear_rows(x, temperature, top_p, margin).all())
+
+
+def _gaps_ok_rows(x, gap=1e-3):
+    """_gaps_ok of each row of ``x`` [B, V]: [B] booleans."""
+    s = x.sort(dim=-1).values
+    return (s[..., 1:] - s[..., :-1]).min(-1).values > gap
+
+
+def _totals_clear_rows(x, temperature, top_p, margin=2e-3):
+    """_totals_clear of each row of ``x`` [B, V]: [B] booleans."""
     probs = (x.double() / temperature).softmax(-1).sort(dim=-1, descending=True).values
-    return bool(((probs.cumsum(-1) - top_p).abs() > margin).all())
+    return ((probs.cumsum(-1) - top_p).abs() > margin).all(-1)
 
 
 def filter_case(n, temperature=1.0, top_k=None, top_p=None, differs_from=(), p_range=(0.35, 0.9)):
@@ -371,12 +394,13 @@ def filter_case(n, temperature=1.0, top_k=None, top_p=None, differs_from=(), p_r
 def test_filter_temperature(sub):
     x, _ = filter_case(1)
     T = 0.3 + 2.0 * float(torch.rand(1, generator=gen(2)))
-    out, want = _filter(sub, x, temperature=T)
-    close_logits(out, want, msg("with temperature={T} and no top_k or top_p, filter_logits should return logits / temperature, nothing excluded", T=format(T, '.3f')), atol=1e-5, suspects=filter_suspects(x, temperature=T))
-    out, want = _filter(sub, x)
-    close_logits(out, want, msg("with the default arguments filter_logits should return the logits unchanged"), atol=1e-6)
     x64 = x.double()
-    out, want = _filter(sub, x64, temperature=T)
+    scaled, plain, wide = _sent(sub, [(x, {"temperature": T}), (x, {}), (x64, {"temperature": T})])
+    out, want = _filter(sub, x, temperature=T, sent=scaled)
+    close_logits(out, want, msg("with temperature={T} and no top_k or top_p, filter_logits should return logits / temperature, nothing excluded", T=format(T, '.3f')), atol=1e-5, suspects=filter_suspects(x, temperature=T))
+    out, want = _filter(sub, x, sent=plain)
+    close_logits(out, want, msg("with the default arguments filter_logits should return the logits unchanged"), atol=1e-6)
+    out, want = _filter(sub, x64, temperature=T, sent=wide)
     close_logits(out, want, msg("float64 logits with temperature={T} should give logits / temperature in float64", T=format(T, '.3f')),
                  atol=1e-12)
 
@@ -389,9 +413,11 @@ def test_filter_top_k(sub):
     drawn_k = 2 + _int(6, 0, V - 3)
     # last, at temperature 1: no division makes a new tensor first, so a masked_fill_ on the
     # caller's logits shows (changes_its_input)
-    for k, T in ((drawn_k, drawn_T), (1, drawn_T), (V, drawn_T), (V + _int(7, 1, 6), drawn_T), (drawn_k, 1.0)):
+    settings = ((drawn_k, drawn_T), (1, drawn_T), (V, drawn_T), (V + _int(7, 1, 6), drawn_T), (drawn_k, 1.0))
+    sent = _sent(sub, [(x, {"temperature": T, "top_k": k}) for k, T in settings])
+    for (k, T), result in zip(settings, sent, strict=True):
         try:
-            out, want = _filter(sub, x, temperature=T, top_k=k)
+            out, want = _filter(sub, x, temperature=T, top_k=k, sent=result)
         except SubmissionError as exc:
             if k <= V:
                 raise
@@ -404,8 +430,9 @@ def test_filter_top_k(sub):
 def test_filter_top_p_keeps_one(sub):
     x, _ = filter_case(8, top_p=1e-6, differs_from=("filter_topp_unsorted",))
     top = (x.double().softmax(-1)).max(-1).values.min().item()
-    for p in (1e-6, 0.5 * top):
-        out, want = _filter(sub, x, top_p=p)
+    ps = (1e-6, 0.5 * top)
+    for p, result in zip(ps, _sent(sub, [(x, {"top_p": p}) for p in ps]), strict=True):
+        out, want = _filter(sub, x, top_p=p, sent=result)
         kept = (out > -1e29).sum(-1)
         check(bool((kept > 0).all()), msg("with top_p={p}, below every row's largest probability, a row kept no token: the most likely token always stays (top-p keeps at least one)", p=format(p, '.3g')),
               mistake="filter_topp_drops_top")
@@ -415,16 +442,20 @@ def test_filter_top_p_keeps_one(sub):
 @exercise("filter_logits", points=0.75)
 def test_filter_top_p(sub):
     x, p = filter_case(10, top_p="draw", differs_from=("filter_topp_excludes_crossing", "filter_topp_drops_top"))
-    out, want = _filter(sub, x, top_p=p)
+    T = (0.4 if _int(11, 0, 2) else 2.5)
+    x2, p2 = filter_case(12, temperature=T, top_p="draw",
+                         differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
+    x3, p3, shift = overflow_case(13)
+    first, second, shifted = _sent(sub, [(x, {"top_p": p}), (x2, {"temperature": T, "top_p": p2}),
+                                         (x3 + shift, {"top_p": p3})])
+    out, want = _filter(sub, x, top_p=p, sent=first)
     close_logits(out, want, msg("with top_p={p} each row should keep its most likely tokens up to and including the one whose probability brings the total to p, and -inf elsewhere", p=format(p, '.4f')), atol=1e-5,
                  suspects=filter_suspects(x, top_p=p))
-    T = (0.4 if _int(11, 0, 2) else 2.5)
-    x, p = filter_case(12, temperature=T, top_p="draw",
-                       differs_from=("filter_temperature_after", "filter_topp_excludes_crossing"))
-    out, want = _filter(sub, x, temperature=T, top_p=p)
+    x, p = x2, p2
+    out, want = _filter(sub, x, temperature=T, top_p=p, sent=second)
     close_logits(out, want, msg("with temperature={T} and top_p={p}, top-p should measure the probabilities of logits / temperature", T=T, p=format(p, '.4f')), atol=1e-5, suspects=filter_suspects(x, temperature=T, top_p=p))
-    x, p, shift = overflow_case(13)
-    out, want = _filter(sub, x + shift, top_p=p)
+    x, p = x3, p3
+    out, want = _filter(sub, x + shift, top_p=p, sent=shifted)
     if not matches(out, want, atol=1e-5) and matches(*_filter(sub, x, top_p=p), atol=1e-5):
         shifts = ", ".join(f"{v:+g}" for v in shift[:, 0].tolist())
         diagnose("filter_softmax_overflow", msg("with top_p={p}, rows shifted by {shifts} (the same distributions: a softmax does not change when a row is shifted) kept other tokens than the rows themselves: in float32 exp(100) is inf and exp(-1000) is 0, so exp(x) / exp(x).sum() gives NaN; use torch.softmax, which subtracts the max", p=format(p, '.4f'), shifts=shifts))
@@ -437,11 +468,16 @@ def test_filter_top_p_exact_total(sub):
     exactly ends the set there, whatever the precision."""
     V = 12
     g = gen(14)
+    cases = []
     for p, sizes in ((0.5, (2, 4, 8)), (0.75, (4, 8, 4))):
         x = torch.full((len(sizes), V), -100.0)
         for b, size in enumerate(sizes):
             x[b, torch.randperm(V, generator=g)[:size]] = 0.0
-        out, _ = _filter(sub, x, top_p=p)
+        cases.append((p, sizes, x))
+    wide = top_p_one_logits(g)
+    *sent, wide_sent = _sent(sub, [*((x, {"top_p": p}) for p, _, x in cases), (wide, {"top_p": 1.0})])
+    for (p, sizes, x), result in zip(cases, sent, strict=True):
+        out, _ = _filter(sub, x, top_p=p, sent=result)
         kept = (out > -1e29).sum(-1).tolist()
         want = [round(p * size) for size in sizes]
         sizes_txt = ", ".join(str(s) for s in sizes)
@@ -451,20 +487,31 @@ def test_filter_top_p_exact_total(sub):
         ties = (x == 0.0)
         check(bool((out[out > -1e29] == 0.0).all()) and bool((out[~ties] <= -1e29).all()),
               msg("rows with {sizes_txt} equal logits and top_p={p} should keep only tokens of the tied largest logits, unchanged", sizes_txt=sizes_txt, p=p))
-    _top_p_one_keeps_all(sub, g)
+    _top_p_one_keeps_all(sub, wide, wide_sent)
 
 
-def _top_p_one_keeps_all(sub, g, V=32_000):
-    """top_p=1 on a vocabulary of 32,000 whose smallest probabilities are about 1e-10: every
-    token has a probability above 0, so every one is kept; a float32 running total from the most
-    likely token down reaches 1.0 thousands of tokens before the end (float64 does not)."""
-    x = (3.0 * torch.randn(1, V, generator=g)).clamp(-9.0, 9.0)
-    out, _ = _filter(sub, x, top_p=1.0)
+def top_p_one_logits(g, V=32_000):
+    """Logits [1, V] of a vocabulary of 32,000 whose smallest probabilities are about 1e-10."""
+    return (3.0 * torch.randn(1, V, generator=g)).clamp(-9.0, 9.0)
+
+
+def _top_p_one_keeps_all(sub, x, sent):
+    """top_p=1 on top_p_one_logits (``sent``: filter_logits's result): every token has a
+    probability above 0, so every one is kept; a float32 running total from the most likely
+    token down reaches 1.0 thousands of tokens before the end (float64 does not)."""
+    V = x.shape[-1]
+    out, _ = _filter(sub, x, oracle=False, top_p=1.0, sent=sent)  # the oracle keeps every token
     kept = int((out > -1e29).sum())
-    ranked = x.sort(dim=-1, descending=True).values.softmax(-1)             # float32, as the mistake sums
-    if kept < V and kept == int(((ranked.cumsum(-1) - ranked) < 1.0).sum()):
+    if kept < V and kept == _float32_total_keeps(x):
         diagnose("filter_topp_float32_total", msg("with top_p=1.0 on {V} tokens, filter_logits kept {kept}: a running total of float32 probabilities reaches 1.0 before the last token; sum the probabilities in float64 (probs.double()), or skip top-p when top_p is 1", V=format(V, ','), kept=format(kept, ',')))
     check(kept == V, msg("with top_p=1.0 on {V} tokens every token should be kept (each has a probability above 0), kept {kept}", V=format(V, ','), kept=format(kept, ',')))
+
+
+def _float32_total_keeps(x):
+    """How many tokens top_p=1 keeps with a running total of float32 probabilities summed from
+    the most likely token down (the mistake ``filter_topp_float32_total``)."""
+    ranked = x.sort(dim=-1, descending=True).values.softmax(-1)
+    return int(((ranked.cumsum(-1) - ranked) < 1.0).sum())
 
 
 OVERFLOW_SHIFTS = (1000.0, -1000.0, 100.0)
@@ -538,8 +585,7 @@ def combined_case(n):
         if not _enough(agree, k_binds, p_binds):  # rows <= agree: the cheaper test first
             continue
         kept = (x / T).masked_fill(~torch.isfinite(ref_filter(x, T, k)), NEG_INF)
-        rows = torch.tensor([bool(a) and _gaps_ok(r) and _totals_clear(r, T, p) and _totals_clear(c, 1.0, p)
-                             for a, r, c in zip(agree, x, kept, strict=True)])
+        rows = agree & _gaps_ok_rows(x) & _totals_clear_rows(x, T, p) & _totals_clear_rows(kept, 1.0, p)
         if _enough(rows, k_binds, p_binds) and _told_apart(x, T, k, p, rows):
             return x, T, k, p, rows
     raise RuntimeError(msg("no clear top_k + top_p input found"))
@@ -791,16 +837,11 @@ def _lm_fixture(sub, state, pad_id):
     return _model_fixture(sub, "decoder_lm", state, V_LM, D_LM, H_LM, N_LAYER, FF_LM, MAX_LEN, pad_id)
 
 
-@per_run
-def lm_case(n):
-    pad_id = _int(n, 1, V_LM)  # token 0 is a real token: a pad taken as 0 shows
-    return (pad_id, *lm_model(gen(n + 1), pad_id))
-
-
-def _lm(sub, n=200):
-    """The decoder_step tests' model (drawn once per run: each test draws its own ids) as a
-    fixture, in float64, and its pad_id."""
-    pad_id, state, m64 = lm_case(n)
+def _lm(sub):
+    """The decoder_step tests' model as a fixture, in float64, and its pad_id (never 0: token 0
+    is a real token, so that a pad taken as 0 shows): test_generate_greedy's, drawn once per run
+    (each test draws its own ids), so that the worker builds one DecoderLM for both exercises."""
+    state, m64, pad_id, *_ = generate_case(GREEDY_CASE, _int(*GREEDY_T), ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id
 
 
@@ -1164,8 +1205,9 @@ def _ending_case_on(g, m64, pad_id, T):
     return left_pad(rows, pad_id), conts, eos[int(torch.randint(0, len(eos), (1,), generator=g))]
 
 
-#: test_generate_stops_and_pads's max_new_tokens (drawn from 7 to 9) and case
-ENDING_T, ENDING_CASE = (308, 7, 10), 309
+#: test_generate_stops_and_pads's max_new_tokens (drawn from 6 to 8: each token costs the check a float64 forward
+#: and the worker a decoder_step) and case
+ENDING_T, ENDING_CASE = (308, 6, 9), 309
 #: further draws of prompts for an ending case on the greedy case's model before it draws a model of its own
 ENDING_ON_GREEDY = 3
 
@@ -1259,6 +1301,8 @@ def _generated(out, prompt):
 #: check T float64 forwards per attempt; it serves the sampling test 60 runs in 60, the dropout
 #: test 59 in 60: each then draws its own, as before)
 GREEDY_T, GREEDY_CASE = (300, 5, 8), 301
+#: the tokens generated for a prompt row alone (test_generate_greedy): the prefill's and one from the cache
+ALONE_T = 2
 
 
 def _shared_case(i, n):
@@ -1286,6 +1330,24 @@ def _cached_greedy(sub, model, prompt, T, eos):
     return memo[key]
 
 
+def _uncached_greedy(sub, model, prompt, T, eos):
+    """generate(..., use_cache=False) on the greedy case, run once per grading run on the
+    decoder_lm fixture ``model``, put in eval mode first: its output, the positions it ran
+    through the model (test_generate_uses_the_cache) and the model's mode after it
+    (test_generate_without_cache: one generation fewer)."""
+    memo = run_memo()
+    key = ("uncached greedy", id(sub), id(model), id(prompt), T, eos)
+    if key not in memo:
+        with sub.batch(lazy=True) as b:
+            b.method(model, "eval")  # an earlier generate may have left it in training mode
+            before = b.get(model, "embedded")
+            out = b.call("generate", model, prompt, T, eos, use_cache=False)
+            after = b.get(model, "embedded")
+            training = b.get(model, "training")
+        memo[key] = _generated(out.value, prompt), after.value - before.value, training.value
+    return memo[key]
+
+
 def _greedy_case(sub, n, T):
     state, m64, pad_id, prompt, conts, eos = generate_case(n, T, ending=False)
     return _lm_fixture(sub, state, pad_id), m64, pad_id, prompt, conts, eos
@@ -1306,7 +1368,8 @@ def test_generate_greedy(sub):
     pads = (prompt == pad_id).sum(-1)
     b = int(pads.argmax())  # the row with the most left pads: alone, its positions start elsewhere
     row = prompt[b:b + 1, int(pads[b]):]
-    close(_generate(sub, model, row, T, eos), torch.cat([row, torch.tensor([conts[b]])], 1),
+    # its first ALONE_T tokens: the prompt's step and a cached one (a step costs a decoder_step)
+    close(_generate(sub, model, row, ALONE_T, eos), torch.cat([row, torch.tensor([conts[b][:ALONE_T]])], 1),
           msg("prompt row {b} alone (without its left pads) should give the same tokens as in the padded batch", b=b))
 
 
@@ -1329,27 +1392,33 @@ def _training(model):
 
 @exercise("generate", points=0.25)
 def test_generate_without_cache(sub):
-    """Also the mode: the model is lesson 10's DecoderLM built with dropout=1.0, which in training mode
-    drops every block's output (so generating in training mode gives other tokens, whatever the draw)."""
+    """Also the mode: use_cache=False on the greedy case's model in eval mode (the run
+    test_generate_uses_the_cache counts), then one token with lesson 10's DecoderLM built with
+    dropout=1.0 and left in training mode, which drops every block's output (so generating in
+    training mode gives another first token, whatever the draw)."""
     T = _int(*GREEDY_T)
+    model, _, _, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
+    out, _, training = _uncached_greedy(sub, model, prompt, T, eos)
+    close(out, torch.cat([prompt, torch.tensor(conts)], 1), msg("generate(..., use_cache=False) should return the same greedy tokens as with the cache (here {T} tokens after each prompt), computed by running model(ids) on the whole sequence at every step", T=T))
+    check(training is False, msg("generate left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
+          mistake="gen_mode_not_restored")
     for i in range(20):  # a case whose first token differs in training mode: the greedy tests' first
         state, m64, pad_id, prompt, conts, eos = generate_case(_shared_case(i, 305), T, ending=False)
-        want = torch.cat([prompt, torch.tensor(conts)], 1)
-        if not matches(dropped_out(m64, prompt, 1, eos), want[:, :prompt.shape[1] + 1]):
+        want = torch.cat([prompt, torch.tensor(conts)[:, :1]], 1)
+        if not matches(dropped_out(m64, prompt, 1, eos), want):
             break
     else:
         raise RuntimeError(msg("no case where dropout shows found"))
-    model = sub.new("DecoderLM", V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
-                    dropout=1.0, pad_id=pad_id)
-    model.load_state_dict(state)
-    model.eval()
-    close(_generate(sub, model, prompt, T, eos, use_cache=False), want, msg("generate(..., use_cache=False) should return the same greedy tokens as with the cache (here {T} tokens after each prompt), computed by running model(ids) on the whole sequence at every step", T=T))
-    check(_training(model) is False, msg("generate left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
-          mistake="gen_mode_not_restored")
-    model.train()
-    out = _generate(sub, model, prompt, 1, eos, use_cache=False)
-    check(matches(out, want[:, :prompt.shape[1] + 1]), msg("a model left in training mode, built with dropout=1.0, generates another first token than the same model in eval mode: generation runs with dropout off, so call model.eval() before the loop (and restore the mode after it)"), mistake="gen_no_eval")
-    check(_training(model) is True, msg("generate left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end"),
+    with sub.batch(lazy=True) as b:
+        made = b.new("DecoderLM", V_LM, d_model=D_LM, n_head=H_LM, n_layer=N_LAYER, d_ff=FF_LM, max_len=MAX_LEN,
+                     dropout=1.0, pad_id=pad_id)
+        b.method(made.handle, "load_state_dict", state)
+        b.method(made.handle, "train")
+        first = b.call("generate", made.handle, prompt, 1, eos, use_cache=False)
+        training = b.get(made.handle, "training")
+    out = _generated(first.value, prompt)
+    check(matches(out, want), msg("a model left in training mode, built with dropout=1.0, generates another first token than the same model in eval mode: generation runs with dropout off, so call model.eval() before the loop (and restore the mode after it)"), mistake="gen_no_eval")
+    check(training.value is True, msg("generate left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end"),
           mistake="gen_mode_not_restored")
 
 
@@ -1371,7 +1440,7 @@ def test_generate_uses_the_cache(sub):
     model, _, pad_id, prompt, conts, eos = _greedy_case(sub, GREEDY_CASE, T)
     P = prompt.shape[1]
     _, cached = _cached_greedy(sub, model, prompt, T, eos)
-    _, uncached = _counted_generate(sub, model, prompt, T, eos, use_cache=False)
+    _, uncached, _ = _uncached_greedy(sub, model, prompt, T, eos)
     if cached >= T * P:
         diagnose("gen_cache_unused", msg("with use_cache=True generate ran {cached} positions through the model for a prompt of {P} and {T} new tokens: it runs the whole sequence at every step; feed the prompt once to decoder_step with a KVCache(), then only each new token", cached=cached, P=P, T=T))
     check(cached <= P + T, msg("with use_cache=True generate ran {cached} positions through the model, a prompt of {P} and {T} new tokens: the prompt once and then each new token once is {positions}", cached=cached, P=P, T=T, positions=P + T - 1))
@@ -1534,7 +1603,7 @@ def transformer_case(n, max_len):
 COPY_V, COPY_EOS, COPY_JUNK = 13, 2, 12
 
 
-def copy_sources(n, B=3, L=7):
+def copy_sources(n, B=3, L=5):
     """Sources [B, L] of words 3..11, each row ending with eos at a different place, then pads."""
     g = gen(n)
     src = torch.randint(3, COPY_JUNK, (B, L), generator=g)
@@ -1587,9 +1656,9 @@ def as_rows(hypotheses, width):
     return torch.tensor([list(h) + [PAD] * (width - len(h)) for h in hypotheses])
 
 
-# max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 5 to 7, and
+# max_len of the searches on the Transformer: test_beam_one_is_greedy's, drawn from 4 to 6, and
 # test_beam_output_form's (a search costs a decoder call per source and step)
-T_LENS, FORM_LEN = (5, 8), 4
+T_LENS, FORM_LEN = (4, 7), 3
 
 
 @exercise("beam_search", points=1)
@@ -1626,13 +1695,16 @@ def test_beam_output_form(sub):
     for max_len, training in ((src.shape[1] + 2, True), (4, False)):
         if not training:
             model.eval()
-        got = as_rows(_hypotheses(sub.call("beam_search", model, src, 4, max_len, BOS, COPY_EOS), src.shape[0],
-                                  max_len, COPY_EOS), max_len)
+        with sub.batch(lazy=True) as b:  # the search, its calls in training mode and the mode after it
+            searched = b.call("beam_search", model, src, 4, max_len, BOS, COPY_EOS)
+            in_training = b.get(model, "calls_in_training")
+            after = b.inspect(model, values=False)
+        got = as_rows(_hypotheses(searched.value, src.shape[0], max_len, COPY_EOS), max_len)
         close(got, as_rows([tuple(t for t in r if t != PAD) for r in
                             greedy_of(copy_paths(src), COPY_EOS, max_len).tolist()], max_len),
               msg("with beam_size=4 and max_len={max_len}, on a model that copies its source and is sure of every token, beam_search should return each source copied after bos, through its eos or up to max_len", max_len=max_len))
-        check(model.get("calls_in_training") == 0, msg("beam_search runs a model left in training mode without switching it to eval mode, so dropout is on while it searches: call model.eval() first (and restore the mode at the end)"), mistake="beam_no_eval")
-        check(_training(model) is training, msg("beam_search left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end")
+        check(in_training.value == 0, msg("beam_search runs a model left in training mode without switching it to eval mode, so dropout is on while it searches: call model.eval() first (and restore the mode at the end)"), mistake="beam_no_eval")
+        check(after.value.get("training") is training, msg("beam_search left a model that was in training mode in eval mode: save was_training = model.training first and call model.train(was_training) at the end")
               if training else msg("beam_search left a model that was in eval mode in training mode: save was_training = model.training first and call model.train(was_training) at the end"),
               mistake="beam_mode_not_restored")
     _beam_fake(sub, 407, [(ALIVE_AT_MAX, {})], 2, 3, None,
@@ -1654,7 +1726,7 @@ def test_beam_output_form(sub):
     _beam_pads(sub, 408)
 
 
-def _beam_pads(sub, n, B=3, L=7):
+def _beam_pads(sub, n, B=3, L=5):
     """beam_search on the copy model with a word's id as its pad_id: sources without padding (so
     that the source mask cannot matter), of words other than that id, each with eos at its own
     place; the rows that end before the longest one are padded with model.pad_id."""
