@@ -189,11 +189,17 @@ def coverage(lang: str, templates: Iterable[str] | None = None,
     return Coverage(len(wanted), len(wanted) - len(missing), missing, stale, bad, same)
 
 
+def in_sync_order(wanted: dict[str, list[str]]) -> list[str]:
+    """The ids as a catalogue keeps them: by the first file each is written in, then the id
+    (so that a sync adds or drops entries in place and moves none)."""
+    return sorted(wanted, key=lambda t: (wanted[t][0], t))
+
+
 def sync(lang: str) -> Coverage:
     """Add the source's new ids (untranslated) and drop the stale ones."""
     wanted = source_templates()
     old = read(lang)
-    merged = {t: old.get(t, Entry("")) for t in sorted(wanted, key=lambda t: (wanted[t][0], t))}
+    merged = {t: old.get(t, Entry("")) for t in in_sync_order(wanted)}
     write(lang, merged)
     table.cache_clear()
     return coverage(lang, wanted)

@@ -311,6 +311,14 @@ def test_the_catalogue_is_a_po_file_that_babel_reads_back_unchanged(tmp_path) ->
     assert "zh" in i18n.LANGUAGES and catalogues.languages(tmp_path) == ("en", "zh")
 
 
+def test_the_catalogue_is_in_the_order_sync_writes() -> None:
+    """Entries stand where ``i18n sync`` puts them (by the first file an id is written in), so
+    that a sync adds and drops entries in place: one appended at the end by hand would move, and
+    the next maintainer's sync would rewrite the whole file."""
+    entries = catalogues.read("zh")
+    assert list(entries) == catalogues.in_sync_order(catalogues.source_templates())
+
+
 def test_sync_adds_new_ids_empty_drops_stale_ones_and_makes_a_new_language(tmp_path, monkeypatch) -> None:
     """``i18n sync``: every id of the source in, with an empty msgstr when new; a translation
     kept; one whose id left the source dropped; ``--lang`` of a language with no catalogue yet
