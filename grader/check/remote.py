@@ -62,8 +62,6 @@ class RemoteSubmission(Submission):
 
     def __init__(self, sock: socket.socket, call_timeout: float = DEFAULT_LIMITS.call_s):
         self.sock = sock
-        sock.settimeout(0.0)  # non-blocking, once: each request waits by its own time limit
-        # (protocol.send_within, Reader.recv), without a settimeout (a system call) per request
         self.call_timeout = call_timeout
         self.broken: Exception | None = None
         self._types: dict[int, str] = {}  # handle id -> type name, to name a hung method
@@ -155,7 +153,8 @@ class RemoteSubmission(Submission):
         for p in group:
             p.sent = now
         try:
-            protocol.send_within(self.sock, data, now + group[-1].seconds)
+            self.sock.settimeout(group[-1].seconds)
+            self.sock.sendall(data)
         except TimeoutError:
             self._fail(group[-1], timed_out=True)
         except OSError:  # the worker is gone: a request sent before may have stopped it
@@ -225,7 +224,8 @@ class RemoteSubmission(Submission):
         so ``p`` has its ``seconds`` from then (or from when it was sent)."""
         started = max(p.sent, self._answered)
         try:
-            reply, result = self._answers.recv(max(p.seconds - (time.monotonic() - started), 0.05))
+            self.sock.settimeout(max(p.seconds - (time.monotonic() - started), 0.05))
+            reply, result = self._answers.recv()
         except TimeoutError:
             self._fail(p, timed_out=True)
         except (EOFError, ConnectionError, BrokenPipeError, OSError):

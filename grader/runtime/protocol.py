@@ -8,11 +8,8 @@ message takes two reads. The blobs are safetensors files; nothing is ever pickle
 from __future__ import annotations
 
 import json
-import math
-import select
 import socket
 import struct
-import time
 from typing import Any
 
 from . import values
@@ -57,27 +54,22 @@ def recv(sock: socket.socket) -> tuple[dict[str, Any], Any]:
 class Reader:
     """The messages of one socket, read in chunks: those that are there already (a batch's
     answers, requests sent together) cost no system call each. Only this reader may read
-    the socket from its first message on; a timeout set on the socket, or given to
-    :meth:`recv`, applies to each read."""
+    the socket from its first message on; a timeout set on the socket applies to each read."""
 
     CHUNK = 1 << 16
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self._buf = bytearray()
-        self._poll: Any = None  # made at the first read with a timeout
 
-    def recv(self, timeout: float | None = None) -> tuple[dict[str, Any], Any]:
-        """The next message, as :func:`recv`. ``timeout`` (s): wait at most that long for
-        each read (TimeoutError), as a socket's own timeout does, by one ``poll`` before it:
-        for a socket in non-blocking mode (``settimeout(0)``), where a ``settimeout``
-        before each message would cost a system call of its own."""
-        self._fill(_LENGTHS.size, timeout)
+    def recv(self) -> tuple[dict[str, Any], Any]:
+        """The next message, as :func:`recv`."""
+        self._fill(_LENGTHS.size)
         head_len, np_len, pt_len = _lengths(bytes(self._buf[:_LENGTHS.size]))
-        self._fill(_LENGTHS.size + 1, timeout)
+        self._fill(_LENGTHS.size + 1)
         _header_start(bytes(self._buf[_LENGTHS.size:_LENGTHS.size + 1]))
         end = _LENGTHS.size + head_len + np_len + pt_len
-        self._fill(end, timeout)
+        self._fill(end)
         body = bytes(self._buf[_LENGTHS.size:end])
         del self._buf[:end]
         return _decode(body, head_len, np_len)
@@ -87,42 +79,12 @@ class Reader:
         """Bytes read from the socket that no message returned yet has taken."""
         return len(self._buf)
 
-    def _fill(self, n: int, timeout: float | None) -> None:
+    def _fill(self, n: int) -> None:
         while len(self._buf) < n:
-            if timeout is not None:
-                self._wait(timeout)
             chunk = self.sock.recv(max(self.CHUNK, min(n - len(self._buf), 1 << 20)))
             if not chunk:
                 raise EOFError("connection closed")
             self._buf += chunk
-
-    def _wait(self, timeout: float) -> None:
-        """Until the socket is readable, at most ``timeout`` s (TimeoutError)."""
-        if self._poll is None:
-            self._poll = select.poll()
-            self._poll.register(self.sock, select.POLLIN)
-        if not self._poll.poll(math.ceil(timeout * 1000)):
-            raise TimeoutError("no message")
-
-
-def send_within(sock: socket.socket, data: bytes, deadline: float) -> None:
-    """Write all of ``data`` to ``sock`` (in non-blocking mode) by ``deadline``
-    (``time.monotonic()``; TimeoutError after): ``send`` at once, and ``poll`` only where
-    the socket's buffer is full."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[sock.send(view):]
-        except BlockingIOError:
-            poll = select.poll()
-            poll.register(sock, select.POLLOUT)
-            if not poll.poll(_poll_ms(deadline)):
-                raise TimeoutError("the socket's buffer stayed full") from None
-
-
-def _poll_ms(deadline: float) -> int:
-    """Milliseconds to ``deadline``, rounded up (a timeout never ends early), 0 if past."""
-    return max(0, math.ceil((deadline - time.monotonic()) * 1000))
 
 
 def _lengths(prefix: bytes) -> tuple[int, int, int]:

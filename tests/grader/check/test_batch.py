@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -223,14 +222,14 @@ def test_a_call_sent_after_a_crash_names_the_call_that_crashed(remote: RemoteSub
 
 
 class _Writes:
-    """A socket whose writes are counted (``protocol.send_within`` writes with ``send``)."""
+    """A socket whose writes are counted."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.writes = sock, 0
 
-    def send(self, data: bytes) -> int:
+    def sendall(self, data: bytes) -> None:
         self.writes += 1
-        return self.sock.send(data)
+        self.sock.sendall(data)
 
     def __getattr__(self, name: str):
         return getattr(self.sock, name)
@@ -258,32 +257,6 @@ def test_a_batchs_calls_are_written_together(remote: RemoteSubmission) -> None:
     started = time.monotonic()
     assert first.value == second.value == "slow" and time.monotonic() - started < 0.3
     assert remote.call("echo", 5) == 5 and counted.writes == 7
-
-
-class _Counted:
-    """A socket whose methods called are counted, by name."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.calls = sock, Counter()
-
-    def __getattr__(self, name: str):
-        attr = getattr(self.sock, name)
-        if not callable(attr) or name == "fileno":
-            return attr
-
-        def counted(*args, **kwargs):
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-        return counted
-
-
-def test_a_request_costs_a_write_and_a_read_and_no_settimeout(remote: RemoteSubmission) -> None:
-    """The socket is non-blocking once for all: each request waits by its own time limit in
-    a ``poll``, not by a ``settimeout`` (a system call of its own) before each write and read."""
-    counted = _Counted(remote.sock)
-    remote.sock = remote._answers.sock = counted  # type: ignore[assignment]
-    assert [remote.call("echo", i) for i in range(3)] == [0, 1, 2]
-    assert counted.calls == {"send": 3, "recv": 3}
 
 
 def test_large_batches_do_not_block_both_ends(remote: RemoteSubmission) -> None:
