@@ -4,6 +4,7 @@ trusted zygote and the class grader's trusted processes are built from."""
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import os
 import re
@@ -29,6 +30,20 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
 def _report_from_child(write_fd: int, facts: dict) -> None:
     os.write(write_fd, json.dumps(facts).encode())
     os._exit(0)
+
+
+def test_the_child_inherits_its_parents_objects_frozen_and_the_parent_keeps_collecting() -> None:
+    """The child's garbage collections never scan what it inherits (a warm zygote's torch);
+    the parent's objects are unfrozen again, its own collections as before."""
+    read_fd, write_fd = os.pipe()
+    pid = forkserver.fork_child([read_fd])
+    if pid == 0:
+        _report_from_child(write_fd, {"frozen": gc.get_freeze_count()})
+    os.close(write_fd)
+    facts = json.loads(os.read(read_fd, 4096))
+    os.close(read_fd)
+    assert forkserver.Child(pid, ours=True).wait(10)
+    assert facts["frozen"] > 1000 and gc.get_freeze_count() == 0
 
 
 def test_the_child_closes_what_it_is_told_and_leads_a_session_with_default_signals() -> None:
