@@ -69,3 +69,8 @@ class UnknownLesson(UserError, KeyError):
 
     def __str__(self) -> str:  # the sentence itself, not KeyError's quoted repr of it
         return str(self.args[0]) if self.args else ""
+
+
+class SettingError(UserError, ValueError):
+    """One of the course's environment variables (``coursekit.settings``) holds a value it
+    cannot take, or a lesson is asked for a preset it lacks (still a ``ValueError``)."""

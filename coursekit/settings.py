@@ -75,6 +75,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from coursekit.errors import SettingError, sentence
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -161,7 +163,8 @@ def threads() -> int | None:
     try:
         return max(1, int(value))
     except ValueError:
-        raise ValueError(f"{THREADS} must be a whole number of threads, got {value!r}") from None
+        raise SettingError(sentence("{variable} must be a whole number of threads, got {value}",
+                                    variable=THREADS, value=repr(value))) from None
 
 
 def load_preset(presets: Mapping[str, PresetT], name: str | None = None, direction: str | None = None,
@@ -174,7 +177,8 @@ def load_preset(presets: Mapping[str, PresetT], name: str | None = None, directi
     if name is None:
         name = "smoke" if grading() else "gpu" if _cuda() else "cpu"
     if name not in presets:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(presets)}")
+        raise SettingError(sentence("unknown preset {preset}; choose one of {presets}",
+                                    preset=repr(name), presets=", ".join(presets)))
     import dataclasses  # here: a warm check's client imports this module, and not dataclasses
 
     chosen = direction or _direction() or DEFAULT_DIRECTION
@@ -254,9 +258,10 @@ def call_timeout() -> float | None:
     try:
         seconds = float(value)
     except ValueError:
-        raise ValueError(f"{CALL_TIMEOUT} must be a number of seconds, got {value!r}") from None
+        raise SettingError(sentence("{variable} must be a number of seconds, got {value}",
+                                    variable=CALL_TIMEOUT, value=repr(value))) from None
     if seconds <= 0:
-        raise ValueError(f"{CALL_TIMEOUT} must be positive, got {value!r}")
+        raise SettingError(sentence("{variable} must be positive, got {value}", variable=CALL_TIMEOUT, value=repr(value)))
     return seconds
 
 
@@ -264,7 +269,8 @@ def edition() -> str:
     """``$COURSE_EDITION`` (``en``, ``zh`` or ``both``), default ``en``."""
     value = (os.environ.get(EDITION) or "en").strip().lower()
     if value not in EDITION_CHOICES:
-        raise ValueError(f"{EDITION} must be one of {', '.join(EDITION_CHOICES)}, got {value!r}")
+        raise SettingError(sentence("{variable} must be one of {choices}, got {value}", variable=EDITION,
+                                    choices=", ".join(EDITION_CHOICES), value=repr(value)))
     return value
 
 
@@ -272,7 +278,8 @@ def autograde() -> str:
     """``$COURSE_AUTOGRADE`` (``sandbox`` or ``kernel``), default ``sandbox``."""
     value = (os.environ.get(AUTOGRADE) or "sandbox").strip().lower()
     if value not in AUTOGRADE_CHOICES:
-        raise ValueError(f"{AUTOGRADE} must be one of {', '.join(AUTOGRADE_CHOICES)}, got {value!r}")
+        raise SettingError(sentence("{variable} must be one of {choices}, got {value}", variable=AUTOGRADE,
+                                    choices=", ".join(AUTOGRADE_CHOICES), value=repr(value)))
     return value
 
 
@@ -294,7 +301,8 @@ def check_helper_minutes() -> float | None:
     try:
         minutes = float(value)
     except ValueError:
-        raise ValueError(f"{CHECK_HELPER} must be a number of minutes or 'off', got {value!r}") from None
+        raise SettingError(sentence("{variable} must be a number of minutes or 'off', got {value}",
+                                    variable=CHECK_HELPER, value=repr(value))) from None
     return minutes if minutes > 0 else None
 
 
@@ -330,7 +338,8 @@ def log_level() -> str | None:
     if not value:
         return None
     if value not in LOG_LEVELS:
-        raise ValueError(f"{LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        raise SettingError(sentence("{variable} must be one of {choices}, got {value}", variable=LOG_LEVEL,
+                                    choices=", ".join(LOG_LEVELS), value=repr(value)))
     return value
 
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TextIO
 
 from coursekit import settings
-from coursekit.errors import UserError
 
 ROOT = "grader"
 #: stderr's lines: ``grader.check.launch DEBUG: ...``
@@ -77,15 +76,8 @@ def start(args: argparse.Namespace, prog: str) -> None:
 
 def level(name: str | None = None) -> int:
     """The level named (a command's option), else the environment's (see the module);
-    UserError for a ``$GRADER_LOG_LEVEL`` that names none."""
-    try:
-        name = name or settings.log_level() or ("debug" if settings.debug() else "warning")
-    except ValueError:
-        from grader.i18n.message import msg
-
-        raise UserError(msg("{variable} must be one of {choices}, got {value}", variable=settings.LOG_LEVEL,
-                            choices=", ".join(settings.LOG_LEVELS),
-                            value=repr(settings.log_level_set()))) from None
+    ``coursekit.errors.SettingError`` (a UserError) for a ``$GRADER_LOG_LEVEL`` that names none."""
+    name = name or settings.log_level() or ("debug" if settings.debug() else "warning")  # SettingError
     return logging.getLevelNamesMapping()[name.upper()]
 
 

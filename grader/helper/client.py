@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from coursekit import settings
-from coursekit.errors import UserError
+from coursekit.errors import SettingError, UserError
 from grader.helper.private import (
     PACKAGE_PARENT,
     HelperUnavailable,
@@ -72,7 +72,10 @@ def quick_check(argv: list[str]) -> int | None:
     helper answered (:data:`tried` says which); the full command line takes it from there."""
     global tried
     options = _plain_check(argv)
-    if options is None or settings.check_helper_minutes() is None:
+    try:
+        if options is None or settings.check_helper_minutes() is None:
+            return None
+    except SettingError:  # the full command line says it, in the reader's language
         return None
     from grader.check import timeline
 

@@ -652,3 +652,52 @@ def test_a_sandbox_that_lacks_what_is_required_is_refused_in_the_new_language(
         assert str(said).startswith(("strict isolation is not", "a required protection is not"))  # English as it was
         for line in i18n.render(said, xx).splitlines():
             _said_without_english([said], line, ["GRADER_SANDBOX_WITHOUT"])
+
+
+SETTINGS_REFUSED = [  # (variable, value, what reads it)
+    ("COURSE_THREADS", "x", "threads"),
+    ("COURSE_CALL_TIMEOUT", "x", "call_timeout"),
+    ("COURSE_CALL_TIMEOUT", "-1", "call_timeout"),
+    ("COURSE_EDITION", "x", "edition"),
+    ("COURSE_AUTOGRADE", "x", "autograde"),
+    ("COURSE_CHECK_HELPER", "x", "check_helper_minutes"),
+    ("GRADER_LOG_LEVEL", "x", "log_level"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "reader"), SETTINGS_REFUSED)
+def test_a_setting_coursekit_refuses_is_said_in_the_new_language(
+        xx: str, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, reader: str) -> None:
+    """coursekit.settings' refusals of a variable's value (a SettingError: still a ValueError,
+    its English ``str`` as before) carry their sentence, which the catalogue translates; so
+    does a preset a lesson lacks."""
+    from coursekit import settings
+    from coursekit.errors import SettingError
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingError) as refused:
+        getattr(settings, reader)()
+    assert isinstance(refused.value, ValueError) and str(refused.value).startswith(variable)
+    said = i18n.render(i18n.said_by(refused.value), xx)
+    _said_without_english([], said, [variable, repr(value), ", ".join(settings.LOG_LEVELS),
+                                     ", ".join(settings.EDITION_CHOICES), ", ".join(settings.AUTOGRADE_CHOICES)])
+    with pytest.raises(SettingError) as unknown:
+        settings.load_preset({"cpu": object()}, "fast")
+    _said_without_english([], i18n.render(i18n.said_by(unknown.value), xx), ["'fast'", "cpu"])
+
+
+def test_a_wrong_check_helper_setting_is_one_line_in_chinese(tmp_path: Path) -> None:
+    """``python -m grader check`` with ``COURSE_CHECK_HELPER=x``: the warm check's client leaves
+    it to the full command line, which says it in one line (exit 2), not a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from support import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {
+        "COURSE_CHECK_HELPER": "x", "COURSE_LANG": "zh", "XDG_RUNTIME_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "grader", "check", "missing.ipynb"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["grader: COURSE_CHECK_HELPER 必须是分钟数或 'off'，而不是 'x'"]
