@@ -669,8 +669,7 @@ SETTINGS_REFUSED = [  # (variable, value, what reads it)
 def test_a_setting_coursekit_refuses_is_said_in_the_new_language(
         xx: str, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, reader: str) -> None:
     """coursekit.settings' refusals of a variable's value (a SettingError: still a ValueError,
-    its English ``str`` as before) carry their sentence, which the catalogue translates; so
-    does a preset a lesson lacks."""
+    its English ``str`` as before) carry their sentence, which the catalogue translates."""
     from coursekit import settings
     from coursekit.errors import SettingError
 
@@ -681,6 +680,13 @@ def test_a_setting_coursekit_refuses_is_said_in_the_new_language(
     said = i18n.render(i18n.said_by(refused.value), xx)
     _said_without_english([], said, [variable, repr(value), ", ".join(settings.LOG_LEVELS),
                                      ", ".join(settings.EDITION_CHOICES), ", ".join(settings.AUTOGRADE_CHOICES)])
+
+
+def test_a_preset_a_lesson_lacks_is_said_in_the_new_language(xx: str) -> None:
+    """load_preset's refusal of a preset the lesson has not (a SettingError too)."""
+    from coursekit import settings
+    from coursekit.errors import SettingError
+
     with pytest.raises(SettingError) as unknown:
         settings.load_preset({"cpu": object()}, "fast")
     _said_without_english([], i18n.render(i18n.said_by(unknown.value), xx), ["'fast'", "cpu"])
